@@ -1,0 +1,56 @@
+/**
+ * Every error opstate raises carries one of these codes, so callers branch on `err.code`, never on
+ * message text. The message itself says how to fix the problem.
+ */
+export const OpstateErrorCode = {
+  /** A snapshot was written by a machine id or version this build does not know. */
+  SNAPSHOT_VERSION: 'SNAPSHOT_VERSION',
+  /** An event the lifecycle machine does not accept in the operation's current state. */
+  INVALID_EVENT: 'INVALID_EVENT',
+  /** A worker event whose attempt is not the operation's current attempt. */
+  STALE_ATTEMPT: 'STALE_ATTEMPT',
+  /** A compare-and-set lost against a concurrent writer. */
+  CONFLICT: 'CONFLICT',
+  /** No operation (or other record) with that id. */
+  NOT_FOUND: 'NOT_FOUND',
+  /** Input that fails validation: unknown kind, malformed message, bad id. */
+  BAD_INPUT: 'BAD_INPUT',
+  /** A configuration that breaks an invariant (for example the timer order). */
+  CONFIG: 'CONFIG',
+  /** A transport-level failure (broker unreachable, stream missing). */
+  TRANSPORT: 'TRANSPORT',
+  /** A database-level failure that is not one of the above. */
+  DATABASE: 'DATABASE',
+  /** A safety rule refused a destructive step (archive-then-delete). */
+  UNSAFE: 'UNSAFE',
+} as const;
+
+export type OpstateErrorCode = (typeof OpstateErrorCode)[keyof typeof OpstateErrorCode];
+
+/**
+ * The one error base class. `code` says what went wrong, `details` carries the data an operator or
+ * caller needs, `retryable` says whether trying again can help.
+ *
+ * @example
+ * ```ts
+ * try { await store.apply(id, event); }
+ * catch (err) { if (err instanceof OpstateError && err.code === OpstateErrorCode.CONFLICT) retry(); }
+ * ```
+ */
+export class OpstateError extends Error {
+  readonly code: OpstateErrorCode;
+  readonly details: Readonly<Record<string, unknown>>;
+  readonly retryable: boolean;
+
+  constructor(
+    code: OpstateErrorCode,
+    message: string,
+    options: { details?: Record<string, unknown>; retryable?: boolean; cause?: unknown } = {},
+  ) {
+    super(message, options.cause === undefined ? undefined : { cause: options.cause });
+    this.name = 'OpstateError';
+    this.code = code;
+    this.details = Object.freeze({ ...(options.details ?? {}) });
+    this.retryable = options.retryable ?? false;
+  }
+}
