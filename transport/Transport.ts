@@ -1,0 +1,217 @@
+import type { OperationKind } from '../machines/OperationKind.ts';
+import type { OperationType, Route } from '../machines/routing.ts';
+
+/**
+ * The dispatch/heartbeat contract (DESIGN §5). Two implementations honour it with the same
+ * semantics: JetStream (`createJetStreamTransport`) and in-process (`createInProcessTransport`).
+ * Interfaces only: the wire schema lives in `DispatchMessage.ts`, the timer rules in
+ * `TransportTiming.ts`.
+ */
+
+/**
+ * What travels on a routing queue: just enough to find the operation and fence a stale attempt.
+ * Validated at the edge (both on publish and on receive); a message that fails validation never
+ * reaches a handler.
+ */
+export interface DispatchMessage {
+  /** The operation's id; also the first half of the dedup id `<operationId>:<attempt>`. */
+  readonly operationId: string;
+  /** Identity axis. */
+  readonly kind: OperationKind;
+  /** Routing axis (the queue also depends on the route's location type). */
+  readonly operationType: OperationType;
+  /** The fencing epoch: a positive integer, bumped on every return to PENDING. */
+  readonly attempt: number;
+}
+
+/**
+ * One delivery of a dispatch message to a handler. Settle it exactly once with `ack`, `nak` or
+ * `term`; `working` may be called any number of times before that. Calls after settlement are
+ * ignored (a second `ack` of the same delivery resolves without effect).
+ */
+export interface Delivery {
+  readonly message: DispatchMessage;
+  /** The route (queue) it was consumed from. */
+  readonly route: Route;
+  /** 1 on first delivery, 2 on the first redelivery, … */
+  readonly deliveryCount: number;
+  /**
+   * Done: the message leaves the queue. Resolves once the broker has confirmed the ack when the
+   * transport was created with `confirmAcks: true` (the default), otherwise as soon as the ack
+   * is written. Rejects with `OpstateError` `TRANSPORT` (retryable) if confirmation fails;
+   * acking the same attempt again (on this or a later delivery) is harmless.
+   */
+  ack(): Promise<void>;
+  /** Not now: redeliver after `delayMs` (default 0). Retry backoff belongs in the database. */
+  nak(delayMs?: number): void;
+  /** Still working: restarts the ack-wait timer. Call at the heartbeat interval. */
+  working(): void;
+  /** Never again: the message is removed and not redelivered (a fenced, stale attempt). */
+  term(): void;
+}
+
+/**
+ * Timers, validated at start in the order
+ * `heartbeatIntervalMs < heartbeatTimeoutMs < reconcilerFloorMs < ackWaitMs` (DESIGN §5).
+ */
+export interface TransportTiming {
+  /** How often a worker writes its heartbeat and calls `working()` [30 s]. */
+  readonly heartbeatIntervalMs: number;
+  /** A heartbeat older than this is stale: the task is not alive [300 s]. */
+  readonly heartbeatTimeoutMs: number;
+  /** The reconciler's minimum age before it resets an operation with no live task [3600 s]. */
+  readonly reconcilerFloorMs: number;
+  /** The broker redelivers a held, unsettled message after this long [4200 s]. */
+  readonly ackWaitMs: number;
+  /** Deliveries before a message is given up (see the `max_deliveries` event) [10]. */
+  readonly maxDeliver: number;
+  /** A second publish of the same `<operationId>:<attempt>` within this window is dropped [120 s]. */
+  readonly duplicateWindowMs: number;
+  /** Heartbeat keys are dropped by the store after this age; must exceed the timeout [2 × timeout]. */
+  readonly heartbeatMaxAgeMs: number;
+}
+
+/** The outcome of one publish. `duplicate`: the same attempt was already published in the window. */
+export interface PublishResult {
+  readonly duplicate: boolean;
+}
+
+/** One entry of a batched publish; results come back in the same order. */
+export interface PublishItem {
+  readonly route: Route;
+  readonly message: DispatchMessage;
+}
+
+/** Per-item outcome of `publishMany`: an error on one item never fails the others. */
+export type PublishManyResult =
+  | { readonly ok: true; readonly duplicate: boolean }
+  | { readonly ok: false; readonly error: Error };
+
+/** Options of `consume`. */
+export interface ConsumeOptions {
+  /** Most handlers running at once for this subscription (≥ 1). Nothing is prefetched beyond it. */
+  readonly concurrency: number;
+}
+
+/** A running consumer of one routing queue. */
+export interface Subscription {
+  readonly route: Route;
+  /** Handlers running now. */
+  readonly inFlight: number;
+  /**
+   * Stops pulling, waits for running handlers to finish, and returns anything received but not
+   * started to the queue at once (nak, no delay). Idempotent.
+   */
+  stop(): Promise<void>;
+  /** Resolves when the subscription has stopped (by `stop()` or by `Transport.close()`). */
+  readonly closed: Promise<void>;
+}
+
+/**
+ * Handles one delivery. It should settle the delivery before its promise resolves; if it rejects
+ * or leaves the delivery unsettled, the transport naks it after `handlerErrorNakDelayMs` and
+ * reports a `handler_error` event.
+ */
+export type DeliveryHandler = (delivery: Delivery) => Promise<void>;
+
+/** Identifies one task's heartbeat: KV key `<kind>.<operationId>.<taskId>`. */
+export interface HeartbeatKey {
+  readonly kind: OperationKind;
+  /** Key-safe: letters, digits, `-`, `_`, `=` (no dots). */
+  readonly operationId: string;
+  /** Key-safe like `operationId`: identifies the worker task holding the operation. */
+  readonly taskId: string;
+}
+
+/** A stored heartbeat: its key and when it was last written (ms since epoch, store clock). */
+export interface Heartbeat {
+  readonly key: HeartbeatKey;
+  readonly at: number;
+}
+
+/** Heartbeat store (a KV bucket in JetStream). */
+export interface Heartbeats {
+  /** Writes (or refreshes) the heartbeat of a task. */
+  put(key: HeartbeatKey): Promise<void>;
+  /** Removes a task's heartbeat (the task finished). Deleting a missing key is harmless. */
+  delete(key: HeartbeatKey): Promise<void>;
+  /** Every heartbeat still stored, fresh or stale (stale ones vanish after `heartbeatMaxAgeMs`). */
+  list(): Promise<Heartbeat[]>;
+  /** Is any task of this operation alive: a heartbeat younger than `heartbeatTimeoutMs`? */
+  isAlive(kind: OperationKind, operationId: string): Promise<boolean>;
+}
+
+/** Notifications from the transport, tagged by `type`. */
+export type TransportEvent =
+  /** A message failed validation (bad JSON, wrong shape, oversized); it was terminated. */
+  | {
+      readonly type: 'rejected';
+      readonly route: Route;
+      readonly reason: string;
+      readonly size: number;
+    }
+  /** A message used up `maxDeliver`; it was removed from the queue. */
+  | {
+      readonly type: 'max_deliveries';
+      readonly route: Route;
+      /** The message, when it could still be read and parsed. */
+      readonly message: DispatchMessage | undefined;
+      readonly deliveries: number;
+    }
+  /** A handler rejected or returned without settling its delivery; it was nak()ed. */
+  | {
+      readonly type: 'handler_error';
+      readonly route: Route;
+      readonly message: DispatchMessage;
+      readonly error: unknown;
+    }
+  /** The connection to the broker dropped or came back (JetStream only). */
+  | { readonly type: 'disconnected' | 'reconnected' };
+
+/** Running totals, for metrics and tests. */
+export interface TransportStats {
+  readonly published: number;
+  readonly duplicates: number;
+  readonly rejected: number;
+  readonly maxDeliveries: number;
+  readonly handlerErrors: number;
+}
+
+/** The transport contract. */
+export interface Transport {
+  /** The validated timers this transport runs with. */
+  readonly timing: TransportTiming;
+  /** Creates (or checks) the stream, one consumer per route, and the heartbeat bucket. Idempotent. */
+  ensure(routes: readonly Route[]): Promise<void>;
+  /**
+   * Publishes one dispatch with dedup id `<operationId>:<attempt>`. Rejects with `BAD_INPUT` for
+   * an invalid message and with retryable `TRANSPORT` when the broker does not confirm.
+   */
+  publish(route: Route, message: DispatchMessage): Promise<PublishResult>;
+  /** Publishes many at once (pipelined, not one awaited publish at a time), for the outbox relay. */
+  publishMany(items: readonly PublishItem[]): Promise<PublishManyResult[]>;
+  /** Consumes a routing queue. Two subscriptions on one queue never hold the same message. */
+  consume(route: Route, options: ConsumeOptions, handler: DeliveryHandler): Subscription;
+  /** Heartbeat store. */
+  readonly heartbeats: Heartbeats;
+  /** Subscribes to notifications; returns the unsubscribe function. */
+  onEvent(listener: (event: TransportEvent) => void): () => void;
+  /** Running totals. */
+  stats(): TransportStats;
+  /** Subscriptions not yet stopped (leak checks). */
+  readonly openSubscriptions: number;
+  /** Stops every subscription (as `stop()` does) and releases the connection. Idempotent. */
+  close(): Promise<void>;
+}
+
+/** Options shared by both factories. Every field has a default. */
+export interface TransportOptions {
+  /** Timer overrides; the result is validated (`OpstateError` `CONFIG` names the values). */
+  readonly timing?: Partial<TransportTiming>;
+  /** Larger dispatch payloads are refused on publish and terminated on receive [4096]. */
+  readonly maxMessageBytes?: number;
+  /** Delay of the nak after a handler error or an unsettled delivery [1000 ms]. */
+  readonly handlerErrorNakDelayMs?: number;
+  /** `ack()` waits for the broker's confirmation [true]. */
+  readonly confirmAcks?: boolean;
+}
