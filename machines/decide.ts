@@ -1,0 +1,282 @@
+import { initialTransition, transition } from 'xstate';
+import { isOperationKind, type OperationKind } from './OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from './OpstateError.ts';
+import {
+  OPERATION_EVENT_TYPES,
+  OPERATION_STATUSES,
+  type OperationContext,
+  type OperationError,
+  type OperationEvent,
+  type OperationEventType,
+  type OperationInput,
+  type OperationStatus,
+  operationMachine,
+  type ResetBy,
+  WORKER_EVENT_TYPES,
+} from './operationMachine.ts';
+
+/**
+ * What the host must do after it has persisted a transition. Tagged by `type`; the host runs them
+ * only after commit, so a crash before commit leaves no effect and a crash after leaves the
+ * durable record to redo it (the outbox for `dispatch`).
+ */
+export type OperationEffect =
+  | { readonly type: 'dispatch'; readonly attempt: number }
+  | {
+      readonly type: 'abortWork';
+      readonly attempt: number;
+      readonly workerId: string | null;
+      readonly reason: string;
+    }
+  | { readonly type: 'recordFailure'; readonly attempt: number; readonly error: OperationError };
+
+/** The persisted form of an operation snapshot: plain JSON, stored in `operation.snapshot`. */
+export interface PersistedOperationSnapshot {
+  readonly status: 'active' | 'done';
+  readonly value: OperationStatus;
+  readonly context: OperationContext;
+  readonly historyValue: Record<string, never>;
+  readonly children: Record<string, never>;
+}
+
+/** The outcome of one accepted event. */
+export interface Decision {
+  readonly snapshot: PersistedOperationSnapshot;
+  readonly status: OperationStatus;
+  readonly context: OperationContext;
+  readonly effects: readonly OperationEffect[];
+}
+
+const RESET_BY: ReadonlySet<string> = new Set<ResetBy>([
+  'heartbeat_monitor',
+  'reconciler',
+  'broker',
+  'operator',
+]);
+const STATUS_VALUES: ReadonlySet<string> = new Set(OPERATION_STATUSES);
+const EVENT_TYPES: ReadonlySet<string> = new Set(OPERATION_EVENT_TYPES);
+
+type MachineSnapshot = ReturnType<typeof operationMachine.resolveState>;
+
+function persist(snapshot: MachineSnapshot): PersistedOperationSnapshot {
+  return operationMachine.getPersistedSnapshot(snapshot) as unknown as PersistedOperationSnapshot;
+}
+
+function effectsOf(actions: ReadonlyArray<{ type: string; params?: unknown }>): OperationEffect[] {
+  const effects: OperationEffect[] = [];
+  for (const action of actions) {
+    if (
+      action.type === 'dispatch' ||
+      action.type === 'abortWork' ||
+      action.type === 'recordFailure'
+    ) {
+      effects.push({ type: action.type, ...(action.params as object) } as OperationEffect);
+    }
+  }
+  return effects;
+}
+
+function badInput(message: string, details: Record<string, unknown> = {}): OpstateError {
+  return new OpstateError(OpstateErrorCode.BAD_INPUT, message, { details });
+}
+
+/**
+ * Builds the first snapshot of a new operation (PENDING, attempt 1).
+ *
+ * @example
+ * ```ts
+ * const { snapshot } = createOperationState({ kind: OperationKind.LONG_TERM_ARCHIVE });
+ * ```
+ */
+export function createOperationState(input: OperationInput): Decision {
+  if (!isOperationKind(input.kind)) {
+    throw badInput(
+      `unknown operation kind ${JSON.stringify(input.kind)}; use one of the OperationKind values`,
+      { kind: input.kind },
+    );
+  }
+  const maxRetries = input.maxRetries;
+  if (maxRetries !== undefined && (!Number.isInteger(maxRetries) || maxRetries < 0)) {
+    throw badInput(`maxRetries must be a whole number ≥ 0, got ${String(maxRetries)}`);
+  }
+  const [snapshot, actions] = initialTransition(operationMachine, input);
+  return {
+    snapshot: persist(snapshot),
+    status: snapshot.value as OperationStatus,
+    context: snapshot.context,
+    effects: effectsOf(actions),
+  };
+}
+
+/**
+ * Checks that a value from outside (a CLI, an API call, a message) is a well-formed lifecycle
+ * event, and returns it typed. Throws `BAD_INPUT` naming what is wrong.
+ *
+ * @example
+ * ```ts
+ * const event = parseOperationEvent(JSON.parse(body));
+ * ```
+ */
+export function parseOperationEvent(value: unknown): OperationEvent {
+  if (typeof value !== 'object' || value === null) throw badInput('an event must be an object');
+  const e = value as Record<string, unknown>;
+  if (typeof e.type !== 'string' || !EVENT_TYPES.has(e.type)) {
+    throw badInput(
+      `unknown event type ${JSON.stringify(e.type)}; use one of ${OPERATION_EVENT_TYPES.join(', ')}`,
+    );
+  }
+  const type = e.type as OperationEventType;
+  const need = (field: string, ok: boolean, what: string) => {
+    if (!ok) throw badInput(`${type}.${field} must be ${what}`, { field });
+  };
+  if (e.at !== undefined)
+    need('at', typeof e.at === 'string' && !Number.isNaN(Date.parse(e.at)), 'an ISO time');
+  const isAttempt = (a: unknown) => Number.isInteger(a) && (a as number) >= 1;
+  switch (type) {
+    case 'START':
+      need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      need(
+        'workerId',
+        typeof e.workerId === 'string' && e.workerId.length > 0,
+        'a non-empty string',
+      );
+      break;
+    case 'COMPLETE':
+      need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      break;
+    case 'FAIL': {
+      need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      const err = e.error as Record<string, unknown> | undefined;
+      need(
+        'error',
+        typeof err === 'object' &&
+          err !== null &&
+          typeof err.message === 'string' &&
+          typeof err.retryable === 'boolean',
+        'an object {message: string, retryable: boolean}',
+      );
+      if (e.retryDelayMs !== undefined) {
+        need(
+          'retryDelayMs',
+          Number.isInteger(e.retryDelayMs) && (e.retryDelayMs as number) >= 0,
+          'a whole number of ms ≥ 0',
+        );
+      }
+      break;
+    }
+    case 'RESET':
+      need(
+        'by',
+        typeof e.by === 'string' && RESET_BY.has(e.by),
+        `one of ${[...RESET_BY].join(', ')}`,
+      );
+      need('reason', typeof e.reason === 'string' && e.reason.length > 0, 'a non-empty string');
+      if (e.attempt !== undefined) need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      break;
+    case 'CANCEL':
+      need('reason', typeof e.reason === 'string' && e.reason.length > 0, 'a non-empty string');
+      break;
+    case 'SCHEDULE':
+    case 'RETRY':
+      break;
+  }
+  return value as OperationEvent;
+}
+
+/**
+ * Restores a persisted snapshot (already upgraded to the current machine version) into a machine
+ * snapshot, checking its shape first so that a damaged row gives a clear error instead of a
+ * machine in an impossible state.
+ */
+export function restoreOperationSnapshot(persisted: unknown): MachineSnapshot {
+  const p = persisted as Partial<PersistedOperationSnapshot> | null;
+  if (
+    typeof p !== 'object' ||
+    p === null ||
+    typeof p.value !== 'string' ||
+    !STATUS_VALUES.has(p.value)
+  ) {
+    throw new OpstateError(
+      OpstateErrorCode.SNAPSHOT_VERSION,
+      `stored snapshot has no known lifecycle state (value ${JSON.stringify(p?.value)}); it was not written by this machine version`,
+    );
+  }
+  const c = p.context as Partial<OperationContext> | undefined;
+  if (
+    typeof c !== 'object' ||
+    c === null ||
+    !isOperationKind(c.kind) ||
+    !Number.isInteger(c.attempt) ||
+    !Number.isInteger(c.retryCount) ||
+    !Number.isInteger(c.maxRetries)
+  ) {
+    throw new OpstateError(
+      OpstateErrorCode.SNAPSHOT_VERSION,
+      'stored snapshot context lacks kind, attempt, retryCount or maxRetries; it was not written by this machine version',
+    );
+  }
+  return operationMachine.resolveState({ value: p.value, context: p.context as OperationContext });
+}
+
+/**
+ * The pure core of the host: applies one event to a persisted snapshot and returns the next
+ * snapshot with the effects to run after it is persisted. Nothing is executed. A refused event
+ * throws: `INVALID_EVENT` when the state does not take it, `STALE_ATTEMPT` when a worker event (or
+ * a fenced RESET) names an attempt that is no longer current. The caller's snapshot is unchanged.
+ *
+ * @example
+ * ```ts
+ * const next = decide(row.snapshot, { type: 'START', attempt: 1, workerId: 'w-1', at: now });
+ * next.status; // 'IN_PROGRESS'
+ * ```
+ */
+export function decide(persisted: unknown, event: OperationEvent): Decision {
+  const checked = parseOperationEvent(event);
+  const current = restoreOperationSnapshot(persisted);
+  const [next, actions] = transition(operationMachine, current, checked);
+  if (next === current || (next.value === current.value && next.context === current.context)) {
+    throw refusal(current, checked);
+  }
+  return {
+    snapshot: persist(next),
+    status: next.value as OperationStatus,
+    context: next.context,
+    effects: effectsOf(actions),
+  };
+}
+
+/** The event types the machine takes in a state (before guards). */
+export function acceptedEvents(status: OperationStatus): OperationEventType[] {
+  const node = operationMachine.states[status];
+  return node === undefined ? [] : (node.ownEvents as OperationEventType[]);
+}
+
+function refusal(current: MachineSnapshot, event: OperationEvent): OpstateError {
+  const status = current.value as OperationStatus;
+  const accepted = acceptedEvents(status);
+  const details = { status, event: event.type, attempt: current.context.attempt };
+  if (!accepted.includes(event.type)) {
+    return new OpstateError(
+      OpstateErrorCode.INVALID_EVENT,
+      `${event.type} is not accepted in ${status}` +
+        (accepted.length > 0 ? ` (accepted: ${accepted.join(', ')})` : ' (it is a final state)'),
+      { details },
+    );
+  }
+  if ((WORKER_EVENT_TYPES.has(event.type) || event.type === 'RESET') && 'attempt' in event) {
+    if (event.attempt !== undefined && event.attempt !== current.context.attempt) {
+      return new OpstateError(
+        OpstateErrorCode.STALE_ATTEMPT,
+        `${event.type} for attempt ${event.attempt} refused: the operation's current attempt is ${current.context.attempt}`,
+        { details: { ...details, eventAttempt: event.attempt } },
+      );
+    }
+  }
+  return new OpstateError(
+    OpstateErrorCode.INVALID_EVENT,
+    `${event.type} was refused in ${status} by the machine's guards`,
+    { details },
+  );
+}
+
+export type { OperationKind };
