@@ -1,0 +1,104 @@
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+
+/** The SQLSTATE codes opstate gives a meaning to (graphile-worker keeps its own `CLASH_CODES`). */
+export const SqlState = {
+  UNIQUE_VIOLATION: '23505',
+  FOREIGN_KEY_VIOLATION: '23503',
+  CHECK_VIOLATION: '23514',
+  NOT_NULL_VIOLATION: '23502',
+  RESTRICT_VIOLATION: '23001',
+  INVALID_TEXT_REPRESENTATION: '22P02',
+  INVALID_DATETIME_FORMAT: '22007',
+  DATETIME_FIELD_OVERFLOW: '22008',
+  NUMERIC_VALUE_OUT_OF_RANGE: '22003',
+  SERIALIZATION_FAILURE: '40001',
+  DEADLOCK_DETECTED: '40P01',
+  LOCK_NOT_AVAILABLE: '55P03',
+  UNDEFINED_TABLE: '42P01',
+  ADMIN_SHUTDOWN: '57P01',
+  CANNOT_CONNECT_NOW: '57P03',
+} as const;
+
+interface DriverError {
+  code?: unknown;
+  message?: unknown;
+  detail?: unknown;
+  constraint?: unknown;
+  constraint_name?: unknown;
+  table?: unknown;
+  table_name?: unknown;
+}
+
+/** The SQLSTATE of a postgres.js or PGlite error, or undefined for anything else. */
+export function sqlStateOf(err: unknown): string | undefined {
+  const code = (err as DriverError | null)?.code;
+  return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/**
+ * Translates a driver error into an `OpstateError` at the persistence edge, so callers branch on
+ * `code` and never on driver classes or message text. An `OpstateError` passes through unchanged.
+ *
+ * @example
+ * ```ts
+ * try { await client.unsafe(text, params); } catch (err) { throw toOpstateError(err); }
+ * ```
+ */
+export function toOpstateError(err: unknown): OpstateError {
+  if (err instanceof OpstateError) return err;
+  const e = (err ?? {}) as DriverError;
+  const state = sqlStateOf(err);
+  const message = typeof e.message === 'string' ? e.message : String(err);
+  const constraint =
+    typeof e.constraint_name === 'string'
+      ? e.constraint_name
+      : typeof e.constraint === 'string'
+        ? e.constraint
+        : undefined;
+  const details: Record<string, unknown> = { sqlState: state, constraint };
+  if (typeof e.detail === 'string') details.detail = e.detail;
+  const at = constraint === undefined ? '' : ` (${constraint})`;
+  const make = (code: OpstateErrorCode, text: string, retryable = false) =>
+    new OpstateError(code, text, { details, retryable, cause: err });
+
+  switch (state) {
+    case SqlState.UNIQUE_VIOLATION:
+      return make(OpstateErrorCode.CONFLICT, `a row with the same key already exists${at}`);
+    case SqlState.FOREIGN_KEY_VIOLATION:
+      return make(
+        OpstateErrorCode.BAD_INPUT,
+        `a referenced row does not exist or has another kind${at}; create it first or fix the id`,
+      );
+    case SqlState.CHECK_VIOLATION:
+    case SqlState.NOT_NULL_VIOLATION:
+      return make(OpstateErrorCode.BAD_INPUT, `value refused by the database${at}: ${message}`);
+    case SqlState.INVALID_TEXT_REPRESENTATION:
+    case SqlState.INVALID_DATETIME_FORMAT:
+    case SqlState.DATETIME_FIELD_OVERFLOW:
+    case SqlState.NUMERIC_VALUE_OUT_OF_RANGE:
+      return make(OpstateErrorCode.BAD_INPUT, `malformed value: ${message}`);
+    case SqlState.RESTRICT_VIOLATION:
+      return make(OpstateErrorCode.BAD_INPUT, message);
+    case SqlState.SERIALIZATION_FAILURE:
+    case SqlState.DEADLOCK_DETECTED:
+    case SqlState.LOCK_NOT_AVAILABLE:
+      return make(
+        OpstateErrorCode.CONFLICT,
+        `concurrent writers clashed, try again: ${message}`,
+        true,
+      );
+    case SqlState.UNDEFINED_TABLE:
+      return make(
+        OpstateErrorCode.DATABASE,
+        `${message}; the schema is missing or old: run \`opstate migrate\``,
+      );
+    default:
+      break;
+  }
+  const retryable =
+    state === undefined ||
+    state.startsWith('08') ||
+    state === SqlState.ADMIN_SHUTDOWN ||
+    state === SqlState.CANNOT_CONNECT_NOW;
+  return make(OpstateErrorCode.DATABASE, `database error: ${message}`, retryable);
+}

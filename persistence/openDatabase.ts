@@ -1,0 +1,170 @@
+import { mkdirSync } from 'node:fs';
+import { PGlite } from '@electric-sql/pglite';
+import type { SQL } from 'drizzle-orm';
+import { type PgDatabase, PgDialect, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
+import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
+import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
+import postgres from 'postgres';
+import { toOpstateError } from './databaseError.ts';
+import * as schema from './schema/index.ts';
+
+export type Dialect = 'postgres' | 'pglite';
+export type Row = Record<string, unknown>;
+
+/** The typed drizzle database over either driver. */
+export type OpstateDrizzle = PgDatabase<PgQueryResultHKT, typeof schema>;
+
+/** Runs SQL and returns rows as an array, whatever the driver. Driver errors become `OpstateError`s. */
+export interface Executor {
+  execute<T extends Row = Row>(query: SQL | string): Promise<T[]>;
+}
+
+/** One connection held for the caller alone: session advisory locks live on it. */
+export interface ReservedConnection extends Executor {
+  release(): Promise<void>;
+}
+
+/** An open database: a drizzle db, a driver-neutral `execute`, transactions, and `close()`. */
+export interface Database extends Executor {
+  readonly dialect: Dialect;
+  readonly db: OpstateDrizzle;
+  /** Runs `fn` in one transaction (READ COMMITTED); a throw rolls it back. */
+  transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
+  /**
+   * A connection of its own, for session advisory locks (leadership, the migrator). postgres.js:
+   * `sql.reserve()`. PGlite has a single connection, so it returns that one and `release()` does
+   * nothing: locks taken there never contend inside the process.
+   */
+  reserve(): Promise<ReservedConnection>;
+  close(): Promise<void>;
+}
+
+export interface OpenDatabaseOptions {
+  /** A Postgres URL. Default `DATABASE_URL`; when neither is set, embedded PGlite is used. */
+  databaseUrl?: string;
+  /** PGlite data folder. Default `OPSTATE_DATA_DIR`, else `./.opstate`; `memory://` for in-memory. */
+  dataDir?: string;
+  /** postgres.js pool size (default 8, where throughput levels off on a 2-core machine). */
+  max?: number;
+}
+
+const dialect = new PgDialect();
+
+function compile(query: SQL | string): { text: string; params: unknown[] } {
+  if (typeof query === 'string') return { text: query, params: [] };
+  const { sql, params } = dialect.sqlToQuery(query);
+  return { text: sql, params };
+}
+
+type PostgresLike = Pick<postgres.Sql, 'unsafe'>;
+
+function postgresExecutor(client: PostgresLike): Executor {
+  return {
+    async execute<T extends Row = Row>(query: SQL | string): Promise<T[]> {
+      const { text, params } = compile(query);
+      try {
+        const rows = await client.unsafe(text, params as postgres.ParameterOrJSON<never>[], {
+          prepare: true,
+        });
+        return Array.from(rows) as unknown as T[];
+      } catch (err) {
+        throw toOpstateError(err);
+      }
+    },
+  };
+}
+
+type PgliteLike = Pick<PGlite, 'query'>;
+
+function pgliteExecutor(client: PgliteLike): Executor {
+  return {
+    async execute<T extends Row = Row>(query: SQL | string): Promise<T[]> {
+      const { text, params } = compile(query);
+      try {
+        return (await client.query<T>(text, params)).rows;
+      } catch (err) {
+        throw toOpstateError(err);
+      }
+    },
+  };
+}
+
+function openPostgres(url: string, max: number): Database {
+  const client = postgres(url, { max, onnotice: () => {} });
+  const exec = postgresExecutor(client);
+  return {
+    dialect: 'postgres',
+    db: drizzlePostgres({ client, schema }) as unknown as OpstateDrizzle,
+    execute: exec.execute,
+    async transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
+      try {
+        return (await client.begin((tx) => fn(postgresExecutor(tx)))) as T;
+      } catch (err) {
+        throw toOpstateError(err);
+      }
+    },
+    async reserve() {
+      let reserved: postgres.ReservedSql;
+      try {
+        reserved = await client.reserve();
+      } catch (err) {
+        throw toOpstateError(err);
+      }
+      const r = postgresExecutor(reserved);
+      return { execute: r.execute, release: async () => reserved.release() };
+    },
+    close: () => client.end({ timeout: 5 }),
+  };
+}
+
+async function openPglite(dataDir: string): Promise<Database> {
+  const inMemory = dataDir.startsWith('memory://');
+  if (!inMemory) mkdirSync(dataDir, { recursive: true });
+  let client: PGlite;
+  try {
+    client = await PGlite.create(inMemory ? undefined : dataDir);
+  } catch (err) {
+    throw toOpstateError(err);
+  }
+  const exec = pgliteExecutor(client);
+  return {
+    dialect: 'pglite',
+    db: drizzlePglite({ client, schema }) as unknown as OpstateDrizzle,
+    execute: exec.execute,
+    async transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
+      try {
+        return await client.transaction((tx) => fn(pgliteExecutor(tx)));
+      } catch (err) {
+        throw toOpstateError(err);
+      }
+    },
+    async reserve() {
+      return { execute: exec.execute, release: async () => {} };
+    },
+    close: () => client.close(),
+  };
+}
+
+/**
+ * Opens the database opstate runs on: Postgres through postgres.js when a URL is given (or
+ * `DATABASE_URL` is set), else embedded PGlite in a data folder. Everything above this call is
+ * the same code for both. It does not migrate: call `migrate(database)` at start.
+ *
+ * @example
+ * ```ts
+ * const database = await openDatabase();                       // env decides
+ * const mem = await openDatabase({ dataDir: 'memory://' });     // in-memory PGlite (tests)
+ * const rows = await database.execute(sql`select 1 as one`);   // [{ one: 1 }]
+ * await database.close();
+ * ```
+ */
+export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<Database> {
+  const url = options.databaseUrl ?? nonEmpty(process.env.DATABASE_URL);
+  if (url !== undefined) return openPostgres(url, options.max ?? 8);
+  const dataDir = options.dataDir ?? nonEmpty(process.env.OPSTATE_DATA_DIR) ?? './.opstate';
+  return openPglite(dataDir);
+}
+
+function nonEmpty(value: string | undefined): string | undefined {
+  return value === undefined || value === '' ? undefined : value;
+}

@@ -1,0 +1,23 @@
+/** The whole drizzle schema; `drizzle.config.ts` and the connection factory read it from here. */
+export { dataLocation, dataTransferPackage, rawDataFile, rawDataPackage } from './artifacts.ts';
+export {
+  dispatchOutbox,
+  operationFailureEvent,
+  operationStep,
+  operationTransition,
+} from './journal.ts';
+export { operation, operationGroup, operationInput, operationOutput } from './operation.ts';
+export {
+  bundlingOperation,
+  longTermArchiveOperation,
+  packagingOperation,
+  stagingOperation,
+  transferOperation,
+  unpackOperation,
+} from './operationSubtypes.ts';
+export {
+  dataTransferPackagePhysicalCopy,
+  physicalCopy,
+  rawDataFilePhysicalCopy,
+  rawDataPackagePhysicalCopy,
+} from './physicalCopy.ts';

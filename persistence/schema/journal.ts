@@ -1,0 +1,111 @@
+import { sql } from 'drizzle-orm';
+import {
+  bigint,
+  check,
+  foreignKey,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  unique,
+  uuid,
+} from 'drizzle-orm/pg-core';
+import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
+import { oneOf } from './checks.ts';
+import { operation } from './operation.ts';
+
+/**
+ * Append-only history of every status change (a trigger refuses UPDATE). `by` is the worker id,
+ * `heartbeat_monitor`, `reconciler`, `broker`, `scheduler` or `operator`; `attempt` is the attempt
+ * the event acted on. `from_status` is null for the creation row.
+ */
+export const operationTransition = pgTable(
+  'operation_transition',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => operation.id, { onDelete: 'cascade' }),
+    fromStatus: text('from_status'),
+    toStatus: text('to_status').notNull(),
+    event: text('event').notNull(),
+    attempt: integer('attempt').notNull(),
+    by: text('by').notNull(),
+    reason: text('reason'),
+    at: timestamp('at', { withTimezone: true }).notNull(),
+  },
+  (t) => [index('operation_transition_operation_idx').on(t.operationId, t.id)],
+);
+
+/**
+ * Failure breadcrumbs keyed by (kind value, operation id, attempt); the kind is tied to the
+ * operation's own kind by a composite foreign key.
+ */
+export const operationFailureEvent = pgTable(
+  'operation_failure_event',
+  {
+    kind: text('kind').notNull(),
+    operationId: uuid('operation_id').notNull(),
+    attempt: integer('attempt').notNull(),
+    error: jsonb('error').notNull(),
+    at: timestamp('at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({
+      name: 'operation_failure_event_pkey',
+      columns: [t.kind, t.operationId, t.attempt],
+    }),
+    check('operation_failure_event_kind_check', oneOf(t.kind, OPERATION_KINDS)),
+    foreignKey({
+      name: 'operation_failure_event_operation_fk',
+      columns: [t.operationId, t.kind],
+      foreignColumns: [operation.id, operation.kind],
+    }).onDelete('cascade'),
+    index('operation_failure_event_operation_idx').on(t.operationId),
+  ],
+);
+
+/**
+ * The step journal: durable checkpoints a handler records inside IN_PROGRESS. One row per
+ * (operation, step name), so a re-run of the step gets the recorded result back instead of
+ * repeating the side effect.
+ */
+export const operationStep = pgTable(
+  'operation_step',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => operation.id, { onDelete: 'cascade' }),
+    attempt: integer('attempt').notNull(),
+    name: text('name').notNull(),
+    state: text('state').notNull(),
+    result: jsonb('result'),
+    at: timestamp('at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [unique('operation_step_operation_name_key').on(t.operationId, t.name)],
+);
+
+/**
+ * Dispatches committed with the transition that caused them, published by the relay afterwards.
+ * One row per (operation, attempt): the same attempt is never queued twice.
+ */
+export const dispatchOutbox = pgTable(
+  'dispatch_outbox',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => operation.id, { onDelete: 'cascade' }),
+    attempt: integer('attempt').notNull(),
+    queue: text('queue').notNull(),
+    operationType: text('operation_type').notNull(),
+    locationType: text('location_type').notNull(),
+    payload: jsonb('payload').notNull(),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [unique('dispatch_outbox_operation_attempt_key').on(t.operationId, t.attempt)],
+);

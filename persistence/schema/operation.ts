@@ -1,0 +1,117 @@
+import { sql } from 'drizzle-orm';
+import {
+  boolean,
+  check,
+  index,
+  integer,
+  jsonb,
+  pgTable,
+  primaryKey,
+  text,
+  timestamp,
+  unique,
+  uuid,
+} from 'drizzle-orm/pg-core';
+import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
+import type { OperationError } from '../../machines/operationMachine.ts';
+import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
+import { LocationType, OperationType } from '../../machines/routing.ts';
+import { oneOf } from './checks.ts';
+import { physicalCopy } from './physicalCopy.ts';
+
+/**
+ * N co-created operations. Its status is derived from its children (`deriveGroupStatus`), never
+ * stored. `active` is the retention claim of a staging job: while true, the copies its operations
+ * stage must not be deleted.
+ */
+export const operationGroup = pgTable('operation_group', {
+  id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+  name: text('name'),
+  active: boolean('active').notNull().default(false),
+  createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+  releasedAt: timestamp('released_at', { withTimezone: true }),
+});
+
+/**
+ * The base of every operation (joined-table inheritance). The columns beside `snapshot` are a
+ * projection of it kept in step by every write, so the hot queries never parse jsonb. `version`
+ * is the compare-and-set counter; `attempt` is the fencing epoch.
+ */
+export const operation = pgTable(
+  'operation',
+  {
+    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    kind: text('kind').notNull(),
+    operationType: text('operation_type').notNull(),
+    locationType: text('location_type').notNull(),
+    status: text('status').notNull(),
+    attempt: integer('attempt').notNull().default(1),
+    retryCount: integer('retry_count').notNull().default(0),
+    maxRetries: integer('max_retries').notNull(),
+    snapshot: jsonb('snapshot').notNull(),
+    machineId: text('machine_id').notNull(),
+    machineVersion: integer('machine_version').notNull(),
+    xstateVersion: text('xstate_version').notNull(),
+    version: integer('version').notNull().default(0),
+    groupId: uuid('group_id').references(() => operationGroup.id),
+    notBefore: timestamp('not_before', { withTimezone: true }),
+    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    scheduledAt: timestamp('scheduled_at', { withTimezone: true }),
+    startedAt: timestamp('started_at', { withTimezone: true }),
+    finishedAt: timestamp('finished_at', { withTimezone: true }),
+    lastError: jsonb('last_error').$type<OperationError>(),
+    workerId: text('worker_id'),
+  },
+  (t) => [
+    unique('operation_id_kind_key').on(t.id, t.kind),
+    check('operation_kind_check', oneOf(t.kind, OPERATION_KINDS)),
+    check('operation_status_check', oneOf(t.status, OPERATION_STATUSES)),
+    check('operation_type_check', oneOf(t.operationType, Object.values(OperationType))),
+    check('operation_location_type_check', oneOf(t.locationType, Object.values(LocationType))),
+    check('operation_attempt_check', sql`${t.attempt} >= 1`),
+    // Due work for the scheduler: PENDING in not_before order (null = now).
+    index('operation_due_idx')
+      .on(t.notBefore.asc().nullsFirst(), t.createdAt)
+      .where(sql`status = 'PENDING'`),
+    // Running work for the heartbeat monitor and the reconciler.
+    index('operation_active_idx')
+      .on(t.status, t.startedAt)
+      .where(sql`status in ('SCHEDULED', 'IN_PROGRESS')`),
+    index('operation_kind_status_idx').on(t.kind, t.status),
+    index('operation_group_idx').on(t.groupId).where(sql`group_id is not null`),
+  ],
+);
+
+/** Copies an operation consumes. Lineage runs through copies, never operation to operation. */
+export const operationInput = pgTable(
+  'operation_input',
+  {
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => operation.id, { onDelete: 'cascade' }),
+    physicalCopyId: uuid('physical_copy_id')
+      .notNull()
+      .references(() => physicalCopy.id),
+  },
+  (t) => [
+    primaryKey({ name: 'operation_input_pkey', columns: [t.operationId, t.physicalCopyId] }),
+    index('operation_input_copy_idx').on(t.physicalCopyId),
+  ],
+);
+
+/** Copies an operation produced (or found already present when it completed). */
+export const operationOutput = pgTable(
+  'operation_output',
+  {
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => operation.id, { onDelete: 'cascade' }),
+    physicalCopyId: uuid('physical_copy_id')
+      .notNull()
+      .references(() => physicalCopy.id),
+  },
+  (t) => [
+    primaryKey({ name: 'operation_output_pkey', columns: [t.operationId, t.physicalCopyId] }),
+    index('operation_output_copy_idx').on(t.physicalCopyId),
+  ],
+);
