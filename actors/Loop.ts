@@ -1,0 +1,73 @@
+import type { Clock } from './Clock.ts';
+import type { Logger } from './Logger.ts';
+
+/** A running loop: `wake()` cuts the current wait short, `stop()` waits for the pass in progress. */
+export interface Loop {
+  readonly name: string;
+  wake(): void;
+  stop(): Promise<void>;
+}
+
+export interface LoopOptions {
+  readonly name: string;
+  /** Wait between passes when a pass found nothing more to do. */
+  readonly intervalMs: number;
+  /**
+   * One pass. Return true when there is probably more work right away (a full batch): the loop
+   * runs again at once instead of waiting.
+   */
+  readonly pass: () => Promise<boolean>;
+  readonly clock: Clock;
+  readonly logger: Logger;
+}
+
+/**
+ * Runs `pass` over and over, never two at once. A pass that throws is logged and retried after
+ * the interval (a passing database outage must not kill the control plane).
+ *
+ * @example
+ * ```ts
+ * const loop = startLoop({ name: 'relay', intervalMs: 100, pass: relayOnce, clock, logger });
+ * loop.wake(); // new rows: run now
+ * await loop.stop();
+ * ```
+ */
+export function startLoop(options: LoopOptions): Loop {
+  const { name, intervalMs, pass, clock, logger } = options;
+  let stopped = false;
+  let wait = new AbortController();
+  let woken = false;
+  const done = (async () => {
+    let failures = 0;
+    while (!stopped) {
+      woken = false;
+      let more = false;
+      try {
+        more = await pass();
+        failures = 0;
+      } catch (err) {
+        failures++;
+        logger.log(failures === 1 ? 'ERROR' : 'DEBUG', `${name} pass failed; retrying`, {
+          error: err instanceof Error ? err.message : String(err),
+          failures,
+        });
+      }
+      if (stopped) break;
+      if (more || woken) continue;
+      await clock.sleep(intervalMs * Math.min(2 ** Math.max(0, failures - 1), 32), wait.signal);
+      if (wait.signal.aborted) wait = new AbortController();
+    }
+  })();
+  return {
+    name,
+    wake() {
+      woken = true;
+      wait.abort();
+    },
+    async stop() {
+      stopped = true;
+      wait.abort();
+      await done;
+    },
+  };
+}
