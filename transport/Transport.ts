@@ -165,6 +165,8 @@ export type TransportEvent =
       readonly message: DispatchMessage;
       readonly error: unknown;
     }
+  /** Pulling from a queue failed (broker down, consumer missing); the consumer retries on its own. */
+  | { readonly type: 'consume_error'; readonly route: Route; readonly error: unknown }
   /** The connection to the broker dropped or came back (JetStream only). */
   | { readonly type: 'disconnected' | 'reconnected' };
 

@@ -1,0 +1,222 @@
+import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+import type { Route } from '../../machines/routing.ts';
+import { decodeDispatch } from '../DispatchMessage.ts';
+import { runDeliveryHandler } from '../runDeliveryHandler.ts';
+import { SettlingDelivery } from '../SettlingDelivery.ts';
+import type { DeliveryHandler, DispatchMessage, Subscription } from '../Transport.ts';
+import type { TransportEventHub } from '../TransportEventHub.ts';
+import { translateJetStreamError } from './translateJetStreamError.ts';
+
+/** What a subscription needs from its transport. */
+export interface SubscriptionDeps {
+  readonly hub: TransportEventHub;
+  readonly maxMessageBytes: number;
+  readonly handlerErrorNakDelayMs: number;
+  readonly confirmAcks: boolean;
+  /** How long one pull request waits on the server (≥ 1000 ms). */
+  readonly pullExpiresMs: number;
+}
+
+class JetStreamDelivery extends SettlingDelivery {
+  constructor(
+    message: DispatchMessage,
+    route: Route,
+    private readonly msg: JsMsg,
+    private readonly confirm: boolean,
+  ) {
+    super(message, route, msg.info.deliveryCount);
+  }
+  protected async doAck(): Promise<void> {
+    if (!this.confirm) {
+      this.msg.ack();
+      return;
+    }
+    try {
+      await this.msg.ackAck();
+    } catch (err) {
+      throw translateJetStreamError(err, 'ack', { operationId: this.message.operationId });
+    }
+  }
+  protected doNak(delayMs: number): void {
+    this.msg.nak(delayMs > 0 ? delayMs : undefined);
+  }
+  protected doWorking(): void {
+    this.msg.working();
+  }
+  protected doTerm(): void {
+    // Plain term(): nats-server 2.9 ignores term(reason) and redelivers.
+    this.msg.term();
+  }
+}
+
+/**
+ * Consumes one durable pull consumer with bounded concurrency. It only ever asks the server for
+ * as many messages as it has free handler slots (credits), so nothing waits in a local buffer
+ * while its ack-wait runs; several pull requests may be open at once so slots refill without
+ * waiting for a batch to finish. Malformed messages are terminated and reported. Pull failures
+ * (broker down) are reported and retried with backoff; the durable consumer keeps its state
+ * across broker restarts, and unacked messages come back after ack-wait.
+ *
+ * @example
+ * ```ts
+ * const sub = new JetStreamSubscription(consumer, route, 16, handler, deps);
+ * sub.start(); … await sub.stop();
+ * ```
+ */
+export class JetStreamSubscription implements Subscription {
+  readonly closed: Promise<void>;
+  #resolveClosed!: () => void;
+  #inFlight = 0;
+  #requested = 0;
+  #stopped = false;
+  #stopping: Promise<void> | undefined;
+  #failures = 0;
+  #wake: (() => void) | undefined;
+  readonly #fetches = new Set<ConsumerMessages>();
+  readonly #pulls = new Set<Promise<void>>();
+  readonly #running = new Set<Promise<void>>();
+  #loop: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly consumer: () => Promise<Consumer>,
+    readonly route: Route,
+    private readonly concurrency: number,
+    private readonly handler: DeliveryHandler,
+    private readonly deps: SubscriptionDeps,
+    private readonly onClosed: (s: JetStreamSubscription) => void,
+  ) {
+    this.closed = new Promise((resolve) => {
+      this.#resolveClosed = resolve;
+    });
+  }
+
+  get inFlight(): number {
+    return this.#inFlight;
+  }
+
+  start(): void {
+    this.#loop = this.#run();
+  }
+
+  /** Ends the open pull requests (the connection dropped); the loop opens new ones. */
+  abortPulls(): void {
+    for (const fetch of this.#fetches) fetch.stop();
+  }
+
+  stop(): Promise<void> {
+    this.#stopping ??= (async () => {
+      this.#stopped = true;
+      this.abortPulls();
+      this.#signal();
+      await this.#loop;
+      while (this.#pulls.size > 0) await Promise.allSettled([...this.#pulls]);
+      while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
+      this.onClosed(this);
+      this.#resolveClosed();
+    })();
+    return this.#stopping;
+  }
+
+  #signal(): void {
+    const wake = this.#wake;
+    this.#wake = undefined;
+    wake?.();
+  }
+
+  #sleep(ms?: number): Promise<void> {
+    return new Promise((resolve) => {
+      const timer = ms === undefined ? undefined : setTimeout(() => this.#signal(), ms);
+      this.#wake = () => {
+        clearTimeout(timer);
+        resolve();
+      };
+    });
+  }
+
+  async #run(): Promise<void> {
+    // Refill when a quarter of the slots are free, or at once when no pull is open.
+    const lowWater = Math.max(1, Math.floor(this.concurrency / 4));
+    while (!this.#stopped) {
+      if (this.#failures > 0) {
+        await this.#sleep(Math.min(250 * 2 ** (this.#failures - 1), 5000));
+        if (this.#stopped) break;
+      }
+      const free = this.concurrency - this.#inFlight - this.#requested;
+      if (free >= lowWater || (free > 0 && this.#fetches.size === 0 && this.#requested === 0)) {
+        this.#requested += free;
+        const pull = this.#pull(free).finally(() => {
+          this.#pulls.delete(pull);
+          this.#signal();
+        });
+        this.#pulls.add(pull);
+        continue;
+      }
+      await this.#sleep();
+    }
+  }
+
+  async #pull(batch: number): Promise<void> {
+    let received = 0;
+    let fetch: ConsumerMessages | undefined;
+    try {
+      fetch = await (await this.consumer()).fetch({
+        max_messages: batch,
+        expires: this.deps.pullExpiresMs,
+      });
+      this.#fetches.add(fetch);
+      if (this.#stopped) fetch.stop();
+      for await (const msg of fetch) {
+        received++;
+        if (received <= batch) this.#requested--;
+        this.#failures = 0;
+        this.#accept(msg);
+      }
+      this.#failures = 0;
+    } catch (err) {
+      this.#failures++;
+      if (!this.#stopped) {
+        this.deps.hub.emit({
+          type: 'consume_error',
+          route: this.route,
+          error: translateJetStreamError(err, 'pull', { route: this.route }),
+        });
+      }
+    } finally {
+      if (fetch) this.#fetches.delete(fetch);
+      this.#requested -= Math.max(0, batch - received);
+    }
+  }
+
+  #accept(msg: JsMsg): void {
+    if (this.#stopped) {
+      // Received but never started: give it back at once rather than after ack-wait.
+      msg.nak();
+      return;
+    }
+    const decoded = decodeDispatch(msg.data, this.deps.maxMessageBytes);
+    if (!decoded.ok) {
+      msg.term();
+      this.deps.hub.emit({
+        type: 'rejected',
+        route: this.route,
+        reason: decoded.reason,
+        size: msg.data.length,
+      });
+      this.#signal();
+      return;
+    }
+    const delivery = new JetStreamDelivery(decoded.message, this.route, msg, this.deps.confirmAcks);
+    this.#inFlight++;
+    const run = runDeliveryHandler(
+      this.handler,
+      delivery,
+      this.deps.hub,
+      this.deps.handlerErrorNakDelayMs,
+    ).finally(() => {
+      this.#inFlight--;
+      this.#running.delete(run);
+      this.#signal();
+    });
+    this.#running.add(run);
+  }
+}

@@ -1,0 +1,259 @@
+import {
+  type Consumer,
+  type JetStreamClient,
+  type JetStreamManager,
+  jetstream,
+  jetstreamManager,
+} from '@nats-io/jetstream';
+import { type KV, Kvm } from '@nats-io/kv';
+import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import type { Route } from '../../machines/routing.ts';
+import { DEFAULT_MAX_MESSAGE_BYTES, dispatchMsgId, encodeDispatch } from '../DispatchMessage.ts';
+import type {
+  ConsumeOptions,
+  DeliveryHandler,
+  DispatchMessage,
+  PublishItem,
+  PublishManyResult,
+  PublishResult,
+  Subscription,
+  Transport,
+  TransportOptions,
+} from '../Transport.ts';
+import { TransportEventHub } from '../TransportEventHub.ts';
+import { transportNames } from '../TransportNames.ts';
+import { resolveTiming } from '../TransportTiming.ts';
+import { ensureDispatchStream } from './ensureDispatchStream.ts';
+import { JetStreamHeartbeats } from './JetStreamHeartbeats.ts';
+import { JetStreamSubscription } from './JetStreamSubscription.ts';
+import { MaxDeliveriesWatcher } from './MaxDeliveriesWatcher.ts';
+import { translateJetStreamError } from './translateJetStreamError.ts';
+
+/** Options of the JetStream transport. */
+export interface JetStreamTransportOptions extends TransportOptions {
+  /** Server URL(s), e.g. `nats://127.0.0.1:4222`. Ignored when `connection` is given. */
+  readonly servers?: string | string[];
+  /** An open connection to use instead; the transport will not close it. */
+  readonly connection?: NatsConnection;
+  /** Names the deployment: stream, subjects, consumers and bucket derive from it ['opstate']. */
+  readonly prefix?: string;
+  /** Publishes `publishMany` keeps in flight at once [1000]. */
+  readonly publishWindow?: number;
+  /** Server-side cap on unacked messages per queue, across all processes [1000]. */
+  readonly maxAckPending?: number;
+  /** How long one pull request waits on the server, ≥ 1000 ms [5000]. */
+  readonly pullExpiresMs?: number;
+  /** JetStream API request timeout [5000 ms]. */
+  readonly requestTimeoutMs?: number;
+}
+
+/** The JetStream transport, plus the connection for tools and tests. */
+export interface JetStreamTransport extends Transport {
+  readonly connection: NatsConnection;
+  /** Deletes the stream and the heartbeat bucket (tests, teardown). */
+  destroy(): Promise<void>;
+}
+
+/**
+ * Connects to NATS and returns the JetStream transport: a work-queue stream
+ * `<prefix>_dispatch` on subjects `<prefix>.dispatch.<location type>.<operation type>`, one
+ * durable pull consumer per routing queue, and the heartbeat bucket `<prefix>_heartbeats`.
+ * Validates the timers first (`OpstateError` `CONFIG`). Reconnects for ever; consumers resume
+ * after a broker restart, and unacked messages come back after ack-wait.
+ *
+ * @example
+ * ```ts
+ * const transport = await createJetStreamTransport({ servers: 'nats://127.0.0.1:4222',
+ *   prefix: 'opstate' });
+ * await transport.ensure(allRoutes());
+ * await transport.publish(route, { operationId: 'op1', kind, operationType, attempt: 1 });
+ * ```
+ */
+export async function createJetStreamTransport(
+  options: JetStreamTransportOptions = {},
+): Promise<JetStreamTransport> {
+  const timing = resolveTiming(options.timing);
+  const names = transportNames(options.prefix ?? 'opstate');
+  const pullExpiresMs = options.pullExpiresMs ?? 5000;
+  if (!(pullExpiresMs >= 1000)) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `pullExpiresMs must be ≥ 1000; got ${pullExpiresMs}.`,
+    );
+  }
+  const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  const publishWindow = Math.max(1, options.publishWindow ?? 1000);
+  const maxAckPending = options.maxAckPending ?? 1000;
+  const ownConnection = options.connection === undefined;
+  let nc: NatsConnection;
+  try {
+    nc =
+      options.connection ??
+      (await connect({
+        servers: options.servers ?? 'nats://127.0.0.1:4222',
+        name: `opstate-${names.prefix}`,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+      }));
+  } catch (err) {
+    throw translateJetStreamError(err, 'connect', { servers: options.servers });
+  }
+  const requestTimeout = options.requestTimeoutMs ?? 5000;
+  const js: JetStreamClient = jetstream(nc, { timeout: requestTimeout });
+  let jsm: JetStreamManager;
+  try {
+    jsm = await jetstreamManager(nc, { timeout: requestTimeout });
+  } catch (err) {
+    if (ownConnection) await nc.close();
+    throw translateJetStreamError(err, 'connect', { servers: options.servers });
+  }
+  const hub = new TransportEventHub();
+  const subscriptions = new Set<JetStreamSubscription>();
+  const watcher = new MaxDeliveriesWatcher(nc, jsm, names, hub, maxMessageBytes);
+  let bucket: Promise<KV> | undefined;
+  const openBucket = (): Promise<KV> => {
+    bucket ??= new Kvm(js)
+      .create(names.heartbeatBucket, { history: 1, ttl: timing.heartbeatMaxAgeMs })
+      .catch((err: unknown) => {
+        bucket = undefined;
+        throw err;
+      });
+    return bucket;
+  };
+  let closing: Promise<void> | undefined;
+
+  const statusLoop = (async () => {
+    for await (const s of nc.status()) {
+      if (s.type === 'disconnect') {
+        for (const sub of subscriptions) sub.abortPulls();
+        hub.emit({ type: 'disconnected' });
+      } else if (s.type === 'reconnect') {
+        hub.emit({ type: 'reconnected' });
+      }
+    }
+  })();
+
+  const assertOpen = (): void => {
+    if (closing) {
+      throw new OpstateError(
+        OpstateErrorCode.TRANSPORT,
+        'The transport is closed; create a new one.',
+      );
+    }
+  };
+
+  const publishOne = async (route: Route, message: DispatchMessage): Promise<PublishResult> => {
+    assertOpen();
+    const data = encodeDispatch(message, maxMessageBytes);
+    const subject = names.subject(route);
+    try {
+      const ack = await js.publish(subject, data, {
+        msgID: dispatchMsgId(message),
+        expect: { streamName: names.stream },
+      });
+      hub.countPublish(ack.duplicate);
+      return { duplicate: ack.duplicate };
+    } catch (err) {
+      throw translateJetStreamError(err, 'publish', { subject, msgId: dispatchMsgId(message) });
+    }
+  };
+
+  const transport: JetStreamTransport = {
+    timing,
+    connection: nc,
+    heartbeats: new JetStreamHeartbeats(openBucket, timing),
+    get openSubscriptions() {
+      return subscriptions.size;
+    },
+    async ensure(routes) {
+      assertOpen();
+      try {
+        await ensureDispatchStream(jsm, names, timing, routes, maxAckPending);
+        await openBucket();
+      } catch (err) {
+        throw translateJetStreamError(err, 'ensure', { stream: names.stream });
+      }
+    },
+    publish: publishOne,
+    async publishMany(items: readonly PublishItem[]) {
+      const results: PublishManyResult[] = new Array(items.length);
+      let next = 0;
+      const lane = async (): Promise<void> => {
+        while (next < items.length) {
+          const i = next++;
+          const item = items[i] as PublishItem;
+          try {
+            const r = await publishOne(item.route, item.message);
+            results[i] = { ok: true, duplicate: r.duplicate };
+          } catch (err) {
+            results[i] = { ok: false, error: err instanceof Error ? err : new Error(String(err)) };
+          }
+        }
+      };
+      await Promise.all(Array.from({ length: Math.min(publishWindow, items.length) }, lane));
+      return results;
+    },
+    consume(route: Route, opts: ConsumeOptions, handler: DeliveryHandler): Subscription {
+      assertOpen();
+      if (!Number.isSafeInteger(opts.concurrency) || opts.concurrency < 1) {
+        throw new OpstateError(
+          OpstateErrorCode.BAD_INPUT,
+          `consume() concurrency must be a positive integer; got ${String(opts.concurrency)}.`,
+          { details: { concurrency: opts.concurrency } },
+        );
+      }
+      watcher.start();
+      const durable = names.consumer(route);
+      let handle: Promise<Consumer> | undefined;
+      const getConsumer = (): Promise<Consumer> => {
+        handle ??= js.consumers.get(names.stream, durable).catch((err: unknown) => {
+          handle = undefined;
+          throw err;
+        });
+        return handle;
+      };
+      const deps = {
+        hub,
+        maxMessageBytes,
+        handlerErrorNakDelayMs: options.handlerErrorNakDelayMs ?? 1000,
+        confirmAcks: options.confirmAcks ?? true,
+        pullExpiresMs,
+      };
+      const sub = new JetStreamSubscription(
+        getConsumer,
+        route,
+        opts.concurrency,
+        handler,
+        deps,
+        (s) => subscriptions.delete(s),
+      );
+      subscriptions.add(sub);
+      sub.start();
+      return sub;
+    },
+    onEvent: (listener) => hub.on(listener),
+    stats: () => hub.stats(),
+    close() {
+      closing ??= (async () => {
+        await Promise.all([...subscriptions].map((s) => s.stop()));
+        watcher.stop();
+        if (ownConnection && !nc.isClosed()) {
+          await Promise.race([nc.flush(), new Promise((r) => setTimeout(r, 2000))]).catch(() => {});
+          await nc.close();
+        }
+        await statusLoop.catch(() => {});
+      })();
+      return closing;
+    },
+    async destroy() {
+      try {
+        await jsm.streams.delete(names.stream).catch(() => false);
+        await jsm.streams.delete(`KV_${names.heartbeatBucket}`).catch(() => false);
+      } finally {
+        await transport.close();
+      }
+    },
+  };
+  return transport;
+}

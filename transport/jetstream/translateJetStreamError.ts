@@ -1,0 +1,54 @@
+import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
+import { errors } from '@nats-io/transport-node';
+import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+
+/**
+ * Maps a failure of the NATS client or the JetStream API to an `OpstateError` `TRANSPORT`, so
+ * nothing above this layer sees a client-library error. Timeouts, missing responders and lost
+ * connections are retryable; a missing stream or consumer is not (run `ensure()` first); a closed
+ * connection is not (create a new transport).
+ *
+ * @example
+ * ```ts
+ * try { await js.publish(subject, data); }
+ * catch (err) { throw translateJetStreamError(err, 'publish', { subject }); }
+ * ```
+ */
+export function translateJetStreamError(
+  err: unknown,
+  action: string,
+  details: Record<string, unknown> = {},
+): OpstateError {
+  if (err instanceof OpstateError) return err;
+  const text = err instanceof Error ? err.message : String(err);
+  if (err instanceof JetStreamApiError) {
+    const missing =
+      err.code === JetStreamApiCodes.StreamNotFound ||
+      err.code === JetStreamApiCodes.ConsumerNotFound;
+    return new OpstateError(
+      OpstateErrorCode.TRANSPORT,
+      missing
+        ? `JetStream ${action} failed: ${text}. Call transport.ensure(routes) before using a route.`
+        : `JetStream ${action} failed: ${text} (API error ${err.code}).`,
+      { details: { ...details, apiCode: err.code }, retryable: !missing, cause: err },
+    );
+  }
+  if (err instanceof errors.ClosedConnectionError) {
+    return new OpstateError(
+      OpstateErrorCode.TRANSPORT,
+      `JetStream ${action} failed: the connection is closed; create a new transport.`,
+      { details, retryable: false, cause: err },
+    );
+  }
+  const transient =
+    err instanceof errors.TimeoutError ||
+    err instanceof errors.NoRespondersError ||
+    err instanceof errors.RequestError ||
+    err instanceof errors.ConnectionError ||
+    err instanceof errors.DrainingConnectionError;
+  return new OpstateError(
+    OpstateErrorCode.TRANSPORT,
+    `JetStream ${action} failed: ${text}${transient ? '; retry when the broker is reachable' : ''}.`,
+    { details, retryable: transient, cause: err },
+  );
+}
