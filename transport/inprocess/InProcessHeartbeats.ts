@@ -22,34 +22,32 @@ export class InProcessHeartbeats implements Heartbeats {
     private readonly timing: TransportTiming,
   ) {}
 
-  put(key: HeartbeatKey): Promise<void> {
+  async put(key: HeartbeatKey): Promise<void> {
     const k = heartbeatKeyString(key);
     this.#entries.set(k, {
       key: { kind: key.kind, operationId: key.operationId, taskId: key.taskId },
       at: this.clock.now(),
     });
-    return Promise.resolve();
   }
 
-  delete(key: HeartbeatKey): Promise<void> {
+  async delete(key: HeartbeatKey): Promise<void> {
     this.#entries.delete(heartbeatKeyString(key));
-    return Promise.resolve();
   }
 
-  list(): Promise<Heartbeat[]> {
+  async list(): Promise<Heartbeat[]> {
     this.#prune();
-    return Promise.resolve([...this.#entries.values()]);
+    return [...this.#entries.values()];
   }
 
-  isAlive(kind: OperationKind, operationId: string): Promise<boolean> {
+  async isAlive(kind: OperationKind, operationId: string): Promise<boolean> {
     const prefix = operationHeartbeatPrefix(kind, operationId);
     const now = this.clock.now();
     for (const [k, heartbeat] of this.#entries) {
       if (k.startsWith(prefix) && now - heartbeat.at < this.timing.heartbeatTimeoutMs) {
-        return Promise.resolve(true);
+        return true;
       }
     }
-    return Promise.resolve(false);
+    return false;
   }
 
   #prune(): void {

@@ -1,0 +1,394 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { defaultRoute, type Route } from '../../machines/routing.ts';
+import type {
+  Delivery,
+  DispatchMessage,
+  Transport,
+  TransportEvent,
+  TransportOptions,
+  TransportTiming,
+} from '../../transport/Transport.ts';
+import { gate, observe, waitFor } from './helpers.ts';
+
+/** A transport under test, with a way to put raw bytes on a queue and to clean up. */
+export interface Harness {
+  readonly transport: Transport;
+  publishRaw(route: Route, data: Uint8Array): Promise<void>;
+  /** Deletes what the harness created and closes the transport. */
+  dispose(): Promise<void>;
+}
+
+export type HarnessFactory = (options: TransportOptions) => Promise<Harness>;
+
+/** Small timers in the DESIGN §5 order; ack-wait 1.5 s. */
+export const TEST_TIMING: Partial<TransportTiming> = {
+  heartbeatIntervalMs: 100,
+  heartbeatTimeoutMs: 500,
+  reconcilerFloorMs: 800,
+  ackWaitMs: 1500,
+  maxDeliver: 10,
+  duplicateWindowMs: 30_000,
+};
+
+const ROUTE = defaultRoute(OperationKind.TRANSFER);
+const OTHER_ROUTE = defaultRoute(OperationKind.LONG_TERM_ARCHIVE);
+
+function dispatch(operationId: string, attempt = 1): DispatchMessage {
+  return {
+    operationId,
+    kind: OperationKind.TRANSFER,
+    operationType: ROUTE.operationType,
+    attempt,
+  };
+}
+
+/**
+ * The transport contract, written once and run against every implementation.
+ */
+export function transportContract(name: string, factory: HarnessFactory): void {
+  describe(`transport contract: ${name}`, () => {
+    const harnesses: Harness[] = [];
+
+    async function setup(options: TransportOptions = {}): Promise<Harness> {
+      const harness = await factory({
+        handlerErrorNakDelayMs: 100,
+        ...options,
+        timing: { ...TEST_TIMING, ...options.timing },
+      });
+      harnesses.push(harness);
+      await harness.transport.ensure([ROUTE, OTHER_ROUTE]);
+      return harness;
+    }
+
+    function collect(transport: Transport): TransportEvent[] {
+      const events: TransportEvent[] = [];
+      transport.onEvent((e) => events.push(e));
+      return events;
+    }
+
+    afterEach(async () => {
+      const leaked = harnesses.filter((h) => h.transport.openSubscriptions > 0).length;
+      await Promise.all(harnesses.splice(0).map((h) => h.dispose()));
+      if (leaked > 0) throw new Error(`${leaked} transport(s) still had open subscriptions`);
+    });
+
+    it('delivers each published message once and the ack removes it', async () => {
+      const { transport } = await setup();
+      const seen: string[] = [];
+      const sub = transport.consume(ROUTE, { concurrency: 4 }, async (d) => {
+        seen.push(d.message.operationId);
+        expect(d.deliveryCount).toBe(1);
+        expect(d.route).toEqual(ROUTE);
+        await d.ack();
+        await d.ack(); // a second ack of the same delivery is harmless
+      });
+      for (let i = 0; i < 20; i++) {
+        expect(await transport.publish(ROUTE, dispatch(`op-${i}`))).toEqual({ duplicate: false });
+      }
+      await waitFor(() => seen.length === 20, '20 deliveries');
+      await sub.stop();
+      expect(new Set(seen).size).toBe(20);
+      expect(transport.stats().published).toBe(20);
+    });
+
+    it('keeps routes apart: a consumer sees only its own queue', async () => {
+      const { transport } = await setup();
+      const seen: string[] = [];
+      const sub = transport.consume(OTHER_ROUTE, { concurrency: 1 }, async (d) => {
+        seen.push(d.message.operationId);
+        await d.ack();
+      });
+      await transport.publish(ROUTE, dispatch('not-mine'));
+      await transport.publish(OTHER_ROUTE, {
+        operationId: 'mine',
+        kind: OperationKind.LONG_TERM_ARCHIVE,
+        operationType: OTHER_ROUTE.operationType,
+        attempt: 1,
+      });
+      await waitFor(() => seen.length === 1, 'the other route delivery');
+      await sub.stop();
+      expect(seen).toEqual(['mine']);
+    });
+
+    it('redelivers a held, unsettled message after ack-wait', async () => {
+      const { transport } = await setup();
+      const hold = gate();
+      const deliveries: Delivery[] = [];
+      const sub = transport.consume(ROUTE, { concurrency: 2 }, async (d) => {
+        deliveries.push(d);
+        if (d.deliveryCount === 1) {
+          await hold.promise; // neither working() nor ack: the broker takes it back
+        }
+        await d.ack();
+      });
+      await transport.publish(ROUTE, dispatch('slow'));
+      await waitFor(() => deliveries.length === 2, 'the redelivery');
+      expect(deliveries.map((d) => d.deliveryCount)).toEqual([1, 2]);
+      expect(deliveries[1]?.message).toEqual(dispatch('slow'));
+      hold.open();
+      await sub.stop();
+    });
+
+    it('working() keeps a message held past ack-wait without redelivery', async () => {
+      const { transport } = await setup();
+      const timing = transport.timing;
+      let deliveries = 0;
+      let finished = false;
+      const sub = transport.consume(ROUTE, { concurrency: 2 }, async (d) => {
+        deliveries++;
+        // Hold for three ack-waits, calling working() at the heartbeat interval.
+        const until = Date.now() + 3 * timing.ackWaitMs;
+        while (Date.now() < until) {
+          d.working();
+          await observe(timing.heartbeatIntervalMs);
+        }
+        await d.ack();
+        finished = true;
+      });
+      await transport.publish(ROUTE, dispatch('long'));
+      await waitFor(() => finished, 'the long handler');
+      await observe(timing.ackWaitMs); // and nothing comes back after the ack either
+      await sub.stop();
+      expect(deliveries).toBe(1);
+    });
+
+    it('nak(delay) redelivers the same message with a higher delivery count', async () => {
+      const { transport } = await setup();
+      const counts: number[] = [];
+      const sub = transport.consume(ROUTE, { concurrency: 1 }, async (d) => {
+        counts.push(d.deliveryCount);
+        if (d.deliveryCount < 3) d.nak(d.deliveryCount === 1 ? 200 : 0);
+        else await d.ack();
+      });
+      await transport.publish(ROUTE, dispatch('retry'));
+      await waitFor(() => counts.length === 3, 'three deliveries');
+      await sub.stop();
+      expect(counts).toEqual([1, 2, 3]);
+    });
+
+    it('drops a second publish of the same attempt, but not a new attempt', async () => {
+      const { transport } = await setup();
+      expect(await transport.publish(ROUTE, dispatch('dup', 1))).toEqual({ duplicate: false });
+      expect(await transport.publish(ROUTE, dispatch('dup', 1))).toEqual({ duplicate: true });
+      expect(await transport.publish(ROUTE, dispatch('dup', 2))).toEqual({ duplicate: false });
+      const seen: number[] = [];
+      const sub = transport.consume(ROUTE, { concurrency: 2 }, async (d) => {
+        seen.push(d.message.attempt);
+        await d.ack();
+      });
+      await waitFor(() => seen.length === 2, 'two attempts');
+      // Re-publishing an attempt already consumed is still a duplicate inside the window.
+      expect(await transport.publish(ROUTE, dispatch('dup', 1))).toEqual({ duplicate: true });
+      await transport.publish(ROUTE, dispatch('sentinel'));
+      await waitFor(() => seen.length === 3, 'the sentinel');
+      await sub.stop();
+      expect(seen.sort()).toEqual([1, 1, 2]);
+      expect(transport.stats()).toMatchObject({ published: 3, duplicates: 2 });
+    });
+
+    it('term() stops delivery for good', async () => {
+      const { transport } = await setup();
+      const seen: string[] = [];
+      const sub = transport.consume(ROUTE, { concurrency: 1 }, async (d) => {
+        seen.push(d.message.operationId);
+        if (d.message.operationId === 'stale') d.term();
+        else await d.ack();
+      });
+      await transport.publish(ROUTE, dispatch('stale'));
+      await waitFor(() => seen.includes('stale'), 'the stale delivery');
+      await observe(2 * transport.timing.ackWaitMs);
+      await transport.publish(ROUTE, dispatch('after'));
+      await waitFor(() => seen.includes('after'), 'the next message');
+      await sub.stop();
+      expect(seen).toEqual(['stale', 'after']);
+    });
+
+    it('gives a message up after maxDeliver deliveries, reports it, and keeps the queue moving', async () => {
+      const { transport } = await setup({ timing: { maxDeliver: 2 } });
+      const events = collect(transport);
+      const counts: number[] = [];
+      const fine: string[] = [];
+      const sub = transport.consume(ROUTE, { concurrency: 1 }, async (d) => {
+        if (d.message.operationId === 'doomed') {
+          counts.push(d.deliveryCount);
+          d.nak();
+        } else {
+          fine.push(d.message.operationId);
+          await d.ack();
+        }
+      });
+      await transport.publish(ROUTE, dispatch('doomed'));
+      await waitFor(() => events.some((e) => e.type === 'max_deliveries'), 'max_deliveries');
+      expect(events.find((e) => e.type === 'max_deliveries')).toMatchObject({
+        route: ROUTE,
+        message: dispatch('doomed'),
+      });
+      await transport.publish(ROUTE, dispatch('fine'));
+      await waitFor(() => fine.length === 1, 'the next message');
+      await observe(transport.timing.ackWaitMs); // the given-up message never comes back
+      await sub.stop();
+      expect(counts).toEqual([1, 2]);
+      expect(transport.stats().maxDeliveries).toBe(1);
+    });
+
+    it('a handler that throws gets its delivery nak()ed and reported', async () => {
+      const { transport } = await setup();
+      const events = collect(transport);
+      const counts: number[] = [];
+      const sub = transport.consume(ROUTE, { concurrency: 1 }, async (d) => {
+        counts.push(d.deliveryCount);
+        if (d.deliveryCount === 1) throw new Error('boom');
+        if (d.deliveryCount === 2) return; // forgets to settle
+        await d.ack();
+      });
+      await transport.publish(ROUTE, dispatch('flaky'));
+      await waitFor(() => counts.length === 3, 'three deliveries');
+      await sub.stop();
+      const errors = events.filter((e) => e.type === 'handler_error');
+      expect(errors).toHaveLength(2);
+      expect(errors[1]).toMatchObject({ error: { code: OpstateErrorCode.TRANSPORT } });
+    });
+
+    it('two consumers on one queue never hold the same message at once', async () => {
+      const { transport } = await setup();
+      const held = new Set<string>();
+      const done = new Set<string>();
+      let overlaps = 0;
+      let maxInFlight = 0;
+      const handler = async (d: Delivery) => {
+        const id = d.message.operationId;
+        if (held.has(id)) overlaps++;
+        held.add(id);
+        maxInFlight = Math.max(maxInFlight, a.inFlight, b.inFlight);
+        await observe(Math.floor(Math.random() * 20));
+        held.delete(id);
+        done.add(id);
+        await d.ack();
+      };
+      const a = transport.consume(ROUTE, { concurrency: 3 }, handler);
+      const b = transport.consume(ROUTE, { concurrency: 3 }, handler);
+      const results = await transport.publishMany(
+        Array.from({ length: 60 }, (_, i) => ({ route: ROUTE, message: dispatch(`m-${i}`) })),
+      );
+      expect(results.every((r) => r.ok && !r.duplicate)).toBe(true);
+      await waitFor(() => done.size === 60, 'all 60 handled');
+      await Promise.all([a.stop(), b.stop()]);
+      expect(overlaps).toBe(0);
+      expect(maxInFlight).toBeLessThanOrEqual(3);
+    });
+
+    it('a poison message (bad JSON, wrong shape, oversized) is terminated, reported, and does not stop the queue', async () => {
+      const h = await setup({ maxMessageBytes: 512 });
+      const events = collect(h.transport);
+      const seen: string[] = [];
+      const sub = h.transport.consume(ROUTE, { concurrency: 1 }, async (d) => {
+        seen.push(d.message.operationId);
+        await d.ack();
+      });
+      const enc = new TextEncoder();
+      await h.publishRaw(ROUTE, enc.encode('{not json'));
+      await h.publishRaw(ROUTE, enc.encode(JSON.stringify({ operationId: 'x', attempt: 'one' })));
+      await h.publishRaw(
+        ROUTE,
+        enc.encode(JSON.stringify({ ...dispatch('big'), padding: 'x'.repeat(2000) })),
+      );
+      await h.publishRaw(ROUTE, new Uint8Array([0xff, 0xfe, 0xfd]));
+      await h.transport.publish(ROUTE, dispatch('good'));
+      await waitFor(() => seen.includes('good'), 'the good message');
+      await observe(h.transport.timing.ackWaitMs); // terminated, so none of them comes back
+      await sub.stop();
+      expect(seen).toEqual(['good']);
+      const rejected = events.filter((e) => e.type === 'rejected');
+      expect(rejected).toHaveLength(4);
+      expect(rejected.map((e) => (e.type === 'rejected' ? e.reason.split(':')[0] : ''))).toEqual([
+        'not JSON',
+        'wrong shape',
+        'oversized',
+        'not JSON',
+      ]);
+      expect(h.transport.stats().rejected).toBe(4);
+    });
+
+    it('refuses to publish an invalid message with BAD_INPUT', async () => {
+      const { transport } = await setup();
+      const bad = { ...dispatch('x'), attempt: 0 };
+      await expect(transport.publish(ROUTE, bad)).rejects.toMatchObject({
+        code: OpstateErrorCode.BAD_INPUT,
+      });
+      const [r] = await transport.publishMany([{ route: ROUTE, message: dispatch('a.b') }]);
+      expect(r?.ok).toBe(false);
+    });
+
+    it('stop() waits for running handlers and is idempotent', async () => {
+      const { transport } = await setup();
+      const hold = gate();
+      let started = false;
+      let acked = false;
+      const sub = transport.consume(ROUTE, { concurrency: 2 }, async (d) => {
+        started = true;
+        await hold.promise;
+        await d.ack();
+        acked = true;
+      });
+      await transport.publish(ROUTE, dispatch('inflight'));
+      await waitFor(() => started, 'the handler to start');
+      expect(sub.inFlight).toBe(1);
+      const stopping = sub.stop();
+      expect(sub.stop()).toBe(stopping);
+      hold.open();
+      await stopping;
+      await sub.closed;
+      expect(acked).toBe(true);
+      expect(transport.openSubscriptions).toBe(0);
+    });
+
+    it('heartbeats are listed, alive while fresh, dead once older than the timeout, and deletable', async () => {
+      const { transport } = await setup();
+      const hb = transport.heartbeats;
+      const key = { kind: OperationKind.TRANSFER, operationId: 'op-hb', taskId: 'task-1' };
+      const other = { kind: OperationKind.UNPACK, operationId: 'op-hb2', taskId: 'task-2' };
+      await hb.put(key);
+      await hb.put(other);
+      expect(await hb.isAlive(OperationKind.TRANSFER, 'op-hb')).toBe(true);
+      expect(await hb.isAlive(OperationKind.UNPACK, 'op-hb')).toBe(false);
+      expect(await hb.isAlive(OperationKind.TRANSFER, 'op-none')).toBe(false);
+      const listed = await hb.list();
+      expect(
+        listed.map((h) => h.key).sort((x, y) => x.operationId.localeCompare(y.operationId)),
+      ).toEqual([key, other]);
+      expect(listed.every((h) => typeof h.at === 'number' && h.at > 0)).toBe(true);
+      await hb.delete(other);
+      expect((await hb.list()).map((h) => h.key)).toEqual([key]);
+      await hb.delete(other); // deleting again is harmless
+      // No refresh: the heartbeat goes stale after the timeout.
+      await waitFor(
+        async () => !(await hb.isAlive(OperationKind.TRANSFER, 'op-hb')),
+        'the heartbeat to go stale',
+      );
+      // A refresh brings it back.
+      await hb.put(key);
+      expect(await hb.isAlive(OperationKind.TRANSFER, 'op-hb')).toBe(true);
+      // Past the bucket's age limit the key is gone from the store.
+      await waitFor(async () => (await hb.list()).length === 0, 'the key to age out');
+    });
+
+    it('refuses a heartbeat key that is not key-safe', async () => {
+      const { transport } = await setup();
+      await expect(
+        transport.heartbeats.put({ kind: OperationKind.TRANSFER, operationId: 'a.b', taskId: 't' }),
+      ).rejects.toBeInstanceOf(OpstateError);
+    });
+
+    it('refuses timers out of order with CONFIG naming the values', async () => {
+      const attempt = factory({
+        timing: { ...TEST_TIMING, reconcilerFloorMs: 2000, ackWaitMs: 1500 },
+      });
+      await expect(attempt).rejects.toMatchObject({ code: OpstateErrorCode.CONFIG });
+      await expect(attempt).rejects.toThrow(
+        /reconcilerFloorMs \(2000\) is not below ackWaitMs \(1500\)/,
+      );
+    });
+  });
+}
