@@ -11,6 +11,7 @@ export {
   bundlingOperation,
   longTermArchiveOperation,
   packagingOperation,
+  SUBTYPE_TABLE,
   stagingOperation,
   transferOperation,
   unpackOperation,

@@ -175,3 +175,23 @@ export const stagingOperation = subtype(
     ],
   }),
 );
+
+/** The subtype table of each kind: exhaustive, so a new kind without a table fails to compile. */
+export const SUBTYPE_TABLE: Readonly<
+  Record<
+    OperationKind,
+    | typeof packagingOperation
+    | typeof bundlingOperation
+    | typeof transferOperation
+    | typeof unpackOperation
+    | typeof longTermArchiveOperation
+    | typeof stagingOperation
+  >
+> = Object.freeze({
+  [OperationKind.RAW_DATA_PACKAGE]: packagingOperation,
+  [OperationKind.DATA_TRANSFER_PACKAGE]: bundlingOperation,
+  [OperationKind.TRANSFER]: transferOperation,
+  [OperationKind.UNPACK]: unpackOperation,
+  [OperationKind.LONG_TERM_ARCHIVE]: longTermArchiveOperation,
+  [OperationKind.STAGING]: stagingOperation,
+});

@@ -1,0 +1,271 @@
+import type { OpstateError } from '../machines/OpstateError.ts';
+import type { OperationEvent } from '../machines/operationMachine.ts';
+import {
+  type AppliedTransition,
+  type ApplyItem,
+  type ApplyResult,
+  applyEvents,
+  checkId,
+  notFound,
+} from './applyEvents.ts';
+import { type CreateOperationInput, toOperationInsert } from './CreateOperationInput.ts';
+import { type ClaimResult, claimDue } from './claimDue.ts';
+import {
+  type CompleteItem,
+  type CompleteResult,
+  type Completion,
+  completeWithOutputs,
+} from './completeWithOutputs.ts';
+import type { OperationRecord } from './OperationRecord.ts';
+import type { OutboxEntry } from './OutboxEntry.ts';
+import type { OutputCopy } from './OutputCopy.ts';
+import type { Database } from './openDatabase.ts';
+import {
+  type ActiveOperation,
+  type InProgressOperation,
+  type StatusCounts,
+  selectActiveOlderThan,
+  selectInProgress,
+  selectStatusCounts,
+} from './sql/controlPlaneQueries.ts';
+import { insertOperations } from './sql/insertOperations.ts';
+import { deleteOutbox, selectOutbox } from './sql/outbox.ts';
+import { selectOperations } from './sql/selectOperations.ts';
+
+export interface OperationStoreOptions {
+  /** The clock that stamps events (`at`) and decides what is due. Tests inject their own. */
+  readonly clock?: () => Date;
+}
+
+function unwrap<T extends { ok: true }>(result: T | { ok: false; error: OpstateError }): T {
+  if (result.ok === false) throw result.error;
+  return result as T;
+}
+
+/**
+ * The operation store: creates operations, applies lifecycle events through the pure machine with
+ * a compare-and-set on `version`, and writes each transition together with its history, outbox
+ * and breadcrumb rows in one statement. Batch forms (`createMany`, `applyMany`, `claimDue`,
+ * `completeMany`) cost a fixed number of statements per batch, not per operation.
+ *
+ * @example
+ * ```ts
+ * const store = new OperationStore(database);
+ * const op = await store.create({ kind: OperationKind.LONG_TERM_ARCHIVE,
+ *   fields: { rawDataPackageId, sourceLocationId, destinationLocationId } });
+ * const { claimed } = await store.claimDue(100);           // PENDING → SCHEDULED + outbox
+ * await store.apply(op.id, { type: 'START', attempt: 1, workerId: 'w1' });
+ * await store.complete(op.id, 1, [{ artifactType: 'raw_data_package', artifactId, locationId }]);
+ * ```
+ */
+export class OperationStore {
+  readonly database: Database;
+  private readonly clock: () => Date;
+
+  constructor(database: Database, options: OperationStoreOptions = {}) {
+    this.database = database;
+    this.clock = options.clock ?? (() => new Date());
+  }
+
+  /**
+   * Creates one operation (base + subtype + inputs + creation transition, one statement) and
+   * returns its id. `BAD_INPUT` for an unknown kind, bad fields or a missing referenced row;
+   * nothing is written then.
+   *
+   * @example
+   * ```ts
+   * const id = await store.create({ kind: OperationKind.TRANSFER,
+   *   fields: { dataTransferPackageId, sourceLocationId, destinationLocationId } });
+   * ```
+   */
+  async create(input: CreateOperationInput): Promise<string> {
+    const [id] = await this.createMany([input]);
+    return id as string;
+  }
+
+  /**
+   * Creates many operations in one statement; all or none.
+   *
+   * @example
+   * ```ts
+   * const ids = await store.createMany(packages.map((p) => ({ kind, fields: { ... } })));
+   * ```
+   */
+  async createMany(inputs: readonly CreateOperationInput[]): Promise<string[]> {
+    const now = this.clock();
+    const rows = inputs.map((input) => toOperationInsert(input, now));
+    return insertOperations(this.database, rows);
+  }
+
+  /**
+   * Loads one operation; `NOT_FOUND` when there is none, `BAD_INPUT` for a malformed id.
+   *
+   * @example
+   * ```ts
+   * const { status, attempt, version } = await store.load(id);
+   * ```
+   */
+  async load(id: string): Promise<OperationRecord> {
+    const record = (await selectOperations(this.database, [checkId(id)])).get(id);
+    if (record === undefined) throw notFound(id);
+    return record;
+  }
+
+  /**
+   * Loads many operations in one statement; missing ids are absent from the map.
+   *
+   * @example
+   * ```ts
+   * const records = await store.loadMany(ids);
+   * ```
+   */
+  async loadMany(ids: readonly string[]): Promise<Map<string, OperationRecord>> {
+    return selectOperations(
+      this.database,
+      ids.map((id) => checkId(id)),
+    );
+  }
+
+  /**
+   * Applies one event: load, pure `decide`, and one compare-and-set statement that also writes
+   * the transition, outbox and breadcrumb rows. Throws `CONFLICT` (lost compare-and-set, with
+   * current and expected version), `NOT_FOUND`, or the machine's `INVALID_EVENT` /
+   * `STALE_ATTEMPT`; nothing is written then.
+   *
+   * @example
+   * ```ts
+   * const t = await store.apply(id, { type: 'RESET', by: 'heartbeat_monitor', reason: 'stale' });
+   * for (const e of t.effects) if (e.type === 'abortWork') abort(e);
+   * ```
+   */
+  async apply(
+    id: string,
+    event: OperationEvent,
+    options: { expectedVersion?: number; by?: string } = {},
+  ): Promise<AppliedTransition> {
+    const [result] = await this.applyMany([{ id, event, ...options }]);
+    return unwrap<AppliedTransition>(result as ApplyResult);
+  }
+
+  /**
+   * Applies a batch of events in two statements, with a result per item (in order).
+   *
+   * @example
+   * ```ts
+   * const results = await store.applyMany(starts.map((s) =>
+   *   ({ id: s.id, event: { type: 'START', attempt: s.attempt, workerId } })));
+   * ```
+   */
+  async applyMany(items: readonly ApplyItem[]): Promise<ApplyResult[]> {
+    return applyEvents(this.database, items, this.clock());
+  }
+
+  /**
+   * Moves up to `limit` due PENDING operations to SCHEDULED and queues their dispatches, in one
+   * short transaction with `FOR UPDATE SKIP LOCKED` (concurrent claimers never overlap).
+   *
+   * @example
+   * ```ts
+   * const { claimed } = await store.claimDue(256);
+   * ```
+   */
+  async claimDue(limit: number): Promise<ClaimResult> {
+    return claimDue(this.database, Math.max(0, Math.floor(limit)), this.clock());
+  }
+
+  /**
+   * Completes an attempt: inserts the output copies (a live copy already there = already done),
+   * links them, and moves to COMPLETED with a compare-and-set on attempt, atomically. A repeat of
+   * the same attempt returns `alreadyCompleted: true`.
+   *
+   * @example
+   * ```ts
+   * await store.complete(id, attempt, [{ artifactType: ArtifactType.RAW_DATA_PACKAGE,
+   *   artifactId: packageId, locationId: archiveId, checksum }]);
+   * ```
+   */
+  async complete(
+    id: string,
+    attempt: number,
+    outputs: readonly OutputCopy[] = [],
+    options: { by?: string } = {},
+  ): Promise<Completion> {
+    const [result] = await this.completeMany([{ id, attempt, outputs, ...options }]);
+    return unwrap<Completion>(result as CompleteResult);
+  }
+
+  /**
+   * The batch form of `complete`, with a result per item.
+   *
+   * @example
+   * ```ts
+   * const results = await store.completeMany(done.map((d) => ({ id: d.id, attempt: d.attempt, outputs: d.outputs })));
+   * ```
+   */
+  async completeMany(items: readonly CompleteItem[]): Promise<CompleteResult[]> {
+    return completeWithOutputs(this.database, items, this.clock());
+  }
+
+  /**
+   * The oldest queued dispatches, for the relay.
+   *
+   * @example
+   * ```ts
+   * for (const e of await store.fetchOutbox(256)) if (!e.stale) await publish(e.route, e.payload);
+   * ```
+   */
+  async fetchOutbox(limit: number): Promise<OutboxEntry[]> {
+    return selectOutbox(this.database, Math.max(0, Math.floor(limit)));
+  }
+
+  /**
+   * Deletes published outbox rows.
+   *
+   * @example
+   * ```ts
+   * await store.deleteOutbox(published.map((e) => e.id));
+   * ```
+   */
+  async deleteOutbox(ids: readonly number[]): Promise<number> {
+    return deleteOutbox(
+      this.database,
+      ids.filter((id) => Number.isSafeInteger(id)),
+    );
+  }
+
+  /**
+   * Every IN_PROGRESS operation (id, kind, attempt, startedAt, workerId), for the heartbeat monitor.
+   *
+   * @example
+   * ```ts
+   * for (const op of await store.listInProgress()) if (!(await alive(op))) reset(op);
+   * ```
+   */
+  async listInProgress(): Promise<InProgressOperation[]> {
+    return selectInProgress(this.database);
+  }
+
+  /**
+   * SCHEDULED / IN_PROGRESS operations whose current phase began before `before`, for the reconciler.
+   *
+   * @example
+   * ```ts
+   * const suspects = await store.listActiveOlderThan(new Date(Date.now() - floorMs));
+   * ```
+   */
+  async listActiveOlderThan(before: Date, limit = 1000): Promise<ActiveOperation[]> {
+    return selectActiveOlderThan(this.database, before, limit);
+  }
+
+  /**
+   * Counts per kind × status, every kind and status present.
+   *
+   * @example
+   * ```ts
+   * (await store.countByKindAndStatus()).long_term_archive.IN_PROGRESS; // 2
+   * ```
+   */
+  async countByKindAndStatus(): Promise<StatusCounts> {
+    return selectStatusCounts(this.database);
+  }
+}

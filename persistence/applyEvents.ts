@@ -1,0 +1,159 @@
+import type { Decision, OperationEffect } from '../machines/decide.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type {
+  OperationContext,
+  OperationEvent,
+  OperationStatus,
+} from '../machines/operationMachine.ts';
+import type { OperationRecord } from './OperationRecord.ts';
+import type { Executor } from './openDatabase.ts';
+import { planTransition, type TransitionWrite } from './planTransition.ts';
+import { selectOperations, selectVersions } from './sql/selectOperations.ts';
+import { writeTransitions } from './sql/writeTransitions.ts';
+import { uuidSchema } from './subtypeFields.ts';
+
+/** One event for one operation, in a batch. */
+export interface ApplyItem {
+  readonly id: string;
+  readonly event: OperationEvent;
+  /** Fail with CONFLICT unless the row is still at this version (what the caller last read). */
+  readonly expectedVersion?: number;
+  /** Who the transition row names (default: the worker, the RESET's `by`, `scheduler`, `operator`). */
+  readonly by?: string;
+}
+
+/** An event that was accepted and committed. Run `effects` other than `dispatch` now. */
+export interface AppliedTransition {
+  readonly ok: true;
+  readonly id: string;
+  readonly version: number;
+  readonly from: OperationStatus;
+  readonly status: OperationStatus;
+  readonly context: OperationContext;
+  readonly effects: readonly OperationEffect[];
+  /** The outbox row of a `dispatch` effect, for a relay that publishes at once. */
+  readonly outboxId: number | null;
+}
+
+export interface RefusedTransition {
+  readonly ok: false;
+  readonly id: string;
+  readonly error: OpstateError;
+}
+
+export type ApplyResult = AppliedTransition | RefusedTransition;
+
+/** `CONFLICT` for a lost compare-and-set, with both versions. */
+export function conflict(id: string, expected: number, current: number): OpstateError {
+  return new OpstateError(
+    OpstateErrorCode.CONFLICT,
+    `operation ${id} was changed by another writer (version ${current}, expected ${expected}); reload it and decide again`,
+    { details: { id, expectedVersion: expected, currentVersion: current }, retryable: true },
+  );
+}
+
+export function notFound(id: string): OpstateError {
+  return new OpstateError(OpstateErrorCode.NOT_FOUND, `no operation with id ${id}`, {
+    details: { id },
+  });
+}
+
+/** Checks an id from outside before it reaches SQL. */
+export function checkId(id: unknown, what = 'operation id'): string {
+  if (!uuidSchema.safeParse(id).success) {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `${what} ${JSON.stringify(id)} is not a uuid`,
+      { details: { id } },
+    );
+  }
+  return id as string;
+}
+
+function refused(id: string, err: unknown): RefusedTransition {
+  if (err instanceof OpstateError) return { ok: false, id, error: err };
+  throw err;
+}
+
+/**
+ * Applies a batch of events in two statements whatever its size: one select of the rows, the
+ * pure `decide` per row in memory, then one multi-row compare-and-set write
+ * (`writeTransitions`). Each row gets its own result, in input order: a refused event
+ * (`INVALID_EVENT`, `STALE_ATTEMPT`, `BAD_INPUT`), an unknown id (`NOT_FOUND`) or a lost
+ * compare-and-set (`CONFLICT`, with current and expected version) writes nothing for that row
+ * and does not stop the others.
+ */
+export async function applyEvents(
+  exec: Executor,
+  items: readonly ApplyItem[],
+  now: Date,
+): Promise<ApplyResult[]> {
+  const results: (ApplyResult | undefined)[] = new Array(items.length);
+  const seen = new Set<string>();
+  const wanted: string[] = [];
+  items.forEach((item, n) => {
+    try {
+      const id = checkId(item.id);
+      if (seen.has(id)) {
+        throw new OpstateError(
+          OpstateErrorCode.BAD_INPUT,
+          `operation ${id} appears twice in one batch; send its events one after the other`,
+          { details: { id } },
+        );
+      }
+      seen.add(id);
+      wanted.push(id);
+    } catch (err) {
+      results[n] = refused(String(item.id), err);
+    }
+  });
+  const records = await selectOperations(exec, wanted);
+
+  const planned = new Map<string, { n: number; write: TransitionWrite; decision: Decision }>();
+  const loaded = new Map<string, OperationRecord>();
+  items.forEach((item, n) => {
+    if (results[n] !== undefined) return;
+    const record = records.get(item.id);
+    try {
+      if (record === undefined) throw notFound(item.id);
+      if (item.expectedVersion !== undefined && item.expectedVersion !== record.version) {
+        throw conflict(item.id, item.expectedVersion, record.version);
+      }
+      const plan = planTransition(record, item.event, now, item.by);
+      planned.set(item.id, { n, ...plan });
+      loaded.set(item.id, record);
+    } catch (err) {
+      results[n] = refused(item.id, err);
+    }
+  });
+
+  const writes = [...planned.values()].map((p) => p.write);
+  const written = new Map((await writeTransitions(exec, writes)).map((w) => [w.id, w]));
+  const lost = writes.filter((w) => !written.has(w.id)).map((w) => w.id);
+  const current = await selectVersions(exec, lost);
+
+  for (const [id, p] of planned) {
+    const w = written.get(id);
+    if (w === undefined) {
+      const now = current.get(id);
+      results[p.n] = {
+        ok: false,
+        id,
+        error:
+          now === undefined ? notFound(id) : conflict(id, p.write.expected_version, now.version),
+      };
+      continue;
+    }
+    results[p.n] = {
+      ok: true,
+      id,
+      version: w.version,
+      from: (loaded.get(id) as OperationRecord).status,
+      status: p.decision.status,
+      context: p.decision.context,
+      effects: p.decision.effects,
+      outboxId: w.outboxId,
+    };
+  }
+  return results as ApplyResult[];
+}

@@ -1,0 +1,66 @@
+import type { OperationKind } from '../machines/OperationKind.ts';
+import { OpstateError } from '../machines/OpstateError.ts';
+import type { Route } from '../machines/routing.ts';
+import type { OutboxPayload } from './OutboxEntry.ts';
+import type { Database } from './openDatabase.ts';
+import { planTransition, type TransitionWrite } from './planTransition.ts';
+import { selectDueForUpdate } from './sql/selectDueForUpdate.ts';
+import { writeTransitions } from './sql/writeTransitions.ts';
+
+/** A due operation moved to SCHEDULED, with the dispatch queued for it. */
+export interface ClaimedOperation {
+  readonly id: string;
+  readonly kind: OperationKind;
+  readonly route: Route;
+  readonly attempt: number;
+  readonly version: number;
+  /** The outbox row holding the dispatch (delete it once published). */
+  readonly outboxId: number | null;
+  readonly payload: OutboxPayload;
+}
+
+export interface ClaimResult {
+  readonly claimed: ClaimedOperation[];
+  /** Due rows the machine refused (a damaged or unknown-version snapshot): left untouched. */
+  readonly refused: { id: string; error: OpstateError }[];
+}
+
+/**
+ * The scheduler's batch: in one short transaction, locks up to `limit` due PENDING operations with
+ * `FOR UPDATE SKIP LOCKED`, runs SCHEDULE through the machine for each in memory, and writes all
+ * of them — base rows, transition rows, outbox rows — in one multi-row statement. Four round
+ * trips (begin, select, write, commit) per batch, whatever its size. Two claimers running at once
+ * never claim the same row.
+ */
+export async function claimDue(database: Database, limit: number, now: Date): Promise<ClaimResult> {
+  return database.transaction(async (tx) => {
+    const due = await selectDueForUpdate(tx, now, limit);
+    const writes: TransitionWrite[] = [];
+    const refused: ClaimResult['refused'] = [];
+    const byId = new Map<string, { write: TransitionWrite; kind: OperationKind; route: Route }>();
+    for (const record of due) {
+      try {
+        const { write } = planTransition(record, { type: 'SCHEDULE' }, now);
+        writes.push(write);
+        byId.set(record.id, { write, kind: record.kind, route: record.route });
+      } catch (err) {
+        if (!(err instanceof OpstateError)) throw err;
+        refused.push({ id: record.id, error: err });
+      }
+    }
+    const written = await writeTransitions(tx, writes);
+    const claimed = written.map((w): ClaimedOperation => {
+      const p = byId.get(w.id) as { write: TransitionWrite; kind: OperationKind; route: Route };
+      return {
+        id: w.id,
+        kind: p.kind,
+        route: p.route,
+        attempt: p.write.attempt,
+        version: w.version,
+        outboxId: w.outboxId,
+        payload: p.write.ob_payload as OutboxPayload,
+      };
+    });
+    return { claimed, refused };
+  });
+}

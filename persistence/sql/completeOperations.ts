@@ -1,0 +1,143 @@
+import { sql } from 'drizzle-orm';
+import type { Executor } from '../openDatabase.ts';
+import type { TransitionWrite } from '../planTransition.ts';
+
+/** One output copy of one completing operation (recordset row). */
+export interface OutputCopyInsert {
+  operation_id: string;
+  artifact_type: string;
+  artifact_id: string;
+  location_id: string;
+  path: string | null;
+  checksum: string | null;
+  size: number | null;
+}
+
+export interface CompletedRow {
+  readonly id: string;
+  readonly version: number;
+  /** Output copies this statement inserted. */
+  readonly created: number;
+  /** Output links written (new copies plus live copies that were already there). */
+  readonly linked: number;
+}
+
+/**
+ * Completes N operations in ONE statement (so atomically, without an interactive transaction):
+ * the compare-and-set to COMPLETED and its transition row, then — only for rows that won — their
+ * output copies with `ON CONFLICT DO NOTHING` on the live-copy key (a conflict means the copy is
+ * already there: done, not an error), the copy subtype rows, and the `operation_output` links to
+ * the new or already-present copies.
+ *
+ * A live copy committed by a concurrent writer after this statement began is invisible to it, so
+ * its link is missing from `linked`; `linkExistingOutputs` adds it in a next statement.
+ */
+export async function completeOperations(
+  exec: Executor,
+  writes: readonly TransitionWrite[],
+  outputs: readonly OutputCopyInsert[],
+): Promise<CompletedRow[]> {
+  if (writes.length === 0) return [];
+  const rows = await exec.execute<{ id: string; version: number; created: number; linked: number }>(
+    sql`
+    with i as (
+      select * from jsonb_to_recordset(${JSON.stringify(writes)}::jsonb) as i(
+        id uuid, expected_version int, status text, attempt int, retry_count int, snapshot jsonb,
+        not_before timestamptz, worker_id text, finished_at timestamptz,
+        t_from text, t_event text, t_attempt int, t_by text, t_reason text, t_at timestamptz)
+    ),
+    u as (
+      update operation o set
+        status = i.status, attempt = i.attempt, retry_count = i.retry_count,
+        snapshot = i.snapshot, not_before = i.not_before, worker_id = i.worker_id,
+        finished_at = i.finished_at, version = o.version + 1
+      from i
+      where o.id = i.id and o.version = i.expected_version and o.attempt = i.t_attempt
+      returning o.id, o.version
+    ),
+    t as (
+      insert into operation_transition
+        (operation_id, from_status, to_status, event, attempt, by, reason, at)
+      select i.id, i.t_from, i.status, i.t_event, i.t_attempt, i.t_by, i.t_reason, i.t_at
+      from i join u on u.id = i.id
+    ),
+    x as (
+      select x.* from jsonb_to_recordset(${JSON.stringify(outputs)}::jsonb) as x(
+        operation_id uuid, artifact_type text, artifact_id uuid, location_id uuid, path text,
+        checksum text, size bigint)
+      join u on u.id = x.operation_id
+    ),
+    c as (
+      insert into physical_copy (artifact_type, artifact_id, location_id, path, checksum, size)
+      select artifact_type, artifact_id, location_id, path, checksum, size from x
+      on conflict (artifact_type, artifact_id, location_id) where status <> 'DELETED' do nothing
+      returning id, artifact_type, artifact_id, location_id
+    ),
+    c1 as (
+      insert into raw_data_file_physical_copy (physical_copy_id, raw_data_file_id)
+      select id, artifact_id from c where artifact_type = 'raw_data_file'
+    ),
+    c2 as (
+      insert into raw_data_package_physical_copy (physical_copy_id, raw_data_package_id)
+      select id, artifact_id from c where artifact_type = 'raw_data_package'
+    ),
+    c3 as (
+      insert into data_transfer_package_physical_copy (physical_copy_id, data_transfer_package_id)
+      select id, artifact_id from c where artifact_type = 'data_transfer_package'
+    ),
+    e as (
+      select pc.id, pc.artifact_type, pc.artifact_id, pc.location_id from physical_copy pc
+      join x on pc.artifact_type = x.artifact_type and pc.artifact_id = x.artifact_id
+        and pc.location_id = x.location_id
+      where pc.status <> 'DELETED'
+    ),
+    l as (
+      insert into operation_output (operation_id, physical_copy_id)
+      select distinct x.operation_id, k.id from x
+      join (select * from c union all select * from e) k
+        on k.artifact_type = x.artifact_type and k.artifact_id = x.artifact_id
+        and k.location_id = x.location_id
+      on conflict do nothing
+      returning operation_id
+    )
+    select u.id, u.version,
+      (select count(*) from c join x on c.artifact_type = x.artifact_type
+         and c.artifact_id = x.artifact_id and c.location_id = x.location_id
+         where x.operation_id = u.id)::int as created,
+      (select count(*) from l where l.operation_id = u.id)::int as linked
+    from u`,
+  );
+  return rows.map((r) => ({
+    id: String(r.id),
+    version: Number(r.version),
+    created: Number(r.created),
+    linked: Number(r.linked),
+  }));
+}
+
+/**
+ * Links operations to live output copies that exist now (committed by a concurrent completion
+ * this operation's own statement could not see). Idempotent.
+ */
+export async function linkExistingOutputs(
+  exec: Executor,
+  outputs: readonly OutputCopyInsert[],
+): Promise<number> {
+  if (outputs.length === 0) return 0;
+  const rows = await exec.execute<{ n: number }>(sql`
+    with x as (
+      select * from jsonb_to_recordset(${JSON.stringify(outputs)}::jsonb) as x(
+        operation_id uuid, artifact_type text, artifact_id uuid, location_id uuid)
+    ),
+    l as (
+      insert into operation_output (operation_id, physical_copy_id)
+      select x.operation_id, pc.id from x
+      join physical_copy pc on pc.artifact_type = x.artifact_type
+        and pc.artifact_id = x.artifact_id and pc.location_id = x.location_id
+      where pc.status <> 'DELETED'
+      on conflict do nothing
+      returning 1
+    )
+    select count(*)::int as n from l`);
+  return Number(rows[0]?.n ?? 0);
+}

@@ -1,0 +1,82 @@
+import { sql } from 'drizzle-orm';
+import { OPERATION_KINDS, type OperationKind } from '../../machines/OperationKind.ts';
+import { OPERATION_STATUSES, type OperationStatus } from '../../machines/operationMachine.ts';
+import { toDate } from '../OperationRecord.ts';
+import type { Executor } from '../openDatabase.ts';
+
+/** An operation a worker holds, for the heartbeat monitor. */
+export interface InProgressOperation {
+  readonly id: string;
+  readonly kind: OperationKind;
+  readonly attempt: number;
+  readonly startedAt: Date | null;
+  readonly workerId: string | null;
+}
+
+/** SCHEDULED or IN_PROGRESS since before a time, for the reconciler. */
+export interface ActiveOperation extends InProgressOperation {
+  readonly status: OperationStatus;
+  readonly scheduledAt: Date | null;
+  /** started_at when IN_PROGRESS, else scheduled_at: what the floor is measured from. */
+  readonly since: Date;
+}
+
+export type StatusCounts = Record<OperationKind, Record<OperationStatus, number>>;
+
+/** Every IN_PROGRESS operation (the partial index keeps this O(active)). */
+export async function selectInProgress(exec: Executor): Promise<InProgressOperation[]> {
+  const rows = await exec.execute(sql`
+    select id, kind, attempt, started_at, worker_id from operation
+    where status = 'IN_PROGRESS' order by started_at nulls first`);
+  return rows.map((r) => ({
+    id: String(r.id),
+    kind: r.kind as OperationKind,
+    attempt: Number(r.attempt),
+    startedAt: toDate(r.started_at),
+    workerId: r.worker_id == null ? null : String(r.worker_id),
+  }));
+}
+
+/** SCHEDULED / IN_PROGRESS operations whose current phase began before `before`. */
+export async function selectActiveOlderThan(
+  exec: Executor,
+  before: Date,
+  limit: number,
+): Promise<ActiveOperation[]> {
+  const rows = await exec.execute(sql`
+    select id, kind, status, attempt, scheduled_at, started_at, worker_id,
+      coalesce(case when status = 'IN_PROGRESS' then started_at else scheduled_at end, created_at)
+        as since
+    from operation
+    where status in ('SCHEDULED', 'IN_PROGRESS')
+      and coalesce(case when status = 'IN_PROGRESS' then started_at else scheduled_at end,
+                   created_at) < ${before.toISOString()}::timestamptz
+    order by since
+    limit ${limit}`);
+  return rows.map((r) => ({
+    id: String(r.id),
+    kind: r.kind as OperationKind,
+    status: r.status as OperationStatus,
+    attempt: Number(r.attempt),
+    scheduledAt: toDate(r.scheduled_at),
+    startedAt: toDate(r.started_at),
+    since: toDate(r.since) as Date,
+    workerId: r.worker_id == null ? null : String(r.worker_id),
+  }));
+}
+
+/** Counts per kind × status, with every kind and status present (zeros included). */
+export async function selectStatusCounts(exec: Executor): Promise<StatusCounts> {
+  const rows = await exec.execute<{ kind: string; status: string; n: number }>(sql`
+    select kind, status, count(*)::int as n from operation group by kind, status`);
+  const counts = Object.fromEntries(
+    OPERATION_KINDS.map((k) => [k, Object.fromEntries(OPERATION_STATUSES.map((s) => [s, 0]))]),
+  ) as StatusCounts;
+  for (const r of rows) {
+    const byStatus = counts[r.kind as OperationKind];
+    if (byStatus !== undefined && r.status in byStatus) {
+      byStatus[r.status as OperationStatus] = Number(r.n);
+    }
+  }
+  return counts;
+}

@@ -1,0 +1,81 @@
+import { sql } from 'drizzle-orm';
+import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
+import type { Executor } from '../openDatabase.ts';
+import { SUBTYPE_SPEC } from '../subtypeFields.ts';
+
+/** One new operation as the recordset of the insert statement sees it. */
+export interface OperationInsert {
+  id: string;
+  kind: string;
+  operation_type: string;
+  location_type: string;
+  status: string;
+  attempt: number;
+  retry_count: number;
+  max_retries: number;
+  snapshot: unknown;
+  machine_id: string;
+  machine_version: number;
+  xstate_version: string;
+  group_id: string | null;
+  not_before: string | null;
+  created_at: string;
+  /** Who created it, for the creation transition row. */
+  created_by: string;
+  /** Stage-specific fields by camelCase key, already validated for the kind. */
+  fields: Record<string, unknown>;
+  /** Physical copy ids the operation consumes. */
+  inputs: string[];
+}
+
+// One insert per subtype table, each taking the rows of its own kind. Built once from the schema,
+// so the statement text (and its prepared plan) never changes.
+const SUBTYPE_INSERTS = OPERATION_KINDS.map((kind, n) => {
+  const { table, fields } = SUBTYPE_SPEC[kind];
+  const columns = ['operation_id', ...fields.map((f) => f.column)].join(', ');
+  const values = [
+    'i.id',
+    ...fields.map((f) => `(i.fields->>'${f.key}')${f.type === 'uuid' ? '::uuid' : ''}`),
+  ].join(', ');
+  return `s${n} as (insert into ${table} (${columns}) select ${values} from i where i.kind = '${kind}')`;
+}).join(',\n');
+
+/**
+ * Creates N operations in ONE statement: base rows, their subtype rows, their inputs and their
+ * creation transition rows. Atomic: a bad reference anywhere (23503) writes nothing at all.
+ */
+export async function insertOperations(
+  exec: Executor,
+  rows: readonly OperationInsert[],
+): Promise<string[]> {
+  if (rows.length === 0) return [];
+  const result = await exec.execute<{ id: string }>(sql`
+    with i as (
+      select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as i(
+        id uuid, kind text, operation_type text, location_type text, status text, attempt int,
+        retry_count int, max_retries int, snapshot jsonb, machine_id text, machine_version int,
+        xstate_version text, group_id uuid, not_before timestamptz, created_at timestamptz,
+        created_by text, fields jsonb, inputs jsonb)
+    ),
+    o as (
+      insert into operation (id, kind, operation_type, location_type, status, attempt,
+        retry_count, max_retries, snapshot, machine_id, machine_version, xstate_version, version,
+        group_id, not_before, created_at)
+      select id, kind, operation_type, location_type, status, attempt, retry_count, max_retries,
+        snapshot, machine_id, machine_version, xstate_version, 0, group_id, not_before, created_at
+      from i
+      returning id
+    ),
+    ${sql.raw(SUBTYPE_INSERTS)},
+    inp as (
+      insert into operation_input (operation_id, physical_copy_id)
+      select i.id, v.value::uuid from i cross join lateral jsonb_array_elements_text(i.inputs) v
+    ),
+    tr as (
+      insert into operation_transition
+        (operation_id, from_status, to_status, event, attempt, by, reason, at)
+      select i.id, null, i.status, 'CREATE', i.attempt, i.created_by, null, i.created_at from i
+    )
+    select id from o`);
+  return result.map((r) => String(r.id));
+}

@@ -1,0 +1,74 @@
+import { sql } from 'drizzle-orm';
+import type { Executor } from '../openDatabase.ts';
+import type { TransitionWrite } from '../planTransition.ts';
+
+export interface WrittenTransition {
+  readonly id: string;
+  readonly version: number;
+  /** The outbox row written for a `dispatch` effect (null when none, or already queued). */
+  readonly outboxId: number | null;
+}
+
+/**
+ * Writes N planned transitions in ONE statement: a compare-and-set UPDATE of the base rows
+ * (`version` must still be the one the plan was made from), then — only for the rows that won —
+ * the transition rows, the outbox rows of `dispatch` effects and the breadcrumbs of
+ * `recordFailure` effects. A row that lost its compare-and-set (or does not exist) is simply
+ * absent from the result, and nothing was written for it.
+ */
+export async function writeTransitions(
+  exec: Executor,
+  writes: readonly TransitionWrite[],
+): Promise<WrittenTransition[]> {
+  if (writes.length === 0) return [];
+  const rows = await exec.execute<{ id: string; version: number; outbox_id: unknown }>(sql`
+    with i as (
+      select * from jsonb_to_recordset(${JSON.stringify(writes)}::jsonb) as i(
+        id uuid, expected_version int, status text, attempt int, retry_count int, snapshot jsonb,
+        not_before timestamptz, last_error jsonb, worker_id text, scheduled_at timestamptz,
+        started_at timestamptz, finished_at timestamptz,
+        t_from text, t_event text, t_attempt int, t_by text, t_reason text, t_at timestamptz,
+        ob_attempt int, ob_queue text, ob_operation_type text, ob_location_type text,
+        ob_payload jsonb, fe_kind text, fe_attempt int, fe_error jsonb)
+    ),
+    u as (
+      update operation o set
+        status = i.status, attempt = i.attempt, retry_count = i.retry_count,
+        snapshot = i.snapshot, not_before = i.not_before,
+        last_error = case when jsonb_typeof(i.last_error) = 'null' then null else i.last_error end,
+        worker_id = i.worker_id, scheduled_at = i.scheduled_at, started_at = i.started_at,
+        finished_at = i.finished_at, version = o.version + 1
+      from i
+      where o.id = i.id and o.version = i.expected_version
+      returning o.id, o.version
+    ),
+    t as (
+      insert into operation_transition
+        (operation_id, from_status, to_status, event, attempt, by, reason, at)
+      select i.id, i.t_from, i.status, i.t_event, i.t_attempt, i.t_by, i.t_reason, i.t_at
+      from i join u on u.id = i.id
+    ),
+    ob as (
+      insert into dispatch_outbox
+        (operation_id, attempt, queue, operation_type, location_type, payload, created_at)
+      select i.id, i.ob_attempt, i.ob_queue, i.ob_operation_type, i.ob_location_type,
+        i.ob_payload, i.t_at
+      from i join u on u.id = i.id
+      where i.ob_queue is not null
+      on conflict (operation_id, attempt) do nothing
+      returning id, operation_id
+    ),
+    fe as (
+      insert into operation_failure_event (kind, operation_id, attempt, error, at)
+      select i.fe_kind, i.id, i.fe_attempt, i.fe_error, i.t_at
+      from i join u on u.id = i.id
+      where i.fe_kind is not null
+      on conflict do nothing
+    )
+    select u.id, u.version, ob.id as outbox_id from u left join ob on ob.operation_id = u.id`);
+  return rows.map((r) => ({
+    id: String(r.id),
+    version: Number(r.version),
+    outboxId: r.outbox_id == null ? null : Number(r.outbox_id),
+  }));
+}
