@@ -1,5 +1,13 @@
 import type { Command } from '../Command.ts';
 import { diagramCommand } from './diagram.ts';
+import { inspectCommand } from './inspect.ts';
+import { migrateCommand } from './migrate.ts';
+import { statusCommand } from './status.ts';
 
 /** Every sub-command, in the order `opstate --help` lists them. One file per command. */
-export const commands: readonly Command[] = [diagramCommand];
+export const commands: readonly Command[] = [
+  diagramCommand,
+  migrateCommand,
+  statusCommand,
+  inspectCommand,
+];

@@ -1,0 +1,142 @@
+import { sql } from 'drizzle-orm';
+import { deriveGroupStatus, type GroupStatus } from '../machines/groupStatus.ts';
+import type { OperationStatus } from '../machines/operationMachine.ts';
+import { checkId } from './applyEvents.ts';
+import { toDate } from './OperationRecord.ts';
+import type { Database } from './openDatabase.ts';
+
+export interface OperationGroupRecord {
+  readonly id: string;
+  readonly name: string | null;
+  /** The retention claim: while true, copies its operations consume must not be deleted. */
+  readonly active: boolean;
+  readonly createdAt: Date;
+  readonly releasedAt: Date | null;
+}
+
+/**
+ * Operation groups: N co-created operations whose status is derived from the children, plus the
+ * retention claim a staging job holds.
+ *
+ * @example
+ * ```ts
+ * const groups = new GroupRepository(database);
+ * const job = await groups.create({ name: 'staging job 42', active: true });
+ * await store.createMany(pkgs.map((p) => ({ kind: OperationKind.STAGING, groupId: job.id, fields: {...} })));
+ * await groups.status(job.id); // 'PENDING' … 'COMPLETED'
+ * ```
+ */
+export class GroupRepository {
+  constructor(private readonly database: Database) {}
+
+  /**
+   * Creates a group; `active: true` makes it a retention claim from the start.
+   *
+   * @example
+   * ```ts
+   * const g = await groups.create({ name: 'reduction 7' });
+   * ```
+   */
+  async create(input: { name?: string; active?: boolean } = {}): Promise<OperationGroupRecord> {
+    const [r] = await this.database.execute(sql`
+      insert into operation_group (name, active) values (${input.name ?? null}, ${input.active ?? false})
+      returning id, name, active, created_at, released_at`);
+    return toGroup(r as Record<string, unknown>);
+  }
+
+  /**
+   * Loads a group, or undefined.
+   *
+   * @example
+   * ```ts
+   * const g = await groups.get(id);
+   * ```
+   */
+  async get(groupId: string): Promise<OperationGroupRecord | undefined> {
+    const [r] = await this.database.execute(sql`
+      select id, name, active, created_at, released_at from operation_group
+      where id = ${checkId(groupId, 'group id')}::uuid`);
+    return r === undefined ? undefined : toGroup(r);
+  }
+
+  /**
+   * Holds or releases the retention claim. Returns false when the group does not exist.
+   *
+   * @example
+   * ```ts
+   * await groups.setActive(job.id, false); // staged data may now be cleaned up
+   * ```
+   */
+  async setActive(groupId: string, active: boolean): Promise<boolean> {
+    const rows = await this.database.execute(sql`
+      update operation_group set active = ${active},
+        released_at = case when ${active} then null else now() end
+      where id = ${checkId(groupId, 'group id')}::uuid returning id`);
+    return rows.length === 1;
+  }
+
+  /**
+   * The statuses of a group's children.
+   *
+   * @example
+   * ```ts
+   * const statuses = await groups.childStatuses(id);
+   * ```
+   */
+  async childStatuses(groupId: string): Promise<OperationStatus[]> {
+    const rows = await this.database.execute<{ status: OperationStatus }>(sql`
+      select status from operation where group_id = ${checkId(groupId, 'group id')}::uuid`);
+    return rows.map((r) => r.status);
+  }
+
+  /**
+   * The group's status, derived from its children by `deriveGroupStatus` (never stored).
+   *
+   * @example
+   * ```ts
+   * await groups.status(id); // 'IN_PROGRESS'
+   * ```
+   */
+  async status(groupId: string): Promise<GroupStatus> {
+    return deriveGroupStatus(await this.childStatuses(groupId));
+  }
+
+  /**
+   * Whether an active retention claim holds a copy: an active group has an operation that
+   * consumes it, or stages the raw data package it is a copy of. The deletion path must not
+   * delete a copy while this is true.
+   *
+   * @example
+   * ```ts
+   * if (await groups.isCopyRetained(copy.id)) return keep(copy);
+   * ```
+   */
+  async isCopyRetained(copyId: string): Promise<boolean> {
+    const id = checkId(copyId, 'physical copy id');
+    const [r] = await this.database.execute<{ held: boolean }>(sql`
+      select exists (
+        select 1 from operation_input i
+        join operation o on o.id = i.operation_id
+        join operation_group g on g.id = o.group_id and g.active
+        where i.physical_copy_id = ${id}::uuid
+      ) or exists (
+        select 1 from physical_copy c
+        join staging_operation s on c.artifact_type = 'raw_data_package'
+          and s.raw_data_package_id = c.artifact_id
+        join operation o on o.id = s.operation_id
+        join operation_group g on g.id = o.group_id and g.active
+        where c.id = ${id}::uuid
+      ) as held`);
+    return r?.held === true;
+  }
+}
+
+function toGroup(r: Record<string, unknown>): OperationGroupRecord {
+  return {
+    id: String(r.id),
+    name: r.name == null ? null : String(r.name),
+    active: r.active === true,
+    createdAt: toDate(r.created_at) as Date,
+    releasedAt: toDate(r.released_at),
+  };
+}

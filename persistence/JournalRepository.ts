@@ -1,0 +1,229 @@
+import { sql } from 'drizzle-orm';
+import type { OperationKind } from '../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { OperationStatus } from '../machines/operationMachine.ts';
+import { checkId, notFound } from './applyEvents.ts';
+import { toDate } from './OperationRecord.ts';
+import type { Database, Row } from './openDatabase.ts';
+
+/** A durable checkpoint a handler recorded inside IN_PROGRESS. */
+export interface OperationStep {
+  readonly operationId: string;
+  readonly attempt: number;
+  readonly name: string;
+  readonly state: string;
+  readonly result: unknown;
+  readonly at: Date;
+}
+
+/** One row of the append-only transition history. */
+export interface TransitionEntry {
+  readonly from: OperationStatus | null;
+  readonly to: OperationStatus;
+  readonly event: string;
+  readonly by: string;
+  readonly attempt: number;
+  readonly reason: string | null;
+  readonly at: Date;
+}
+
+/** A failure breadcrumb, keyed by (kind, operation id, attempt). */
+export interface FailureEvent {
+  readonly kind: OperationKind;
+  readonly operationId: string;
+  readonly attempt: number;
+  readonly error: unknown;
+  readonly at: Date;
+}
+
+function json(value: unknown): unknown {
+  return typeof value === 'string' ? JSON.parse(value) : value;
+}
+
+function toStep(r: Row): OperationStep {
+  return {
+    operationId: String(r.operation_id),
+    attempt: Number(r.attempt),
+    name: String(r.name),
+    state: String(r.state),
+    result: r.result === undefined ? null : json(r.result),
+    at: toDate(r.at) as Date,
+  };
+}
+
+/**
+ * The operation's durable history: the step journal a handler resumes from, the transition
+ * history and the failure breadcrumbs.
+ *
+ * @example
+ * ```ts
+ * const journal = new JournalRepository(database);
+ * const { step } = await journal.recordStep({ operationId, attempt, name: 'upload', state: 'done', result: { etag } });
+ * ```
+ */
+export class JournalRepository {
+  constructor(private readonly database: Database) {}
+
+  /**
+   * Records a step once. If a step of that name was already recorded (by this attempt or an
+   * earlier one), nothing is written and the recorded step comes back with `recorded: false`, so
+   * a re-run skips the side effect. A new step is accepted only from the attempt that holds the
+   * operation IN_PROGRESS (`STALE_ATTEMPT` otherwise): a fenced worker cannot write the journal.
+   *
+   * @example
+   * ```ts
+   * const { step, recorded } = await journal.recordStep({ operationId, attempt, name: 'plan', state: 'done', result: manifest });
+   * if (!recorded) manifest = step.result; // the earlier run's result
+   * ```
+   */
+  async recordStep(input: {
+    operationId: string;
+    attempt: number;
+    name: string;
+    state: string;
+    result?: unknown;
+  }): Promise<{ step: OperationStep; recorded: boolean }> {
+    const id = checkId(input.operationId);
+    if (typeof input.name !== 'string' || input.name === '' || typeof input.state !== 'string') {
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        'a step needs a non-empty name and a state',
+      );
+    }
+    for (let round = 0; round < 3; round++) {
+      const [row] = await this.database.execute(sql`
+        with o as (select status, attempt from operation where id = ${id}::uuid),
+        ins as (
+          insert into operation_step (operation_id, attempt, name, state, result)
+          select ${id}::uuid, ${input.attempt}::int, ${input.name}, ${input.state},
+            ${JSON.stringify(input.result ?? null)}::jsonb
+          from o where o.status = 'IN_PROGRESS' and o.attempt = ${input.attempt}::int
+          on conflict (operation_id, name) do nothing
+          returning operation_id, attempt, name, state, result, at
+        )
+        select (select row_to_json(o) from o) as op,
+          (select row_to_json(ins) from ins) as inserted,
+          (select row_to_json(s) from (select operation_id, attempt, name, state, result, at
+             from operation_step where operation_id = ${id}::uuid and name = ${input.name}) s)
+            as existing`);
+      const inserted = json(row?.inserted) as Row | null;
+      const existing = json(row?.existing) as Row | null;
+      if (inserted) return { step: toStep(inserted), recorded: true };
+      if (existing) return { step: toStep(existing), recorded: false };
+      const op = json(row?.op) as { status: string; attempt: number } | null;
+      if (op === null) throw notFound(id);
+      if (op.status !== 'IN_PROGRESS' || op.attempt !== input.attempt) {
+        throw new OpstateError(
+          OpstateErrorCode.STALE_ATTEMPT,
+          `step '${input.name}' refused: operation ${id} is ${op.status} at attempt ${op.attempt}, not IN_PROGRESS at attempt ${input.attempt}`,
+          { details: { id, status: op.status, attempt: op.attempt, stepAttempt: input.attempt } },
+        );
+      }
+      // A concurrent writer recorded the same step after this statement began: read it again.
+    }
+    throw new OpstateError(
+      OpstateErrorCode.CONFLICT,
+      `step '${input.name}' is contended; try again`,
+      {
+        retryable: true,
+      },
+    );
+  }
+
+  /**
+   * The recorded step of that name, if any.
+   *
+   * @example
+   * ```ts
+   * const upload = await journal.getStep(operationId, 'upload');
+   * ```
+   */
+  async getStep(operationId: string, name: string): Promise<OperationStep | undefined> {
+    const [r] = await this.database.execute(sql`
+      select operation_id, attempt, name, state, result, at from operation_step
+      where operation_id = ${checkId(operationId)}::uuid and name = ${name}`);
+    return r === undefined ? undefined : toStep(r);
+  }
+
+  /**
+   * Every recorded step, in the order they were recorded.
+   *
+   * @example
+   * ```ts
+   * const last = (await journal.listSteps(operationId)).at(-1);
+   * ```
+   */
+  async listSteps(operationId: string): Promise<OperationStep[]> {
+    const rows = await this.database.execute(sql`
+      select operation_id, attempt, name, state, result, at from operation_step
+      where operation_id = ${checkId(operationId)}::uuid order by id`);
+    return rows.map(toStep);
+  }
+
+  /**
+   * The transition history, oldest first.
+   *
+   * @example
+   * ```ts
+   * const history = await journal.listTransitions(operationId);
+   * ```
+   */
+  async listTransitions(operationId: string): Promise<TransitionEntry[]> {
+    const rows = await this.database.execute(sql`
+      select from_status, to_status, event, by, attempt, reason, at from operation_transition
+      where operation_id = ${checkId(operationId)}::uuid order by id`);
+    return rows.map((r) => ({
+      from: (r.from_status ?? null) as OperationStatus | null,
+      to: r.to_status as OperationStatus,
+      event: String(r.event),
+      by: String(r.by),
+      attempt: Number(r.attempt),
+      reason: r.reason == null ? null : String(r.reason),
+      at: toDate(r.at) as Date,
+    }));
+  }
+
+  /**
+   * Records a failure breadcrumb outside a transition (e.g. a handler's own diagnosis); a second
+   * one for the same (kind, operation, attempt) is ignored. Returns whether it was written.
+   *
+   * @example
+   * ```ts
+   * await journal.recordFailure({ kind, operationId, attempt, error: { message: 'checksum mismatch' } });
+   * ```
+   */
+  async recordFailure(input: {
+    kind: OperationKind;
+    operationId: string;
+    attempt: number;
+    error: unknown;
+  }): Promise<boolean> {
+    const rows = await this.database.execute(sql`
+      insert into operation_failure_event (kind, operation_id, attempt, error)
+      values (${input.kind}, ${checkId(input.operationId)}::uuid, ${input.attempt}::int,
+        ${JSON.stringify(input.error ?? null)}::jsonb)
+      on conflict do nothing returning 1`);
+    return rows.length === 1;
+  }
+
+  /**
+   * The failure breadcrumbs of an operation, by attempt.
+   *
+   * @example
+   * ```ts
+   * const failures = await journal.listFailures(operationId);
+   * ```
+   */
+  async listFailures(operationId: string): Promise<FailureEvent[]> {
+    const rows = await this.database.execute(sql`
+      select kind, operation_id, attempt, error, at from operation_failure_event
+      where operation_id = ${checkId(operationId)}::uuid order by attempt`);
+    return rows.map((r) => ({
+      kind: r.kind as OperationKind,
+      operationId: String(r.operation_id),
+      attempt: Number(r.attempt),
+      error: json(r.error),
+      at: toDate(r.at) as Date,
+    }));
+  }
+}

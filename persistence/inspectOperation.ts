@@ -1,0 +1,111 @@
+import { sql } from 'drizzle-orm';
+import type { OperationKind } from '../machines/OperationKind.ts';
+import type { OperationError, OperationStatus } from '../machines/operationMachine.ts';
+import { queueName, type Route } from '../machines/routing.ts';
+import type { SnapshotEnvelope } from '../machines/snapshotEnvelope.ts';
+import { type PhysicalCopyRecord, toCopyRecord } from './ArtifactRepository.ts';
+import { checkId, notFound } from './applyEvents.ts';
+import {
+  type FailureEvent,
+  JournalRepository,
+  type OperationStep,
+  type TransitionEntry,
+} from './JournalRepository.ts';
+import type { Database } from './openDatabase.ts';
+import { selectOperations } from './sql/selectOperations.ts';
+import { SUBTYPE_SPEC } from './subtypeFields.ts';
+
+/** Everything an operator needs to know about one operation. */
+export interface OperationInspection {
+  readonly id: string;
+  readonly kind: OperationKind;
+  readonly status: OperationStatus;
+  readonly attempt: number;
+  readonly retryCount: number;
+  readonly maxRetries: number;
+  readonly version: number;
+  readonly route: Route;
+  readonly queue: string;
+  readonly groupId: string | null;
+  readonly workerId: string | null;
+  readonly notBefore: Date | null;
+  readonly createdAt: Date;
+  readonly scheduledAt: Date | null;
+  readonly startedAt: Date | null;
+  readonly finishedAt: Date | null;
+  readonly lastError: OperationError | null;
+  readonly envelope: SnapshotEnvelope;
+  /** The subtype's stage-specific fields, by camelCase key. */
+  readonly fields: Readonly<Record<string, string | null>>;
+  readonly inputs: readonly PhysicalCopyRecord[];
+  readonly outputs: readonly PhysicalCopyRecord[];
+  readonly transitions: readonly TransitionEntry[];
+  readonly steps: readonly OperationStep[];
+  readonly failures: readonly FailureEvent[];
+}
+
+/**
+ * Gathers one operation with its subtype fields, input and output copies, transition history,
+ * journal steps and failure breadcrumbs. `NOT_FOUND` when there is none.
+ *
+ * @example
+ * ```ts
+ * const view = await inspectOperation(database, id);
+ * view.transitions.map((t) => `${t.from} → ${t.to} (${t.event} by ${t.by})`);
+ * ```
+ */
+export async function inspectOperation(
+  database: Database,
+  operationId: string,
+): Promise<OperationInspection> {
+  const id = checkId(operationId);
+  const journal = new JournalRepository(database);
+  const record = (await selectOperations(database, [id])).get(id);
+  if (record === undefined) throw notFound(id);
+  const spec = SUBTYPE_SPEC[record.kind];
+  const [subtype] = await database.execute(
+    sql`select * from ${sql.identifier(spec.table)} where operation_id = ${id}::uuid`,
+  );
+  const fields: Record<string, string | null> = {};
+  for (const f of spec.fields) {
+    const v = subtype?.[f.column];
+    fields[f.key] = v == null ? null : String(v);
+  }
+  const copies = await database.execute(sql`
+    select 'in' as role, c.* from operation_input i join physical_copy c on c.id = i.physical_copy_id
+      where i.operation_id = ${id}::uuid
+    union all
+    select 'out' as role, c.* from operation_output x join physical_copy c on c.id = x.physical_copy_id
+      where x.operation_id = ${id}::uuid`);
+  const [transitions, steps, failures] = await Promise.all([
+    journal.listTransitions(id),
+    journal.listSteps(id),
+    journal.listFailures(id),
+  ]);
+  return {
+    id: record.id,
+    kind: record.kind,
+    status: record.status,
+    attempt: record.attempt,
+    retryCount: record.retryCount,
+    maxRetries: record.maxRetries,
+    version: record.version,
+    route: record.route,
+    queue: queueName(record.route),
+    groupId: record.groupId,
+    workerId: record.workerId,
+    notBefore: record.notBefore,
+    createdAt: record.createdAt,
+    scheduledAt: record.scheduledAt,
+    startedAt: record.startedAt,
+    finishedAt: record.finishedAt,
+    lastError: record.lastError,
+    envelope: record.envelope,
+    fields,
+    inputs: copies.filter((c) => c.role === 'in').map(toCopyRecord),
+    outputs: copies.filter((c) => c.role === 'out').map(toCopyRecord),
+    transitions,
+    steps,
+    failures,
+  };
+}
