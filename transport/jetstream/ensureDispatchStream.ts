@@ -87,5 +87,24 @@ export async function ensureDispatchStream(
       if (!isApiError(err, JetStreamApiCodes.ConsumerNotFound)) throw err;
       await jsm.consumers.add(names.stream, wanted);
     }
+    await removeAckedLeftovers(jsm, names, route);
+  }
+}
+
+/**
+ * After a broker crash, nats-server 2.9 may keep messages in the work-queue stream that its
+ * consumer had already acked (the consumer's ack floor was persisted, the stream's removal was
+ * not). They are never redelivered, but they pile up. Every message on the route's subject at or
+ * below the consumer's ack floor is acked by definition, so it is purged.
+ */
+async function removeAckedLeftovers(
+  jsm: JetStreamManager,
+  names: TransportNames,
+  route: Route,
+): Promise<void> {
+  const info = await jsm.consumers.info(names.stream, names.consumer(route));
+  const floor = info.ack_floor.stream_seq;
+  if (floor > 0) {
+    await jsm.streams.purge(names.stream, { filter: names.subject(route), seq: floor + 1 });
   }
 }
