@@ -1,0 +1,98 @@
+import { randomBytes } from 'node:crypto';
+import postgres from 'postgres';
+
+/**
+ * Per-file test databases on the real Postgres (127.0.0.1:5432, trust auth). Each test file
+ * creates its own uniquely named database in `beforeAll` and drops it in `afterAll`, so files can
+ * run side by side and nothing leaks between them.
+ *
+ * Set `OPSTATE_TEST_ADMIN_URL` to point somewhere else. When Postgres cannot be reached, the
+ * helpers throw under CI (tests fail, never skip); elsewhere `postgresAvailable()` lets a suite
+ * skip itself.
+ */
+const CANDIDATES = process.env.OPSTATE_TEST_ADMIN_URL
+  ? [process.env.OPSTATE_TEST_ADMIN_URL]
+  : ['postgres://postgres@127.0.0.1:5432/postgres', 'postgres://root@127.0.0.1:5432/postgres'];
+
+let adminUrl: Promise<string | undefined> | undefined;
+
+async function probe(url: string): Promise<boolean> {
+  const sql = postgres(url, { max: 1, connect_timeout: 5, onnotice: () => {} });
+  try {
+    await sql`select 1`;
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await sql.end({ timeout: 1 });
+  }
+}
+
+/** The admin URL that works, or undefined (throws under CI: a missing database fails the run). */
+export async function findAdminUrl(): Promise<string | undefined> {
+  adminUrl ??= (async () => {
+    for (const url of CANDIDATES) if (await probe(url)) return url;
+    return undefined;
+  })();
+  const url = await adminUrl;
+  if (url === undefined && process.env.CI) {
+    throw new Error(
+      `Postgres is unreachable (tried ${CANDIDATES.join(', ')}) and CI is set: integration tests must not skip`,
+    );
+  }
+  return url;
+}
+
+/** Whether the real Postgres can be used; under CI an unreachable one throws instead. */
+export async function postgresAvailable(): Promise<boolean> {
+  return (await findAdminUrl()) !== undefined;
+}
+
+export interface TestDatabase {
+  readonly name: string;
+  /** Connection URL of the new database. */
+  readonly url: string;
+}
+
+function withDatabase(url: string, name: string): string {
+  const u = new URL(url);
+  u.pathname = `/${name}`;
+  return u.toString();
+}
+
+/**
+ * Creates an empty database named `<prefix>_<random>`.
+ *
+ * @example
+ * ```ts
+ * let db: TestDatabase;
+ * beforeAll(async () => { db = await createTestDatabase(); });
+ * afterAll(async () => { await dropTestDatabase(db); });
+ * ```
+ */
+export async function createTestDatabase(prefix = 'opstate_t'): Promise<TestDatabase> {
+  const admin = await findAdminUrl();
+  if (admin === undefined) throw new Error('Postgres is unreachable at 127.0.0.1:5432');
+  const name = `${prefix}_${randomBytes(6).toString('hex')}`;
+  if (!/^[a-z0-9_]+$/.test(name)) throw new Error(`bad test database name ${name}`);
+  const sql = postgres(admin, { max: 1, onnotice: () => {} });
+  try {
+    await sql.unsafe(`create database ${name}`);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+  return { name, url: withDatabase(admin, name) };
+}
+
+/** Drops a test database, closing any connection still open on it. */
+export async function dropTestDatabase(db: TestDatabase | undefined): Promise<void> {
+  if (db === undefined) return;
+  const admin = await findAdminUrl();
+  if (admin === undefined) return;
+  const sql = postgres(admin, { max: 1, onnotice: () => {} });
+  try {
+    await sql.unsafe(`drop database if exists ${db.name} with (force)`);
+  } finally {
+    await sql.end({ timeout: 5 });
+  }
+}

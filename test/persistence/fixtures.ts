@@ -1,0 +1,98 @@
+import { randomUUID } from 'node:crypto';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { LocationType } from '../../machines/routing.ts';
+import { ArtifactRepository, type DataLocation } from '../../persistence/ArtifactRepository.ts';
+import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
+
+/** A small world per test: three locations and one package, all uniquely named. */
+export interface World {
+  readonly artifacts: ArtifactRepository;
+  readonly source: DataLocation;
+  readonly buffer: DataLocation;
+  readonly archive: DataLocation;
+  readonly processing: DataLocation;
+  readonly dtp: string;
+  readonly pkg: string;
+  readonly sourceCopy: string;
+}
+
+export async function makeWorld(database: Database): Promise<World> {
+  const artifacts = new ArtifactRepository(database);
+  const site = `site-${randomUUID().slice(0, 8)}`;
+  const loc = (name: string, locationType: LocationType) =>
+    artifacts.addLocation({ site, name, locationType, storageRoot: `/data/${name}` });
+  const source = await loc('source', LocationType.SOURCE);
+  const buffer = await loc('buffer', LocationType.BUFFER);
+  const archive = await loc('lta', LocationType.LONG_TERM_ARCHIVE);
+  const processing = await loc('processing', LocationType.PROCESSING);
+  const dtp = await artifacts.addDataTransferPackage({ name: `dtp-${randomUUID()}` });
+  const pkg = await artifacts.addRawDataPackage({
+    name: `rdp-${randomUUID()}`,
+    dataTransferPackageId: dtp,
+  });
+  const { copy } = await artifacts.addCopy({
+    artifactType: 'raw_data_package',
+    artifactId: pkg,
+    locationId: source.id,
+  });
+  return { artifacts, source, buffer, archive, processing, dtp, pkg, sourceCopy: copy.id };
+}
+
+/** A valid create request of each kind against the world. */
+export function inputFor(kind: OperationKind, w: World): CreateOperationInput {
+  switch (kind) {
+    case OperationKind.RAW_DATA_PACKAGE:
+      return { kind, fields: { rawDataPackageId: w.pkg, locationId: w.source.id } };
+    case OperationKind.DATA_TRANSFER_PACKAGE:
+      return { kind, fields: { dataTransferPackageId: w.dtp, locationId: w.source.id } };
+    case OperationKind.TRANSFER:
+      return {
+        kind,
+        fields: {
+          dataTransferPackageId: w.dtp,
+          sourceLocationId: w.source.id,
+          destinationLocationId: w.buffer.id,
+        },
+      };
+    case OperationKind.UNPACK:
+      return { kind, fields: { dataTransferPackageId: w.dtp, locationId: w.buffer.id } };
+    case OperationKind.LONG_TERM_ARCHIVE:
+      return {
+        kind,
+        fields: {
+          rawDataPackageId: w.pkg,
+          sourceLocationId: w.source.id,
+          destinationLocationId: w.archive.id,
+        },
+        inputs: [w.sourceCopy],
+      };
+    case OperationKind.STAGING:
+      return {
+        kind,
+        fields: {
+          rawDataPackageId: w.pkg,
+          sourceLocationId: w.archive.id,
+          destinationLocationId: w.processing.id,
+        },
+      };
+  }
+}
+
+/** Row counts of every table an operation write touches, to prove a refusal wrote nothing. */
+export async function tableCounts(database: Database): Promise<Record<string, number>> {
+  const [row] = await database.execute(`select
+    (select count(*) from operation)::int as operation,
+    (select coalesce(sum(version), 0) from operation)::int as versions,
+    (select count(*) from operation_transition)::int as transitions,
+    (select count(*) from dispatch_outbox)::int as outbox,
+    (select count(*) from operation_failure_event)::int as failures,
+    (select count(*) from operation_input)::int as inputs,
+    (select count(*) from operation_output)::int as outputs,
+    (select count(*) from physical_copy)::int as copies,
+    (select count(*) from packaging_operation)::int + (select count(*) from bundling_operation)::int
+      + (select count(*) from transfer_operation)::int + (select count(*) from unpack_operation)::int
+      + (select count(*) from long_term_archive_operation)::int
+      + (select count(*) from staging_operation)::int as subtypes`);
+  return row as Record<string, number>;
+}

@@ -1,0 +1,674 @@
+import { expect, it } from 'vitest';
+import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
+import { migrate } from '../../persistence/migrate.ts';
+import { OperationStore } from '../../persistence/OperationStore.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
+import { inputFor, makeWorld, tableCounts } from './fixtures.ts';
+
+/** What each backend hands the shared suite. */
+export interface SuiteBackend {
+  /** The file's database, migrated. */
+  database(): Database;
+  /**
+   * A second, independent handle on the same database (a new pool on Postgres; on PGlite, which
+   * has one connection, the same database). Closed by the caller.
+   */
+  peer(): Promise<Database>;
+}
+
+async function expectCode(
+  promise: Promise<unknown>,
+  code: OpstateErrorCode,
+): Promise<OpstateError> {
+  const err = await promise.then(
+    () => undefined,
+    (e: unknown) => e,
+  );
+  expect(err).toBeInstanceOf(OpstateError);
+  expect((err as OpstateError).code).toBe(code);
+  return err as OpstateError;
+}
+
+/** Claims everything due, so a test's own claims are not mixed with earlier tests' leftovers. */
+async function drain(database: Database): Promise<void> {
+  const far = new OperationStore(database, { clock: () => new Date('2999-01-01T00:00:00Z') });
+  while ((await far.claimDue(500)).claimed.length > 0) {}
+}
+
+/**
+ * The persistence behaviour every backend must show, written once and run against Postgres and
+ * PGlite. Call inside a `describe` after the file's `beforeAll` has opened and migrated.
+ */
+export function storeSuite(backend: SuiteBackend): void {
+  const db = () => backend.database();
+
+  it('running the migrations again applies nothing and changes nothing', async () => {
+    const before = await tableCounts(db());
+    expect(await migrate(db())).toEqual({ applied: 0, total: 2 });
+    expect(await migrate(db())).toEqual({ applied: 0, total: 2 });
+    expect(await tableCounts(db())).toEqual(before);
+  });
+
+  it('creates an operation of every kind with its subtype row, inputs and creation transition', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    for (const kind of OPERATION_KINDS) {
+      const id = await store.create(inputFor(kind, w));
+      const op = await store.load(id);
+      expect(op).toMatchObject({
+        id,
+        kind,
+        status: 'PENDING',
+        attempt: 1,
+        retryCount: 0,
+        version: 0,
+      });
+      expect(op.envelope.machineId).toBe('operation');
+      expect(op.snapshot.context.kind).toBe(kind);
+      const [sub] = await db().execute(
+        `select count(*)::int as n from ${kind === 'raw_data_package' ? 'packaging' : kind === 'data_transfer_package' ? 'bundling' : kind}_operation where operation_id = '${id}'`,
+      );
+      expect(sub?.n).toBe(1);
+    }
+  });
+
+  it('the database rejects a subtype row of the wrong kind', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const id = await store.create(inputFor(OperationKind.TRANSFER, w));
+    // A packaging subtype row under a transfer base row: the composite FK (id, kind) refuses it.
+    await expectCode(
+      db().execute(
+        `insert into packaging_operation (operation_id, raw_data_package_id, location_id)
+         values ('${id}', '${w.pkg}', '${w.source.id}')`,
+      ),
+      OpstateErrorCode.BAD_INPUT,
+    );
+    // Forcing the kind column instead trips the check constraint.
+    const err = await expectCode(
+      db().execute(
+        `insert into packaging_operation (operation_id, kind, raw_data_package_id, location_id)
+         values ('${id}', 'transfer', '${w.pkg}', '${w.source.id}')`,
+      ),
+      OpstateErrorCode.BAD_INPUT,
+    );
+    expect(err.details.sqlState).toBe('23514');
+  });
+
+  it('bad input gets a clear error and changes nothing', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, w));
+    const before = await tableCounts(db());
+
+    const unknownKind = await expectCode(
+      store.create({ kind: 'archive' as OperationKind, fields: {} }),
+      OpstateErrorCode.BAD_INPUT,
+    );
+    expect(unknownKind.message).toContain('long_term_archive');
+    await expectCode(
+      store.create({ kind: OperationKind.TRANSFER, fields: { dataTransferPackageId: w.dtp } }),
+      OpstateErrorCode.BAD_INPUT,
+    );
+    // A well-formed create whose package does not exist: the subtype insert fails, the base row
+    // written in the same statement goes with it.
+    await expectCode(
+      store.create({
+        kind: OperationKind.STAGING,
+        fields: {
+          rawDataPackageId: '00000000-0000-4000-8000-000000000000',
+          sourceLocationId: w.archive.id,
+          destinationLocationId: w.processing.id,
+        },
+      }),
+      OpstateErrorCode.BAD_INPUT,
+    );
+    await expectCode(
+      store.apply(id, { type: 'COMPLETE', attempt: 1 }),
+      OpstateErrorCode.INVALID_EVENT,
+    );
+    await expectCode(store.apply(id, { type: 'BOGUS' } as never), OpstateErrorCode.BAD_INPUT);
+    await expectCode(
+      store.apply('00000000-0000-4000-8000-000000000000', { type: 'SCHEDULE' }),
+      OpstateErrorCode.NOT_FOUND,
+    );
+    await expectCode(store.apply('not-a-uuid', { type: 'SCHEDULE' }), OpstateErrorCode.BAD_INPUT);
+    await expectCode(store.load("x' or 1=1 --"), OpstateErrorCode.BAD_INPUT);
+    await expectCode(store.complete(id, 1, []), OpstateErrorCode.INVALID_EVENT);
+
+    expect(await tableCounts(db())).toEqual(before);
+    expect((await store.load(id)).version).toBe(0);
+  });
+
+  it('walks the lifecycle with columns in step with the snapshot, history, outbox and breadcrumbs', async () => {
+    await drain(db());
+    let now = new Date('2030-01-01T00:00:00Z');
+    const store = new OperationStore(db(), { clock: () => now });
+    const w = await makeWorld(db());
+    const id = await store.create({ ...inputFor(OperationKind.TRANSFER, w), maxRetries: 2 });
+
+    const { claimed } = await store.claimDue(10);
+    expect(claimed.map((c) => c.id)).toEqual([id]);
+    expect(claimed[0]).toMatchObject({
+      attempt: 1,
+      version: 1,
+      route: { operationType: 'data_transfer' },
+    });
+    const outbox = await store.fetchOutbox(100);
+    const mine = outbox.find((e) => e.operationId === id);
+    expect(mine).toMatchObject({
+      attempt: 1,
+      queue: 'source_data_transfer',
+      stale: false,
+      payload: { operationId: id, kind: 'transfer', operationType: 'data_transfer', attempt: 1 },
+    });
+
+    now = new Date('2030-01-01T00:00:05Z');
+    const started = await store.apply(id, { type: 'START', attempt: 1, workerId: 'w-1' });
+    expect(started).toMatchObject({ from: 'SCHEDULED', status: 'IN_PROGRESS', version: 2 });
+    let row = await store.load(id);
+    expect(row).toMatchObject({ status: 'IN_PROGRESS', workerId: 'w-1', attempt: 1 });
+    expect(row.startedAt?.toISOString()).toBe('2030-01-01T00:00:05.000Z');
+
+    now = new Date('2030-01-01T00:00:10Z');
+    const failed = await store.apply(id, {
+      type: 'FAIL',
+      attempt: 1,
+      error: { message: 'disk full', retryable: true },
+    });
+    expect(failed.status).toBe('PENDING');
+    expect(failed.effects.map((e) => e.type)).toContain('recordFailure');
+    row = await store.load(id);
+    expect(row).toMatchObject({ status: 'PENDING', attempt: 2, retryCount: 1, workerId: null });
+    expect(row.lastError).toMatchObject({ message: 'disk full', retryable: true });
+    expect(row.notBefore?.toISOString()).toBe(row.snapshot.context.notBefore);
+    const notBefore = row.notBefore?.getTime() ?? 0;
+    expect(notBefore).toBeGreaterThan(now.getTime());
+    expect(row.startedAt).toBeNull();
+    const [crumb] = await db().execute(
+      `select kind, attempt, error from operation_failure_event where operation_id = '${id}'`,
+    );
+    expect(crumb).toMatchObject({ kind: 'transfer', attempt: 1, error: { message: 'disk full' } });
+
+    // Backoff: not due until not_before has passed.
+    expect((await store.claimDue(10)).claimed).toEqual([]);
+    now = new Date(notBefore + 1);
+    expect((await store.claimDue(10)).claimed.map((c) => [c.id, c.attempt])).toEqual([[id, 2]]);
+    // The attempt-1 outbox row is now stale.
+    const stale = (await store.fetchOutbox(100)).filter((e) => e.operationId === id);
+    expect(stale.map((e) => [e.attempt, e.stale])).toEqual([
+      [1, true],
+      [2, false],
+    ]);
+    expect(await store.deleteOutbox(stale.map((e) => e.id))).toBe(2);
+
+    const reset = await store.apply(id, {
+      type: 'RESET',
+      by: 'reconciler',
+      reason: 'no heartbeat',
+    });
+    expect(reset).toMatchObject({ status: 'PENDING' });
+    const history = await db().execute(
+      `select from_status, to_status, event, attempt, by, reason from operation_transition
+       where operation_id = '${id}' order by id`,
+    );
+    expect(
+      history.map((h) => `${h.from_status}>${h.to_status}:${h.event}#${h.attempt}@${h.by}`),
+    ).toEqual([
+      'null>PENDING:CREATE#1@operator',
+      'PENDING>SCHEDULED:SCHEDULE#1@scheduler',
+      'SCHEDULED>IN_PROGRESS:START#1@w-1',
+      'IN_PROGRESS>PENDING:FAIL#1@w-1',
+      'PENDING>SCHEDULED:SCHEDULE#2@scheduler',
+      'SCHEDULED>PENDING:RESET#2@reconciler',
+    ]);
+    expect(history.at(-1)?.reason).toBe('no heartbeat');
+    const [size] = await db().execute(
+      `select octet_length(snapshot::text) as n from operation where id = '${id}'`,
+    );
+    expect(Number(size?.n)).toBeLessThanOrEqual(1024);
+    // History is append-only.
+    await expectCode(
+      db().execute(`update operation_transition set by = 'x' where operation_id = '${id}'`),
+      OpstateErrorCode.BAD_INPUT,
+    );
+  });
+
+  it('a lost compare-and-set gets CONFLICT with both versions and writes nothing', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const id = await store.create(inputFor(OperationKind.UNPACK, w));
+    await store.apply(id, { type: 'SCHEDULE' });
+    const before = await tableCounts(db());
+    const err = await expectCode(
+      store.apply(id, { type: 'START', attempt: 1, workerId: 'w' }, { expectedVersion: 0 }),
+      OpstateErrorCode.CONFLICT,
+    );
+    expect(err.details).toMatchObject({ id, expectedVersion: 0, currentVersion: 1 });
+    expect(await tableCounts(db())).toEqual(before);
+  });
+
+  it('two concurrent applies on the same version: exactly one wins, the other gets CONFLICT', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const id = await store.create(inputFor(OperationKind.STAGING, w));
+    await store.apply(id, { type: 'SCHEDULE' });
+    const peer = await backend.peer();
+    try {
+      const other = new OperationStore(peer);
+      const results = await Promise.allSettled([
+        store.apply(id, { type: 'START', attempt: 1, workerId: 'a' }, { expectedVersion: 1 }),
+        other.apply(id, { type: 'START', attempt: 1, workerId: 'b' }, { expectedVersion: 1 }),
+      ]);
+      const won = results.filter((r) => r.status === 'fulfilled');
+      const lost = results.filter((r) => r.status === 'rejected');
+      expect(won).toHaveLength(1);
+      expect(lost).toHaveLength(1);
+      expect(((lost[0] as PromiseRejectedResult).reason as OpstateError).code).toBe('CONFLICT');
+      const [n] = await db().execute(
+        `select count(*)::int as n from operation_transition where operation_id = '${id}' and event = 'START'`,
+      );
+      expect(n?.n).toBe(1);
+      expect((await store.load(id)).version).toBe(2);
+    } finally {
+      if (peer !== db()) await peer.close();
+    }
+  });
+
+  it('applyMany gives each row its own result and writes only the accepted ones', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const [a, b, c] = await store.createMany([
+      inputFor(OperationKind.TRANSFER, w),
+      inputFor(OperationKind.UNPACK, w),
+      inputFor(OperationKind.STAGING, w),
+    ]);
+    const results = await store.applyMany([
+      { id: a as string, event: { type: 'SCHEDULE' } },
+      { id: b as string, event: { type: 'COMPLETE', attempt: 1 } },
+      { id: c as string, event: { type: 'SCHEDULE' }, expectedVersion: 7 },
+      { id: '00000000-0000-4000-8000-00000000abcd', event: { type: 'SCHEDULE' } },
+      { id: 'nope', event: { type: 'SCHEDULE' } },
+      { id: a as string, event: { type: 'SCHEDULE' } },
+    ]);
+    expect(results.map((r) => (r.ok ? r.status : r.error.code))).toEqual([
+      'SCHEDULED',
+      'INVALID_EVENT',
+      'CONFLICT',
+      'NOT_FOUND',
+      'BAD_INPUT',
+      'BAD_INPUT',
+    ]);
+    const loaded = await store.loadMany([a as string, b as string, c as string]);
+    expect([...loaded.values()].map((r) => [r.status, r.version])).toEqual(
+      expect.arrayContaining([
+        ['SCHEDULED', 1],
+        ['PENDING', 0],
+        ['PENDING', 0],
+      ]),
+    );
+  });
+
+  it('two concurrent completions of one archive leave exactly one copy', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, w));
+    await store.apply(id, { type: 'SCHEDULE' });
+    await store.apply(id, { type: 'START', attempt: 1, workerId: 'w' });
+    const output = {
+      artifactType: 'raw_data_package' as const,
+      artifactId: w.pkg,
+      locationId: w.archive.id,
+      checksum: 'sha256:ab',
+    };
+    const peer = await backend.peer();
+    try {
+      const other = new OperationStore(peer);
+      const [r1, r2] = await Promise.all([
+        store.complete(id, 1, [output]),
+        other.complete(id, 1, [output]),
+      ]);
+      expect([r1.alreadyCompleted, r2.alreadyCompleted].sort()).toEqual([false, true]);
+      expect(r1.copiesCreated + r2.copiesCreated).toBe(1);
+    } finally {
+      if (peer !== db()) await peer.close();
+    }
+    const copies = await w.artifacts.copiesOf('raw_data_package', w.pkg);
+    expect(copies.filter((c) => c.locationId === w.archive.id)).toHaveLength(1);
+    expect((await store.load(id)).status).toBe('COMPLETED');
+    // A late redelivery of the same attempt is success and writes nothing.
+    const before = await tableCounts(db());
+    expect((await store.complete(id, 1, [output])).alreadyCompleted).toBe(true);
+    expect(await tableCounts(db())).toEqual(before);
+  });
+
+  it('a second archive operation of the same package completes on the existing copy (conflict = done)', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const ids = await store.createMany([
+      inputFor(OperationKind.LONG_TERM_ARCHIVE, w),
+      inputFor(OperationKind.LONG_TERM_ARCHIVE, w),
+    ]);
+    for (const id of ids) {
+      await store.apply(id, { type: 'SCHEDULE' });
+      await store.apply(id, { type: 'START', attempt: 1, workerId: 'w' });
+    }
+    const output = {
+      artifactType: 'raw_data_package' as const,
+      artifactId: w.pkg,
+      locationId: w.archive.id,
+    };
+    const peer = await backend.peer();
+    let results: Awaited<ReturnType<OperationStore['complete']>>[];
+    try {
+      const other = new OperationStore(peer);
+      results = await Promise.all([
+        store.complete(ids[0] as string, 1, [output]),
+        other.complete(ids[1] as string, 1, [output]),
+      ]);
+    } finally {
+      if (peer !== db()) await peer.close();
+    }
+    expect(results.map((r) => r.alreadyCompleted)).toEqual([false, false]);
+    expect(results.map((r) => r.copiesCreated).sort()).toEqual([0, 1]);
+    const live = await w.artifacts.findLiveCopy('raw_data_package', w.pkg, w.archive.id);
+    expect(live).toBeDefined();
+    const [links] = await db().execute(
+      `select count(*)::int as n from operation_output where physical_copy_id = '${live?.id}'`,
+    );
+    expect(links?.n).toBe(2);
+    // The database itself refuses a second live copy; a DELETED one frees the slot.
+    await expectCode(
+      db().execute(
+        `insert into physical_copy (artifact_type, artifact_id, location_id)
+         values ('raw_data_package', '${w.pkg}', '${w.archive.id}')`,
+      ),
+      OpstateErrorCode.CONFLICT,
+    );
+    expect(await w.artifacts.setCopyStatus(live?.id ?? '', 'PRESENT', 'DELETED')).toBe(true);
+    expect((await w.artifacts.addCopy(output)).created).toBe(true);
+  });
+
+  it('a stale attempt cannot complete and writes nothing', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, w));
+    await store.apply(id, { type: 'SCHEDULE' });
+    await store.apply(id, { type: 'START', attempt: 1, workerId: 'old' });
+    await store.apply(id, { type: 'RESET', by: 'heartbeat_monitor', reason: 'stale heartbeat' });
+    await store.apply(id, { type: 'SCHEDULE' });
+    await store.apply(id, { type: 'START', attempt: 2, workerId: 'new' });
+    const before = await tableCounts(db());
+    await expectCode(
+      store.complete(id, 1, [
+        { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
+      ]),
+      OpstateErrorCode.STALE_ATTEMPT,
+    );
+    expect(await tableCounts(db())).toEqual(before);
+  });
+
+  it('claims never hand out the same operation twice, even from two handles at once', async () => {
+    await drain(db());
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const ids = await store.createMany(
+      Array.from({ length: 120 }, () => inputFor(OperationKind.RAW_DATA_PACKAGE, w)),
+    );
+    const peer = await backend.peer();
+    const seen: string[][] = [[], []];
+    try {
+      const stores = [store, new OperationStore(peer)];
+      await Promise.all(
+        stores.map(async (s, n) => {
+          for (;;) {
+            const { claimed } = await s.claimDue(7);
+            if (claimed.length === 0) return;
+            seen[n]?.push(...claimed.map((c) => c.id));
+          }
+        }),
+      );
+    } finally {
+      if (peer !== db()) await peer.close();
+    }
+    const all = [...(seen[0] ?? []), ...(seen[1] ?? [])];
+    expect(new Set(all).size).toBe(all.length);
+    expect(new Set(all)).toEqual(new Set(ids));
+    const [outbox] = await db().execute(
+      `select count(*)::int as n from dispatch_outbox where operation_id = any('{${ids.join(',')}}'::uuid[])`,
+    );
+    expect(outbox?.n).toBe(120);
+  });
+
+  it('journal steps are recorded once, a re-run gets the recorded result, a fenced attempt is refused', async () => {
+    const { JournalRepository } = await import('../../persistence/JournalRepository.ts');
+    const store = new OperationStore(db());
+    const journal = new JournalRepository(db());
+    const w = await makeWorld(db());
+    const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, w));
+    await expectCode(
+      journal.recordStep({ operationId: id, attempt: 1, name: 'plan', state: 'done' }),
+      OpstateErrorCode.STALE_ATTEMPT,
+    );
+    await store.apply(id, { type: 'SCHEDULE' });
+    await store.apply(id, { type: 'START', attempt: 1, workerId: 'w' });
+    const first = await journal.recordStep({
+      operationId: id,
+      attempt: 1,
+      name: 'plan',
+      state: 'done',
+      result: { members: ['a', 'b'] },
+    });
+    expect(first.recorded).toBe(true);
+    const again = await journal.recordStep({
+      operationId: id,
+      attempt: 1,
+      name: 'plan',
+      state: 'done',
+      result: { members: ['x'] },
+    });
+    expect(again).toMatchObject({ recorded: false, step: { result: { members: ['a', 'b'] } } });
+    expect((await journal.getStep(id, 'plan'))?.result).toEqual({ members: ['a', 'b'] });
+    expect(await journal.getStep(id, 'upload')).toBeUndefined();
+    await store.apply(id, { type: 'RESET', by: 'operator', reason: 'test' });
+    await store.apply(id, { type: 'SCHEDULE' });
+    await store.apply(id, { type: 'START', attempt: 2, workerId: 'w2' });
+    // The resumed attempt sees the first attempt's plan and records the next step.
+    expect(
+      (await journal.recordStep({ operationId: id, attempt: 2, name: 'plan', state: 'done' }))
+        .recorded,
+    ).toBe(false);
+    await expectCode(
+      journal.recordStep({ operationId: id, attempt: 1, name: 'upload', state: 'done' }),
+      OpstateErrorCode.STALE_ATTEMPT,
+    );
+    expect(
+      (await journal.recordStep({ operationId: id, attempt: 2, name: 'upload', state: 'done' }))
+        .recorded,
+    ).toBe(true);
+    expect((await journal.listSteps(id)).map((s) => [s.name, s.attempt])).toEqual([
+      ['plan', 1],
+      ['upload', 2],
+    ]);
+  });
+
+  it('walks lineage from a raw data file up to its transfer package and back, and through copies', async () => {
+    const { LineageRepository } = await import('../../persistence/LineageRepository.ts');
+    const lineage = new LineageRepository(db());
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const files = await Promise.all(
+      ['a.fits', 'b.fits'].map((name) => w.artifacts.addRawDataFile({ name, size: 10 })),
+    );
+    await w.artifacts.assignFiles(w.pkg, files);
+    const up = await lineage.ofFile(files[0] as string);
+    expect(up?.file.name).toBe('a.fits');
+    expect(up?.rawDataPackage?.id).toBe(w.pkg);
+    expect(up?.dataTransferPackage?.id).toBe(w.dtp);
+    expect(up?.copies.map((c) => c.id)).toContain(w.sourceCopy);
+    const down = await lineage.contentsOf(w.dtp);
+    expect(down?.rawDataPackages.map((p) => [p.id, p.files.map((f) => f.name)])).toEqual([
+      [w.pkg, ['a.fits', 'b.fits']],
+    ]);
+
+    const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, w));
+    expect(await lineage.packageState(w.pkg)).toBe('ARCHIVING');
+    await store.apply(id, { type: 'SCHEDULE' });
+    await store.apply(id, { type: 'START', attempt: 1, workerId: 'w' });
+    await store.complete(id, 1, [
+      { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
+    ]);
+    const archived = await w.artifacts.findLiveCopy('raw_data_package', w.pkg, w.archive.id);
+    expect((await lineage.operationsOfCopy(w.sourceCopy)).consumedBy.map((o) => o.id)).toEqual([
+      id,
+    ]);
+    expect(
+      (await lineage.operationsOfCopy(archived?.id ?? '')).producedBy.map((o) => o.id),
+    ).toEqual([id]);
+    expect(await lineage.packageState(w.pkg)).toBe('ARCHIVED');
+    expect(await lineage.ofFile('00000000-0000-4000-8000-000000000000')).toBeUndefined();
+  });
+
+  it('derives group status from the children and keeps the retention claim', async () => {
+    const { GroupRepository } = await import('../../persistence/GroupRepository.ts');
+    const groups = new GroupRepository(db());
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const group = await groups.create({ name: 'staging job', active: true });
+    expect(await groups.status(group.id)).toBe('EMPTY');
+    const stagingCopy = (
+      await w.artifacts.addCopy({
+        artifactType: 'raw_data_package',
+        artifactId: w.pkg,
+        locationId: w.archive.id,
+      })
+    ).copy;
+    const [a, b] = await store.createMany([
+      { ...inputFor(OperationKind.STAGING, w), groupId: group.id, inputs: [stagingCopy.id] },
+      { ...inputFor(OperationKind.STAGING, w), groupId: group.id },
+    ]);
+    expect(await groups.status(group.id)).toBe('PENDING');
+    await store.apply(a as string, { type: 'SCHEDULE' });
+    expect(await groups.status(group.id)).toBe('SCHEDULED');
+    await store.apply(a as string, { type: 'START', attempt: 1, workerId: 'w' });
+    expect(await groups.status(group.id)).toBe('IN_PROGRESS');
+    await store.complete(a as string, 1, []);
+    expect(await groups.status(group.id)).toBe('IN_PROGRESS');
+    await store.apply(b as string, { type: 'CANCEL', reason: 'operator gave up' });
+    expect(await groups.status(group.id)).toBe('FAILED');
+    expect(await groups.isCopyRetained(stagingCopy.id)).toBe(true);
+    expect(await groups.setActive(group.id, false)).toBe(true);
+    expect(await groups.isCopyRetained(stagingCopy.id)).toBe(false);
+    expect((await groups.get(group.id))?.releasedAt).toBeInstanceOf(Date);
+  });
+
+  it('control-plane queries: IN_PROGRESS list, active older than a time, counts per kind × status', async () => {
+    let now = new Date('2031-05-01T00:00:00Z');
+    const store = new OperationStore(db(), { clock: () => now });
+    const w = await makeWorld(db());
+    const before = await store.countByKindAndStatus();
+    const id = await store.create(inputFor(OperationKind.UNPACK, w));
+    await store.apply(id, { type: 'SCHEDULE' });
+    now = new Date('2031-05-01T00:01:00Z');
+    await store.apply(id, { type: 'START', attempt: 1, workerId: 'w-9' });
+    const running = (await store.listInProgress()).find((o) => o.id === id);
+    expect(running).toMatchObject({ kind: 'unpack', attempt: 1, workerId: 'w-9' });
+    expect(running?.startedAt?.toISOString()).toBe('2031-05-01T00:01:00.000Z');
+    const old = await store.listActiveOlderThan(new Date('2031-05-01T00:02:00Z'));
+    expect(old.find((o) => o.id === id)).toMatchObject({ status: 'IN_PROGRESS' });
+    expect(
+      (await store.listActiveOlderThan(new Date('2031-05-01T00:00:30Z'))).find((o) => o.id === id),
+    ).toBeUndefined();
+    const after = await store.countByKindAndStatus();
+    expect(Object.keys(after)).toEqual([...OPERATION_KINDS]);
+    for (const kind of OPERATION_KINDS)
+      expect(Object.keys(after[kind])).toEqual([...OPERATION_STATUSES]);
+    expect(after.unpack.IN_PROGRESS - before.unpack.IN_PROGRESS).toBe(1);
+  });
+
+  it('opstate status --json and inspect --json print the documented shapes', async () => {
+    const { createStatusCommand } = await import('../../cli/commands/status.ts');
+    const { createInspectCommand } = await import('../../cli/commands/inspect.ts');
+    const shared = async (): Promise<Database> => ({ ...db(), close: async () => {} });
+    const capture = () => {
+      const out: string[] = [];
+      const err: string[] = [];
+      return { out, err, io: { out: (l: string) => out.push(l), err: (l: string) => err.push(l) } };
+    };
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const { JournalRepository } = await import('../../persistence/JournalRepository.ts');
+    const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, w));
+    await store.apply(id, { type: 'SCHEDULE' });
+    await store.apply(id, { type: 'START', attempt: 1, workerId: 'w-7' });
+    await new JournalRepository(db()).recordStep({
+      operationId: id,
+      attempt: 1,
+      name: 'plan',
+      state: 'done',
+    });
+    await store.complete(id, 1, [
+      { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
+    ]);
+
+    const status = capture();
+    expect(await createStatusCommand(shared).run(['--json'], status.io)).toBe(0);
+    const parsed = JSON.parse(status.out.join('\n')) as {
+      operations: Record<string, Record<string, number>>;
+    };
+    expect(Object.keys(parsed)).toEqual(['operations']);
+    expect(Object.keys(parsed.operations)).toEqual([...OPERATION_KINDS]);
+    for (const kind of OPERATION_KINDS) {
+      expect(Object.keys(parsed.operations[kind] ?? {})).toEqual([...OPERATION_STATUSES]);
+      for (const n of Object.values(parsed.operations[kind] ?? {}))
+        expect(Number.isInteger(n)).toBe(true);
+    }
+    expect(parsed.operations.long_term_archive?.COMPLETED).toBeGreaterThanOrEqual(1);
+    const table = capture();
+    expect(await createStatusCommand(shared).run([], table.io)).toBe(0);
+    expect(table.out[0]).toMatch(/^kind\s+PENDING\s+SCHEDULED\s+IN_PROGRESS\s+COMPLETED\s+FAILED$/);
+    expect(table.out).toHaveLength(1 + OPERATION_KINDS.length);
+
+    const inspect = capture();
+    expect(await createInspectCommand(shared).run([id, '--json'], inspect.io)).toBe(0);
+    const view = JSON.parse(inspect.out.join('\n'));
+    expect(view).toMatchObject({
+      id,
+      kind: 'long_term_archive',
+      status: 'COMPLETED',
+      attempt: 1,
+      retryCount: 0,
+      fields: {
+        rawDataPackageId: w.pkg,
+        sourceLocationId: w.source.id,
+        destinationLocationId: w.archive.id,
+        archiveKey: null,
+      },
+      inputs: [{ id: w.sourceCopy }],
+      outputs: [{ artifactId: w.pkg, locationId: w.archive.id, status: 'PRESENT' }],
+      steps: [{ name: 'plan', attempt: 1, state: 'done' }],
+    });
+    expect(view.transitions.map((t: Record<string, unknown>) => Object.keys(t).sort())[0]).toEqual([
+      'at',
+      'attempt',
+      'by',
+      'event',
+      'from',
+      'reason',
+      'to',
+    ]);
+    expect(
+      view.transitions.map((t: { event: string; by: string }) => `${t.event}@${t.by}`),
+    ).toEqual(['CREATE@operator', 'SCHEDULE@scheduler', 'START@w-7', 'COMPLETE@w-7']);
+    const human = capture();
+    expect(await createInspectCommand(shared).run([id], human.io)).toBe(0);
+    expect(human.out.join('\n')).toContain('IN_PROGRESS → COMPLETED');
+    const missing = capture();
+    await expectCode(
+      createInspectCommand(shared).run(['00000000-0000-4000-8000-000000000000'], missing.io),
+      OpstateErrorCode.NOT_FOUND,
+    );
+  });
+}
