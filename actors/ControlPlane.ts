@@ -1,0 +1,205 @@
+import type { OperationStore } from '../persistence/OperationStore.ts';
+import type { Transport } from '../transport/Transport.ts';
+import type { Clock } from './Clock.ts';
+import type { Logger } from './Logger.ts';
+import { type Loop, startLoop } from './Loop.ts';
+
+/** How often each control-plane loop runs when idle, and how much it takes per pass. */
+export interface ControlPlaneTiming {
+  readonly schedulerIntervalMs: number;
+  readonly relayIntervalMs: number;
+  readonly monitorIntervalMs: number;
+  readonly reconcilerIntervalMs: number;
+  readonly batchSize: number;
+}
+
+export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
+  schedulerIntervalMs: 250,
+  relayIntervalMs: 250,
+  monitorIntervalMs: 10_000,
+  reconcilerIntervalMs: 60_000,
+  batchSize: 256,
+});
+
+export interface ControlPlaneOptions {
+  readonly store: OperationStore;
+  readonly transport: Transport;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly timing: ControlPlaneTiming;
+}
+
+/** The running loops of a leader. `wake()` tells the scheduler that work was submitted. */
+export interface ControlPlaneLoops {
+  wake(): void;
+  stop(): Promise<void>;
+}
+
+const iso = (ms: number) => new Date(ms).toISOString();
+
+function ageSeconds(clock: Clock, since: Date | null): number | null {
+  return since === null ? null : Math.round((clock.now() - since.getTime()) / 1000);
+}
+
+/**
+ * Starts the control-plane loops (run on the leader only):
+ * - scheduler: due PENDING → SCHEDULED in batches, each dispatch written to the outbox in the
+ *   same statement;
+ * - outbox relay: publishes outbox rows in batches and clears them (dedup makes a re-publish of
+ *   the same attempt harmless), so a crash between commit and publish costs one pass;
+ * - heartbeat monitor (primary recovery): IN_PROGRESS whose heartbeat is stale → RESET;
+ * - reconciler (backstop): SCHEDULED/IN_PROGRESS with no live task and older than the floor →
+ *   RESET, with one WARNING line per reset.
+ *
+ * @example
+ * ```ts
+ * const loops = startControlPlaneLoops({ store, transport, clock, logger, timing });
+ * loops.wake(); await loops.stop();
+ * ```
+ */
+export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPlaneLoops {
+  const { store, transport, clock, logger, timing } = options;
+  const t = transport.timing;
+
+  const relay = startLoop({
+    name: 'outbox relay',
+    intervalMs: timing.relayIntervalMs,
+    clock,
+    logger,
+    pass: async () => {
+      const rows = await store.fetchOutbox(timing.batchSize);
+      if (rows.length === 0) return false;
+      // A stale row (the operation moved on) would be fenced by the worker anyway: just drop it.
+      const live = rows.filter((r) => !r.stale);
+      const results = await transport.publishMany(
+        live.map((r) => ({ route: r.route, message: r.payload })),
+      );
+      const failures = results.filter((r) => !r.ok);
+      if (failures.length > 0) {
+        const first = failures[0];
+        logger.log('WARNING', 'outbox relay could not publish some dispatches; will retry', {
+          failed: failures.length,
+          error: first !== undefined && !first.ok ? first.error.message : undefined,
+        });
+      }
+      const done = [
+        ...rows.filter((r) => r.stale).map((r) => r.id),
+        ...live.filter((_, i) => results[i]?.ok === true).map((r) => r.id),
+      ];
+      if (done.length > 0) await store.deleteOutbox(done);
+      return rows.length === timing.batchSize && failures.length === 0;
+    },
+  });
+
+  const scheduler = startLoop({
+    name: 'scheduler',
+    intervalMs: timing.schedulerIntervalMs,
+    clock,
+    logger,
+    pass: async () => {
+      const { claimed, refused } = await store.claimDue(timing.batchSize);
+      for (const r of refused) {
+        logger.log('ERROR', 'scheduler cannot schedule operation; left as it is', {
+          operationId: r.id,
+          error: r.error.message,
+        });
+      }
+      if (claimed.length > 0) relay.wake();
+      return claimed.length === timing.batchSize;
+    },
+  });
+
+  const reset = async (
+    op: { id: string; attempt: number },
+    by: 'heartbeat_monitor' | 'reconciler',
+    reason: string,
+  ) => {
+    try {
+      // Fenced on the attempt that was judged dead: if it moved on meanwhile, the machine refuses.
+      await store.apply(
+        op.id,
+        { type: 'RESET', by, reason, attempt: op.attempt, at: iso(clock.now()) },
+        { by },
+      );
+      return true;
+    } catch (err) {
+      // Lost a race with the worker (it completed or failed in between): nothing to recover.
+      logger.log('DEBUG', `${by} reset skipped`, {
+        operationId: op.id,
+        error: err instanceof Error ? err.message : String(err),
+      });
+      return false;
+    }
+  };
+
+  const monitor = startLoop({
+    name: 'heartbeat monitor',
+    intervalMs: timing.monitorIntervalMs,
+    clock,
+    logger,
+    pass: async () => {
+      const now = clock.now();
+      const cutoff = now - t.heartbeatTimeoutMs;
+      const running = (await store.listInProgress()).filter(
+        (op) => op.startedAt !== null && op.startedAt.getTime() < cutoff,
+      );
+      if (running.length === 0) return false;
+      const latest = new Map<string, number>();
+      for (const hb of await transport.heartbeats.list()) {
+        const k = `${hb.key.kind}.${hb.key.operationId}`;
+        latest.set(k, Math.max(latest.get(k) ?? 0, hb.at));
+      }
+      for (const op of running) {
+        const last = latest.get(`${op.kind}.${op.id}`);
+        if (last !== undefined && last > cutoff) continue;
+        const why =
+          last === undefined
+            ? `no heartbeat since it started ${ageSeconds(clock, op.startedAt)} s ago`
+            : `last heartbeat ${Math.round((now - last) / 1000)} s ago (timeout ${t.heartbeatTimeoutMs / 1000} s)`;
+        if (await reset(op, 'heartbeat_monitor', `stale heartbeat: ${why}`)) {
+          logger.log('INFO', 'heartbeat monitor reset operation', {
+            operationId: op.id,
+            kind: op.kind,
+            attempt: op.attempt,
+            workerId: op.workerId,
+            reason: why,
+          });
+        }
+      }
+      return false;
+    },
+  });
+
+  const reconciler = startLoop({
+    name: 'reconciler',
+    intervalMs: timing.reconcilerIntervalMs,
+    clock,
+    logger,
+    pass: async () => {
+      const old = await store.listActiveOlderThan(new Date(clock.now() - t.reconcilerFloorMs));
+      for (const op of old) {
+        if (await transport.heartbeats.isAlive(op.kind, op.id)) continue;
+        const why = `${op.status} for ${ageSeconds(clock, op.since)} s (floor ${t.reconcilerFloorMs / 1000} s) with no live or registered task`;
+        if (await reset(op, 'reconciler', why)) {
+          logger.log('WARNING', 'reconciler reset operation', {
+            operationId: op.id,
+            kind: op.kind,
+            status: op.status,
+            attempt: op.attempt,
+            workerId: op.workerId,
+            reason: why,
+          });
+        }
+      }
+      return false;
+    },
+  });
+
+  const loops: Loop[] = [scheduler, relay, monitor, reconciler];
+  return {
+    wake: () => scheduler.wake(),
+    stop: async () => {
+      await Promise.all(loops.map((l) => l.stop()));
+    },
+  };
+}

@@ -1,0 +1,300 @@
+import type { OperationKind } from '../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { OperationEvent } from '../machines/operationMachine.ts';
+import { allRoutes, type Route } from '../machines/routing.ts';
+import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
+import type { AppliedTransition } from '../persistence/applyEvents.ts';
+import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
+import { GroupRepository } from '../persistence/GroupRepository.ts';
+import { inspectOperation, type OperationInspection } from '../persistence/inspectOperation.ts';
+import { JournalRepository } from '../persistence/JournalRepository.ts';
+import { LineageRepository } from '../persistence/LineageRepository.ts';
+import { type MigrateResult, migrate } from '../persistence/migrate.ts';
+import { OperationStore } from '../persistence/OperationStore.ts';
+import { type Database, openDatabase } from '../persistence/openDatabase.ts';
+import { createInProcessTransport } from '../transport/inprocess/createInProcessTransport.ts';
+import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import type { Transport, TransportTiming } from '../transport/Transport.ts';
+import { resolveTiming } from '../transport/TransportTiming.ts';
+import { type Clock, systemClock } from './Clock.ts';
+import {
+  type ControlPlaneLoops,
+  type ControlPlaneTiming,
+  DEFAULT_CONTROL_PLANE_TIMING,
+  startControlPlaneLoops,
+} from './ControlPlane.ts';
+import { startLeadership } from './Leadership.ts';
+import { consoleLogger, type Logger } from './Logger.ts';
+import { type OperationHandler, startWorker, type Worker } from './Worker.ts';
+
+/** Every timer of a runtime: the transport's (validated in order) plus the control plane's. */
+export type RuntimeTiming = TransportTiming &
+  ControlPlaneTiming & { readonly leaderPollMs: number };
+
+export interface RuntimeOptions {
+  /** Postgres URL; default `DATABASE_URL`, else embedded PGlite in `dataDir`. */
+  readonly databaseUrl?: string;
+  /** PGlite data folder when no URL (default `OPSTATE_DATA_DIR`, else `./.opstate`). */
+  readonly dataDir?: string;
+  /** NATS URL; default `NATS_URL`, else the in-process transport (one process). */
+  readonly natsUrl?: string;
+  /** Names the deployment on NATS (stream, subjects, consumers, bucket) and the leader lock. */
+  readonly prefix?: string;
+  readonly timing?: Partial<RuntimeTiming>;
+  /** Returns to PENDING an operation may take before it FAILS (default 3). */
+  readonly maxRetries?: number;
+  readonly logger?: Logger;
+  readonly clock?: Clock;
+  /** Apply migrations on open (default true). */
+  readonly migrate?: boolean;
+}
+
+export interface StartWorkerOptions<K extends OperationKind> {
+  readonly kinds: readonly K[];
+  readonly handlers: Readonly<Record<K, OperationHandler>>;
+  readonly concurrency?: number;
+  readonly routes?: readonly Route[];
+  readonly workerId?: string;
+}
+
+export interface ControlPlane {
+  readonly isLeader: boolean;
+  stop(): Promise<void>;
+}
+
+function fromEnv(name: string): string | undefined {
+  const v = process.env[name];
+  return v === undefined || v === '' ? undefined : v;
+}
+
+/** Resolves and validates every timer; a broken order is refused with `CONFIG`. */
+export function resolveRuntimeTiming(overrides: Partial<RuntimeTiming> = {}): RuntimeTiming {
+  const transport = resolveTiming(overrides);
+  const plane: ControlPlaneTiming & { leaderPollMs: number } = {
+    ...DEFAULT_CONTROL_PLANE_TIMING,
+    monitorIntervalMs: Math.max(
+      1,
+      Math.min(transport.heartbeatIntervalMs, DEFAULT_CONTROL_PLANE_TIMING.monitorIntervalMs),
+    ),
+    reconcilerIntervalMs: Math.max(
+      1,
+      Math.min(
+        Math.floor(transport.reconcilerFloorMs / 4),
+        DEFAULT_CONTROL_PLANE_TIMING.reconcilerIntervalMs,
+      ),
+    ),
+    leaderPollMs: 1_000,
+  };
+  const picked = Object.fromEntries(
+    Object.entries(overrides).filter(([k, v]) => v !== undefined && k in plane),
+  );
+  const merged = { ...transport, ...plane, ...picked } as RuntimeTiming;
+  for (const k of Object.keys(plane) as (keyof typeof plane)[]) {
+    const v = merged[k];
+    if (!Number.isSafeInteger(v) || v <= 0) {
+      throw new OpstateError(
+        OpstateErrorCode.CONFIG,
+        `timer ${k} must be a positive integer; got ${String(v)}`,
+      );
+    }
+  }
+  return merged;
+}
+
+/** The embedded runtime of one deployment: the database, the transport and the actors on them. */
+export interface Runtime {
+  readonly database: Database;
+  readonly store: OperationStore;
+  /** Register locations, raw data files, packages and their copies. */
+  readonly artifacts: ArtifactRepository;
+  readonly groups: GroupRepository;
+  readonly lineage: LineageRepository;
+  readonly journal: JournalRepository;
+  readonly transport: Transport;
+  readonly timing: RuntimeTiming;
+  readonly logger: Logger;
+  /** Embedded (PGlite + in-process transport) or distributed. */
+  readonly mode: {
+    readonly database: 'postgres' | 'pglite';
+    readonly transport: 'jetstream' | 'in-process';
+  };
+  /** Applies the committed migrations; harmless to repeat. */
+  migrate(): Promise<MigrateResult>;
+  /** Creates an operation (PENDING) and returns its id; a local control plane schedules it at once. */
+  submit(input: CreateOperationInput): Promise<string>;
+  /** The operation with its subtype fields, copies, transitions and journal. */
+  get(id: string): Promise<OperationInspection>;
+  /** An operator command (`RETRY`, `RESET`, `CANCEL`); refused with the machine's reason. */
+  command(id: string, event: OperationEvent): Promise<AppliedTransition>;
+  /** Contends for leadership and runs the control-plane loops while leader. */
+  startControlPlane(): ControlPlane;
+  startWorker<K extends OperationKind>(options: StartWorkerOptions<K>): Worker;
+  /** Stops workers and the control plane, then closes the transport and the database. */
+  close(): Promise<void>;
+}
+
+/**
+ * Opens a runtime. With no `databaseUrl`/`DATABASE_URL` it runs on embedded PGlite; with no
+ * `natsUrl`/`NATS_URL` on the in-process transport (everything in one process). With both set,
+ * workers run anywhere that reaches NATS and Postgres.
+ *
+ * @example
+ * ```ts
+ * const runtime = await createRuntime();
+ * const plane = runtime.startControlPlane();
+ * runtime.startWorker({ kinds: [OperationKind.TRANSFER],
+ *   handlers: { [OperationKind.TRANSFER]: async (ctx) => ({ outputs: [] }) } });
+ * const id = await runtime.submit({ kind: OperationKind.TRANSFER, fields: { ... } });
+ * ```
+ */
+export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
+  const logger = options.logger ?? consoleLogger;
+  const clock = options.clock ?? systemClock;
+  const timing = resolveRuntimeTiming(options.timing);
+  const prefix = options.prefix ?? fromEnv('OPSTATE_PREFIX') ?? 'opstate';
+  if (!/^[A-Za-z0-9_-]+$/.test(prefix)) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `prefix '${prefix}' may hold only letters, digits, '-' and '_' (it names NATS subjects and streams)`,
+    );
+  }
+  const natsUrl = options.natsUrl ?? fromEnv('NATS_URL');
+  const database = await openDatabase({
+    ...(options.databaseUrl === undefined ? {} : { databaseUrl: options.databaseUrl }),
+    ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
+  });
+  let transport: Transport;
+  try {
+    if (options.migrate !== false) await migrate(database);
+    transport =
+      natsUrl === undefined
+        ? createInProcessTransport({ timing })
+        : await createJetStreamTransport({ servers: natsUrl, prefix, timing });
+    await transport.ensure(allRoutes());
+  } catch (err) {
+    await database.close().catch(() => undefined);
+    throw err;
+  }
+  const store = new OperationStore(database, { clock: () => new Date(clock.now()) });
+  const journal = new JournalRepository(database);
+  const workers = new Set<Worker>();
+  const planes = new Set<ControlPlane>();
+  const wakers = new Set<ControlPlaneLoops>();
+  const inProcess = natsUrl === undefined;
+
+  const runtime: Runtime = {
+    database,
+    store,
+    artifacts: new ArtifactRepository(database),
+    groups: new GroupRepository(database),
+    lineage: new LineageRepository(database),
+    journal,
+    transport,
+    timing,
+    logger,
+    mode: { database: database.dialect, transport: inProcess ? 'in-process' : 'jetstream' },
+    migrate: () => migrate(database),
+    async submit(input) {
+      const id = await store.create(input);
+      for (const w of wakers) w.wake();
+      return id;
+    },
+    get: (id) => inspectOperation(database, id),
+    async command(id, event) {
+      if (event.type !== 'RETRY' && event.type !== 'RESET' && event.type !== 'CANCEL') {
+        throw new OpstateError(
+          OpstateErrorCode.BAD_INPUT,
+          `${event.type} is a worker or scheduler event; an operator may send RETRY, RESET or CANCEL`,
+        );
+      }
+      const applied = await store.apply(
+        id,
+        { ...event, at: new Date(clock.now()).toISOString() },
+        { by: 'operator' },
+      );
+      for (const w of wakers) w.wake();
+      return applied;
+    },
+    startControlPlane() {
+      let loops: ControlPlaneLoops | undefined;
+      const leadership = startLeadership({
+        database,
+        name: prefix,
+        pollMs: timing.leaderPollMs,
+        clock,
+        logger,
+        onElected: async () => {
+          if (inProcess) await redispatchScheduled(store, transport, logger);
+          loops = startControlPlaneLoops({ store, transport, clock, logger, timing });
+          wakers.add(loops);
+          const mine = loops;
+          return async () => {
+            wakers.delete(mine);
+            await mine.stop();
+          };
+        },
+      });
+      const plane: ControlPlane = {
+        get isLeader() {
+          return leadership.isLeader;
+        },
+        async stop() {
+          planes.delete(plane);
+          await leadership.stop();
+        },
+      };
+      planes.add(plane);
+      return plane;
+    },
+    startWorker(workerOptions) {
+      const worker = startWorker({
+        store,
+        journal,
+        transport,
+        clock,
+        logger,
+        ...workerOptions,
+      });
+      workers.add(worker);
+      const stop = worker.stop;
+      return {
+        ...worker,
+        async stop() {
+          workers.delete(worker);
+          await stop();
+        },
+      };
+    },
+    async close() {
+      await Promise.all([...workers].map((w) => w.stop()));
+      await Promise.all([...planes].map((p) => p.stop()));
+      await transport.close();
+      await database.close();
+    },
+  };
+  return runtime;
+}
+
+/**
+ * In-process dispatches live in memory: after a restart, every SCHEDULED operation has lost its
+ * message. Publishing them again (dedup and fencing make it harmless) brings them home in
+ * seconds instead of after the reconciler floor.
+ */
+async function redispatchScheduled(store: OperationStore, transport: Transport, logger: Logger) {
+  const scheduled = (await store.listActiveOlderThan(new Date(), 100_000)).filter(
+    (o) => o.status === 'SCHEDULED',
+  );
+  if (scheduled.length === 0) return;
+  const records = await store.loadMany(scheduled.map((o) => o.id));
+  const items = [...records.values()].map((r) => ({
+    route: r.route,
+    message: {
+      operationId: r.id,
+      kind: r.kind,
+      operationType: r.route.operationType,
+      attempt: r.attempt,
+    },
+  }));
+  await transport.publishMany(items);
+  logger.log('INFO', 're-dispatched scheduled operations after start', { count: items.length });
+}

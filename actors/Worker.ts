@@ -1,0 +1,434 @@
+import { randomUUID } from 'node:crypto';
+import type { OperationKind } from '../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { OperationStatus } from '../machines/operationMachine.ts';
+import { defaultRoute, queueName, type Route } from '../machines/routing.ts';
+import { inspectOperation, type OperationInspection } from '../persistence/inspectOperation.ts';
+import type { JournalRepository } from '../persistence/JournalRepository.ts';
+import type { OperationRecord } from '../persistence/OperationRecord.ts';
+import type { OperationStore } from '../persistence/OperationStore.ts';
+import type { OutputCopy } from '../persistence/OutputCopy.ts';
+import type { Delivery, Subscription, Transport } from '../transport/Transport.ts';
+import type { Clock } from './Clock.ts';
+import type { Logger } from './Logger.ts';
+import { createWorkerRegistry, type Lease, type WorkerRegistry } from './workerRegistry.ts';
+
+/** What a handler sees of its operation. */
+export interface OperationView {
+  readonly id: string;
+  readonly kind: OperationKind;
+  readonly attempt: number;
+  readonly retryCount: number;
+}
+
+/** The attempt this worker holds. */
+type Running = OperationView;
+
+/** The context a stage handler runs with. */
+export interface HandlerContext {
+  readonly operation: OperationView;
+  /**
+   * A durable journal step: runs `fn` once and records its JSON result; a re-run (a later
+   * attempt after a crash) returns the recorded result instead of repeating the side effect.
+   */
+  step<T>(name: string, fn: () => Promise<T>): Promise<T>;
+  /** Writes a heartbeat now (the worker also beats at the interval on its own). */
+  heartbeat(): Promise<void>;
+  /** Aborts when the operation is reset or cancelled, or the worker stops. */
+  readonly signal: AbortSignal;
+  /** The whole operation: subtype fields, input copies, history (one read, on demand). */
+  inspect(): Promise<OperationInspection>;
+}
+
+/** What a handler returns: the copies it produced, created with the completion. */
+export interface HandlerResult {
+  readonly outputs?: readonly OutputCopy[];
+}
+
+export type OperationHandler = (ctx: HandlerContext) => Promise<HandlerResult | undefined>;
+
+export interface WorkerOptions<K extends OperationKind> {
+  readonly store: OperationStore;
+  readonly journal: JournalRepository;
+  readonly transport: Transport;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly kinds: readonly K[];
+  /** One handler for every kind this worker serves: the table must name them all. */
+  readonly handlers: Readonly<Record<K, OperationHandler>>;
+  /** Operations run at once per queue (default 4). */
+  readonly concurrency?: number;
+  /** Routes to consume; default: each kind's default route. */
+  readonly routes?: readonly Route[];
+  readonly workerId?: string;
+}
+
+export interface Worker {
+  readonly id: string;
+  readonly registry: WorkerRegistry;
+  /** Stops taking work, aborts running handlers and hands their operations back. */
+  stop(): Promise<void>;
+}
+
+/** How a handler failure is classified: an `OpstateError` says; anything else is retryable. */
+export function isRetryable(err: unknown): boolean {
+  if (err instanceof OpstateError) return err.retryable;
+  if (typeof err === 'object' && err !== null && 'retryable' in err) {
+    return (err as { retryable: unknown }).retryable !== false;
+  }
+  return true;
+}
+
+function messageOf(err: unknown): string {
+  return err instanceof Error ? err.message : String(err);
+}
+
+function codeOf(err: unknown): OpstateErrorCode | undefined {
+  return err instanceof OpstateError ? err.code : undefined;
+}
+
+/**
+ * The worker base: the one place where any operation, of any kind, enters IN_PROGRESS.
+ *
+ * On a dispatch it loads the operation and decides: COMPLETED → ack (early return); a stale
+ * attempt → term; SCHEDULED → START by compare-and-set, heartbeat, run the handler; IN_PROGRESS of
+ * the current attempt with no live task (a broker redelivery after the holder died) → RESET by
+ * `broker`, so the next attempt is dispatched fenced. On success it creates the output copies and
+ * COMPLETEs in one transaction, then acks; on failure it FAILs (retryable or not) and acks.
+ *
+ * @example
+ * ```ts
+ * const worker = startWorker({ store, transport, clock, logger, kinds: [OperationKind.TRANSFER],
+ *   handlers: { [OperationKind.TRANSFER]: async (ctx) => ({ outputs: [] }) } });
+ * await worker.stop();
+ * ```
+ */
+export function startWorker<K extends OperationKind>(options: WorkerOptions<K>): Worker {
+  const { store, journal, transport, clock, logger, kinds, handlers } = options;
+  const id = options.workerId ?? `worker-${randomUUID().slice(0, 8)}`;
+  const concurrency = options.concurrency ?? 4;
+  const registry = createWorkerRegistry();
+  const timing = transport.timing;
+  const handlerFor = (kind: OperationKind): OperationHandler | undefined =>
+    (handlers as Partial<Record<OperationKind, OperationHandler>>)[kind];
+  let stopping = false;
+
+  const routes =
+    options.routes ??
+    kinds
+      .map(defaultRoute)
+      .filter((r, i, all) => all.findIndex((o) => queueName(o) === queueName(r)) === i);
+
+  async function onDelivery(d: Delivery): Promise<void> {
+    const m = d.message;
+    if (stopping) {
+      d.nak(0);
+      return;
+    }
+    let op: OperationRecord;
+    try {
+      op = await store.load(m.operationId);
+    } catch (err) {
+      if (
+        codeOf(err) === OpstateErrorCode.NOT_FOUND ||
+        codeOf(err) === OpstateErrorCode.BAD_INPUT
+      ) {
+        logger.log('WARNING', 'dispatch names no known operation; dropped', {
+          ...m,
+          error: messageOf(err),
+        });
+        d.term();
+        return;
+      }
+      throw err; // the database is unreachable: the transport naks and redelivers later
+    }
+    if (op.kind !== m.kind || handlerFor(op.kind) === undefined) {
+      logger.log('WARNING', 'dispatch kind does not match a handler of this worker; dropped', {
+        ...m,
+        storedKind: op.kind,
+      });
+      d.term();
+      return;
+    }
+    if (op.status === OperationStatus.COMPLETED) {
+      await d.ack();
+      return;
+    }
+    if (m.attempt !== op.attempt) {
+      logger.log('DEBUG', 'stale dispatch terminated', { ...m, currentAttempt: op.attempt });
+      d.term();
+      return;
+    }
+    if (op.status === OperationStatus.SCHEDULED) {
+      await run(d, op);
+      return;
+    }
+    if (op.status === OperationStatus.IN_PROGRESS) {
+      await redelivered(d, op);
+      return;
+    }
+    // PENDING or FAILED at the message's attempt: nothing for a worker to do.
+    d.term();
+  }
+
+  /** A redelivery of the attempt that is IN_PROGRESS: claim it back only if nobody holds it. */
+  async function redelivered(d: Delivery, op: OperationRecord): Promise<void> {
+    const local = registry.getSnapshot().context.leases[op.id];
+    if (local !== undefined && local.attempt === op.attempt) {
+      d.term(); // this process is running it; the first delivery settles it
+      return;
+    }
+    if (await transport.heartbeats.isAlive(op.kind, op.id)) {
+      d.term(); // another worker is alive on it; the heartbeat monitor watches that worker
+      return;
+    }
+    try {
+      await store.apply(
+        op.id,
+        {
+          type: 'RESET',
+          by: 'broker',
+          reason: `redelivered (delivery ${d.deliveryCount}) with no live task`,
+          attempt: op.attempt,
+          at: new Date(clock.now()).toISOString(),
+        },
+        { expectedVersion: op.version, by: 'broker' },
+      );
+      logger.log('WARNING', 'broker redelivery found no live task; operation reset', {
+        operationId: op.id,
+        kind: op.kind,
+        attempt: op.attempt,
+      });
+    } catch (err) {
+      logger.log('DEBUG', 'broker-path reset lost a race; leaving it', {
+        operationId: op.id,
+        error: messageOf(err),
+      });
+    }
+    d.term();
+  }
+
+  async function run(d: Delivery, scheduled: OperationRecord): Promise<void> {
+    const handler = handlerFor(scheduled.kind) as OperationHandler;
+    let op: Running;
+    try {
+      const started = await store.apply(
+        scheduled.id,
+        {
+          type: 'START',
+          attempt: scheduled.attempt,
+          workerId: id,
+          at: new Date(clock.now()).toISOString(),
+        },
+        { expectedVersion: scheduled.version, by: id },
+      );
+      op = {
+        id: scheduled.id,
+        kind: scheduled.kind,
+        attempt: started.context.attempt,
+        retryCount: started.context.retryCount,
+      };
+    } catch (err) {
+      const code = codeOf(err);
+      if (code === OpstateErrorCode.CONFLICT) {
+        // Someone moved it between our read and our write: judge the message again.
+        await onDelivery(d);
+        return;
+      }
+      if (code === OpstateErrorCode.STALE_ATTEMPT || code === OpstateErrorCode.INVALID_EVENT) {
+        d.term();
+        return;
+      }
+      throw err;
+    }
+
+    const lease: Lease = {
+      operationId: op.id,
+      kind: op.kind,
+      attempt: op.attempt,
+      taskId: `${id}-${randomUUID().slice(0, 8)}`,
+      startedAt: clock.now(),
+      lastBeatAt: clock.now(),
+      abort: new AbortController(),
+    };
+    const key = { kind: op.kind, operationId: op.id, taskId: lease.taskId };
+    registry.trigger.leased({ lease });
+    const beat = async () => {
+      d.working();
+      await transport.heartbeats.put(key);
+      registry.trigger.beat({ operationId: op.id, at: clock.now() });
+    };
+    const beats = heartbeatLoop(op, lease, beat);
+    let outcome: 'completed' | 'failed' | 'dropped' = 'dropped';
+    try {
+      await beat();
+      const ctx: HandlerContext = {
+        operation: { id: op.id, kind: op.kind, attempt: op.attempt, retryCount: op.retryCount },
+        signal: lease.abort.signal,
+        heartbeat: beat,
+        step: (name, fn) => step(op, name, fn),
+        inspect: () => inspectOperation(store.database, op.id),
+      };
+      let result: HandlerResult | undefined;
+      try {
+        result = await handler(ctx);
+        if (lease.abort.signal.aborted) throw lease.abort.signal.reason;
+      } catch (err) {
+        outcome = await failed(d, op, lease, err);
+        return;
+      }
+      outcome = await completed(d, op, result?.outputs ?? []);
+    } finally {
+      await beats.stop();
+      await transport.heartbeats.delete(key).catch(() => undefined);
+      registry.trigger.released({ operationId: op.id, outcome });
+    }
+  }
+
+  async function completed(
+    d: Delivery,
+    op: Running,
+    outputs: readonly OutputCopy[],
+  ): Promise<'completed' | 'dropped'> {
+    try {
+      await store.complete(op.id, op.attempt, outputs, { by: id });
+    } catch (err) {
+      const code = codeOf(err);
+      if (code === OpstateErrorCode.STALE_ATTEMPT || code === OpstateErrorCode.INVALID_EVENT) {
+        // Reset while we worked: our attempt is fenced and its completion refused.
+        logger.log('WARNING', 'completion of a superseded attempt refused', {
+          operationId: op.id,
+          attempt: op.attempt,
+          error: messageOf(err),
+        });
+        d.term();
+        return 'dropped';
+      }
+      throw err;
+    }
+    await d.ack();
+    return 'completed';
+  }
+
+  async function failed(
+    d: Delivery,
+    op: Running,
+    lease: Lease,
+    err: unknown,
+  ): Promise<'failed' | 'dropped'> {
+    if (lease.abort.signal.aborted) {
+      if (stopping) {
+        // Hand it back: with our heartbeat gone first, the redelivery resets it by the broker path.
+        await transport.heartbeats
+          .delete({ kind: op.kind, operationId: op.id, taskId: lease.taskId })
+          .catch(() => undefined);
+        d.nak(0);
+      } else {
+        d.term(); // reset or cancelled: the operation has moved on without us
+      }
+      return 'dropped';
+    }
+    const retryable = isRetryable(err);
+    try {
+      await store.apply(
+        op.id,
+        {
+          type: 'FAIL',
+          attempt: op.attempt,
+          error: {
+            message: messageOf(err).slice(0, 2000),
+            retryable,
+            ...(codeOf(err) ? { code: codeOf(err) } : {}),
+          },
+          at: new Date(clock.now()).toISOString(),
+        },
+        { by: id },
+      );
+    } catch (applyErr) {
+      const code = codeOf(applyErr);
+      if (code === OpstateErrorCode.STALE_ATTEMPT || code === OpstateErrorCode.INVALID_EVENT) {
+        d.term();
+        return 'dropped';
+      }
+      throw applyErr;
+    }
+    logger.log('INFO', 'operation failed', {
+      operationId: op.id,
+      kind: op.kind,
+      attempt: op.attempt,
+      retryable,
+      error: messageOf(err),
+    });
+    await d.ack();
+    return 'failed';
+  }
+
+  async function step<T>(op: Running, name: string, fn: () => Promise<T>): Promise<T> {
+    const recorded = await journal.getStep(op.id, name);
+    if (recorded !== undefined) return recorded.result as T;
+    const result = await fn();
+    const { step: stored } = await journal.recordStep({
+      operationId: op.id,
+      attempt: op.attempt,
+      name,
+      state: 'done',
+      result: result ?? null,
+    });
+    return stored.result as T;
+  }
+
+  /** Beats at the interval and watches for a reset: an attempt that is no longer ours aborts. */
+  function heartbeatLoop(op: Running, lease: Lease, beat: () => Promise<void>) {
+    const stop = new AbortController();
+    const done = (async () => {
+      while (!stop.signal.aborted) {
+        await clock.sleep(timing.heartbeatIntervalMs, stop.signal);
+        if (stop.signal.aborted) break;
+        try {
+          const now = await store.load(op.id);
+          if (now.attempt !== op.attempt || now.status !== OperationStatus.IN_PROGRESS) {
+            registry.trigger.abort({
+              operationId: op.id,
+              reason: `operation moved to ${now.status} at attempt ${now.attempt}`,
+            });
+            break;
+          }
+          await beat();
+        } catch (err) {
+          logger.log('WARNING', 'heartbeat failed; will try again at the next interval', {
+            operationId: op.id,
+            error: messageOf(err),
+          });
+        }
+      }
+    })();
+    return {
+      async stop() {
+        stop.abort();
+        await done;
+      },
+    };
+  }
+
+  const subscriptions: Subscription[] = routes.map((route) =>
+    transport.consume(route, { concurrency }, onDelivery),
+  );
+  logger.log('INFO', 'worker started', {
+    workerId: id,
+    queues: routes.map(queueName),
+    concurrency,
+  });
+
+  return {
+    id,
+    registry,
+    async stop() {
+      if (stopping) return;
+      stopping = true;
+      for (const lease of Object.values(registry.getSnapshot().context.leases)) {
+        registry.trigger.abort({ operationId: lease.operationId, reason: 'worker stopping' });
+      }
+      await Promise.all(subscriptions.map((s) => s.stop()));
+    },
+  };
+}
