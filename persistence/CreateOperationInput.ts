@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { createOperationState } from '../machines/decide.ts';
+import { createOperationState, type Decision } from '../machines/decide.ts';
 import { isOperationKind, OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { allRoutes, defaultRoute, queueName, type Route } from '../machines/routing.ts';
@@ -45,6 +45,21 @@ const baseSchema = z.strictObject({
   createdBy: z.string().min(1).optional(),
 });
 
+// The first snapshot depends only on (kind, maxRetries) and is plain data that is only ever
+// serialised, so it is computed once per pair: the machine's initialTransition costs ~100 µs,
+// which would otherwise dominate a batched create.
+const initialStates = new Map<string, Decision>();
+
+function initialState(kind: OperationKind, maxRetries: number | undefined): Decision {
+  const key = `${kind}:${maxRetries ?? ''}`;
+  let state = initialStates.get(key);
+  if (state === undefined) {
+    state = createOperationState(maxRetries === undefined ? { kind } : { kind, maxRetries });
+    initialStates.set(key, state);
+  }
+  return state;
+}
+
 function badInput(message: string, details: Record<string, unknown>): OpstateError {
   return new OpstateError(OpstateErrorCode.BAD_INPUT, message, { details });
 }
@@ -82,9 +97,7 @@ export function toOperationInsert(input: CreateOperationInput, now: Date): Opera
   }
   const inputs = [...new Set(input.inputs ?? [])];
   const route = input.route ?? defaultRoute(kind);
-  const state = createOperationState(
-    input.maxRetries === undefined ? { kind } : { kind, maxRetries: input.maxRetries },
-  );
+  const state = initialState(kind, input.maxRetries);
   const envelope = currentEnvelope();
   return {
     id: input.id ?? crypto.randomUUID(),
