@@ -20,6 +20,8 @@ import type { Delivery, DispatchMessage } from './Transport.ts';
 export abstract class SettlingDelivery implements Delivery {
   #settled = false;
   #ack: Promise<void> | undefined;
+  /** Called once, on the first ack, nak or term (before an ack is confirmed). */
+  onSettled: (() => void) | undefined;
 
   constructor(
     readonly message: DispatchMessage,
@@ -35,7 +37,7 @@ export abstract class SettlingDelivery implements Delivery {
   ack(): Promise<void> {
     if (this.#ack) return this.#ack;
     if (this.#settled) return Promise.resolve();
-    this.#settled = true;
+    this.#settle();
     const pending = this.doAck().catch((err: unknown) => {
       this.#settled = false;
       this.#ack = undefined;
@@ -47,7 +49,7 @@ export abstract class SettlingDelivery implements Delivery {
 
   nak(delayMs = 0): void {
     if (this.#settled) return;
-    this.#settled = true;
+    this.#settle();
     this.doNak(Number.isFinite(delayMs) && delayMs > 0 ? Math.floor(delayMs) : 0);
   }
 
@@ -58,8 +60,15 @@ export abstract class SettlingDelivery implements Delivery {
 
   term(): void {
     if (this.#settled) return;
-    this.#settled = true;
+    this.#settle();
     this.doTerm();
+  }
+
+  #settle(): void {
+    this.#settled = true;
+    const callback = this.onSettled;
+    this.onSettled = undefined;
+    callback?.();
   }
 
   protected abstract doAck(): Promise<void>;

@@ -36,10 +36,12 @@ export interface Delivery {
   /** 1 on first delivery, 2 on the first redelivery, … */
   readonly deliveryCount: number;
   /**
-   * Done: the message leaves the queue. Resolves once the broker has confirmed the ack when the
-   * transport was created with `confirmAcks: true` (the default), otherwise as soon as the ack
-   * is written. Rejects with `OpstateError` `TRANSPORT` (retryable) if confirmation fails;
-   * acking the same attempt again (on this or a later delivery) is harmless.
+   * Done: the message leaves the queue. By default resolves once the broker has read the ack
+   * (a connection flush shared by all acks in flight); with `confirmAcks: true` once JetStream has
+   * confirmed it (one request per ack, about half the throughput). Rejects with `OpstateError`
+   * `TRANSPORT` (retryable) when the broker is unreachable: the delivery is then unsettled again
+   * and may be acked again; if it never is, it comes back after ack-wait. Acking the same attempt
+   * again (on this or a later delivery) is harmless.
    */
   ack(): Promise<void>;
   /** Not now: redeliver after `delayMs` (default 0). Retry backoff belongs in the database. */
@@ -89,14 +91,18 @@ export type PublishManyResult =
 
 /** Options of `consume`. */
 export interface ConsumeOptions {
-  /** Most handlers running at once for this subscription (≥ 1). Nothing is prefetched beyond it. */
+  /**
+   * Most deliveries held unsettled at once by this subscription (≥ 1); nothing is prefetched
+   * beyond it. A slot frees when its delivery is settled, so a handler still awaiting its ack's
+   * flush no longer counts.
+   */
   readonly concurrency: number;
 }
 
 /** A running consumer of one routing queue. */
 export interface Subscription {
   readonly route: Route;
-  /** Handlers running now. */
+  /** Handlers running now (may briefly exceed `concurrency` while acks are flushed). */
   readonly inFlight: number;
   /**
    * Stops pulling, waits for running handlers to finish, and returns anything received but not
@@ -214,6 +220,6 @@ export interface TransportOptions {
   readonly maxMessageBytes?: number;
   /** Delay of the nak after a handler error or an unsettled delivery [1000 ms]. */
   readonly handlerErrorNakDelayMs?: number;
-  /** `ack()` waits for the broker's confirmation [true]. */
+  /** `ack()` waits for JetStream's confirmation instead of a connection flush [false]. */
   readonly confirmAcks?: boolean;
 }

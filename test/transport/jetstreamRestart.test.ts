@@ -49,6 +49,7 @@ describe('JetStream transport across a nats-server crash', () => {
       timing: { ...TEST_TIMING, ackWaitMs: 2000 },
       pullExpiresMs: 1000,
       requestTimeoutMs: 2000,
+      confirmAcks: true,
     });
     const t = transport;
     const events: TransportEvent[] = [];

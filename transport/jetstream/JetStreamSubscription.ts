@@ -13,6 +13,8 @@ export interface SubscriptionDeps {
   readonly maxMessageBytes: number;
   readonly handlerErrorNakDelayMs: number;
   readonly confirmAcks: boolean;
+  /** Resolves once the server has read everything sent so far (one round trip shared by many). */
+  readonly flush: () => Promise<void>;
   /** How long one pull request waits on the server (≥ 1000 ms). */
   readonly pullExpiresMs: number;
 }
@@ -22,17 +24,18 @@ class JetStreamDelivery extends SettlingDelivery {
     message: DispatchMessage,
     route: Route,
     private readonly msg: JsMsg,
-    private readonly confirm: boolean,
+    private readonly deps: SubscriptionDeps,
   ) {
     super(message, route, msg.info.deliveryCount);
   }
   protected async doAck(): Promise<void> {
-    if (!this.confirm) {
-      this.msg.ack();
-      return;
-    }
     try {
-      await this.msg.ackAck();
+      if (this.deps.confirmAcks) {
+        await this.msg.ackAck();
+      } else {
+        this.msg.ack();
+        await this.deps.flush();
+      }
     } catch (err) {
       throw translateJetStreamError(err, 'ack', { operationId: this.message.operationId });
     }
@@ -51,7 +54,8 @@ class JetStreamDelivery extends SettlingDelivery {
 
 /**
  * Consumes one durable pull consumer with bounded concurrency. It only ever asks the server for
- * as many messages as it has free handler slots (credits), so nothing waits in a local buffer
+ * as many messages as it has free slots (credits; a slot frees when its delivery is settled, so an
+ * ack waiting for its flush does not hold back the next pull), so nothing waits in a local buffer
  * while its ack-wait runs; several pull requests may be open at once so slots refill without
  * waiting for a batch to finish. Malformed messages are terminated and reported. Pull failures
  * (broker down) are reported and retried with backoff; the durable consumer keeps its state
@@ -67,6 +71,8 @@ export class JetStreamSubscription implements Subscription {
   readonly closed: Promise<void>;
   #resolveClosed!: () => void;
   #inFlight = 0;
+  /** Deliveries handed to a handler and not yet settled: what the pull credits count. */
+  #held = 0;
   #requested = 0;
   #stopped = false;
   #stopping: Promise<void> | undefined;
@@ -134,14 +140,14 @@ export class JetStreamSubscription implements Subscription {
   }
 
   async #run(): Promise<void> {
-    // Refill when a quarter of the slots are free, or at once when no pull is open.
-    const lowWater = Math.max(1, Math.floor(this.concurrency / 4));
+    // Refill when half of the slots are free (fewer, larger pulls), or at once when no pull is open.
+    const lowWater = Math.max(1, Math.floor(this.concurrency / 2));
     while (!this.#stopped) {
       if (this.#failures > 0) {
         await this.#sleep(Math.min(250 * 2 ** (this.#failures - 1), 5000));
         if (this.#stopped) break;
       }
-      const free = this.concurrency - this.#inFlight - this.#requested;
+      const free = this.concurrency - this.#held - this.#requested;
       if (free >= lowWater || (free > 0 && this.#fetches.size === 0 && this.#requested === 0)) {
         this.#requested += free;
         const pull = this.#pull(free).finally(() => {
@@ -205,8 +211,13 @@ export class JetStreamSubscription implements Subscription {
       this.#signal();
       return;
     }
-    const delivery = new JetStreamDelivery(decoded.message, this.route, msg, this.deps.confirmAcks);
+    const delivery = new JetStreamDelivery(decoded.message, this.route, msg, this.deps);
     this.#inFlight++;
+    this.#held++;
+    delivery.onSettled = () => {
+      this.#held--;
+      this.#signal();
+    };
     const run = runDeliveryHandler(
       this.handler,
       delivery,
@@ -214,6 +225,7 @@ export class JetStreamSubscription implements Subscription {
       this.deps.handlerErrorNakDelayMs,
     ).finally(() => {
       this.#inFlight--;
+      if (delivery.onSettled) delivery.onSettled(); // never settled (cannot happen; be safe)
       this.#running.delete(run);
       this.#signal();
     });

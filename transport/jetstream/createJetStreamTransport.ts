@@ -122,6 +122,24 @@ export async function createJetStreamTransport(
     return bucket;
   };
   let closing: Promise<void> | undefined;
+  // Acks sent while a flush is in flight share the next one: one round trip for many acks.
+  let flushing: Promise<void> | undefined;
+  let queued: Promise<void> | undefined;
+  const flush = (): Promise<void> => {
+    if (!flushing) {
+      flushing = nc.flush().finally(() => {
+        flushing = undefined;
+      });
+      return flushing;
+    }
+    queued ??= flushing
+      .catch(() => {})
+      .then(() => {
+        queued = undefined;
+        return flush();
+      });
+    return queued;
+  };
 
   const statusLoop = (async () => {
     for await (const s of nc.status()) {
@@ -217,8 +235,9 @@ export async function createJetStreamTransport(
         hub,
         maxMessageBytes,
         handlerErrorNakDelayMs: options.handlerErrorNakDelayMs ?? 1000,
-        confirmAcks: options.confirmAcks ?? true,
+        confirmAcks: options.confirmAcks ?? false,
         pullExpiresMs,
+        flush,
       };
       const sub = new JetStreamSubscription(
         getConsumer,

@@ -1,0 +1,81 @@
+import { describe, expect, it } from 'vitest';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { OperationType } from '../../machines/routing.ts';
+import { decodeDispatch, dispatchMsgId, encodeDispatch } from '../../transport/DispatchMessage.ts';
+import { heartbeatKeyString, parseHeartbeatKey } from '../../transport/HeartbeatKey.ts';
+import { transportNames } from '../../transport/TransportNames.ts';
+import { DEFAULT_TRANSPORT_TIMING, resolveTiming } from '../../transport/TransportTiming.ts';
+
+const message = {
+  operationId: '0b6f4d2e-1c1a-4f7e-9a53-0d5c2f0e9a11',
+  kind: OperationKind.LONG_TERM_ARCHIVE,
+  operationType: OperationType.LONG_TERM_ARCHIVE_TRANSFER,
+  attempt: 3,
+};
+
+describe('resolveTiming', () => {
+  it('defaults to DESIGN §5 and derives the heartbeat max age', () => {
+    expect(resolveTiming()).toEqual(DEFAULT_TRANSPORT_TIMING);
+    expect(resolveTiming({ heartbeatTimeoutMs: 400_000 }).heartbeatMaxAgeMs).toBe(800_000);
+  });
+
+  it.each([
+    [
+      { heartbeatIntervalMs: 300_000 },
+      /heartbeatIntervalMs \(300000\) is not below heartbeatTimeoutMs \(300000\)/,
+    ],
+    [
+      { heartbeatTimeoutMs: 3_600_000 },
+      /heartbeatTimeoutMs \(3600000\) is not below reconcilerFloorMs/,
+    ],
+    [{ ackWaitMs: 3_000_000 }, /reconcilerFloorMs \(3600000\) is not below ackWaitMs \(3000000\)/],
+    [{ heartbeatMaxAgeMs: 300_000 }, /heartbeatMaxAgeMs \(300000\) must exceed heartbeatTimeoutMs/],
+    [{ maxDeliver: 0 }, /maxDeliver must be a positive integer/],
+    [{ ackWaitMs: 1.5 }, /ackWaitMs must be a positive integer/],
+  ])('refuses %o with CONFIG', (overrides, text) => {
+    expect(() => resolveTiming(overrides)).toThrow(text);
+    expect(() => resolveTiming(overrides)).toThrow(
+      expect.objectContaining({ code: OpstateErrorCode.CONFIG }),
+    );
+  });
+});
+
+describe('dispatch wire format', () => {
+  it('round-trips and names the dedup id', () => {
+    const decoded = decodeDispatch(encodeDispatch(message));
+    expect(decoded).toEqual({ ok: true, message });
+    expect(dispatchMsgId(message)).toBe(`${message.operationId}:3`);
+  });
+
+  it('strips unknown fields so a newer producer is not terminated', () => {
+    const bytes = new TextEncoder().encode(JSON.stringify({ ...message, traceId: 'x' }));
+    expect(decodeDispatch(bytes)).toEqual({ ok: true, message });
+  });
+
+  it('rejects routing/identity values it does not know', () => {
+    const bytes = new TextEncoder().encode(JSON.stringify({ ...message, kind: 'packaging' }));
+    expect(decodeDispatch(bytes).ok).toBe(false);
+  });
+});
+
+describe('names and keys', () => {
+  it('derives every broker name from the prefix', () => {
+    const n = transportNames('prod');
+    expect([n.stream, n.streamSubjects, n.heartbeatBucket]).toEqual([
+      'prod_dispatch',
+      'prod.dispatch.>',
+      'prod_heartbeats',
+    ]);
+    expect(() => transportNames('a.b')).toThrow(
+      expect.objectContaining({ code: OpstateErrorCode.CONFIG }),
+    );
+  });
+
+  it('maps heartbeat keys both ways', () => {
+    const key = { kind: OperationKind.UNPACK, operationId: 'op-1', taskId: 'worker_2-7' };
+    expect(heartbeatKeyString(key)).toBe('unpack.op-1.worker_2-7');
+    expect(parseHeartbeatKey('unpack.op-1.worker_2-7')).toEqual(key);
+    expect(parseHeartbeatKey('nope.op-1.t')).toBeUndefined();
+  });
+});
