@@ -5,6 +5,7 @@ import {
   type ApplyItem,
   type ApplyResult,
   applyEvents,
+  applyLoaded,
   checkId,
   notFound,
 } from './applyEvents.ts';
@@ -158,6 +159,46 @@ export class OperationStore {
    */
   async applyMany(items: readonly ApplyItem[]): Promise<ApplyResult[]> {
     return applyEvents(this.database, items, this.clock());
+  }
+
+  /**
+   * Applies an event to a row the caller has just loaded, skipping the reload: one statement,
+   * fenced on `record.version` (`CONFLICT` if the row moved since it was read).
+   *
+   * @example
+   * ```ts
+   * const op = await store.load(message.operationId);
+   * await store.applyTo(op, { type: 'START', attempt: op.attempt, workerId });
+   * ```
+   */
+  async applyTo(
+    record: OperationRecord,
+    event: OperationEvent,
+    options: { by?: string } = {},
+  ): Promise<AppliedTransition> {
+    const [result] = await this.applyManyTo([{ record, event, ...options }]);
+    return unwrap<AppliedTransition>(result as ApplyResult);
+  }
+
+  /**
+   * The batch form of `applyTo`: one statement for the whole batch, a result per item.
+   *
+   * @example
+   * ```ts
+   * await store.applyManyTo(records.map((record) => ({ record, event: { type: 'START', attempt: record.attempt, workerId } })));
+   * ```
+   */
+  async applyManyTo(
+    items: readonly { record: OperationRecord; event: OperationEvent; by?: string }[],
+  ): Promise<ApplyResult[]> {
+    const results: (ApplyResult | undefined)[] = new Array(items.length);
+    await applyLoaded(
+      this.database,
+      items.map((item, n) => ({ n, record: item.record, event: item.event, by: item.by })),
+      this.clock(),
+      results,
+    );
+    return results as ApplyResult[];
   }
 
   /**

@@ -108,24 +108,69 @@ export async function applyEvents(
     }
   });
   const records = await selectOperations(exec, wanted);
-
-  const planned = new Map<string, { n: number; write: TransitionWrite; decision: Decision }>();
-  const loaded = new Map<string, OperationRecord>();
+  const loaded: LoadedItem[] = [];
   items.forEach((item, n) => {
     if (results[n] !== undefined) return;
     const record = records.get(item.id);
-    try {
-      if (record === undefined) throw notFound(item.id);
-      if (item.expectedVersion !== undefined && item.expectedVersion !== record.version) {
-        throw conflict(item.id, item.expectedVersion, record.version);
-      }
-      const plan = planTransition(record, item.event, now, item.by);
-      planned.set(item.id, { n, ...plan });
-      loaded.set(item.id, record);
-    } catch (err) {
-      results[n] = refused(item.id, err);
+    if (record === undefined) {
+      results[n] = { ok: false, id: item.id, error: notFound(item.id) };
+    } else if (item.expectedVersion !== undefined && item.expectedVersion !== record.version) {
+      results[n] = {
+        ok: false,
+        id: item.id,
+        error: conflict(item.id, item.expectedVersion, record.version),
+      };
+    } else {
+      loaded.push({ n, record, event: item.event, by: item.by });
     }
   });
+  await applyLoaded(exec, loaded, now, results);
+  return results as ApplyResult[];
+}
+
+/** An event for a row the caller has already loaded; the write is fenced on its version. */
+export interface LoadedItem {
+  readonly n: number;
+  readonly record: OperationRecord;
+  readonly event: OperationEvent;
+  readonly by?: string | undefined;
+}
+
+/**
+ * Plans and writes events for rows already in memory, in ONE statement: the compare-and-set is
+ * against each record's `version`, so a row that moved since it was read gets `CONFLICT`. Fills
+ * `results[item.n]`.
+ */
+export async function applyLoaded(
+  exec: Executor,
+  items: readonly LoadedItem[],
+  now: Date,
+  results: (ApplyResult | undefined)[],
+): Promise<void> {
+  const planned = new Map<
+    string,
+    { n: number; from: OperationStatus; write: TransitionWrite; decision: Decision }
+  >();
+  for (const item of items) {
+    const id = item.record.id;
+    if (planned.has(id)) {
+      results[item.n] = refused(
+        id,
+        new OpstateError(
+          OpstateErrorCode.BAD_INPUT,
+          `operation ${id} appears twice in one batch; send its events one after the other`,
+          { details: { id } },
+        ),
+      );
+      continue;
+    }
+    try {
+      const plan = planTransition(item.record, item.event, now, item.by);
+      planned.set(id, { n: item.n, from: item.record.status, ...plan });
+    } catch (err) {
+      results[item.n] = refused(id, err);
+    }
+  }
 
   const writes = [...planned.values()].map((p) => p.write);
   const written = new Map((await writeTransitions(exec, writes)).map((w) => [w.id, w]));
@@ -148,12 +193,11 @@ export async function applyEvents(
       ok: true,
       id,
       version: w.version,
-      from: (loaded.get(id) as OperationRecord).status,
+      from: p.from,
       status: p.decision.status,
       context: p.decision.context,
       effects: p.decision.effects,
       outboxId: w.outboxId,
     };
   }
-  return results as ApplyResult[];
 }

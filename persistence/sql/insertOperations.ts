@@ -1,5 +1,5 @@
 import { sql } from 'drizzle-orm';
-import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
+import { OPERATION_KINDS, type OperationKind } from '../../machines/OperationKind.ts';
 import type { Executor } from '../openDatabase.ts';
 import { SUBTYPE_SPEC } from '../subtypeFields.ts';
 
@@ -28,9 +28,10 @@ export interface OperationInsert {
   inputs: string[];
 }
 
-// One insert per subtype table, each taking the rows of its own kind. Built once from the schema,
-// so the statement text (and its prepared plan) never changes.
-const SUBTYPE_INSERTS = OPERATION_KINDS.map((kind, n) => {
+// One insert per subtype table, each taking the rows of its own kind. Built from the schema, once
+// per kind (a batch of one kind, the usual case, plans only its own table) and once for mixed
+// batches, so each statement text (and its prepared plan) never changes.
+function subtypeInsert(kind: OperationKind, n: number): string {
   const { table, fields } = SUBTYPE_SPEC[kind];
   const columns = ['operation_id', ...fields.map((f) => f.column)].join(', ');
   const values = [
@@ -38,7 +39,10 @@ const SUBTYPE_INSERTS = OPERATION_KINDS.map((kind, n) => {
     ...fields.map((f) => `(i.fields->>'${f.key}')${f.type === 'uuid' ? '::uuid' : ''}`),
   ].join(', ');
   return `s${n} as (insert into ${table} (${columns}) select ${values} from i where i.kind = '${kind}')`;
-}).join(',\n');
+}
+
+const MIXED = OPERATION_KINDS.map(subtypeInsert).join(',\n');
+const SINGLE = new Map(OPERATION_KINDS.map((k) => [k as string, subtypeInsert(k, 0)]));
 
 /**
  * Creates N operations in ONE statement: base rows, their subtype rows, their inputs and their
@@ -49,6 +53,8 @@ export async function insertOperations(
   rows: readonly OperationInsert[],
 ): Promise<string[]> {
   if (rows.length === 0) return [];
+  const kind = rows[0]?.kind as string;
+  const subtypes = rows.every((r) => r.kind === kind) ? (SINGLE.get(kind) ?? MIXED) : MIXED;
   const result = await exec.execute<{ id: string }>(sql`
     with i as (
       select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as i(
@@ -66,7 +72,7 @@ export async function insertOperations(
       from i
       returning id
     ),
-    ${sql.raw(SUBTYPE_INSERTS)},
+    ${sql.raw(subtypes)},
     inp as (
       insert into operation_input (operation_id, physical_copy_id)
       select i.id, v.value::uuid from i cross join lateral jsonb_array_elements_text(i.inputs) v

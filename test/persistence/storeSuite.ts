@@ -277,6 +277,27 @@ export function storeSuite(backend: SuiteBackend): void {
     }
   });
 
+  it('applyTo writes against a loaded row in one statement and is fenced on its version', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const id = await store.create(inputFor(OperationKind.DATA_TRANSFER_PACKAGE, w));
+    const loaded = await store.load(id);
+    const scheduled = await store.applyTo(loaded, { type: 'SCHEDULE' });
+    expect(scheduled).toMatchObject({ status: 'SCHEDULED', version: 1 });
+    const before = await tableCounts(db());
+    const err = await expectCode(
+      store.applyTo(loaded, { type: 'CANCEL', reason: 'late' }),
+      OpstateErrorCode.CONFLICT,
+    );
+    expect(err.details).toMatchObject({ expectedVersion: 0, currentVersion: 1 });
+    expect(await tableCounts(db())).toEqual(before);
+    const fresh = await store.load(id);
+    const [started] = await store.applyManyTo([
+      { record: fresh, event: { type: 'START', attempt: 1, workerId: 'w' } },
+    ]);
+    expect(started?.ok && started.status).toBe('IN_PROGRESS');
+  });
+
   it('applyMany gives each row its own result and writes only the accepted ones', async () => {
     const store = new OperationStore(db());
     const w = await makeWorld(db());
