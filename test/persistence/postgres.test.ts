@@ -1,3 +1,6 @@
+import { execFile } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
@@ -43,6 +46,24 @@ describe.runIf(available)('persistence on Postgres', () => {
     } finally {
       await a.close();
       await b.close();
+      await dropTestDatabase(fresh);
+    }
+  });
+
+  it('`opstate migrate` racing from two processes applies each migration exactly once', async () => {
+    const fresh = await createTestDatabase();
+    const bin = fileURLToPath(new URL('../../bin/opstate.js', import.meta.url));
+    const run = () =>
+      promisify(execFile)(process.execPath, [bin, 'migrate'], {
+        env: { ...process.env, DATABASE_URL: fresh.url },
+      });
+    try {
+      const outs = (await Promise.all([run(), run()])).map((r) => r.stdout.trim()).sort();
+      expect(outs).toEqual([
+        'applied 2 of 2 migrations (postgres)',
+        'schema is current (2 migrations, postgres)',
+      ]);
+    } finally {
       await dropTestDatabase(fresh);
     }
   });
