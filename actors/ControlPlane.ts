@@ -47,9 +47,11 @@ function ageSeconds(clock: Clock, since: Date | null): number | null {
  *   same statement;
  * - outbox relay: publishes outbox rows in batches and clears them (dedup makes a re-publish of
  *   the same attempt harmless), so a crash between commit and publish costs one pass;
- * - heartbeat monitor (primary recovery): IN_PROGRESS whose heartbeat is stale → RESET;
+ * - heartbeat monitor (primary recovery): IN_PROGRESS whose registered heartbeat went stale →
+ *   RESET;
  * - reconciler (backstop): SCHEDULED/IN_PROGRESS with no live task and older than the floor →
- *   RESET, with one WARNING line per reset.
+ *   RESET, with one WARNING line per reset. It covers what the monitor cannot see: a worker that
+ *   died before its first heartbeat, and a heartbeat store that lost its keys.
  *
  * @example
  * ```ts
@@ -132,6 +134,21 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     }
   };
 
+  /** Latest heartbeat per `<kind>.<operationId>`, from one listing of the bucket. */
+  const latestBeats = async () => {
+    const latest = new Map<string, number>();
+    for (const hb of await transport.heartbeats.list()) {
+      const k = `${hb.key.kind}.${hb.key.operationId}`;
+      latest.set(k, Math.max(latest.get(k) ?? 0, hb.at));
+    }
+    return latest;
+  };
+  const liveOperations = async (now: number) => {
+    const live = new Set<string>();
+    for (const [k, at] of await latestBeats()) if (now - at < t.heartbeatTimeoutMs) live.add(k);
+    return live;
+  };
+
   const monitor = startLoop({
     name: 'heartbeat monitor',
     intervalMs: timing.monitorIntervalMs,
@@ -144,18 +161,12 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
         (op) => op.startedAt !== null && op.startedAt.getTime() < cutoff,
       );
       if (running.length === 0) return false;
-      const latest = new Map<string, number>();
-      for (const hb of await transport.heartbeats.list()) {
-        const k = `${hb.key.kind}.${hb.key.operationId}`;
-        latest.set(k, Math.max(latest.get(k) ?? 0, hb.at));
-      }
+      const latest = await latestBeats();
       for (const op of running) {
         const last = latest.get(`${op.kind}.${op.id}`);
-        if (last !== undefined && last > cutoff) continue;
-        const why =
-          last === undefined
-            ? `no heartbeat since it started ${ageSeconds(clock, op.startedAt)} s ago`
-            : `last heartbeat ${Math.round((now - last) / 1000)} s ago (timeout ${t.heartbeatTimeoutMs / 1000} s)`;
+        // No heartbeat at all (never registered, or the bucket lost it) is the reconciler's case.
+        if (last === undefined || last > cutoff) continue;
+        const why = `last heartbeat ${Math.round((now - last) / 1000)} s ago (timeout ${t.heartbeatTimeoutMs / 1000} s)`;
         if (await reset(op, 'heartbeat_monitor', `stale heartbeat: ${why}`)) {
           logger.log('INFO', 'heartbeat monitor reset operation', {
             operationId: op.id,
@@ -176,9 +187,12 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     clock,
     logger,
     pass: async () => {
-      const old = await store.listActiveOlderThan(new Date(clock.now() - t.reconcilerFloorMs));
+      const now = clock.now();
+      const old = await store.listActiveOlderThan(new Date(now - t.reconcilerFloorMs));
+      if (old.length === 0) return false;
+      const alive = await liveOperations(now);
       for (const op of old) {
-        if (await transport.heartbeats.isAlive(op.kind, op.id)) continue;
+        if (alive.has(`${op.kind}.${op.id}`)) continue;
         const why = `${op.status} for ${ageSeconds(clock, op.since)} s (floor ${t.reconcilerFloorMs / 1000} s) with no live or registered task`;
         if (await reset(op, 'reconciler', why)) {
           logger.log('WARNING', 'reconciler reset operation', {

@@ -25,7 +25,7 @@ import {
 } from './ControlPlane.ts';
 import { startLeadership } from './Leadership.ts';
 import { consoleLogger, type Logger } from './Logger.ts';
-import { type OperationHandler, startWorker, type Worker } from './Worker.ts';
+import { type OperationHandler, startWorker, type Worker, type WorkerFaults } from './Worker.ts';
 
 /** Every timer of a runtime: the transport's (validated in order) plus the control plane's. */
 export type RuntimeTiming = TransportTiming &
@@ -55,6 +55,7 @@ export interface StartWorkerOptions<K extends OperationKind> {
   readonly concurrency?: number;
   readonly routes?: readonly Route[];
   readonly workerId?: string;
+  readonly faults?: WorkerFaults;
 }
 
 export interface ControlPlane {

@@ -61,6 +61,19 @@ export interface WorkerOptions<K extends OperationKind> {
   /** Routes to consume; default: each kind's default route. */
   readonly routes?: readonly Route[];
   readonly workerId?: string;
+  /** Fault-injection points for crash drills; never set in normal operation. */
+  readonly faults?: WorkerFaults;
+}
+
+/**
+ * Where a crash drill may stop a worker. Each runs synchronously at its point; a drill makes it
+ * kill the process (`process.kill(process.pid, 'SIGKILL')`).
+ */
+export interface WorkerFaults {
+  /** After a dispatch was received, before START is written. */
+  beforeStart?(message: Delivery['message']): void;
+  /** After START was committed, before the first heartbeat. */
+  beforeFirstHeartbeat?(message: Delivery['message']): void;
 }
 
 export interface Worker {
@@ -160,6 +173,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       return;
     }
     if (op.status === OperationStatus.SCHEDULED) {
+      options.faults?.beforeStart?.(m);
       await run(d, op);
       return;
     }
@@ -175,7 +189,14 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   async function redelivered(d: Delivery, op: OperationRecord): Promise<void> {
     const local = registry.getSnapshot().context.leases[op.id];
     if (local !== undefined && local.attempt === op.attempt) {
-      d.term(); // this process is running it; the first delivery settles it
+      // This process is running it and the first delivery settles it. A healthy worker calls
+      // working() at every heartbeat, so this points at a heartbeat interval too close to ack-wait.
+      logger.log('WARNING', 'redelivery of an operation this worker is running; terminated', {
+        operationId: op.id,
+        attempt: op.attempt,
+        deliveryCount: d.deliveryCount,
+      });
+      d.term();
       return;
     }
     if (await transport.heartbeats.isAlive(op.kind, op.id)) {
@@ -261,6 +282,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     const beats = heartbeatLoop(op, lease, beat);
     let outcome: 'completed' | 'failed' | 'dropped' = 'dropped';
     try {
+      options.faults?.beforeFirstHeartbeat?.(d.message);
       await beat();
       const ctx: HandlerContext = {
         operation: { id: op.id, kind: op.kind, attempt: op.attempt, retryCount: op.retryCount },
@@ -325,6 +347,15 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
         d.nak(0);
       } else {
         d.term(); // reset or cancelled: the operation has moved on without us
+        logger.log('INFO', 'worker let go of an operation that moved on', {
+          operationId: op.id,
+          attempt: op.attempt,
+          reason: String(
+            lease.abort.signal.reason instanceof Error
+              ? lease.abort.signal.reason.message
+              : lease.abort.signal.reason,
+          ),
+        });
       }
       return 'dropped';
     }

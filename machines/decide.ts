@@ -255,14 +255,7 @@ function refusal(current: MachineSnapshot, event: OperationEvent): OpstateError 
   const status = current.value as OperationStatus;
   const accepted = acceptedEvents(status);
   const details = { status, event: event.type, attempt: current.context.attempt };
-  if (!accepted.includes(event.type)) {
-    return new OpstateError(
-      OpstateErrorCode.INVALID_EVENT,
-      `${event.type} is not accepted in ${status}` +
-        (accepted.length > 0 ? ` (accepted: ${accepted.join(', ')})` : ' (it is a final state)'),
-      { details },
-    );
-  }
+  // A superseded attempt is named as such first, whatever state the operation has moved on to.
   if ((WORKER_EVENT_TYPES.has(event.type) || event.type === 'RESET') && 'attempt' in event) {
     if (event.attempt !== undefined && event.attempt !== current.context.attempt) {
       return new OpstateError(
@@ -271,6 +264,14 @@ function refusal(current: MachineSnapshot, event: OperationEvent): OpstateError 
         { details: { ...details, eventAttempt: event.attempt } },
       );
     }
+  }
+  if (!accepted.includes(event.type)) {
+    return new OpstateError(
+      OpstateErrorCode.INVALID_EVENT,
+      `${event.type} is not accepted in ${status}` +
+        (accepted.length > 0 ? ` (accepted: ${accepted.join(', ')})` : ' (it is a final state)'),
+      { details },
+    );
   }
   return new OpstateError(
     OpstateErrorCode.INVALID_EVENT,

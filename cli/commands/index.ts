@@ -1,8 +1,11 @@
 import type { Command } from '../Command.ts';
+import { controlPlaneCommand } from './controlPlane.ts';
 import { diagramCommand } from './diagram.ts';
 import { inspectCommand } from './inspect.ts';
 import { migrateCommand } from './migrate.ts';
+import { cancelCommand, resetCommand, retryCommand } from './operatorCommands.ts';
 import { statusCommand } from './status.ts';
+import { workerCommand } from './worker.ts';
 
 /** Every sub-command, in the order `opstate --help` lists them. One file per command. */
 export const commands: readonly Command[] = [
@@ -10,4 +13,9 @@ export const commands: readonly Command[] = [
   migrateCommand,
   statusCommand,
   inspectCommand,
+  controlPlaneCommand,
+  workerCommand,
+  retryCommand,
+  resetCommand,
+  cancelCommand,
 ];

@@ -122,7 +122,12 @@ describe('operationMachine: every reachable (state × event) pair', () => {
         refused++;
         expect(nextState.value, `${state.value} + ${JSON.stringify(event)}`).toBe(state.value);
         expect(nextState.context).toEqual(state.context);
-        expect(() => decide(persisted, event)).toThrow(OpstateError);
+        const stale = 'attempt' in event && event.attempt !== undefined && event.attempt !== state.context.attempt;
+        expect(() => decide(persisted, event)).toThrow(
+          expect.objectContaining({
+            code: stale ? OpstateErrorCode.STALE_ATTEMPT : OpstateErrorCode.INVALID_EVENT,
+          }),
+        );
         continue;
       }
       accepted++;

@@ -1,0 +1,45 @@
+import type { OperationEvent } from '../../machines/operationMachine.ts';
+import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { runtimeFromEnv } from '../runtimeFromEnv.ts';
+
+function operatorCommand(
+  name: 'retry' | 'reset' | 'cancel',
+  summary: string,
+  toEvent: (reason: string | undefined) => OperationEvent,
+): Command {
+  return {
+    name,
+    summary,
+    usage: `opstate ${name} <operation id> [--reason TEXT]`,
+    async run(args, io) {
+      const { values, positionals } = parseFlags(args, { reason: { type: 'string' } });
+      const [id, extra] = positionals;
+      if (id === undefined) throw new UsageError('the operation id is required');
+      if (extra !== undefined) throw new UsageError(`unexpected argument '${extra}'`);
+      const runtime = await runtimeFromEnv();
+      try {
+        const t = await runtime.command(id, toEvent(values.reason));
+        io.out(`${id}: ${t.from} → ${t.status} (attempt ${t.context.attempt})`);
+        return 0;
+      } finally {
+        await runtime.close();
+      }
+    },
+  };
+}
+
+export const retryCommand = operatorCommand(
+  'retry',
+  'Send a FAILED operation back to PENDING with a fresh retry budget',
+  (reason) => ({ type: 'RETRY', ...(reason === undefined ? {} : { reason }) }),
+);
+export const resetCommand = operatorCommand(
+  'reset',
+  'Send a SCHEDULED or IN_PROGRESS operation back to PENDING (a new, fenced attempt)',
+  (reason) => ({ type: 'RESET', by: 'operator', reason: reason ?? 'reset by an operator' }),
+);
+export const cancelCommand = operatorCommand(
+  'cancel',
+  'Move a live operation to FAILED with the reason',
+  (reason) => ({ type: 'CANCEL', reason: reason ?? 'cancelled by an operator' }),
+);

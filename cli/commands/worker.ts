@@ -1,0 +1,88 @@
+import { resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import type { OperationHandler, WorkerFaults } from '../../actors/Worker.ts';
+import {
+  isOperationKind,
+  OPERATION_KINDS,
+  type OperationKind,
+} from '../../machines/OperationKind.ts';
+import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { runtimeFromEnv, untilSignal } from '../runtimeFromEnv.ts';
+
+interface HandlersModule {
+  readonly table: Partial<Record<OperationKind, OperationHandler>>;
+  readonly faults: WorkerFaults | undefined;
+}
+
+/**
+ * A handlers module: `export default { <kind>: async (ctx) => ({ outputs }), … }`, and, for crash
+ * drills only, `export const faults = { beforeStart() {…} }`.
+ */
+async function loadHandlers(path: string): Promise<HandlersModule> {
+  const mod = (await import(pathToFileURL(resolve(path)).href)) as {
+    default?: unknown;
+    faults?: WorkerFaults;
+  };
+  const table = mod.default;
+  if (typeof table !== 'object' || table === null) {
+    throw new UsageError(
+      `${path} must default-export an object of handlers keyed by operation kind`,
+    );
+  }
+  for (const [key, fn] of Object.entries(table)) {
+    if (!isOperationKind(key)) throw new UsageError(`${path}: '${key}' is not an operation kind`);
+    if (typeof fn !== 'function')
+      throw new UsageError(`${path}: the handler for '${key}' is not a function`);
+  }
+  return { table: table as HandlersModule['table'], faults: mod.faults };
+}
+
+/** `opstate worker --kinds a,b --handlers ./handlers.ts`: runs handlers for those kinds. */
+export const workerCommand: Command = {
+  name: 'worker',
+  summary: 'Run a worker for some operation kinds until SIGINT/SIGTERM',
+  usage:
+    'opstate worker --kinds <kind,kind…|all> --handlers <module> [--concurrency N] [--id NAME]',
+  async run(args, io) {
+    const { values, positionals } = parseFlags(args, {
+      kinds: { type: 'string' },
+      handlers: { type: 'string' },
+      concurrency: { type: 'string' },
+      id: { type: 'string' },
+    });
+    if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+    if (values.kinds === undefined) throw new UsageError('--kinds is required');
+    if (values.handlers === undefined)
+      throw new UsageError(
+        '--handlers is required (a module that default-exports handlers by kind)',
+      );
+    const kinds =
+      values.kinds === 'all' ? [...OPERATION_KINDS] : values.kinds.split(',').map((k) => k.trim());
+    for (const k of kinds) {
+      if (!isOperationKind(k)) {
+        throw new UsageError(`'${k}' is not an operation kind; use ${OPERATION_KINDS.join(', ')}`);
+      }
+    }
+    const concurrency = values.concurrency === undefined ? 4 : Number(values.concurrency);
+    if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
+      throw new UsageError(`--concurrency must be a whole number ≥ 1, got '${values.concurrency}'`);
+    }
+    const { table, faults } = await loadHandlers(values.handlers);
+    const missing = (kinds as OperationKind[]).filter((k) => table[k] === undefined);
+    if (missing.length > 0)
+      throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
+    const runtime = await runtimeFromEnv();
+    const worker = runtime.startWorker({
+      kinds: kinds as OperationKind[],
+      handlers: table as Record<OperationKind, OperationHandler>,
+      concurrency,
+      ...(values.id === undefined ? {} : { workerId: values.id }),
+      ...(faults === undefined ? {} : { faults }),
+    });
+    io.out(`worker ${worker.id} started for ${kinds.join(', ')}`);
+    const signal = await untilSignal();
+    io.out(`${signal}: stopping worker ${worker.id}`);
+    await runtime.close();
+    return 0;
+  },
+};

@@ -1,0 +1,40 @@
+import { createRuntime, type Runtime, type RuntimeTiming } from '../actors/Runtime.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+
+/**
+ * Timer overrides from `OPSTATE_TIMING`, a JSON object of milliseconds, e.g.
+ * `{"heartbeatIntervalMs":1000,"heartbeatTimeoutMs":5000,"reconcilerFloorMs":20000,"ackWaitMs":30000}`.
+ */
+export function timingFromEnv(): Partial<RuntimeTiming> {
+  const raw = process.env.OPSTATE_TIMING;
+  if (raw === undefined || raw === '') return {};
+  try {
+    const parsed: unknown = JSON.parse(raw);
+    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
+      throw new Error('not an object');
+    return parsed as Partial<RuntimeTiming>;
+  } catch (err) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `OPSTATE_TIMING must be a JSON object of timer names to milliseconds (${err instanceof Error ? err.message : String(err)})`,
+    );
+  }
+}
+
+/** The runtime the CLI runs on: `DATABASE_URL`, `NATS_URL`, `OPSTATE_PREFIX`, `OPSTATE_TIMING`. */
+export function runtimeFromEnv(): Promise<Runtime> {
+  return createRuntime({ timing: timingFromEnv() });
+}
+
+/** Resolves on the first SIGINT or SIGTERM. */
+export function untilSignal(): Promise<NodeJS.Signals> {
+  return new Promise((resolve) => {
+    const on = (signal: NodeJS.Signals) => {
+      process.off('SIGINT', on);
+      process.off('SIGTERM', on);
+      resolve(signal);
+    };
+    process.on('SIGINT', on);
+    process.on('SIGTERM', on);
+  });
+}

@@ -1,0 +1,146 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { memoryLogger } from '../../actors/Logger.ts';
+import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
+import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
+import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { uniquePrefix, waitFor } from '../transport/helpers.ts';
+
+export { waitFor };
+
+export const NATS_URL = process.env.OPSTATE_TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
+const ROOT = fileURLToPath(new URL('../../', import.meta.url));
+const BIN = fileURLToPath(new URL('../../bin/opstate.js', import.meta.url));
+const HANDLERS = fileURLToPath(new URL('./fixtures/handlers.ts', import.meta.url));
+
+/** Small timers in the order the runtime demands; tests wait on conditions, never on these. */
+export const FAST_TIMING: Partial<RuntimeTiming> = {
+  heartbeatIntervalMs: 250,
+  heartbeatTimeoutMs: 1_500,
+  reconcilerFloorMs: 5_000,
+  ackWaitMs: 7_000,
+  monitorIntervalMs: 250,
+  reconcilerIntervalMs: 500,
+  schedulerIntervalMs: 50,
+  relayIntervalMs: 50,
+  leaderPollMs: 250,
+};
+
+/** A process started by a test, with everything it printed. */
+export interface Child {
+  readonly proc: ChildProcess;
+  readonly output: string[];
+  readonly exited: Promise<number | null>;
+  printed(text: string): boolean;
+}
+
+/** One isolated deployment: its own database, NATS prefix, and a control plane in this process. */
+export interface Deployment {
+  readonly db: TestDatabase;
+  readonly prefix: string;
+  readonly timing: Partial<RuntimeTiming>;
+  readonly runtime: Runtime;
+  readonly logger: ReturnType<typeof memoryLogger>;
+  readonly children: Child[];
+  /** Starts `opstate <args>` as a child process of this deployment. */
+  spawnCli(args: string[], env?: Record<string, string>): Child;
+  /** Starts a worker process for every kind with the fixture handlers. */
+  spawnWorker(env?: Record<string, string>, args?: string[]): Child;
+  close(): Promise<void>;
+}
+
+export async function startDeployment(
+  timing: Partial<RuntimeTiming> = FAST_TIMING,
+  options: { maxRetries?: number } = {},
+): Promise<Deployment> {
+  const db = await createTestDatabase('opstate_actors');
+  const prefix = uniquePrefix('act').replaceAll('.', '_');
+  const logger = memoryLogger();
+  const runtime = await createRuntime({
+    databaseUrl: db.url,
+    natsUrl: NATS_URL,
+    prefix,
+    timing,
+    logger,
+    ...(options.maxRetries === undefined ? {} : { maxRetries: options.maxRetries }),
+  });
+  const children: Child[] = [];
+  const env = {
+    ...process.env,
+    DATABASE_URL: db.url,
+    NATS_URL,
+    OPSTATE_PREFIX: prefix,
+    OPSTATE_TIMING: JSON.stringify(timing),
+  };
+  const spawnCli = (args: string[], extra: Record<string, string> = {}): Child => {
+    const proc = spawn(process.execPath, [BIN, ...args], {
+      cwd: ROOT,
+      env: { ...env, ...extra },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    const output: string[] = [];
+    const collect = (chunk: Buffer) => output.push(...chunk.toString().split('\n').filter(Boolean));
+    proc.stdout?.on('data', collect);
+    proc.stderr?.on('data', collect);
+    const exited = new Promise<number | null>((resolve) =>
+      proc.on('exit', (code) => resolve(code)),
+    );
+    const child: Child = {
+      proc,
+      output,
+      exited,
+      printed: (text) => output.some((l) => l.includes(text)),
+    };
+    children.push(child);
+    return child;
+  };
+  return {
+    db,
+    prefix,
+    timing,
+    runtime,
+    logger,
+    children,
+    spawnCli,
+    spawnWorker: (extra = {}, args = []) =>
+      spawnCli(
+        [
+          'worker',
+          '--kinds',
+          'all',
+          '--handlers',
+          HANDLERS,
+          '--id',
+          `w-${randomUUID().slice(0, 6)}`,
+          ...args,
+        ],
+        extra,
+      ),
+    async close() {
+      for (const c of children)
+        if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');
+      await Promise.all(children.map((c) => c.exited));
+      await (runtime.transport as JetStreamTransport).destroy().catch(() => undefined);
+      await runtime.close();
+      await dropTestDatabase(db);
+    },
+  };
+}
+
+/** Kills a child with SIGKILL and waits for it to be gone. */
+export async function kill9(child: Child): Promise<void> {
+  child.proc.kill('SIGKILL');
+  await child.exited;
+}
+
+/** A fresh raw data package at the source with its copy; returns the ids an archive needs. */
+export async function newPackage(runtime: Runtime, locations: { source: string }) {
+  const pkg = await runtime.artifacts.addRawDataPackage({ name: `rdp-${randomUUID()}` });
+  const { copy } = await runtime.artifacts.addCopy({
+    artifactType: 'raw_data_package',
+    artifactId: pkg,
+    locationId: locations.source,
+  });
+  return { pkg, sourceCopy: copy.id };
+}

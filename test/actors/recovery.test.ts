@@ -1,0 +1,264 @@
+import { jetstream } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
+import { afterEach, describe, expect, it } from 'vitest';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
+import { makeWorld } from '../persistence/fixtures.ts';
+import {
+  type Deployment,
+  FAST_TIMING,
+  kill9,
+  newPackage,
+  startDeployment,
+  waitFor,
+} from './harness.ts';
+
+/**
+ * Recovery drills on the real Postgres and NATS JetStream with workers as real child processes:
+ * each recovery path is made to happen, and the outcome is one COMPLETED operation with exactly
+ * one live output copy and a transition history that names who recovered it.
+ */
+let d: Deployment | undefined;
+afterEach(async () => {
+  await d?.close();
+  d = undefined;
+});
+
+async function archiveOperation(dep: Deployment, maxRetries?: number) {
+  const w = await makeWorld(dep.runtime.database);
+  const { pkg, sourceCopy } = await newPackage(dep.runtime, { source: w.source.id });
+  const id = await dep.runtime.submit({
+    kind: OperationKind.LONG_TERM_ARCHIVE,
+    fields: {
+      rawDataPackageId: pkg,
+      sourceLocationId: w.source.id,
+      destinationLocationId: w.archive.id,
+    },
+    inputs: [sourceCopy],
+    ...(maxRetries === undefined ? {} : { maxRetries }),
+  });
+  return { id, pkg, archive: w.archive.id };
+}
+
+const status = async (dep: Deployment, id: string) => (await dep.runtime.store.load(id)).status;
+
+async function liveCopiesAt(dep: Deployment, pkg: string, locationId: string) {
+  const copies = await dep.runtime.artifacts.copiesOf('raw_data_package', pkg);
+  return copies.filter((c) => c.locationId === locationId && c.status !== 'DELETED');
+}
+
+describe('recovery paths', () => {
+  it('kill -9 mid-operation: the heartbeat monitor resets it and it completes once', async () => {
+    d = await startDeployment();
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const op = await archiveOperation(dep);
+    const first = dep.spawnWorker({ FIXTURE_HOLD_MS: '600000' });
+    await waitFor(
+      async () => (await status(dep, op.id)) === 'IN_PROGRESS',
+      'first worker to start',
+      30_000,
+    );
+    await waitFor(
+      () => dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
+      'a heartbeat from the first worker',
+    );
+    await kill9(first);
+    dep.spawnWorker();
+    await waitFor(
+      async () => (await status(dep, op.id)) === 'COMPLETED',
+      'completion after the crash',
+      40_000,
+    );
+
+    const view = await dep.runtime.get(op.id);
+    expect(view.attempt).toBe(2);
+    expect(view.transitions.filter((t) => t.event === 'RESET').map((t) => t.by)).toEqual([
+      'heartbeat_monitor',
+    ]);
+    expect(view.transitions.filter((t) => t.event === 'COMPLETE')).toHaveLength(1);
+    expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
+    expect(view.outputs).toHaveLength(1);
+    // The journal kept the first attempt's step: the re-run did not record it again.
+    expect(view.steps.map((s) => [s.name, s.attempt])).toEqual([['started', 1]]);
+  });
+
+  it('a worker that dies after START and before its first heartbeat is recovered by the reconciler, with a WARNING', async () => {
+    d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 20_000 });
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const doomed = dep.spawnWorker({ FIXTURE_CRASH: 'before-first-heartbeat' });
+    await waitFor(() => doomed.printed('started for'), 'the worker to be ready', 30_000);
+    const op = await archiveOperation(dep);
+    await doomed.exited;
+    expect(await status(dep, op.id)).toBe('IN_PROGRESS');
+    expect(
+      await dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
+    ).toBe(false);
+    dep.spawnWorker();
+    await waitFor(
+      async () => (await status(dep, op.id)) === 'COMPLETED',
+      'completion after the floor',
+      40_000,
+    );
+
+    const view = await dep.runtime.get(op.id);
+    expect(view.transitions.filter((t) => t.event === 'RESET').map((t) => t.by)).toEqual([
+      'reconciler',
+    ]);
+    const warnings = dep.logger.lines.filter(
+      (l) => l.level === 'WARNING' && l.message === 'reconciler reset operation',
+    );
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]?.fields).toMatchObject({
+      operationId: op.id,
+      status: 'IN_PROGRESS',
+      attempt: 1,
+    });
+    expect(String(warnings[0]?.fields.reason)).toMatch(/no live or registered task/);
+    expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
+  });
+
+  it('a worker that dies before START leaves it SCHEDULED; the reconciler brings it home', async () => {
+    d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 20_000 });
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const doomed = dep.spawnWorker({ FIXTURE_CRASH: 'before-start' });
+    await waitFor(() => doomed.printed('started for'), 'the worker to be ready', 30_000);
+    const op = await archiveOperation(dep);
+    await doomed.exited;
+    expect(await status(dep, op.id)).toBe('SCHEDULED');
+    dep.spawnWorker();
+    await waitFor(
+      async () => (await status(dep, op.id)) === 'COMPLETED',
+      'completion after the floor',
+      40_000,
+    );
+    const view = await dep.runtime.get(op.id);
+    expect(view.transitions.map((t) => `${t.from}>${t.to}:${t.by}`)).toEqual([
+      'null>PENDING:operator',
+      'PENDING>SCHEDULED:scheduler',
+      'SCHEDULED>PENDING:reconciler',
+      'PENDING>SCHEDULED:scheduler',
+      expect.stringMatching(/^SCHEDULED>IN_PROGRESS:w-/),
+      expect.stringMatching(/^IN_PROGRESS>COMPLETED:w-/),
+    ]);
+  });
+
+  it('a purged heartbeat bucket (KV and database disagree): the reconciler, not the monitor, recovers', async () => {
+    d = await startDeployment();
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const op = await archiveOperation(dep);
+    const first = dep.spawnWorker({ FIXTURE_HOLD_MS: '600000' });
+    await waitFor(
+      () => dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
+      'a heartbeat from the first worker',
+      30_000,
+    );
+    await kill9(first);
+    const js = jetstream((dep.runtime.transport as JetStreamTransport).connection);
+    const kv = await new Kvm(js).open(`${dep.prefix}_heartbeats`);
+    for await (const key of await kv.keys()) await kv.purge(key);
+    expect(await dep.runtime.transport.heartbeats.list()).toEqual([]);
+    dep.spawnWorker();
+    await waitFor(
+      async () => (await status(dep, op.id)) === 'COMPLETED',
+      'completion after the floor',
+      40_000,
+    );
+    const view = await dep.runtime.get(op.id);
+    expect(view.transitions.filter((t) => t.event === 'RESET').map((t) => t.by)).toEqual([
+      'reconciler',
+    ]);
+    expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
+  });
+
+  it('a stale attempt cannot complete: after a reset, only the new attempt’s completion lands', async () => {
+    d = await startDeployment();
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const op = await archiveOperation(dep);
+    const slow = dep.spawnWorker({ FIXTURE_HOLD_MS: '600000' });
+    await waitFor(
+      async () => (await status(dep, op.id)) === 'IN_PROGRESS',
+      'the slow worker to start',
+      30_000,
+    );
+    await dep.runtime.command(op.id, { type: 'RESET', by: 'operator', reason: 'drill' });
+
+    // The store refuses attempt 1's completion outright, and writes no copy for it.
+    await expect(
+      dep.runtime.store.complete(op.id, 1, [
+        { artifactType: 'raw_data_package', artifactId: op.pkg, locationId: op.archive },
+      ]),
+    ).rejects.toMatchObject({ code: OpstateErrorCode.STALE_ATTEMPT });
+    expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(0);
+
+    // The slow worker notices at its next heartbeat, aborts its handler and lets go (its heartbeat
+    // key is removed); it does not crash. Another worker then runs attempt 2.
+    await waitFor(
+      async () =>
+        !(await dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id)),
+      'the slow worker to let go of attempt 1',
+      30_000,
+    );
+    expect(slow.proc.exitCode).toBeNull();
+    await kill9(slow);
+    const fresh = dep.spawnWorker();
+    await waitFor(
+      async () => (await status(dep, op.id)) === 'COMPLETED',
+      'attempt 2 to complete',
+      30_000,
+    );
+    const view = await dep.runtime.get(op.id);
+    // The slow worker may have taken attempt 2 before it was killed (then the monitor made a 3rd).
+    expect(view.attempt).toBeGreaterThanOrEqual(2);
+    const resets = view.transitions.filter((t) => t.event === 'RESET').map((t) => t.by);
+    expect(resets[0]).toBe('operator');
+    expect(resets.slice(1).every((by) => by === 'heartbeat_monitor')).toBe(true);
+    const complete = view.transitions.filter((t) => t.event === 'COMPLETE');
+    expect(complete).toHaveLength(1);
+    expect(complete[0]?.attempt).toBe(view.attempt);
+    expect(fresh.output.join('\n')).toContain('started for');
+    expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
+  });
+
+  it('the retry cap: a retryable failure three times over goes to FAILED with one breadcrumb per attempt', async () => {
+    d = await startDeployment();
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const op = await archiveOperation(dep, 2);
+    dep.spawnWorker({ FIXTURE_FAIL: 'retryable' });
+    await waitFor(
+      async () => (await status(dep, op.id)) === 'FAILED',
+      'the retry budget to run out',
+      40_000,
+    );
+    const view = await dep.runtime.get(op.id);
+    expect(view.retryCount).toBe(2);
+    expect(
+      view.transitions.filter((t) => t.event === 'FAIL').map((t) => `${t.attempt}:${t.to}`),
+    ).toEqual(['1:PENDING', '2:PENDING', '3:FAILED']);
+    expect(view.failures.map((f) => [f.kind, f.attempt])).toEqual([
+      [OperationKind.LONG_TERM_ARCHIVE, 1],
+      [OperationKind.LONG_TERM_ARCHIVE, 2],
+      [OperationKind.LONG_TERM_ARCHIVE, 3],
+    ]);
+    expect(view.lastError?.message).toBe('transient failure in attempt 3');
+    expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(0);
+  });
+
+  it('a permanent failure is not retried', async () => {
+    d = await startDeployment();
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const op = await archiveOperation(dep);
+    dep.spawnWorker({ FIXTURE_FAIL: 'permanent' });
+    await waitFor(async () => (await status(dep, op.id)) === 'FAILED', 'the failure', 30_000);
+    const view = await dep.runtime.get(op.id);
+    expect(view.attempt).toBe(1);
+    expect(view.lastError).toMatchObject({ retryable: false, code: OpstateErrorCode.BAD_INPUT });
+  });
+});
