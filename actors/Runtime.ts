@@ -257,12 +257,15 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         ...workerOptions,
       });
       workers.add(worker);
-      const stop = worker.stop;
       return {
         ...worker,
         async stop() {
           workers.delete(worker);
-          await stop();
+          await worker.stop();
+        },
+        async crash() {
+          workers.delete(worker);
+          await worker.crash();
         },
       };
     },

@@ -81,6 +81,12 @@ export interface Worker {
   readonly registry: WorkerRegistry;
   /** Stops taking work, aborts running handlers and hands their operations back. */
   stop(): Promise<void>;
+  /**
+   * Dies as a killed process would, for drills in one process: heartbeats stop where they are,
+   * nothing is written to the database or the heartbeat store, deliveries are left unsettled.
+   * Recovery is then up to the heartbeat monitor, the reconciler and the broker.
+   */
+  crash(): Promise<void>;
 }
 
 /** How a handler failure is classified: an `OpstateError` says; anything else is retryable. */
@@ -125,6 +131,8 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   const handlerFor = (kind: OperationKind): OperationHandler | undefined =>
     (handlers as Partial<Record<OperationKind, OperationHandler>>)[kind];
   let stopping = false;
+  let crashed = false;
+  const beatLoops = new Set<{ stop(): Promise<void> }>();
 
   const routes =
     options.routes ??
@@ -134,6 +142,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
 
   async function onDelivery(d: Delivery): Promise<void> {
     const m = d.message;
+    if (crashed) return;
     if (stopping) {
       d.nak(0);
       return;
@@ -280,6 +289,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       registry.trigger.beat({ operationId: op.id, at: clock.now() });
     };
     const beats = heartbeatLoop(op, lease, beat);
+    beatLoops.add(beats);
     let outcome: 'completed' | 'failed' | 'dropped' = 'dropped';
     try {
       options.faults?.beforeFirstHeartbeat?.(d.message);
@@ -296,13 +306,15 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
         result = await handler(ctx);
         if (lease.abort.signal.aborted) throw lease.abort.signal.reason;
       } catch (err) {
+        if (crashed) return;
         outcome = await failed(d, op, lease, err);
         return;
       }
+      if (crashed) return;
       outcome = await completed(d, op, result?.outputs ?? []);
     } finally {
       await beats.stop();
-      await transport.heartbeats.delete(key).catch(() => undefined);
+      if (!crashed) await transport.heartbeats.delete(key).catch(() => undefined);
       registry.trigger.released({ operationId: op.id, outcome });
     }
   }
@@ -433,12 +445,14 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
         }
       }
     })();
-    return {
+    const loop = {
       async stop() {
         stop.abort();
         await done;
+        beatLoops.delete(loop);
       },
     };
+    return loop;
   }
 
   const subscriptions: Subscription[] = routes.map((route) =>
@@ -460,6 +474,17 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
         registry.trigger.abort({ operationId: lease.operationId, reason: 'worker stopping' });
       }
       await Promise.all(subscriptions.map((s) => s.stop()));
+    },
+    async crash() {
+      if (crashed) return;
+      crashed = true;
+      stopping = true;
+      await Promise.all([...beatLoops].map((l) => l.stop()));
+      for (const lease of Object.values(registry.getSnapshot().context.leases)) {
+        registry.trigger.abort({ operationId: lease.operationId, reason: 'worker crashed' });
+      }
+      await Promise.all(subscriptions.map((s) => s.stop()));
+      logger.log('WARNING', 'worker crashed (drill)', { workerId: id });
     },
   };
 }
