@@ -7,8 +7,7 @@ import postgres from 'postgres';
  * run side by side and nothing leaks between them.
  *
  * Set `OPSTATE_TEST_ADMIN_URL` to point somewhere else. When Postgres cannot be reached, the
- * helpers throw under CI (tests fail, never skip); elsewhere `postgresAvailable()` lets a suite
- * skip itself.
+ * helpers throw: the tests fail, they never skip.
  */
 const CANDIDATES = process.env.OPSTATE_TEST_ADMIN_URL
   ? [process.env.OPSTATE_TEST_ADMIN_URL]
@@ -28,24 +27,19 @@ async function probe(url: string): Promise<boolean> {
   }
 }
 
-/** The admin URL that works, or undefined (throws under CI: a missing database fails the run). */
-export async function findAdminUrl(): Promise<string | undefined> {
+/** The admin URL that works; throws when none does (a missing database fails the run). */
+export async function findAdminUrl(): Promise<string> {
   adminUrl ??= (async () => {
     for (const url of CANDIDATES) if (await probe(url)) return url;
     return undefined;
   })();
   const url = await adminUrl;
-  if (url === undefined && process.env.CI) {
+  if (url === undefined) {
     throw new Error(
-      `Postgres is unreachable (tried ${CANDIDATES.join(', ')}) and CI is set: integration tests must not skip`,
+      `Postgres is unreachable (tried ${CANDIDATES.join(', ')}): the integration tests need it and never skip`,
     );
   }
   return url;
-}
-
-/** Whether the real Postgres can be used; under CI an unreachable one throws instead. */
-export async function postgresAvailable(): Promise<boolean> {
-  return (await findAdminUrl()) !== undefined;
 }
 
 export interface TestDatabase {

@@ -122,7 +122,10 @@ describe('operationMachine: every reachable (state × event) pair', () => {
         refused++;
         expect(nextState.value, `${state.value} + ${JSON.stringify(event)}`).toBe(state.value);
         expect(nextState.context).toEqual(state.context);
-        const stale = 'attempt' in event && event.attempt !== undefined && event.attempt !== state.context.attempt;
+        const stale =
+          'attempt' in event &&
+          event.attempt !== undefined &&
+          event.attempt !== state.context.attempt;
         expect(() => decide(persisted, event)).toThrow(
           expect.objectContaining({
             code: stale ? OpstateErrorCode.STALE_ATTEMPT : OpstateErrorCode.INVALID_EVENT,
