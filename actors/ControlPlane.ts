@@ -1,5 +1,6 @@
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { Transport } from '../transport/Transport.ts';
+import { startCircuitBreakerLoop } from './CircuitBreaker.ts';
 import type { Clock } from './Clock.ts';
 import type { Logger } from './Logger.ts';
 import { type Loop, startLoop } from './Loop.ts';
@@ -11,6 +12,10 @@ export interface ControlPlaneTiming {
   readonly monitorIntervalMs: number;
   readonly reconcilerIntervalMs: number;
   readonly batchSize: number;
+  /** Circuit breakers per (kind, target location): pass interval, failures to open, cooldown. */
+  readonly breakerIntervalMs: number;
+  readonly breakerThreshold: number;
+  readonly breakerCooldownMs: number;
 }
 
 export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
@@ -19,6 +24,9 @@ export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
   monitorIntervalMs: 10_000,
   reconcilerIntervalMs: 60_000,
   batchSize: 256,
+  breakerIntervalMs: 1_000,
+  breakerThreshold: 5,
+  breakerCooldownMs: 60_000,
 });
 
 export interface ControlPlaneOptions {
@@ -51,7 +59,9 @@ function ageSeconds(clock: Clock, since: Date | null): number | null {
  *   RESET;
  * - reconciler (backstop): SCHEDULED/IN_PROGRESS with no live task and older than the floor →
  *   RESET, with one WARNING line per reset. It covers what the monitor cannot see: a worker that
- *   died before its first heartbeat, and a heartbeat store that lost its keys.
+ *   died before its first heartbeat, and a heartbeat store that lost its keys;
+ * - circuit breaker: FAIL/COMPLETE outcomes per (kind, target location) open, half-open and close
+ *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`).
  *
  * @example
  * ```ts
@@ -209,7 +219,17 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     },
   });
 
-  const loops: Loop[] = [scheduler, relay, monitor, reconciler];
+  const breaker = startCircuitBreakerLoop({
+    database: store.database,
+    clock,
+    logger,
+    policy: { threshold: timing.breakerThreshold, cooldownMs: timing.breakerCooldownMs },
+    batchSize: timing.batchSize * 4,
+    intervalMs: timing.breakerIntervalMs,
+    onRelease: () => scheduler.wake(),
+  });
+
+  const loops: Loop[] = [scheduler, relay, monitor, reconciler, breaker];
   return {
     wake: () => scheduler.wake(),
     stop: async () => {

@@ -113,6 +113,7 @@ export function toOperationInsert(input: CreateOperationInput, now: Date): Opera
     machine_version: envelope.machineVersion,
     xstate_version: envelope.xstateVersion,
     group_id: input.groupId ?? null,
+    target_location_id: fields.data[SUBTYPE_SPEC[kind].targetLocationKey] as string,
     not_before: state.context.notBefore,
     created_at: now.toISOString(),
     created_by: input.createdBy ?? 'operator',

@@ -18,6 +18,11 @@ export interface SubtypeSpec {
   readonly fields: readonly SubtypeField[];
   /** Validates a caller's `fields` object for this kind (unknown keys are refused). */
   readonly schema: z.ZodType<Record<string, string | null | undefined>>;
+  /**
+   * The field naming the location the operation acts on — `destinationLocationId` when the
+   * subtype has one, else `locationId` — which, with the kind, a circuit breaker guards.
+   */
+  readonly targetLocationKey: string;
 }
 
 const SHARED = new Set(['operationId', 'kind']);
@@ -38,9 +43,16 @@ function specOf(kind: OperationKind): SubtypeSpec {
     fields.push({ key, column: column.name, type, required: column.notNull });
     shape[key] = column.notNull ? base : base.nullish();
   }
+  const target = ['destinationLocationId', 'locationId'].find((key) =>
+    fields.some((f) => f.key === key && f.required),
+  );
+  if (target === undefined) {
+    throw new Error(`subtype ${getTableName(table)} names no required target location column`);
+  }
   return {
     table: getTableName(table),
     fields,
+    targetLocationKey: target,
     schema: z.strictObject(shape) as unknown as SubtypeSpec['schema'],
   };
 }

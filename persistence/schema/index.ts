@@ -1,5 +1,6 @@
 /** The whole drizzle schema; `drizzle.config.ts` and the connection factory read it from here. */
 export { dataLocation, dataTransferPackage, rawDataFile, rawDataPackage } from './artifacts.ts';
+export { circuitBreaker } from './circuitBreaker.ts';
 export {
   dispatchOutbox,
   operationFailureEvent,

@@ -16,6 +16,7 @@ import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
 import type { OperationError } from '../../machines/operationMachine.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
 import { LocationType, OperationType } from '../../machines/routing.ts';
+import { dataLocation } from './artifacts.ts';
 import { oneOf } from './checks.ts';
 import { physicalCopy } from './physicalCopy.ts';
 
@@ -61,6 +62,12 @@ export const operation = pgTable(
     finishedAt: timestamp('finished_at', { withTimezone: true }),
     lastError: jsonb('last_error').$type<OperationError>(),
     workerId: text('worker_id'),
+    /**
+     * The location the operation acts on (its subtype's destination, else its location): with
+     * `kind`, the pair a circuit breaker guards. Set at create time; null only on rows created
+     * before the column existed.
+     */
+    targetLocationId: uuid('target_location_id').references(() => dataLocation.id),
   },
   (t) => [
     unique('operation_id_kind_key').on(t.id, t.kind),
@@ -78,6 +85,10 @@ export const operation = pgTable(
       .on(t.status, t.startedAt)
       .where(sql`status in ('SCHEDULED', 'IN_PROGRESS')`),
     index('operation_kind_status_idx').on(t.kind, t.status),
+    // Live work per (kind, target): a half-open circuit breaker admits one probe at a time.
+    index('operation_target_live_idx')
+      .on(t.kind, t.targetLocationId)
+      .where(sql`status in ('SCHEDULED', 'IN_PROGRESS')`),
     index('operation_group_idx').on(t.groupId).where(sql`group_id is not null`),
   ],
 );

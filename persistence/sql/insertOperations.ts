@@ -18,6 +18,8 @@ export interface OperationInsert {
   machine_version: number;
   xstate_version: string;
   group_id: string | null;
+  /** The location the operation acts on, for its circuit breaker (see `SubtypeSpec`). */
+  target_location_id: string;
   not_before: string | null;
   created_at: string;
   /** Who created it, for the creation transition row. */
@@ -60,15 +62,16 @@ export async function insertOperations(
       select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as i(
         id uuid, kind text, operation_type text, location_type text, status text, attempt int,
         retry_count int, max_retries int, snapshot jsonb, machine_id text, machine_version int,
-        xstate_version text, group_id uuid, not_before timestamptz, created_at timestamptz,
+        xstate_version text, group_id uuid, target_location_id uuid, not_before timestamptz, created_at timestamptz,
         created_by text, fields jsonb, inputs jsonb)
     ),
     o as (
       insert into operation (id, kind, operation_type, location_type, status, attempt,
         retry_count, max_retries, snapshot, machine_id, machine_version, xstate_version, version,
-        group_id, not_before, created_at)
+        group_id, target_location_id, not_before, created_at)
       select id, kind, operation_type, location_type, status, attempt, retry_count, max_retries,
-        snapshot, machine_id, machine_version, xstate_version, 0, group_id, not_before, created_at
+        snapshot, machine_id, machine_version, xstate_version, 0, group_id, target_location_id,
+        not_before, created_at
       from i
       returning id
     ),

@@ -1,11 +1,20 @@
 import { sql } from 'drizzle-orm';
 import { OPERATION_COLUMNS, type OperationRecord, toOperationRecord } from '../OperationRecord.ts';
-import type { Executor } from '../openDatabase.ts';
+import type { Executor, Row } from '../openDatabase.ts';
+
+const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
 
 /**
  * Locks up to `limit` due PENDING operations (not_before null or passed), oldest due first,
  * skipping rows another claimer holds: two claimers running at once never get the same row.
  * Must run inside a transaction, which holds the locks until the claim is written.
+ *
+ * Circuit breakers park work per (kind, target location): a pair whose breaker is OPEN is
+ * skipped (its operations stay PENDING, no retry spent), and a HALF_OPEN pair gets one probe at a
+ * time — none while one of its operations is SCHEDULED or IN_PROGRESS, else the first due one.
+ * Two claimers could each pick a different probe of the same pair, so when the batch holds
+ * probes, their breaker rows are locked and the "no live operation" check is made again under
+ * that lock (two more statements, only then).
  */
 export async function selectDueForUpdate(
   tx: Executor,
@@ -13,10 +22,49 @@ export async function selectDueForUpdate(
   limit: number,
 ): Promise<OperationRecord[]> {
   const rows = await tx.execute(sql`
-    select ${sql.raw(OPERATION_COLUMNS)} from operation o
+    select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id, b.state as breaker_state
+    from operation o
+    left join circuit_breaker b on b.kind = o.kind and b.location_id = o.target_location_id
     where o.status = 'PENDING' and (o.not_before is null or o.not_before <= ${now.toISOString()}::timestamptz)
+      and (b.state is null or b.state = 'CLOSED' or (b.state = 'HALF_OPEN' and not exists (
+        select 1 from operation p
+        where p.kind = o.kind and p.target_location_id = o.target_location_id and ${sql.raw(LIVE)})))
     order by o.not_before asc nulls first, o.created_at
     limit ${limit}
-    for update skip locked`);
-  return rows.map(toOperationRecord);
+    for update of o skip locked`);
+  if (!rows.some((r) => r.breaker_state === 'HALF_OPEN')) return rows.map(toOperationRecord);
+  return admitProbes(tx, rows);
+}
+
+const pairOf = (r: Row) => `${String(r.kind)}|${String(r.target_location_id)}`;
+
+/** Keeps the first due row of each HALF_OPEN pair that still has no live operation. */
+async function admitProbes(tx: Executor, rows: Row[]): Promise<OperationRecord[]> {
+  const probes = new Map<string, { kind: string; location_id: string }>();
+  for (const r of rows) {
+    if (r.breaker_state === 'HALF_OPEN' && !probes.has(pairOf(r))) {
+      probes.set(pairOf(r), { kind: String(r.kind), location_id: String(r.target_location_id) });
+    }
+  }
+  const pairs = JSON.stringify([...probes.values()]);
+  const recordset = sql`select q.kind, q.location_id
+    from jsonb_to_recordset(${pairs}::jsonb) as q(kind text, location_id uuid)`;
+  // Serialises claimers of the same probe: a second one waits here for the first to commit.
+  const locked = await tx.execute(sql`
+    select b.kind, b.location_id as target_location_id from circuit_breaker b
+    where (b.kind, b.location_id) in (${recordset}) and b.state = 'HALF_OPEN'
+    order by b.kind, b.location_id
+    for update`);
+  // A new statement, so a new snapshot: it sees a probe another claimer just committed.
+  const busy = await tx.execute(sql`
+    select distinct p.kind, p.target_location_id from operation p
+    where (p.kind, p.target_location_id) in (${recordset}) and ${sql.raw(LIVE)}`);
+  const open = new Set(locked.map(pairOf));
+  for (const r of busy) open.delete(pairOf(r));
+  const admitted: OperationRecord[] = [];
+  for (const r of rows) {
+    if (r.breaker_state !== 'HALF_OPEN') admitted.push(toOperationRecord(r));
+    else if (open.delete(pairOf(r))) admitted.push(toOperationRecord(r));
+  }
+  return admitted;
 }

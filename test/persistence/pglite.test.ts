@@ -14,7 +14,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
   beforeAll(async () => {
     database = await openDatabase({ dataDir: 'memory://' });
     expect(database.dialect).toBe('pglite');
-    expect(await migrate(database)).toEqual({ applied: 2, total: 2 });
+    expect(await migrate(database)).toEqual({ applied: 3, total: 3 });
   });
 
   afterAll(async () => {
@@ -28,7 +28,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
     const dir = await mkdtemp(join(tmpdir(), 'opstate-pglite-'));
     try {
       const first = await openDatabase({ dataDir: dir });
-      expect(await migrate(first)).toEqual({ applied: 2, total: 2 });
+      expect(await migrate(first)).toEqual({ applied: 3, total: 3 });
       await new ArtifactRepository(first).addLocation({
         site: 'disk',
         name: 'buffer',
@@ -38,7 +38,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
       await first.close();
       const again = await openDatabase({ dataDir: dir });
       try {
-        expect(await migrate(again)).toEqual({ applied: 0, total: 2 });
+        expect(await migrate(again)).toEqual({ applied: 0, total: 3 });
         expect(await new ArtifactRepository(again).findLocation('disk', 'buffer')).toBeDefined();
       } finally {
         await again.close();

@@ -35,9 +35,9 @@ describe('persistence on Postgres', () => {
     const b = await openDatabase({ databaseUrl: fresh.url, max: 2 });
     try {
       const results = await Promise.all([migrate(a), migrate(b), migrate(a), migrate(b)]);
-      expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, 2]);
+      expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, 3]);
       const [row] = await a.execute('select count(*)::int as n from drizzle.__drizzle_migrations');
-      expect(row?.n).toBe(2);
+      expect(row?.n).toBe(3);
     } finally {
       await a.close();
       await b.close();
@@ -55,8 +55,8 @@ describe('persistence on Postgres', () => {
     try {
       const outs = (await Promise.all([run(), run()])).map((r) => r.stdout.trim()).sort();
       expect(outs).toEqual([
-        'applied 2 of 2 migrations (postgres)',
-        'schema is current (2 migrations, postgres)',
+        'applied 3 of 3 migrations (postgres)',
+        'schema is current (3 migrations, postgres)',
       ]);
     } finally {
       await dropTestDatabase(fresh);

@@ -1,0 +1,316 @@
+import { sql } from 'drizzle-orm';
+import { isOperationKind, OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { toDate } from './OperationRecord.ts';
+import type { Executor, Row } from './openDatabase.ts';
+import { type CircuitFailure, CircuitState } from './schema/circuitBreaker.ts';
+import { uuidSchema } from './subtypeFields.ts';
+
+export { type CircuitFailure, CircuitState } from './schema/circuitBreaker.ts';
+
+/** One circuit breaker row. `version` is null for a pair that has no row yet. */
+export interface CircuitBreakerRecord {
+  readonly kind: OperationKind;
+  readonly locationId: string;
+  readonly state: CircuitState;
+  readonly consecutiveFailures: number;
+  readonly openedAt: Date | null;
+  readonly lastFailure: CircuitFailure | null;
+  readonly version: number | null;
+  readonly updatedAt: Date | null;
+}
+
+/** A breaker as an operator sees it: its location named by site and name. */
+export interface CircuitBreakerView extends CircuitBreakerRecord {
+  /** `site/name` of the location, or the id when the location is gone. */
+  readonly location: string;
+}
+
+/**
+ * One row of `operation_transition` after a cursor: every id comes back (so the caller can tell a
+ * gap from a row of another event), and FAIL/COMPLETE rows carry the pair and the failure.
+ */
+export interface TransitionOutcome {
+  readonly id: number;
+  /** 'FAIL' or 'COMPLETE' with a known target location; null for any other row. */
+  readonly outcome: 'FAIL' | 'COMPLETE' | null;
+  readonly kind: OperationKind | null;
+  readonly locationId: string | null;
+  readonly operationId: string;
+  readonly attempt: number;
+  readonly at: Date;
+  /** The failure (from its breadcrumb, else the transition's reason); null unless FAIL. */
+  readonly error: { message: string; retryable: boolean; code?: string } | null;
+}
+
+/** A breaker row to write: `expectedVersion` null inserts, otherwise a compare-and-set update. */
+export interface CircuitBreakerWrite {
+  readonly kind: OperationKind;
+  readonly locationId: string;
+  readonly expectedVersion: number | null;
+  readonly state: CircuitState;
+  readonly consecutiveFailures: number;
+  readonly openedAt: Date | null;
+  readonly lastFailure: CircuitFailure | null;
+  readonly updatedAt: Date;
+}
+
+function json<T>(value: unknown): T {
+  return (typeof value === 'string' ? JSON.parse(value) : value) as T;
+}
+
+function toRecord(r: Row): CircuitBreakerRecord {
+  return {
+    kind: r.kind as OperationKind,
+    locationId: String(r.location_id),
+    state: r.state as CircuitState,
+    consecutiveFailures: Number(r.consecutive_failures),
+    openedAt: toDate(r.opened_at),
+    lastFailure: r.last_failure == null ? null : json<CircuitFailure>(r.last_failure),
+    version: r.version == null ? null : Number(r.version),
+    updatedAt: toDate(r.updated_at),
+  };
+}
+
+function toView(r: Row): CircuitBreakerView {
+  return {
+    ...toRecord(r),
+    location: r.site == null ? String(r.location_id) : `${String(r.site)}/${String(r.name)}`,
+  };
+}
+
+/** A pair as a jsonb recordset argument (kinds and ids come from rows we read, never input). */
+function pairsJson(pairs: readonly { kind: string; locationId: string }[]): string {
+  return JSON.stringify(pairs.map((p) => ({ kind: p.kind, location_id: p.locationId })));
+}
+
+/**
+ * Circuit breakers per (kind, target location): the rows, the outcomes that move them, and the
+ * operator's reset. The decisions (when to open, half-open, close) belong to the control plane's
+ * breaker loop; this repository only reads and writes.
+ *
+ * @example
+ * ```ts
+ * const breakers = new CircuitBreakerRepository(database);
+ * for (const b of await breakers.listNotClosed()) console.log(b.kind, b.location, b.state);
+ * await breakers.reset(OperationKind.LONG_TERM_ARCHIVE, archiveId);
+ * ```
+ */
+export class CircuitBreakerRepository {
+  readonly #exec: Executor;
+
+  constructor(exec: Executor) {
+    this.#exec = exec;
+  }
+
+  /**
+   * Every breaker that is not CLOSED, with its location's site and name, by kind then location.
+   *
+   * @example
+   * ```ts
+   * const open = (await breakers.listNotClosed()).filter((b) => b.state === 'OPEN');
+   * ```
+   */
+  async listNotClosed(): Promise<CircuitBreakerView[]> {
+    const rows = await this.#exec.execute(sql`
+      select b.*, l.site, l.name from circuit_breaker b
+      left join data_location l on l.id = b.location_id
+      where b.state <> 'CLOSED'
+      order by b.kind, l.site, l.name, b.location_id`);
+    return rows.map(toView);
+  }
+
+  /**
+   * The rows of the given pairs plus every breaker that is not CLOSED (which a pass must look at
+   * for its cooldown), in one statement.
+   *
+   * @example
+   * ```ts
+   * const rows = await breakers.loadForPass([{ kind, locationId }]);
+   * ```
+   */
+  async loadForPass(
+    pairs: readonly { kind: OperationKind; locationId: string }[],
+  ): Promise<CircuitBreakerRecord[]> {
+    const rows = await this.#exec.execute(sql`
+      select b.* from circuit_breaker b
+      where b.state <> 'CLOSED'
+         or (b.kind, b.location_id) in (
+           select p.kind, p.location_id
+           from jsonb_to_recordset(${pairsJson(pairs)}::jsonb) as p(kind text, location_id uuid))`);
+    return rows.map(toRecord);
+  }
+
+  /**
+   * The highest transition id so far (0 when there is none): where a new breaker loop starts.
+   *
+   * @example
+   * ```ts
+   * let cursor = await breakers.latestTransitionId();
+   * ```
+   */
+  async latestTransitionId(): Promise<number> {
+    const [row] = await this.#exec.execute(
+      sql`select coalesce(max(id), 0) as id from operation_transition`,
+    );
+    return Number(row?.id ?? 0);
+  }
+
+  /**
+   * Transition rows with an id above `after` (at most `limit`, in id order), plus the rows whose
+   * ids are listed in `gaps` (ids the caller skipped over because they were not yet committed).
+   *
+   * @example
+   * ```ts
+   * const rows = await breakers.readOutcomes(cursor, [], 1024);
+   * ```
+   */
+  async readOutcomes(
+    after: number,
+    gaps: readonly number[],
+    limit: number,
+  ): Promise<TransitionOutcome[]> {
+    const gapIds = gaps.filter((g) => Number.isSafeInteger(g) && g > 0);
+    // Two index range/point lookups on the primary key, never one OR (which would scan).
+    const ids =
+      gapIds.length === 0
+        ? sql`(select id from operation_transition where id > ${after} order by id limit ${limit})`
+        : sql`(select id from operation_transition where id > ${after} order by id limit ${limit})
+            union all
+            (select id from operation_transition where id in (${sql.raw(gapIds.join(', '))})
+              and id <= ${after})`;
+    const rows = await this.#exec.execute(sql`
+      select t.id, t.event, t.operation_id, t.attempt, t.at, t.reason, o.kind,
+        o.target_location_id, fe.error
+      from (${ids}) ids
+      join operation_transition t on t.id = ids.id
+      left join operation o on t.event in ('FAIL', 'COMPLETE') and o.id = t.operation_id
+      left join operation_failure_event fe on t.event = 'FAIL' and fe.kind = o.kind
+        and fe.operation_id = t.operation_id and fe.attempt = t.attempt
+      order by t.id`);
+    return rows.map((r): TransitionOutcome => {
+      const event = String(r.event);
+      const known = (event === 'FAIL' || event === 'COMPLETE') && r.target_location_id != null;
+      const error =
+        event !== 'FAIL'
+          ? null
+          : r.error != null
+            ? json<{ message: string; retryable: boolean; code?: string }>(r.error)
+            : { message: r.reason == null ? 'failed' : String(r.reason), retryable: true };
+      return {
+        id: Number(r.id),
+        outcome: known ? (event as 'FAIL' | 'COMPLETE') : null,
+        kind: r.kind == null ? null : (r.kind as OperationKind),
+        locationId: r.target_location_id == null ? null : String(r.target_location_id),
+        operationId: String(r.operation_id),
+        attempt: Number(r.attempt),
+        at: toDate(r.at) as Date,
+        error,
+      };
+    });
+  }
+
+  /**
+   * Writes breaker rows in one statement: inserts for new pairs, compare-and-set updates on
+   * `version` for the others. Returns the rows that were written (a row that moved meanwhile,
+   * e.g. an operator reset, is absent and unchanged), with their location's site and name.
+   *
+   * @example
+   * ```ts
+   * const written = await breakers.write([{ kind, locationId, expectedVersion: 3,
+   *   state: 'OPEN', consecutiveFailures: 5, openedAt: now, lastFailure, updatedAt: now }]);
+   * ```
+   */
+  async write(rows: readonly CircuitBreakerWrite[]): Promise<CircuitBreakerView[]> {
+    if (rows.length === 0) return [];
+    const input = JSON.stringify(
+      rows.map((r) => ({
+        kind: r.kind,
+        location_id: r.locationId,
+        expected_version: r.expectedVersion,
+        state: r.state,
+        consecutive_failures: r.consecutiveFailures,
+        opened_at: r.openedAt?.toISOString() ?? null,
+        last_failure: r.lastFailure,
+        updated_at: r.updatedAt.toISOString(),
+      })),
+    );
+    const written = await this.#exec.execute(sql`
+      with i as (
+        select kind, location_id, expected_version, state, consecutive_failures, opened_at,
+          case when jsonb_typeof(last_failure) = 'null' then null else last_failure end
+            as last_failure,
+          updated_at
+        from jsonb_to_recordset(${input}::jsonb) as i(kind text, location_id uuid,
+          expected_version int, state text, consecutive_failures int, opened_at timestamptz,
+          last_failure jsonb, updated_at timestamptz)
+      ),
+      ins as (
+        insert into circuit_breaker (kind, location_id, state, consecutive_failures, opened_at,
+          last_failure, version, updated_at)
+        select kind, location_id, state, consecutive_failures, opened_at, last_failure, 1,
+          updated_at
+        from i where expected_version is null
+        on conflict (kind, location_id) do nothing
+        returning *
+      ),
+      upd as (
+        update circuit_breaker b set state = i.state,
+          consecutive_failures = i.consecutive_failures, opened_at = i.opened_at,
+          last_failure = i.last_failure, version = b.version + 1, updated_at = i.updated_at
+        from i
+        where i.expected_version is not null and b.kind = i.kind
+          and b.location_id = i.location_id and b.version = i.expected_version
+        returning b.*
+      )
+      select w.*, l.site, l.name
+      from (select * from ins union all select * from upd) w
+      left join data_location l on l.id = w.location_id`);
+    return written.map(toView);
+  }
+
+  /**
+   * Closes a breaker (an operator's decision): zero failures, not open. Returns the breaker as it
+   * was before, or null when the pair has no breaker. `BAD_INPUT` for an unknown kind or a
+   * malformed location id.
+   *
+   * @example
+   * ```ts
+   * const before = await breakers.reset(OperationKind.LONG_TERM_ARCHIVE, archiveId, new Date());
+   * ```
+   */
+  async reset(
+    kind: string,
+    locationId: string,
+    now: Date = new Date(),
+  ): Promise<CircuitBreakerView | null> {
+    if (!isOperationKind(kind)) {
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        `unknown operation kind ${JSON.stringify(kind)}; use one of ${OPERATION_KINDS.join(', ')}`,
+      );
+    }
+    if (!uuidSchema.safeParse(locationId).success) {
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        `location id '${locationId}' is not a uuid; see \`opstate status\` for the breakers' locations`,
+      );
+    }
+    const [row] = await this.#exec.execute(sql`
+      with old as (
+        select * from circuit_breaker
+        where kind = ${kind} and location_id = ${locationId}::uuid
+        for update
+      ),
+      upd as (
+        update circuit_breaker b set state = ${CircuitState.CLOSED}, consecutive_failures = 0,
+          opened_at = null, version = b.version + 1, updated_at = ${now.toISOString()}::timestamptz
+        from old where b.kind = old.kind and b.location_id = old.location_id
+        returning b.kind
+      )
+      select old.*, l.site, l.name from old
+      left join data_location l on l.id = old.location_id
+      where exists (select 1 from upd)`);
+    return row === undefined ? null : toView(row);
+  }
+}
