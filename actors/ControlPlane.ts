@@ -12,6 +12,12 @@ export interface ControlPlaneTiming {
   readonly monitorIntervalMs: number;
   readonly reconcilerIntervalMs: number;
   readonly batchSize: number;
+  /**
+   * Most operations SCHEDULED (handed to the broker, not yet started) at once. The rest wait as
+   * PENDING: a backlog lives in the database, not in the queue, so a dispatch is picked up soon
+   * after it is made and the reconciler floor never mistakes a queued dispatch for a lost one.
+   */
+  readonly maxScheduled: number;
   /** Circuit breakers per (kind, target location): pass interval, failures to open, cooldown. */
   readonly breakerIntervalMs: number;
   readonly breakerThreshold: number;
@@ -24,6 +30,7 @@ export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
   monitorIntervalMs: 10_000,
   reconcilerIntervalMs: 60_000,
   batchSize: 256,
+  maxScheduled: 1_000,
   breakerIntervalMs: 1_000,
   breakerThreshold: 5,
   breakerCooldownMs: 60_000,
@@ -109,7 +116,10 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     clock,
     logger,
     pass: async () => {
-      const { claimed, refused } = await store.claimDue(timing.batchSize);
+      const room = timing.maxScheduled - (await store.countScheduled());
+      if (room <= 0) return false;
+      const limit = Math.min(timing.batchSize, room);
+      const { claimed, refused } = await store.claimDue(limit);
       for (const r of refused) {
         logger.log('ERROR', 'scheduler cannot schedule operation; left as it is', {
           operationId: r.id,
@@ -117,7 +127,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
         });
       }
       if (claimed.length > 0) relay.wake();
-      return claimed.length === timing.batchSize;
+      return claimed.length === limit;
     },
   });
 

@@ -27,6 +27,7 @@ import {
   type StatusCounts,
   selectActiveOlderThan,
   selectInProgress,
+  selectScheduledCount,
   selectStatusCounts,
 } from './sql/controlPlaneQueries.ts';
 import { insertOperations } from './sql/insertOperations.ts';
@@ -308,5 +309,17 @@ export class OperationStore {
    */
   async countByKindAndStatus(): Promise<StatusCounts> {
     return selectStatusCounts(this.database);
+  }
+
+  /**
+   * How many operations are SCHEDULED now, for the scheduler's backpressure.
+   *
+   * @example
+   * ```ts
+   * const room = maxScheduled - (await store.countScheduled());
+   * ```
+   */
+  async countScheduled(): Promise<number> {
+    return selectScheduledCount(this.database);
   }
 }

@@ -80,3 +80,11 @@ export async function selectStatusCounts(exec: Executor): Promise<StatusCounts> 
   }
   return counts;
 }
+
+/** How many operations are SCHEDULED now (the partial index keeps this O(active)). */
+export async function selectScheduledCount(exec: Executor): Promise<number> {
+  const [row] = await exec.execute(
+    sql`select count(*)::int as n from operation where status = 'SCHEDULED'`,
+  );
+  return Number(row?.n ?? 0);
+}

@@ -14,17 +14,22 @@ const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 const BIN = fileURLToPath(new URL('../../bin/opstate.js', import.meta.url));
 const HANDLERS = fileURLToPath(new URL('./fixtures/handlers.ts', import.meta.url));
 
-/** Small timers in the order the runtime demands; tests wait on conditions, never on these. */
+/**
+ * Small timers in the order the runtime demands; tests wait on conditions, never on these. The
+ * heartbeat timeout is many intervals long so that a worker process starved of CPU on a busy
+ * 2-core machine is not mistaken for a dead one.
+ */
 export const FAST_TIMING: Partial<RuntimeTiming> = {
   heartbeatIntervalMs: 250,
-  heartbeatTimeoutMs: 1_500,
-  reconcilerFloorMs: 5_000,
-  ackWaitMs: 7_000,
+  heartbeatTimeoutMs: 3_000,
+  reconcilerFloorMs: 6_000,
+  ackWaitMs: 9_000,
   monitorIntervalMs: 250,
   reconcilerIntervalMs: 500,
   schedulerIntervalMs: 50,
   relayIntervalMs: 50,
   leaderPollMs: 250,
+  maxScheduled: 128,
 };
 
 /** A process started by a test, with everything it printed. */
@@ -47,6 +52,8 @@ export interface Deployment {
   spawnCli(args: string[], env?: Record<string, string>): Child;
   /** Starts a worker process for every kind with the fixture handlers. */
   spawnWorker(env?: Record<string, string>, args?: string[]): Child;
+  /** The same, resolved once the worker consumes (so no dispatch waits on its start-up). */
+  readyWorker(env?: Record<string, string>, args?: string[]): Promise<Child>;
   close(): Promise<void>;
 }
 
@@ -95,6 +102,20 @@ export async function startDeployment(
     children.push(child);
     return child;
   };
+  const spawnWorker = (extra: Record<string, string> = {}, args: string[] = []) =>
+    spawnCli(
+      [
+        'worker',
+        '--kinds',
+        'all',
+        '--handlers',
+        HANDLERS,
+        '--id',
+        `w-${randomUUID().slice(0, 6)}`,
+        ...args,
+      ],
+      extra,
+    );
   return {
     db,
     prefix,
@@ -103,20 +124,12 @@ export async function startDeployment(
     logger,
     children,
     spawnCli,
-    spawnWorker: (extra = {}, args = []) =>
-      spawnCli(
-        [
-          'worker',
-          '--kinds',
-          'all',
-          '--handlers',
-          HANDLERS,
-          '--id',
-          `w-${randomUUID().slice(0, 6)}`,
-          ...args,
-        ],
-        extra,
-      ),
+    spawnWorker,
+    async readyWorker(extra = {}, args = []) {
+      const child = spawnWorker(extra, args);
+      await waitFor(() => child.printed('started for'), 'the worker process to start', 60_000);
+      return child;
+    },
     async close() {
       for (const c of children)
         if (c.proc.exitCode === null && c.proc.signalCode === null) c.proc.kill('SIGKILL');

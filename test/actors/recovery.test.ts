@@ -65,7 +65,7 @@ describe('recovery paths', () => {
       'a heartbeat from the first worker',
     );
     await kill9(first);
-    dep.spawnWorker();
+    await dep.readyWorker();
     await waitFor(
       async () => (await status(dep, op.id)) === 'COMPLETED',
       'completion after the crash',
@@ -74,9 +74,9 @@ describe('recovery paths', () => {
 
     const view = await dep.runtime.get(op.id);
     expect(view.attempt).toBe(2);
-    expect(view.transitions.filter((t) => t.event === 'RESET').map((t) => t.by)).toEqual([
-      'heartbeat_monitor',
-    ]);
+    expect(
+      view.transitions.filter((t) => t.event === 'RESET').map((t) => `${t.by}@${t.attempt}`),
+    ).toEqual(['heartbeat_monitor@1']);
     expect(view.transitions.filter((t) => t.event === 'COMPLETE')).toHaveLength(1);
     expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
     expect(view.outputs).toHaveLength(1);
@@ -88,15 +88,14 @@ describe('recovery paths', () => {
     d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 20_000 });
     const dep = d;
     dep.runtime.startControlPlane();
-    const doomed = dep.spawnWorker({ FIXTURE_CRASH: 'before-first-heartbeat' });
-    await waitFor(() => doomed.printed('started for'), 'the worker to be ready', 30_000);
+    const doomed = await dep.readyWorker({ FIXTURE_CRASH: 'before-first-heartbeat' });
     const op = await archiveOperation(dep);
     await doomed.exited;
     expect(await status(dep, op.id)).toBe('IN_PROGRESS');
     expect(
       await dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
     ).toBe(false);
-    dep.spawnWorker();
+    await dep.readyWorker();
     await waitFor(
       async () => (await status(dep, op.id)) === 'COMPLETED',
       'completion after the floor',
@@ -124,12 +123,11 @@ describe('recovery paths', () => {
     d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 20_000 });
     const dep = d;
     dep.runtime.startControlPlane();
-    const doomed = dep.spawnWorker({ FIXTURE_CRASH: 'before-start' });
-    await waitFor(() => doomed.printed('started for'), 'the worker to be ready', 30_000);
+    const doomed = await dep.readyWorker({ FIXTURE_CRASH: 'before-start' });
     const op = await archiveOperation(dep);
     await doomed.exited;
     expect(await status(dep, op.id)).toBe('SCHEDULED');
-    dep.spawnWorker();
+    await dep.readyWorker();
     await waitFor(
       async () => (await status(dep, op.id)) === 'COMPLETED',
       'completion after the floor',
@@ -150,8 +148,8 @@ describe('recovery paths', () => {
     d = await startDeployment();
     const dep = d;
     dep.runtime.startControlPlane();
+    const first = await dep.readyWorker({ FIXTURE_HOLD_MS: '600000' });
     const op = await archiveOperation(dep);
-    const first = dep.spawnWorker({ FIXTURE_HOLD_MS: '600000' });
     await waitFor(
       () => dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
       'a heartbeat from the first worker',
@@ -162,7 +160,7 @@ describe('recovery paths', () => {
     const kv = await new Kvm(js).open(`${dep.prefix}_heartbeats`);
     for await (const key of await kv.keys()) await kv.purge(key);
     expect(await dep.runtime.transport.heartbeats.list()).toEqual([]);
-    dep.spawnWorker();
+    await dep.readyWorker();
     await waitFor(
       async () => (await status(dep, op.id)) === 'COMPLETED',
       'completion after the floor',
@@ -179,8 +177,8 @@ describe('recovery paths', () => {
     d = await startDeployment();
     const dep = d;
     dep.runtime.startControlPlane();
+    const slow = await dep.readyWorker({ FIXTURE_HOLD_MS: '600000' });
     const op = await archiveOperation(dep);
-    const slow = dep.spawnWorker({ FIXTURE_HOLD_MS: '600000' });
     await waitFor(
       async () => (await status(dep, op.id)) === 'IN_PROGRESS',
       'the slow worker to start',
@@ -206,7 +204,7 @@ describe('recovery paths', () => {
     );
     expect(slow.proc.exitCode).toBeNull();
     await kill9(slow);
-    const fresh = dep.spawnWorker();
+    const fresh = await dep.readyWorker();
     await waitFor(
       async () => (await status(dep, op.id)) === 'COMPLETED',
       'attempt 2 to complete',
@@ -229,8 +227,8 @@ describe('recovery paths', () => {
     d = await startDeployment();
     const dep = d;
     dep.runtime.startControlPlane();
+    await dep.readyWorker({ FIXTURE_FAIL: 'retryable' });
     const op = await archiveOperation(dep, 2);
-    dep.spawnWorker({ FIXTURE_FAIL: 'retryable' });
     await waitFor(
       async () => (await status(dep, op.id)) === 'FAILED',
       'the retry budget to run out',
@@ -254,8 +252,8 @@ describe('recovery paths', () => {
     d = await startDeployment();
     const dep = d;
     dep.runtime.startControlPlane();
+    await dep.readyWorker({ FIXTURE_FAIL: 'permanent' });
     const op = await archiveOperation(dep);
-    dep.spawnWorker({ FIXTURE_FAIL: 'permanent' });
     await waitFor(async () => (await status(dep, op.id)) === 'FAILED', 'the failure', 30_000);
     const view = await dep.runtime.get(op.id);
     expect(view.attempt).toBe(1);

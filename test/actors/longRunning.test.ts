@@ -1,0 +1,69 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { makeWorld } from '../persistence/fixtures.ts';
+import { type Deployment, newPackage, startDeployment, waitFor } from './harness.ts';
+
+/**
+ * The seeds' #151: a healthy long-running archive must never be reset or redelivered. The worker
+ * beats (KV put + working()) at the interval, so neither the monitor, the reconciler nor the
+ * broker's ack-wait ever fires, however long the operation runs.
+ */
+const TIMING = {
+  heartbeatIntervalMs: 200,
+  heartbeatTimeoutMs: 2_000,
+  reconcilerFloorMs: 3_000,
+  ackWaitMs: 3_500,
+  monitorIntervalMs: 200,
+  reconcilerIntervalMs: 300,
+  schedulerIntervalMs: 50,
+  relayIntervalMs: 50,
+  leaderPollMs: 250,
+  maxScheduled: 16,
+};
+const RUN_MS = 4 * TIMING.ackWaitMs;
+
+let d: Deployment | undefined;
+afterEach(async () => {
+  await d?.close();
+  d = undefined;
+});
+
+describe('a healthy long-running operation', () => {
+  it(`running ${RUN_MS} ms (4 × ack-wait, over 4 × the reconciler floor) is never reset or redelivered`, async () => {
+    d = await startDeployment(TIMING);
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const w = await makeWorld(dep.runtime.database);
+    const { pkg, sourceCopy } = await newPackage(dep.runtime, { source: w.source.id });
+    const worker = await dep.readyWorker({ FIXTURE_HOLD_MS: String(RUN_MS) });
+    const id = await dep.runtime.submit({
+      kind: OperationKind.LONG_TERM_ARCHIVE,
+      fields: {
+        rawDataPackageId: pkg,
+        sourceLocationId: w.source.id,
+        destinationLocationId: w.archive.id,
+      },
+      inputs: [sourceCopy],
+    });
+    await waitFor(
+      async () => (await dep.runtime.store.load(id)).status === 'COMPLETED',
+      'completion',
+      RUN_MS + 30_000,
+    );
+    const view = await dep.runtime.get(id);
+    expect(view.attempt).toBe(1);
+    expect(view.transitions.map((t) => t.event)).toEqual([
+      'CREATE',
+      'SCHEDULE',
+      'START',
+      'COMPLETE',
+    ]);
+    const started = view.startedAt?.getTime() ?? 0;
+    const finished = view.finishedAt?.getTime() ?? 0;
+    expect(finished - started).toBeGreaterThanOrEqual(RUN_MS);
+    expect(worker.output.join('\n')).not.toContain(
+      'redelivery of an operation this worker is running',
+    );
+    expect(dep.logger.lines.filter((l) => l.level === 'WARNING')).toEqual([]);
+  }, 120_000);
+});
