@@ -1,5 +1,7 @@
 import type { Command } from '../Command.ts';
+import { breakerCommand } from './breaker.ts';
 import { controlPlaneCommand } from './controlPlane.ts';
+import { demoCommand } from './demo.ts';
 import { diagramCommand } from './diagram.ts';
 import { inspectCommand } from './inspect.ts';
 import { migrateCommand } from './migrate.ts';
@@ -18,4 +20,6 @@ export const commands: readonly Command[] = [
   retryCommand,
   resetCommand,
   cancelCommand,
+  breakerCommand,
+  demoCommand,
 ];

@@ -1,0 +1,474 @@
+import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { type LogLevel, memoryLogger } from '../../actors/Logger.ts';
+import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
+import type { HandlerContext } from '../../actors/Worker.ts';
+import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { OperationStatus } from '../../machines/operationMachine.ts';
+import type { PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
+import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
+import type { OperationInspection } from '../../persistence/inspectOperation.ts';
+import type { TransitionEntry } from '../../persistence/JournalRepository.ts';
+import { createStageHandlers } from '../../stages/createStageHandlers.ts';
+import { registerSampleData } from '../../stages/sampleData.ts';
+import { type Command, type Io, parseFlags, UsageError } from '../Command.ts';
+import { createStatusCommand } from './status.ts';
+
+/** Small timers, in the order the runtime demands, so a crash is noticed within seconds. */
+const DEMO_TIMING: Partial<RuntimeTiming> = {
+  heartbeatIntervalMs: 200,
+  heartbeatTimeoutMs: 1_500,
+  reconcilerFloorMs: 4_000,
+  ackWaitMs: 6_000,
+  monitorIntervalMs: 250,
+  reconcilerIntervalMs: 500,
+  schedulerIntervalMs: 50,
+  relayIntervalMs: 50,
+  leaderPollMs: 250,
+};
+
+/** How long the pipeline may take before the demo gives up and reports what is stuck. */
+const DEADLINE_MS = 120_000;
+
+const TERMINAL = new Set<string>([OperationStatus.COMPLETED, OperationStatus.FAILED]);
+const WHO: Record<string, string> = {
+  heartbeat_monitor: 'heartbeat monitor',
+  reconciler: 'reconciler',
+  broker: 'broker redelivery',
+  operator: 'operator',
+};
+
+const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
+const short = (id: string) => id.slice(0, 8);
+
+function deferred<T>() {
+  let resolve!: (value: T) => void;
+  const promise = new Promise<T>((r) => {
+    resolve = r;
+  });
+  return { promise, resolve };
+}
+
+const aborted = (signal: AbortSignal) =>
+  new Promise<void>((r) => signal.addEventListener('abort', () => r(), { once: true }));
+
+/**
+ * The demo must run embedded even where `DATABASE_URL`/`NATS_URL` point at servers (it would
+ * otherwise write its sample data there). `createRuntime` reads both before its first `await`,
+ * so hiding them for the synchronous part of the call is enough.
+ */
+function createEmbeddedRuntime(dir: string, logger: ReturnType<typeof memoryLogger>) {
+  const hidden = { DATABASE_URL: process.env.DATABASE_URL, NATS_URL: process.env.NATS_URL };
+  delete process.env.DATABASE_URL;
+  delete process.env.NATS_URL;
+  try {
+    return createRuntime({
+      dataDir: join(dir, 'pglite'),
+      prefix: 'opstate_demo',
+      timing: DEMO_TIMING,
+      logger,
+    });
+  } finally {
+    for (const [k, v] of Object.entries(hidden)) if (v !== undefined) process.env[k] = v;
+  }
+}
+
+/** A transition history, one attempt a line: `PENDING → SCHEDULED → IN_PROGRESS (worker-A) → …`. */
+function describePath(transitions: readonly TransitionEntry[]): string[] {
+  const lines: string[] = [];
+  let parts: string[] = [];
+  for (const t of transitions) {
+    let label: string = t.to;
+    if (t.event === 'RESET') label += ` (RESET by ${t.by}: ${t.reason ?? 'no reason given'})`;
+    else if (t.event === 'FAIL') label += ` (FAIL: ${t.reason ?? 'no reason given'})`;
+    else if (t.to === OperationStatus.IN_PROGRESS) label += ` (${t.by})`;
+    parts.push(label);
+    if (t.to === OperationStatus.PENDING && t.from !== null) {
+      lines.push(parts.join(' → '));
+      parts = [];
+    }
+  }
+  if (parts.length > 0) lines.push(parts.join(' → '));
+  return lines.map((l, i) => (i === 0 ? l : `→ ${l}`));
+}
+
+/** Which recovery path(s) brought an operation home, from its history. */
+function recoveryOf(transitions: readonly TransitionEntry[]): string {
+  const paths = transitions.flatMap((t) => {
+    if (t.event === 'RESET') return [WHO[t.by] ?? t.by];
+    if (t.event === 'FAIL' && t.to === OperationStatus.PENDING) return ['retry after a failure'];
+    return [];
+  });
+  return paths.length === 0 ? 'none needed' : paths.join(', then ');
+}
+
+function stepsOf(view: OperationInspection): string {
+  return view.steps
+    .map((s) => {
+      const outcome = (s.result as { outcome?: unknown } | null)?.outcome;
+      const note =
+        outcome === 'identical'
+          ? ' (the object was already there from an earlier attempt with the same sha256: kept, not rewritten)'
+          : '';
+      return `${s.name} #${s.attempt}${note}`;
+    })
+    .join(' · ');
+}
+
+interface Stage {
+  readonly title: string;
+  readonly inputs: CreateOperationInput[];
+}
+
+/**
+ * `opstate demo [--data-dir DIR]`: the whole pipeline, embedded (PGlite + the in-process
+ * transport), with two workers, one of which is crashed part-way. Prints every operation's path
+ * through the lifecycle and how it was recovered; exit 0 when all COMPLETED with no duplicate
+ * copy.
+ *
+ * @example
+ * ```ts
+ * process.exitCode = await demoCommand.run([], processIo);
+ * ```
+ */
+export const demoCommand: Command = {
+  name: 'demo',
+  summary: 'Run the pipeline embedded, crash a worker part-way, show how every operation got home',
+  usage: 'opstate demo [--data-dir DIR]   (default: a fresh temporary folder, removed at the end)',
+  async run(args, io) {
+    const { values, positionals } = parseFlags(args, { 'data-dir': { type: 'string' } });
+    if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+    const keep = values['data-dir'] !== undefined;
+    const dir = keep
+      ? resolve(values['data-dir'] as string)
+      : await mkdtemp(join(tmpdir(), 'opstate-demo-'));
+    if (keep && (await readdir(dir).catch(() => [])).length > 0) {
+      throw new UsageError(`--data-dir ${dir} is not empty; give a new or empty folder`);
+    }
+    try {
+      return await demo(dir, keep, io);
+    } finally {
+      if (!keep) await rm(dir, { recursive: true, force: true });
+    }
+  },
+};
+
+async function demo(dir: string, keep: boolean, io: Io): Promise<number> {
+  const out = (line = '') => io.out(line);
+  out('opstate demo: one pipeline, run embedded (PGlite database + in-process transport).');
+  out(`Data folder: ${dir}${keep ? ' (kept)' : ' (removed at the end; --data-dir DIR keeps it)'}`);
+  if (process.env.DATABASE_URL || process.env.NATS_URL) {
+    out('DATABASE_URL / NATS_URL are set, but the demo always runs embedded and ignores them.');
+  }
+  out();
+  out('Opening the embedded database (PGlite takes several seconds to create; please wait)...');
+  const opened = Date.now();
+  const logger = memoryLogger();
+  const runtime = await createEmbeddedRuntime(dir, logger);
+  out(`  ready after ${seconds(Date.now() - opened)}, migrations applied.`);
+  try {
+    return await pipeline(runtime, dir, keep, logger, out);
+  } finally {
+    await runtime.close();
+  }
+}
+
+async function pipeline(
+  runtime: Runtime,
+  dir: string,
+  keep: boolean,
+  logger: ReturnType<typeof memoryLogger>,
+  out: (line?: string) => void,
+): Promise<number> {
+  out();
+  out('1. Registering locations, packages, files and their source copies');
+  const sample = await registerSampleData(runtime.artifacts, join(dir, 'storage'));
+  const { source, buffer, archive, processing } = sample.locations;
+  const locationName = new Map(Object.values(sample.locations).map((l) => [l.id, l.name]));
+  for (const l of Object.values(sample.locations)) {
+    out(`  location ${l.name.padEnd(10)} (${l.locationType}) ${l.storageRoot}`);
+  }
+  const files = sample.packages.reduce((n, p) => n + p.fileCopyIds.length, 0);
+  out(
+    `  ${sample.packages.length} raw data packages (${sample.packages.map((p) => p.name).join(', ')}), ${files} raw data files with one source copy each,`,
+  );
+  out(`  1 data transfer package (${sample.dataTransferPackage.name})`);
+
+  out();
+  out('2. Starting the control plane and two workers, each serving every kind');
+  const roots = new Map(Object.values(sample.locations).map((l) => [l.id, l.storageRoot]));
+  const storageRootOf = (id: string) => {
+    const root = roots.get(id);
+    if (root === undefined) throw new OpstateError(OpstateErrorCode.BAD_INPUT, `no location ${id}`);
+    return root;
+  };
+  const reached = deferred<string>();
+  let held: string | undefined;
+  void reached.promise.then((id) => {
+    held = id;
+  });
+  const gone = deferred<void>();
+  runtime.startControlPlane();
+  const workerA = runtime.startWorker({
+    kinds: OPERATION_KINDS,
+    workerId: 'worker-A',
+    handlers: createStageHandlers({
+      storageRootOf,
+      // worker-A's archive storage is slow to confirm a write: the object is on disk, the journal
+      // step not yet recorded, when the worker dies.
+      async afterArchiveWrite(ctx: HandlerContext) {
+        reached.resolve(ctx.operation.id);
+        await Promise.race([gone.promise, aborted(ctx.signal)]);
+        throw new Error('worker-A is gone');
+      },
+    }),
+  });
+  const workerB = runtime.startWorker({
+    kinds: OPERATION_KINDS,
+    workerId: 'worker-B',
+    concurrency: 1,
+    handlers: createStageHandlers({ storageRootOf }),
+  });
+  out(`  ${workerA.id}: its archive storage is slow to confirm writes`);
+  out(`  ${workerB.id}: fast, one operation at a time`);
+  out(
+    `  timers: heartbeat every ${DEMO_TIMING.heartbeatIntervalMs} ms, stale after ${DEMO_TIMING.heartbeatTimeoutMs} ms; reconciler floor ${DEMO_TIMING.reconcilerFloorMs} ms; broker ack-wait ${DEMO_TIMING.ackWaitMs} ms`,
+  );
+
+  out();
+  out('3. Running the pipeline, one stage after the other');
+  const deadline = Date.now() + DEADLINE_MS;
+  const ids: string[] = [];
+  let crashed = false;
+  const viewsOf = async (stageIds: string[]) => Promise.all(stageIds.map((id) => runtime.get(id)));
+  const outputsOf = (views: OperationInspection[]) => views.flatMap((v) => [...v.outputs]);
+
+  const run = async (stage: Stage): Promise<OperationInspection[] | undefined> => {
+    const started = Date.now();
+    // One batch per stage: the scheduler claims it in one pass and the relay publishes it at once.
+    const stageIds = await runtime.store.createMany(stage.inputs);
+    ids.push(...stageIds);
+    for (;;) {
+      const statuses = await Promise.all(stageIds.map((id) => runtime.store.load(id)));
+      if (statuses.every((s) => TERMINAL.has(s.status))) break;
+      if (Date.now() > deadline) {
+        out(`  ${stage.title}: still not finished after ${seconds(DEADLINE_MS)}; giving up`);
+        return undefined;
+      }
+      const onA = statuses.find(
+        (s) =>
+          s.id === held && s.status === OperationStatus.IN_PROGRESS && s.workerId === workerA.id,
+      );
+      if (!crashed && onA !== undefined) {
+        crashed = true;
+        out(
+          `  ! ${onA.kind} ${short(onA.id)} is IN_PROGRESS on ${workerA.id}, which has written the archive object`,
+        );
+        out('    but not yet recorded the step. Crashing worker-A now: its heartbeats stop, it');
+        out(
+          '    writes nothing more, and its delivery stays unsettled, as a killed process would.',
+        );
+        const crashing = workerA.crash();
+        gone.resolve();
+        await crashing;
+        out(`    ${workerB.id} carries on; the control plane has to notice on its own.`);
+      }
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    const views = await viewsOf(stageIds);
+    const counts = [...new Set(views.map((v) => v.status))].map(
+      (s) => `${views.filter((v) => v.status === s).length} ${s}`,
+    );
+    out(`  ${stage.title}: ${counts.join(', ')} (${seconds(Date.now() - started)})`);
+    return views.every((v) => v.status === OperationStatus.COMPLETED) ? views : undefined;
+  };
+
+  const copyAt = (copies: PhysicalCopyRecord[], locationId: string) =>
+    copies.filter((c) => c.locationId === locationId);
+  const dtp = sample.dataTransferPackage.id;
+  let ok = true;
+  const packaged = await run({
+    title: `packaging (${OperationKind.RAW_DATA_PACKAGE}) x${sample.packages.length}`,
+    inputs: sample.packages.map((p) => ({
+      kind: OperationKind.RAW_DATA_PACKAGE,
+      fields: { rawDataPackageId: p.id, locationId: source.id },
+      inputs: [...p.fileCopyIds],
+      createdBy: 'demo',
+    })),
+  });
+  const bundled =
+    packaged &&
+    (await run({
+      title: `bundling (${OperationKind.DATA_TRANSFER_PACKAGE}) x1`,
+      inputs: [
+        {
+          kind: OperationKind.DATA_TRANSFER_PACKAGE,
+          fields: { dataTransferPackageId: dtp, locationId: source.id },
+          inputs: outputsOf(packaged).map((c) => c.id),
+          createdBy: 'demo',
+        },
+      ],
+    }));
+  const moved =
+    bundled &&
+    (await run({
+      title: `transfer source → buffer (${OperationKind.TRANSFER}) x1`,
+      inputs: [
+        {
+          kind: OperationKind.TRANSFER,
+          fields: {
+            dataTransferPackageId: dtp,
+            sourceLocationId: source.id,
+            destinationLocationId: buffer.id,
+          },
+          inputs: copyAt(outputsOf(bundled), source.id).map((c) => c.id),
+          createdBy: 'demo',
+        },
+      ],
+    }));
+  const unpacked =
+    moved &&
+    (await run({
+      title: `unpack at buffer (${OperationKind.UNPACK}) x1`,
+      inputs: [
+        {
+          kind: OperationKind.UNPACK,
+          fields: { dataTransferPackageId: dtp, locationId: buffer.id },
+          inputs: copyAt(outputsOf(moved), buffer.id).map((c) => c.id),
+          createdBy: 'demo',
+        },
+      ],
+    }));
+  const archived =
+    unpacked &&
+    (await run({
+      title: `long-term archive buffer → archive (${OperationKind.LONG_TERM_ARCHIVE}) x${sample.packages.length}`,
+      inputs: copyAt(outputsOf(unpacked), buffer.id).map((c) => ({
+        kind: OperationKind.LONG_TERM_ARCHIVE,
+        fields: {
+          rawDataPackageId: c.artifactId,
+          sourceLocationId: buffer.id,
+          destinationLocationId: archive.id,
+          archiveKey: `${sample.artifacts.get(c.artifactId)?.name ?? c.artifactId}.tar`,
+        },
+        inputs: [c.id],
+        createdBy: 'demo',
+      })),
+    }));
+  const staged =
+    archived &&
+    (await run({
+      title: `staging archive → processing (${OperationKind.STAGING}) x1`,
+      inputs: copyAt(outputsOf(archived), archive.id)
+        .slice(0, 1)
+        .map((c) => ({
+          kind: OperationKind.STAGING,
+          fields: {
+            rawDataPackageId: c.artifactId,
+            sourceLocationId: archive.id,
+            destinationLocationId: processing.id,
+          },
+          inputs: [c.id],
+          createdBy: 'demo',
+        })),
+    }));
+  if (!staged) {
+    ok = false;
+    out('  The pipeline stopped: a stage did not complete (see below).');
+  }
+  if (!crashed) out(`  (${workerA.id} never held an archive, so nothing was crashed this time.)`);
+
+  out();
+  out('4. What happened to each operation');
+  const nameOf = (id: string | null | undefined) =>
+    id == null ? '-' : (sample.artifacts.get(id)?.name ?? short(id));
+  for (const view of await viewsOf(ids)) {
+    const subject = nameOf(view.fields.rawDataPackageId ?? view.fields.dataTransferPackageId);
+    out(
+      `  ${view.kind.padEnd(22)} ${view.status.padEnd(9)} attempt ${view.attempt}  ${subject}  (operation ${short(view.id)})`,
+    );
+    describePath(view.transitions).forEach((line, i) => {
+      out(`    ${i === 0 ? 'path     ' : '         '} ${line}`);
+    });
+    out(`    recovery  ${recoveryOf(view.transitions)}`);
+    if (view.steps.length > 0) out(`    steps     ${stepsOf(view)}`);
+    if (view.lastError !== null && view.status === OperationStatus.FAILED) {
+      out(`    error     ${view.lastError.message}`);
+    }
+    for (const c of view.outputs) {
+      const live = (await runtime.artifacts.copiesOf(c.artifactType, c.artifactId)).filter(
+        (x) => x.locationId === c.locationId && x.status !== 'DELETED',
+      );
+      out(
+        `    output    ${c.artifactType} ${nameOf(c.artifactId)} at ${locationName.get(c.locationId)}: ${live.length} live cop${live.length === 1 ? 'y' : 'ies'}${live.length === 1 ? '' : '  <-- DUPLICATE'}`,
+      );
+    }
+  }
+
+  out();
+  out('5. Live copies per artifact and location (the database allows one; checked anyway)');
+  const perPlace = new Map<string, number>();
+  for (const [id, a] of sample.artifacts) {
+    for (const c of await runtime.artifacts.copiesOf(a.type, id)) {
+      if (c.status === 'DELETED') continue;
+      const key = `${a.type}|${id}|${c.locationId}`;
+      perPlace.set(key, (perPlace.get(key) ?? 0) + 1);
+    }
+  }
+  const duplicates = [...perPlace].filter(([, n]) => n > 1);
+  const byGroup = new Map<string, number>();
+  for (const key of perPlace.keys()) {
+    const [type, , loc] = key.split('|');
+    const group = `${locationName.get(loc as string)}: ${type}`;
+    byGroup.set(group, (byGroup.get(group) ?? 0) + 1);
+  }
+  for (const [group, n] of byGroup) out(`  ${group.padEnd(34)} ${n} artifact(s), 1 live copy each`);
+  if (duplicates.length === 0) {
+    out(`  no artifact has more than one live copy at a location (${perPlace.size} checked)`);
+  } else {
+    ok = false;
+    for (const [key, n] of duplicates)
+      out(`  DUPLICATE: ${key.replaceAll('|', ' ')} has ${n} live copies`);
+  }
+
+  out();
+  const notable = logger.lines.filter((l) => l.level === 'WARNING' || l.level === 'ERROR');
+  out(`6. Runtime warnings (${notable.length}; the rest of the runtime's log is kept quiet)`);
+  const grouped = new Map<
+    string,
+    { level: LogLevel; n: number; fields: Record<string, unknown> }
+  >();
+  for (const l of notable) {
+    const key = `${l.level} ${l.message}`;
+    const g = grouped.get(key);
+    if (g === undefined) grouped.set(key, { level: l.level, n: 1, fields: l.fields });
+    else g.n++;
+  }
+  for (const [key, g] of grouped) out(`  ${g.n} x ${key}  e.g. ${JSON.stringify(g.fields)}`);
+  if (notable.length === 0) out('  none');
+
+  out();
+  out('7. Operation counts (as `opstate status` prints them)');
+  const status = createStatusCommand(async () => ({ ...runtime.database, close: async () => {} }));
+  await status.run([], { out: (l) => out(`  ${l}`), err: (l) => out(`  ${l}`) });
+
+  const views = await viewsOf(ids);
+  const kindsDone = new Set(
+    views.filter((v) => v.status === OperationStatus.COMPLETED).map((v) => v.kind),
+  );
+  ok &&= views.every((v) => v.status === OperationStatus.COMPLETED);
+  ok &&= OPERATION_KINDS.every((k) => kindsDone.has(k));
+  out();
+  out(
+    ok
+      ? `OK: all ${views.length} operations COMPLETED, every kind ran, no artifact has two live copies.`
+      : 'NOT OK: some operation did not complete, or an artifact has two live copies (see above).',
+  );
+  if (keep) {
+    out(`Data kept in ${dir}: storage/ holds the files; to look again:`);
+    out(`  OPSTATE_DATA_DIR=${join(dir, 'pglite')} node bin/opstate.js status`);
+  }
+  return ok ? 0 : 1;
+}

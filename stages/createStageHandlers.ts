@@ -1,0 +1,32 @@
+import type { OperationHandler } from '../actors/Worker.ts';
+import { OperationKind } from '../machines/OperationKind.ts';
+import { bundlingHandler } from './bundling.ts';
+import { longTermArchiveHandler } from './longTermArchive.ts';
+import { packagingHandler } from './packaging.ts';
+import type { StageEnvironment } from './StageEnvironment.ts';
+import { stagingHandler } from './staging.ts';
+import { transferHandler } from './transfer.ts';
+import { unpackHandler } from './unpack.ts';
+
+/**
+ * The reference handler of every kind, working on local folders (each location's storage root).
+ * The table is exhaustive: a new kind without a handler fails to compile.
+ *
+ * @example
+ * ```ts
+ * runtime.startWorker({ kinds: OPERATION_KINDS,
+ *   handlers: createStageHandlers({ storageRootOf: (id) => roots.get(id) as string }) });
+ * ```
+ */
+export function createStageHandlers(
+  env: StageEnvironment,
+): Readonly<Record<OperationKind, OperationHandler>> {
+  return {
+    [OperationKind.RAW_DATA_PACKAGE]: packagingHandler(env),
+    [OperationKind.DATA_TRANSFER_PACKAGE]: bundlingHandler(env),
+    [OperationKind.TRANSFER]: transferHandler(env),
+    [OperationKind.UNPACK]: unpackHandler(env),
+    [OperationKind.LONG_TERM_ARCHIVE]: longTermArchiveHandler(env),
+    [OperationKind.STAGING]: stagingHandler(env),
+  };
+}

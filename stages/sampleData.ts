@@ -1,0 +1,112 @@
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { LocationType } from '../machines/routing.ts';
+import type { ArtifactRepository, DataLocation } from '../persistence/ArtifactRepository.ts';
+import { ArtifactType } from '../persistence/ArtifactType.ts';
+import { sha256 } from './packageFormat.ts';
+import { checksumOf } from './storage.ts';
+
+/** The four locations of a small pipeline, each a local folder. */
+export interface SampleLocations {
+  readonly source: DataLocation;
+  readonly buffer: DataLocation;
+  readonly archive: DataLocation;
+  readonly processing: DataLocation;
+}
+
+/** A raw data package as registered: its files' source copies are what packaging consumes. */
+export interface SamplePackage {
+  readonly id: string;
+  readonly name: string;
+  readonly fileCopyIds: readonly string[];
+}
+
+/** Everything `registerSampleData` created. */
+export interface SampleData {
+  readonly locations: SampleLocations;
+  readonly dataTransferPackage: { readonly id: string; readonly name: string };
+  readonly packages: readonly SamplePackage[];
+  /** Every registered artifact with its type and name (files, packages, the bundle). */
+  readonly artifacts: ReadonlyMap<string, { type: ArtifactType; name: string }>;
+}
+
+/** Some bytes that look like an instrument's output, the same on every run. */
+function scan(pkg: string, n: number): Buffer {
+  const lines = [`SIMPLE  = T / ${pkg} scan ${n}`];
+  for (let i = 0; i < 40; i++)
+    lines.push(`ROW ${String(i).padStart(3, '0')} ${(i * 7919 + n * 104729) % 65521}`);
+  return Buffer.from(`${lines.join('\n')}\nEND\n`);
+}
+
+/**
+ * Creates a small world under `storageDir`: four locations (source, buffer, long-term archive,
+ * processing — folders under `storageDir`), one data transfer package, `packageCount` raw data
+ * packages of `filesPerPackage` raw data files each, the files written at the source and
+ * registered with their checksums, and one source copy per file.
+ *
+ * @example
+ * ```ts
+ * const sample = await registerSampleData(runtime.artifacts, '/tmp/demo/storage');
+ * ```
+ */
+export async function registerSampleData(
+  artifacts: ArtifactRepository,
+  storageDir: string,
+  options: { site?: string; packageCount?: number; filesPerPackage?: number } = {},
+): Promise<SampleData> {
+  const site = options.site ?? 'demo-site';
+  const location = async (name: string, locationType: LocationType) => {
+    const storageRoot = join(storageDir, name);
+    await mkdir(storageRoot, { recursive: true });
+    return artifacts.addLocation({ site, name, locationType, storageRoot });
+  };
+  const locations: SampleLocations = {
+    source: await location('source', LocationType.SOURCE),
+    buffer: await location('buffer', LocationType.BUFFER),
+    archive: await location('archive', LocationType.LONG_TERM_ARCHIVE),
+    processing: await location('processing', LocationType.PROCESSING),
+  };
+  const names = new Map<string, { type: ArtifactType; name: string }>();
+  const bundleName = 'dtp-2024-01';
+  const bundleId = await artifacts.addDataTransferPackage({ name: bundleName });
+  names.set(bundleId, { type: ArtifactType.DATA_TRANSFER_PACKAGE, name: bundleName });
+
+  const packages: SamplePackage[] = [];
+  for (let p = 1; p <= (options.packageCount ?? 3); p++) {
+    const name = `obs-2024-${String(p).padStart(3, '0')}`;
+    const id = await artifacts.addRawDataPackage({ name, dataTransferPackageId: bundleId });
+    names.set(id, { type: ArtifactType.RAW_DATA_PACKAGE, name });
+    const fileCopyIds: string[] = [];
+    for (let f = 1; f <= (options.filesPerPackage ?? 3); f++) {
+      const fileName = `scan_${String(f).padStart(4, '0')}.fits`;
+      const data = scan(name, f);
+      const path = join(locations.source.storageRoot, name, fileName);
+      await mkdir(join(locations.source.storageRoot, name), { recursive: true });
+      await writeFile(path, data);
+      const checksum = checksumOf(sha256(data));
+      const fileId = await artifacts.addRawDataFile({
+        name: fileName,
+        rawDataPackageId: id,
+        checksum,
+        size: data.length,
+      });
+      names.set(fileId, { type: ArtifactType.RAW_DATA_FILE, name: `${name}/${fileName}` });
+      const { copy } = await artifacts.addCopy({
+        artifactType: ArtifactType.RAW_DATA_FILE,
+        artifactId: fileId,
+        locationId: locations.source.id,
+        path,
+        checksum,
+        size: data.length,
+      });
+      fileCopyIds.push(copy.id);
+    }
+    packages.push({ id, name, fileCopyIds });
+  }
+  return {
+    locations,
+    dataTransferPackage: { id: bundleId, name: bundleName },
+    packages,
+    artifacts: names,
+  };
+}
