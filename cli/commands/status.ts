@@ -1,12 +1,52 @@
 import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
+import {
+  CircuitBreakerRepository,
+  type CircuitBreakerView,
+} from '../../persistence/CircuitBreakerRepository.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
 
+/** A breaker in `opstate status --json`. */
+export interface CircuitBreakerStatus {
+  readonly kind: string;
+  readonly locationId: string;
+  /** `site/name` of the location. */
+  readonly location: string;
+  readonly state: string;
+  readonly consecutiveFailures: number;
+  /** When it (last) opened, ISO. */
+  readonly openedAt: string | null;
+  /** The last failure it counted: message, retryable, code?, operationId, attempt, at. */
+  readonly lastError: CircuitBreakerView['lastFailure'];
+}
+
+function toStatus(b: CircuitBreakerView): CircuitBreakerStatus {
+  return {
+    kind: b.kind,
+    locationId: b.locationId,
+    location: b.location,
+    state: b.state,
+    consecutiveFailures: b.consecutiveFailures,
+    openedAt: b.openedAt?.toISOString() ?? null,
+    lastError: b.lastFailure,
+  };
+}
+
+/** Left-aligned columns, two spaces apart. */
+function table(rows: readonly string[][]): string[] {
+  const widths = (rows[0] ?? []).map((_, n) => Math.max(...rows.map((r) => (r[n] ?? '').length)));
+  return rows.map((r) =>
+    r.map((cell, n) => (n === r.length - 1 ? cell : cell.padEnd(widths[n] as number))).join('  '),
+  );
+}
+
 /**
- * `opstate status [--json]`: operation counts per kind × status, every kind and status shown.
- * JSON shape: `{"operations": {"<kind>": {"PENDING": n, …, "FAILED": n}}}`.
+ * `opstate status [--json]`: operation counts per kind × status, every kind and status shown,
+ * then the circuit breakers that are not CLOSED (parked or probing (kind, location) pairs).
+ * JSON shape: `{"operations": {"<kind>": {"PENDING": n, …, "FAILED": n}},
+ * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}]}`.
  *
  * @example
  * ```ts
@@ -16,7 +56,7 @@ import { type Command, parseFlags, UsageError } from '../Command.ts';
 export function createStatusCommand(open: () => Promise<Database> = () => openDatabase()): Command {
   return {
     name: 'status',
-    summary: 'Operation counts per kind and status',
+    summary: 'Operation counts per kind and status, and circuit breakers that are not closed',
     usage: 'opstate status [--json]',
     async run(args, io) {
       const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });
@@ -24,8 +64,11 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
       const database = await open();
       try {
         const counts = await selectStatusCounts(database);
+        const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
+          toStatus,
+        );
         if (values.json === true) {
-          io.out(JSON.stringify({ operations: counts }));
+          io.out(JSON.stringify({ operations: counts, circuitBreakers: breakers }));
           return 0;
         }
         const width = Math.max(...OPERATION_KINDS.map((k) => k.length), 'kind'.length);
@@ -36,6 +79,20 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
             String(counts[kind][s]).padStart(cols[n] as number),
           );
           io.out([kind.padEnd(width), ...cells].join('  '));
+        }
+        if (breakers.length > 0) {
+          io.out('');
+          io.out('circuit breakers (not closed: scheduling parked or probing)');
+          const header = ['kind', 'location', 'state', 'failures', 'since', 'last error'];
+          const rows = breakers.map((b) => [
+            b.kind,
+            `${b.location} (${b.locationId})`,
+            b.state,
+            String(b.consecutiveFailures),
+            b.openedAt ?? '',
+            b.lastError?.message ?? '',
+          ]);
+          for (const line of table([header, ...rows])) io.out(line);
         }
         return 0;
       } finally {

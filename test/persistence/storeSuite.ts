@@ -639,7 +639,7 @@ export function storeSuite(backend: SuiteBackend): void {
     const parsed = JSON.parse(status.out.join('\n')) as {
       operations: Record<string, Record<string, number>>;
     };
-    expect(Object.keys(parsed)).toEqual(['operations']);
+    expect(Object.keys(parsed)).toEqual(['operations', 'circuitBreakers']);
     expect(Object.keys(parsed.operations)).toEqual([...OPERATION_KINDS]);
     for (const kind of OPERATION_KINDS) {
       expect(Object.keys(parsed.operations[kind] ?? {})).toEqual([...OPERATION_STATUSES]);
