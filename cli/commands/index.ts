@@ -1,6 +1,5 @@
 import type { Command } from '../Command.ts';
 import { breakerCommand } from './breaker.ts';
-import { breakerCommand } from './breaker.ts';
 import { controlPlaneCommand } from './controlPlane.ts';
 import { demoCommand } from './demo.ts';
 import { diagramCommand } from './diagram.ts';
@@ -21,7 +20,6 @@ export const commands: readonly Command[] = [
   retryCommand,
   resetCommand,
   cancelCommand,
-  breakerCommand,
   breakerCommand,
   demoCommand,
 ];
