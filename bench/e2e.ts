@@ -15,7 +15,7 @@
  * Env: OPSTATE_BENCH_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres), NATS_URL
  * (default nats://127.0.0.1:4222), OPSTATE_BENCH_E2E_OPS (operations per e2e run, default 5000),
  * OPSTATE_BENCH_CREATE_BATCH (createMany size, default 500), OPSTATE_BENCH_CONCURRENCY (worker
- * concurrency per queue, default 64; split between child workers), OPSTATE_BENCH_WORKER_PROCESSES
+ * concurrency per queue, default 256; split between child workers), OPSTATE_BENCH_WORKER_PROCESSES
  * (default 2; 0 skips), OPSTATE_BENCH_TRICKLE (default 200; 0 skips), OPSTATE_BENCH_SECONDS
  * (baseline length, default 3), OPSTATE_BENCH_MEMORY_ROWS (default 1000000; 0 skips),
  * OPSTATE_BENCH_PROFILE=1 (also prints the statements the runtime ran, grouped by SQL text).
@@ -44,7 +44,7 @@ const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const OPS = env('OPSTATE_BENCH_E2E_OPS', 5000);
 const CREATE_BATCH = env('OPSTATE_BENCH_CREATE_BATCH', 500);
-const CONCURRENCY = env('OPSTATE_BENCH_CONCURRENCY', 64);
+const CONCURRENCY = env('OPSTATE_BENCH_CONCURRENCY', 256);
 const CHILDREN = env('OPSTATE_BENCH_WORKER_PROCESSES', 2);
 const TRICKLE = env('OPSTATE_BENCH_TRICKLE', 200);
 const SECONDS = env('OPSTATE_BENCH_SECONDS', 3);
@@ -185,7 +185,15 @@ function timeRuntime(runtime: Runtime, timings: Timings, role: 'worker' | 'plane
   if (!PROFILE) return;
   const store = runtime.store as unknown as object;
   if (role === 'worker') {
-    for (const m of ['load', 'apply', 'applyTo', 'complete'])
+    for (const m of [
+      'load',
+      'apply',
+      'applyTo',
+      'complete',
+      'loadMany',
+      'applyManyTo',
+      'completeMany',
+    ])
       timeMethod(timings, store, m, `store.${m}`);
     timeMethod(timings, runtime.transport.heartbeats, 'put', 'heartbeats.put');
     timeMethod(timings, runtime.transport.heartbeats, 'delete', 'heartbeats.delete');
@@ -327,7 +335,12 @@ async function main(): Promise<void> {
   const url = new URL(ADMIN);
   url.pathname = `/${name}`;
   const dbUrl = url.toString();
-  const raw = postgres(dbUrl, { max: CONNECTIONS, onnotice: () => {} });
+  const raw = postgres(dbUrl, { max: 2, onnotice: () => {} });
+  // The baseline runs in a database of its own, so the bench database's counters stay clean.
+  await admin.unsafe(`create database ${name}_raw`);
+  const rawUrl = new URL(ADMIN);
+  rawUrl.pathname = `/${name}_raw`;
+  const rawBench = postgres(rawUrl.toString(), { max: CONNECTIONS, onnotice: () => {} });
   /** Queries this bench sends to the bench database, subtracted from the server's counts. */
   let ownQueries = 0;
   const own = async <T extends postgres.Row>(text: string, params: unknown[] = []) => {
@@ -357,22 +370,31 @@ async function main(): Promise<void> {
   let plane: Runtime | undefined;
   try {
     // 1. Baseline: raw single-row UPDATE by primary key, one commit each, 8 connections.
-    await raw.unsafe('create table bench_raw (id int primary key, n int not null)');
-    await raw.unsafe('insert into bench_raw select g, 0 from generate_series(0, 1023) g');
+    await rawBench.unsafe('create table bench_raw (id int primary key, n int not null)');
+    await rawBench.unsafe('insert into bench_raw select g, 0 from generate_series(0, 1023) g');
     let next = 0;
-    const deadline = performance.now() + SECONDS * 1000;
-    const t0 = performance.now();
-    let updates = 0;
-    await Promise.all(
-      Array.from({ length: CONNECTIONS }, async () => {
-        while (performance.now() < deadline) {
-          await raw`update bench_raw set n = n + 1 where id = ${next++ % 1024}`;
-          updates++;
-        }
-      }),
-    );
-    const rawRate = updates / ((performance.now() - t0) / 1000);
-    print({ name: 'raw_single_row_update', value: rawRate, unit: 'commits/s' });
+    /** Raw commits/s for `seconds`: single-row UPDATE by primary key on 8 connections. */
+    const rawCommitRate = async (seconds: number) => {
+      const deadline = performance.now() + seconds * 1000;
+      const t0 = performance.now();
+      let updates = 0;
+      await Promise.all(
+        Array.from({ length: CONNECTIONS }, async () => {
+          while (performance.now() < deadline) {
+            await rawBench`update bench_raw set n = n + 1 where id = ${next++ % 1024}`;
+            updates++;
+          }
+        }),
+      );
+      return updates / ((performance.now() - t0) / 1000);
+    };
+    const rawRate = await rawCommitRate(SECONDS);
+    print({
+      name: 'raw_single_row_update',
+      value: rawRate,
+      unit: 'commits/s',
+      note: 'postgres.js, 8 connections, UPDATE one row by primary key, one commit each; the e2e ratios use the mean of this rate measured just before and just after each run (the machine is shared)',
+    });
 
     // The deployment: a control plane in this process, and a world for TRANSFER operations.
     const planeCounter = newCounter();
@@ -438,19 +460,27 @@ async function main(): Promise<void> {
       await runtime.close();
     };
 
-    /** Polls the status counts until `expected` operations are COMPLETED; throws on FAILED. */
+    /**
+     * Waits until no operation is PENDING, SCHEDULED or IN_PROGRESS (cheap: the partial indexes
+     * hold only active rows), then checks that `expected` are COMPLETED; throws on FAILED.
+     */
     const waitCompleted = async (expected: number, pollMs: number) => {
       const until = Date.now() + DONE_TIMEOUT_MS;
       for (;;) {
-        const rows = await own<{ status: string; n: number }>(
-          'select status, count(*)::int as n from operation group by status',
+        const [row] = await own<{ busy: boolean }>(
+          `select exists(select 1 from operation where status = 'PENDING')
+             or exists(select 1 from operation where status in ('SCHEDULED', 'IN_PROGRESS')) as busy`,
         );
-        const by = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
-        if ((by.FAILED ?? 0) > 0) throw new Error(`operations FAILED: ${JSON.stringify(by)}`);
-        if ((by.COMPLETED ?? 0) >= expected) return;
-        if (Date.now() > until) throw new Error(`timed out; statuses ${JSON.stringify(by)}`);
+        if (row?.busy === false) break;
+        if (Date.now() > until) throw new Error('timed out waiting for the operations to finish');
         await sleep(pollMs);
       }
+      const rows = await own<{ status: string; n: number }>(
+        'select status, count(*)::int as n from operation group by status',
+      );
+      const by = Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+      if ((by.COMPLETED ?? 0) < expected)
+        throw new Error(`not all completed: ${JSON.stringify(by)}`);
     };
 
     /** Submits `n` operations in createMany batches and waits for all of them to complete. */
@@ -464,7 +494,7 @@ async function main(): Promise<void> {
         );
       }
       expectedCompleted += n;
-      await waitCompleted(expectedCompleted, 25);
+      await waitCompleted(expectedCompleted, 50);
       return { ids, wallSeconds: (performance.now() - t) / 1000 };
     };
 
@@ -490,6 +520,7 @@ async function main(): Promise<void> {
 
     const reportPhase = (
       label: string,
+      baselines: [number, number],
       n: number,
       result: { ids: string[]; wallSeconds: number },
       span: Awaited<ReturnType<typeof spanOf>>,
@@ -503,9 +534,10 @@ async function main(): Promise<void> {
         name: `e2e_ops_per_s_${label}`,
         value: rate,
         unit: 'ops/s',
-        baseline: rawRate,
+        baseline: (baselines[0] + baselines[1]) / 2,
         note: `${n} TRANSFER operations, no-op handler, create (createMany ×${CREATE_BATCH}) → COMPLETED; time from the first created_at to the last finished_at; ${note}`,
         wall_clock_ops_per_s: Math.round(n / result.wallSeconds),
+        raw_commits_per_s_before_after: [Math.round(baselines[0]), Math.round(baselines[1])],
         target: '≥ 0.5 × first, then ≥ 2 × the raw commit rate',
       });
       print({
@@ -561,6 +593,7 @@ async function main(): Promise<void> {
 
     // 2. e2e with the workers in this process (their own runtime: own pool and NATS connection).
     {
+      const rawBefore = await rawCommitRate(SECONDS);
       await sleep(1500);
       const dbBefore = await pgStats();
       const worker = await openWorker(CONCURRENCY);
@@ -578,8 +611,10 @@ async function main(): Promise<void> {
       await closeWorker(worker.runtime);
       await sleep(1500);
       const dbAfter = await pgStats();
+      const rawAfter = await rawCommitRate(SECONDS);
       reportPhase(
         'in_process',
+        [rawBefore, rawAfter],
         OPS,
         result,
         span,
@@ -606,7 +641,7 @@ async function main(): Promise<void> {
           );
           if (row?.status === 'COMPLETED') return id;
           if (row?.status === 'FAILED') throw new Error(`trickle operation ${id} FAILED`);
-          await sleep(1);
+          await sleep(2);
         }
       };
       for (let i = 0; i < 10; i++) await one(); // warm-up
@@ -653,6 +688,7 @@ async function main(): Promise<void> {
 
     // 4. e2e with worker child processes (`opstate worker`), concurrency split between them.
     if (CHILDREN > 0) {
+      const rawBefore = await rawCommitRate(SECONDS);
       await sleep(1500);
       const dbBefore = await pgStats();
       const perChild = Math.max(1, Math.round(CONCURRENCY / CHILDREN));
@@ -691,8 +727,10 @@ async function main(): Promise<void> {
       await Promise.all(mine.map((c) => stopChild(c)));
       await sleep(1500);
       const dbAfter = await pgStats();
+      const rawAfter = await rawCommitRate(SECONDS);
       reportPhase(
         'worker_processes',
+        [rawBefore, rawAfter],
         OPS,
         result,
         span,
@@ -828,7 +866,9 @@ async function main(): Promise<void> {
       await t?.destroy().catch(() => undefined);
     }
     await raw.end({ timeout: 5 });
+    await rawBench.end({ timeout: 5 });
     await admin.unsafe(`drop database if exists ${name} with (force)`);
+    await admin.unsafe(`drop database if exists ${name}_raw with (force)`);
     await admin.end({ timeout: 5 });
   }
 }

@@ -1,0 +1,48 @@
+/**
+ * `npm run bench`: runs every benchmark under bench/ one after the other, each in a child process
+ * of its own (a fresh heap, its own database and NATS prefix), passing their JSON lines through
+ * on stdout and their diagnostics on stderr. Exits non-zero if any of them failed, after running
+ * the rest.
+ *
+ *   npm run bench                        # persistence, transport, e2e
+ *   npm run bench -- e2e                 # only the named ones
+ */
+import { spawn } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+
+const BENCHES = ['persistence', 'transport', 'e2e'] as const;
+const ROOT = fileURLToPath(new URL('../', import.meta.url));
+
+function runOne(name: string): Promise<number> {
+  const file = fileURLToPath(new URL(`./${name}.ts`, import.meta.url));
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', file], {
+      cwd: ROOT,
+      env: process.env,
+      stdio: ['ignore', 'inherit', 'inherit'],
+    });
+    child.on('error', (err) => {
+      process.stderr.write(`bench ${name}: ${err.message}\n`);
+      resolve(1);
+    });
+    child.on('exit', (code, signal) => resolve(code ?? (signal === null ? 1 : 128)));
+  });
+}
+
+const wanted = process.argv.slice(2);
+const unknown = wanted.filter((w) => !(BENCHES as readonly string[]).includes(w));
+if (unknown.length > 0) {
+  process.stderr.write(`unknown bench ${unknown.join(', ')}; choose from ${BENCHES.join(', ')}\n`);
+  process.exit(2);
+}
+let failed = 0;
+for (const name of wanted.length > 0 ? wanted : BENCHES) {
+  const started = performance.now();
+  const code = await runOne(name);
+  const seconds = ((performance.now() - started) / 1000).toFixed(1);
+  process.stderr.write(
+    `bench ${name}: ${code === 0 ? 'done' : `failed (exit ${code})`} in ${seconds} s\n`,
+  );
+  if (code !== 0) failed++;
+}
+process.exitCode = failed > 0 ? 1 : 0;
