@@ -59,9 +59,10 @@ function ageSeconds(clock: Clock, since: Date | null): number | null {
 /**
  * Starts the control-plane loops (run on the leader only):
  * - scheduler: due PENDING → SCHEDULED in batches, each dispatch written to the outbox in the
- *   same statement;
- * - outbox relay: publishes outbox rows in batches and clears them (dedup makes a re-publish of
- *   the same attempt harmless), so a crash between commit and publish costs one pass;
+ *   same statement, then published at once;
+ * - outbox relay: publishes outbox rows left behind (a crash or a broker outage between commit
+ *   and publish) in batches and clears them; dedup makes a re-publish of the same attempt
+ *   harmless;
  * - heartbeat monitor (primary recovery): IN_PROGRESS whose registered heartbeat went stale →
  *   RESET;
  * - reconciler (backstop): SCHEDULED/IN_PROGRESS with no live task and older than the floor →
@@ -126,7 +127,17 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
           error: r.error.message,
         });
       }
-      if (claimed.length > 0) relay.wake();
+      if (claimed.length > 0) {
+        // Publish at once; the outbox rows are only the safety net for a crash in between.
+        const results = await transport.publishMany(
+          claimed.map((c) => ({ route: c.route, message: c.payload })),
+        );
+        const sent = claimed
+          .filter((c, i) => results[i]?.ok === true && c.outboxId !== null)
+          .map((c) => c.outboxId as number);
+        if (sent.length > 0) await store.deleteOutbox(sent);
+        if (sent.length < claimed.length) relay.wake();
+      }
       return claimed.length === limit;
     },
   });

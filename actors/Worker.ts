@@ -3,12 +3,15 @@ import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OperationStatus } from '../machines/operationMachine.ts';
 import { defaultRoute, queueName, type Route } from '../machines/routing.ts';
+import { checkId, notFound } from '../persistence/applyEvents.ts';
+import type { CompleteItem } from '../persistence/completeWithOutputs.ts';
 import { inspectOperation, type OperationInspection } from '../persistence/inspectOperation.ts';
 import type { JournalRepository } from '../persistence/JournalRepository.ts';
 import type { OperationRecord } from '../persistence/OperationRecord.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import type { Delivery, Subscription, Transport } from '../transport/Transport.ts';
+import { createBatcher } from './Batcher.ts';
 import type { Clock } from './Clock.ts';
 import type { Logger } from './Logger.ts';
 import { createWorkerRegistry, type Lease, type WorkerRegistry } from './workerRegistry.ts';
@@ -89,6 +92,13 @@ export interface Worker {
   crash(): Promise<void>;
 }
 
+type StartItem = Parameters<OperationStore['applyManyTo']>[0][number];
+
+function unwrap<R extends { ok: boolean }>(result: R): Extract<R, { ok: true }> {
+  if (!result.ok) throw (result as unknown as { error: OpstateError }).error;
+  return result as Extract<R, { ok: true }>;
+}
+
 /** How a handler failure is classified: an `OpstateError` says; anything else is retryable. */
 export function isRetryable(err: unknown): boolean {
   if (err instanceof OpstateError) return err.retryable;
@@ -134,6 +144,24 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   let crashed = false;
   const beatLoops = new Set<{ stop(): Promise<void> }>();
 
+  // Hot-path writes go out in batches across concurrent deliveries (group commit).
+  const max = Math.max(16, concurrency * 4);
+  const loads = createBatcher(
+    async (ids: string[]) => {
+      const found = await store.loadMany(ids);
+      return ids.map((i) => found.get(i) ?? notFound(i));
+    },
+    { max },
+  );
+  const load = async (operationId: string): Promise<OperationRecord> => {
+    checkId(operationId); // a malformed id fails alone, never its batch
+    const r = await loads.submit(operationId);
+    if (r instanceof OpstateError) throw r;
+    return r;
+  };
+  const starts = createBatcher((items: StartItem[]) => store.applyManyTo(items), { max });
+  const completes = createBatcher((items: CompleteItem[]) => store.completeMany(items), { max });
+
   const routes =
     options.routes ??
     kinds
@@ -149,7 +177,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     }
     let op: OperationRecord;
     try {
-      op = await store.load(m.operationId);
+      op = await load(m.operationId);
     } catch (err) {
       if (
         codeOf(err) === OpstateErrorCode.NOT_FOUND ||
@@ -242,15 +270,17 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     const handler = handlerFor(scheduled.kind) as OperationHandler;
     let op: Running;
     try {
-      const started = await store.apply(
-        scheduled.id,
-        {
-          type: 'START',
-          attempt: scheduled.attempt,
-          workerId: id,
-          at: new Date(clock.now()).toISOString(),
-        },
-        { expectedVersion: scheduled.version, by: id },
+      const started = unwrap(
+        await starts.submit({
+          record: scheduled,
+          event: {
+            type: 'START',
+            attempt: scheduled.attempt,
+            workerId: id,
+            at: new Date(clock.now()).toISOString(),
+          },
+          by: id,
+        }),
       );
       op = {
         id: scheduled.id,
@@ -325,7 +355,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     outputs: readonly OutputCopy[],
   ): Promise<'completed' | 'dropped'> {
     try {
-      await store.complete(op.id, op.attempt, outputs, { by: id });
+      unwrap(await completes.submit({ id: op.id, attempt: op.attempt, outputs, by: id }));
     } catch (err) {
       const code = codeOf(err);
       if (code === OpstateErrorCode.STALE_ATTEMPT || code === OpstateErrorCode.INVALID_EVENT) {
@@ -428,7 +458,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
         await clock.sleep(timing.heartbeatIntervalMs, stop.signal);
         if (stop.signal.aborted) break;
         try {
-          const now = await store.load(op.id);
+          const now = await load(op.id);
           if (now.attempt !== op.attempt || now.status !== OperationStatus.IN_PROGRESS) {
             registry.trigger.abort({
               operationId: op.id,
