@@ -1,6 +1,28 @@
 // The public entry of opstate. Names are re-exported one by one; anything not listed here is
 // internal and may change without notice.
 
+export type { Clock } from './actors/Clock.ts';
+export { systemClock } from './actors/Clock.ts';
+export type { Logger, LogLevel } from './actors/Logger.ts';
+export { consoleLogger, memoryLogger } from './actors/Logger.ts';
+export type {
+  ControlPlane,
+  Runtime,
+  RuntimeOptions,
+  RuntimeTiming,
+  StartWorkerOptions,
+} from './actors/Runtime.ts';
+// Runtime: embed opstate in a stage service.
+export { createRuntime, resolveRuntimeTiming } from './actors/Runtime.ts';
+export type {
+  HandlerContext,
+  HandlerResult,
+  OperationHandler,
+  OperationView,
+  Worker,
+  WorkerFaults,
+} from './actors/Worker.ts';
+export { isRetryable } from './actors/Worker.ts';
 export type { Decision, OperationEffect, PersistedOperationSnapshot } from './machines/decide.ts';
 export {
   acceptedEvents,
@@ -56,3 +78,36 @@ export {
   upgradeSnapshot,
   XSTATE_VERSION,
 } from './machines/snapshotEnvelope.ts';
+export type {
+  DataLocation,
+  NewCopy,
+  PhysicalCopyRecord,
+} from './persistence/ArtifactRepository.ts';
+export { ArtifactRepository } from './persistence/ArtifactRepository.ts';
+// Persistence: the store and repositories a stage service registers its artifacts through.
+export { ArtifactType } from './persistence/ArtifactType.ts';
+export type { CreateOperationInput } from './persistence/CreateOperationInput.ts';
+export { GroupRepository } from './persistence/GroupRepository.ts';
+export type { OperationInspection } from './persistence/inspectOperation.ts';
+export { inspectOperation } from './persistence/inspectOperation.ts';
+export { JournalRepository } from './persistence/JournalRepository.ts';
+export { LineageRepository } from './persistence/LineageRepository.ts';
+export { migrate } from './persistence/migrate.ts';
+export type { OperationRecord } from './persistence/OperationRecord.ts';
+export { OperationStore } from './persistence/OperationStore.ts';
+export type { OutputCopy } from './persistence/OutputCopy.ts';
+export type { Database, OpenDatabaseOptions } from './persistence/openDatabase.ts';
+export { openDatabase } from './persistence/openDatabase.ts';
+
+// Transport: the dispatch/heartbeat contract and its two implementations.
+export { createInProcessTransport } from './transport/inprocess/createInProcessTransport.ts';
+export { createJetStreamTransport } from './transport/jetstream/createJetStreamTransport.ts';
+export type {
+  Delivery,
+  DispatchMessage,
+  Heartbeats,
+  Transport,
+  TransportEvent,
+  TransportTiming,
+} from './transport/Transport.ts';
+export { resolveTiming } from './transport/TransportTiming.ts';
