@@ -7,7 +7,7 @@ const compose = readFileSync(new URL('../../docker-compose.yml', import.meta.url
 
 describe('docker-compose.yml', () => {
   it('runs only commands the CLI has', () => {
-    const used = [...compose.matchAll(/bin\/opstate\.js",?\s*"?([a-z-]+)/g)].map((m) => m[1]);
+    const used = [...compose.matchAll(/bin\/opstate\.js"?,?\s*"?([a-z-]+)/g)].map((m) => m[1]);
     expect(used.length).toBeGreaterThanOrEqual(3);
     const names = commands.map((c) => c.name);
     for (const name of used) expect(names).toContain(name);
@@ -15,7 +15,10 @@ describe('docker-compose.yml', () => {
 
   it('sets the environment the runtime reads', () => {
     const runtime = readFileSync(new URL('../../actors/Runtime.ts', import.meta.url), 'utf8');
-    const database = readFileSync(new URL('../../persistence/openDatabase.ts', import.meta.url), 'utf8');
+    const database = readFileSync(
+      new URL('../../persistence/openDatabase.ts', import.meta.url),
+      'utf8',
+    );
     for (const name of ['NATS_URL', 'OPSTATE_PREFIX']) {
       expect(compose).toContain(`${name}:`);
       expect(runtime).toContain(`'${name}'`);
