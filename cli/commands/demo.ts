@@ -1,10 +1,11 @@
+import { rmSync } from 'node:fs';
 import { mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type LogLevel, memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
 import type { HandlerContext } from '../../actors/Worker.ts';
-import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
+import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
 import type { PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
@@ -13,6 +14,7 @@ import type { OperationInspection } from '../../persistence/inspectOperation.ts'
 import type { TransitionEntry } from '../../persistence/JournalRepository.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
+import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { type Command, type Io, parseFlags, UsageError } from '../Command.ts';
 import { createStatusCommand } from './status.ts';
 
@@ -147,9 +149,16 @@ export const demoCommand: Command = {
     if (keep && (await readdir(dir).catch(() => [])).length > 0) {
       throw new UsageError(`--data-dir ${dir} is not empty; give a new or empty folder`);
     }
+    // Ctrl-C while PGlite is being created should not leave a temporary database behind.
+    const interrupted = () => {
+      rmSync(dir, { recursive: true, force: true });
+      process.exit(130);
+    };
+    if (!keep) process.once('SIGINT', interrupted);
     try {
       return await demo(dir, keep, io);
     } finally {
+      process.off('SIGINT', interrupted);
       if (!keep) await rm(dir, { recursive: true, force: true });
     }
   },
@@ -185,7 +194,6 @@ async function pipeline(
   out();
   out('1. Registering locations, packages, files and their source copies');
   const sample = await registerSampleData(runtime.artifacts, join(dir, 'storage'));
-  const { source, buffer, archive, processing } = sample.locations;
   const locationName = new Map(Object.values(sample.locations).map((l) => [l.id, l.name]));
   for (const l of Object.values(sample.locations)) {
     out(`  location ${l.name.padEnd(10)} (${l.locationType}) ${l.storageRoot}`);
@@ -285,98 +293,17 @@ async function pipeline(
     return views.every((v) => v.status === OperationStatus.COMPLETED) ? views : undefined;
   };
 
-  const copyAt = (copies: PhysicalCopyRecord[], locationId: string) =>
-    copies.filter((c) => c.locationId === locationId);
-  const dtp = sample.dataTransferPackage.id;
   let ok = true;
-  const packaged = await run({
-    title: `packaging (${OperationKind.RAW_DATA_PACKAGE}) x${sample.packages.length}`,
-    inputs: sample.packages.map((p) => ({
-      kind: OperationKind.RAW_DATA_PACKAGE,
-      fields: { rawDataPackageId: p.id, locationId: source.id },
-      inputs: [...p.fileCopyIds],
-      createdBy: 'demo',
-    })),
-  });
-  const bundled =
-    packaged &&
-    (await run({
-      title: `bundling (${OperationKind.DATA_TRANSFER_PACKAGE}) x1`,
-      inputs: [
-        {
-          kind: OperationKind.DATA_TRANSFER_PACKAGE,
-          fields: { dataTransferPackageId: dtp, locationId: source.id },
-          inputs: outputsOf(packaged).map((c) => c.id),
-          createdBy: 'demo',
-        },
-      ],
-    }));
-  const moved =
-    bundled &&
-    (await run({
-      title: `transfer source → buffer (${OperationKind.TRANSFER}) x1`,
-      inputs: [
-        {
-          kind: OperationKind.TRANSFER,
-          fields: {
-            dataTransferPackageId: dtp,
-            sourceLocationId: source.id,
-            destinationLocationId: buffer.id,
-          },
-          inputs: copyAt(outputsOf(bundled), source.id).map((c) => c.id),
-          createdBy: 'demo',
-        },
-      ],
-    }));
-  const unpacked =
-    moved &&
-    (await run({
-      title: `unpack at buffer (${OperationKind.UNPACK}) x1`,
-      inputs: [
-        {
-          kind: OperationKind.UNPACK,
-          fields: { dataTransferPackageId: dtp, locationId: buffer.id },
-          inputs: copyAt(outputsOf(moved), buffer.id).map((c) => c.id),
-          createdBy: 'demo',
-        },
-      ],
-    }));
-  const archived =
-    unpacked &&
-    (await run({
-      title: `long-term archive buffer → archive (${OperationKind.LONG_TERM_ARCHIVE}) x${sample.packages.length}`,
-      inputs: copyAt(outputsOf(unpacked), buffer.id).map((c) => ({
-        kind: OperationKind.LONG_TERM_ARCHIVE,
-        fields: {
-          rawDataPackageId: c.artifactId,
-          sourceLocationId: buffer.id,
-          destinationLocationId: archive.id,
-          archiveKey: `${sample.artifacts.get(c.artifactId)?.name ?? c.artifactId}.tar`,
-        },
-        inputs: [c.id],
-        createdBy: 'demo',
-      })),
-    }));
-  const staged =
-    archived &&
-    (await run({
-      title: `staging archive → processing (${OperationKind.STAGING}) x1`,
-      inputs: copyAt(outputsOf(archived), archive.id)
-        .slice(0, 1)
-        .map((c) => ({
-          kind: OperationKind.STAGING,
-          fields: {
-            rawDataPackageId: c.artifactId,
-            sourceLocationId: archive.id,
-            destinationLocationId: processing.id,
-          },
-          inputs: [c.id],
-          createdBy: 'demo',
-        })),
-    }));
-  if (!staged) {
-    ok = false;
-    out('  The pipeline stopped: a stage did not complete (see below).');
+  let previous: PhysicalCopyRecord[] = [];
+  for (const stage of SAMPLE_PIPELINE) {
+    const inputs = stage.inputs(sample, previous).map((i) => ({ ...i, createdBy: 'demo' }));
+    const views = await run({ title: `${stage.title} (${stage.kind}) x${inputs.length}`, inputs });
+    if (views === undefined) {
+      ok = false;
+      out('  The pipeline stopped: a stage did not complete (see below).');
+      break;
+    }
+    previous = outputsOf(views);
   }
   if (!crashed) out(`  (${workerA.id} never held an archive, so nothing was crashed this time.)`);
 
@@ -418,13 +345,17 @@ async function pipeline(
     }
   }
   const duplicates = [...perPlace].filter(([, n]) => n > 1);
-  const byGroup = new Map<string, number>();
-  for (const key of perPlace.keys()) {
+  const byGroup = new Map<string, { artifacts: number; most: number }>();
+  for (const [key, n] of perPlace) {
     const [type, , loc] = key.split('|');
     const group = `${locationName.get(loc as string)}: ${type}`;
-    byGroup.set(group, (byGroup.get(group) ?? 0) + 1);
+    const g = byGroup.get(group) ?? { artifacts: 0, most: 0 };
+    byGroup.set(group, { artifacts: g.artifacts + 1, most: Math.max(g.most, n) });
   }
-  for (const [group, n] of byGroup) out(`  ${group.padEnd(34)} ${n} artifact(s), 1 live copy each`);
+  for (const [group, g] of byGroup) {
+    const each = g.most === 1 ? '1 live copy each' : `up to ${g.most} live copies`;
+    out(`  ${group.padEnd(34)} ${g.artifacts} artifact(s), ${each}`);
+  }
   if (duplicates.length === 0) {
     out(`  no artifact has more than one live copy at a location (${perPlace.size} checked)`);
   } else {
