@@ -47,6 +47,11 @@ export interface RuntimeOptions {
   readonly clock?: Clock;
   /** Apply migrations on open (default true). */
   readonly migrate?: boolean;
+  /**
+   * Run embedded whatever the environment says: PGlite in `dataDir` and the in-process transport,
+   * ignoring `DATABASE_URL` and `NATS_URL` (the demo, tests of the embedded mode).
+   */
+  readonly embedded?: boolean;
 }
 
 export interface StartWorkerOptions<K extends OperationKind> {
@@ -123,6 +128,8 @@ export interface Runtime {
   migrate(): Promise<MigrateResult>;
   /** Creates an operation (PENDING) and returns its id; a local control plane schedules it at once. */
   submit(input: CreateOperationInput): Promise<string>;
+  /** Creates many operations in one statement (all or none) and returns their ids in order. */
+  submitMany(inputs: readonly CreateOperationInput[]): Promise<string[]>;
   /** The operation with its subtype fields, copies, transitions and journal. */
   get(id: string): Promise<OperationInspection>;
   /** An operator command (`RETRY`, `RESET`, `CANCEL`); refused with the machine's reason. */
@@ -159,10 +166,23 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       `prefix '${prefix}' may hold only letters, digits, '-' and '_' (it names NATS subjects and streams)`,
     );
   }
-  const natsUrl = options.natsUrl ?? fromEnv('NATS_URL');
+  if (
+    options.embedded === true &&
+    (options.databaseUrl !== undefined || options.natsUrl !== undefined)
+  ) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      'embedded: true runs on PGlite and the in-process transport; drop databaseUrl and natsUrl',
+    );
+  }
+  const natsUrl = options.embedded === true ? undefined : (options.natsUrl ?? fromEnv('NATS_URL'));
   const database = await openDatabase({
     ...(options.databaseUrl === undefined ? {} : { databaseUrl: options.databaseUrl }),
-    ...(options.dataDir === undefined ? {} : { dataDir: options.dataDir }),
+    ...(options.embedded === true
+      ? { dataDir: options.dataDir ?? fromEnv('OPSTATE_DATA_DIR') ?? './.opstate', embedded: true }
+      : options.dataDir === undefined
+        ? {}
+        : { dataDir: options.dataDir }),
   });
   let transport: Transport;
   try {
@@ -199,6 +219,11 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       const id = await store.create(input);
       for (const w of wakers) w.wake();
       return id;
+    },
+    async submitMany(inputs) {
+      const ids = await store.createMany(inputs);
+      for (const w of wakers) w.wake();
+      return ids;
     },
     get: (id) => inspectOperation(database, id),
     async command(id, event) {

@@ -268,6 +268,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
 
   async function run(d: Delivery, scheduled: OperationRecord): Promise<void> {
     const handler = handlerFor(scheduled.kind) as OperationHandler;
+    if (crashed) return;
     let op: Running;
     try {
       const started = unwrap(
@@ -312,13 +313,15 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       abort: new AbortController(),
     };
     const key = { kind: op.kind, operationId: op.id, taskId: lease.taskId };
+    if (crashed) return; // died between START and the lease: recovery is the monitor's
     registry.trigger.leased({ lease });
     const beat = async () => {
+      if (crashed) return; // a dead process beats no more
       d.working();
       await transport.heartbeats.put(key);
       registry.trigger.beat({ operationId: op.id, at: clock.now() });
     };
-    const beats = heartbeatLoop(op, lease, beat);
+    const beats = heartbeatLoop(op, beat);
     beatLoops.add(beats);
     let outcome: 'completed' | 'failed' | 'dropped' = 'dropped';
     try {
@@ -440,6 +443,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     const recorded = await journal.getStep(op.id, name);
     if (recorded !== undefined) return recorded.result as T;
     const result = await fn();
+    if (crashed) throw new Error('worker crashed'); // a dead process records nothing
     const { step: stored } = await journal.recordStep({
       operationId: op.id,
       attempt: op.attempt,
@@ -451,7 +455,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   }
 
   /** Beats at the interval and watches for a reset: an attempt that is no longer ours aborts. */
-  function heartbeatLoop(op: Running, lease: Lease, beat: () => Promise<void>) {
+  function heartbeatLoop(op: Running, beat: () => Promise<void>) {
     const stop = new AbortController();
     const done = (async () => {
       while (!stop.signal.aborted) {

@@ -46,6 +46,8 @@ export interface OpenDatabaseOptions {
   dataDir?: string;
   /** postgres.js pool size (default 8, where throughput levels off on a 2-core machine). */
   max?: number;
+  /** Use PGlite even when `DATABASE_URL` is set. */
+  embedded?: boolean;
 }
 
 const dialect = new PgDialect();
@@ -159,7 +161,10 @@ async function openPglite(dataDir: string): Promise<Database> {
  * ```
  */
 export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<Database> {
-  const url = options.databaseUrl ?? nonEmpty(process.env.DATABASE_URL);
+  const url =
+    options.embedded === true
+      ? undefined
+      : (options.databaseUrl ?? nonEmpty(process.env.DATABASE_URL));
   if (url !== undefined) return openPostgres(url, options.max ?? 8);
   const dataDir = options.dataDir ?? nonEmpty(process.env.OPSTATE_DATA_DIR) ?? './.opstate';
   return openPglite(dataDir);

@@ -1,11 +1,13 @@
 import { describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
-import { OperationType } from '../../machines/routing.ts';
+import { defaultRoute, OperationType } from '../../machines/routing.ts';
 import { decodeDispatch, dispatchMsgId, encodeDispatch } from '../../transport/DispatchMessage.ts';
 import { heartbeatKeyString, parseHeartbeatKey } from '../../transport/HeartbeatKey.ts';
+import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
 import { transportNames } from '../../transport/TransportNames.ts';
 import { DEFAULT_TRANSPORT_TIMING, resolveTiming } from '../../transport/TransportTiming.ts';
+import { waitFor } from './helpers.ts';
 
 const message = {
   operationId: '0b6f4d2e-1c1a-4f7e-9a53-0d5c2f0e9a11',
@@ -77,5 +79,36 @@ describe('names and keys', () => {
     expect(heartbeatKeyString(key)).toBe('unpack.op-1.worker_2-7');
     expect(parseHeartbeatKey('unpack.op-1.worker_2-7')).toEqual(key);
     expect(parseHeartbeatKey('nope.op-1.t')).toBeUndefined();
+  });
+});
+
+describe('in-process queue fairness', () => {
+  it('takes turns between consumers', async () => {
+    const transport = createInProcessTransport();
+    const route = defaultRoute(OperationKind.TRANSFER);
+    await transport.ensure([route]);
+    const got: string[] = [];
+    const sub = (name: string) =>
+      transport.consume(route, { concurrency: 4 }, async (d) => {
+        got.push(name);
+        await d.ack();
+      });
+    const a = sub('A');
+    const b = sub('B');
+    // Messages arrive one at a time while both consumers have spare slots.
+    for (let n = 1; n <= 4; n++) {
+      await transport.publish(route, {
+        operationId: `op${n}`,
+        kind: OperationKind.TRANSFER,
+        operationType: route.operationType,
+        attempt: 1,
+      });
+      await waitFor(() => got.length === n, `delivery ${n}`);
+    }
+    expect(got.filter((n) => n === 'A')).toHaveLength(2);
+    expect(got.filter((n) => n === 'B')).toHaveLength(2);
+    await a.stop();
+    await b.stop();
+    await transport.close();
   });
 });

@@ -146,11 +146,14 @@ export class InProcessQueue {
     this.#pumping = true;
     try {
       for (;;) {
-        const consumer = this.#freeConsumer();
-        if (!consumer) return;
+        const free = this.#freeConsumer();
+        if (!free) return;
         const stored = this.#nextReady();
         if (!stored) return;
-        this.#deliver(stored, consumer);
+        // The turn passes only when a message is actually handed over, so an idle pump (no
+        // message waiting) never skips a consumer's turn.
+        this.#cursor = (free.index + 1) % this.#consumers.length;
+        this.#deliver(stored, free.consumer);
       }
     } finally {
       this.#pumping = false;
@@ -168,13 +171,13 @@ export class InProcessQueue {
     );
   }
 
-  #freeConsumer(): QueueConsumer | undefined {
+  #freeConsumer(): { consumer: QueueConsumer; index: number } | undefined {
     const n = this.#consumers.length;
     for (let i = 0; i < n; i++) {
-      const consumer = this.#consumers[(this.#cursor + i) % n];
+      const index = (this.#cursor + i) % n;
+      const consumer = this.#consumers[index];
       if (consumer && !consumer.stopped && consumer.inFlight < consumer.concurrency) {
-        this.#cursor = (this.#cursor + i + 1) % n;
-        return consumer;
+        return { consumer, index };
       }
     }
     return undefined;
