@@ -57,24 +57,17 @@ const aborted = (signal: AbortSignal) =>
   new Promise<void>((r) => signal.addEventListener('abort', () => r(), { once: true }));
 
 /**
- * The demo must run embedded even where `DATABASE_URL`/`NATS_URL` point at servers (it would
- * otherwise write its sample data there). `createRuntime` reads both before its first `await`,
- * so hiding them for the synchronous part of the call is enough.
+ * The demo always runs embedded, even where `DATABASE_URL`/`NATS_URL` point at servers (it would
+ * otherwise write its sample data there).
  */
 function createEmbeddedRuntime(dir: string, logger: ReturnType<typeof memoryLogger>) {
-  const hidden = { DATABASE_URL: process.env.DATABASE_URL, NATS_URL: process.env.NATS_URL };
-  delete process.env.DATABASE_URL;
-  delete process.env.NATS_URL;
-  try {
-    return createRuntime({
-      dataDir: join(dir, 'pglite'),
-      prefix: 'opstate_demo',
-      timing: DEMO_TIMING,
-      logger,
-    });
-  } finally {
-    for (const [k, v] of Object.entries(hidden)) if (v !== undefined) process.env[k] = v;
-  }
+  return createRuntime({
+    embedded: true,
+    dataDir: join(dir, 'pglite'),
+    prefix: 'opstate_demo',
+    timing: DEMO_TIMING,
+    logger,
+  });
 }
 
 /** A transition history, one attempt a line: `PENDING → SCHEDULED → IN_PROGRESS (worker-A) → …`. */
@@ -256,7 +249,7 @@ async function pipeline(
   const run = async (stage: Stage): Promise<OperationInspection[] | undefined> => {
     const started = Date.now();
     // One batch per stage: the scheduler claims it in one pass and the relay publishes it at once.
-    const stageIds = await runtime.store.createMany(stage.inputs);
+    const stageIds = await runtime.submitMany(stage.inputs);
     ids.push(...stageIds);
     for (;;) {
       const statuses = await Promise.all(stageIds.map((id) => runtime.store.load(id)));
