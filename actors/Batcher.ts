@@ -1,6 +1,6 @@
 /**
- * Group commit for the hot path: calls made while a flush is running are queued and go out
- * together in the next flush. At a trickle every call flushes alone (no added latency); under
+ * Group commit for the hot path: calls made while the flushes in flight (`inFlight`, default 1)
+ * are running are queued and go out together in the next flush. At a trickle every call flushes alone (no added latency); under
  * load the batch grows by itself, so N concurrent deliveries cost one statement instead of N.
  *
  * @example
@@ -21,13 +21,15 @@ interface Pending<I, R> {
 
 export function createBatcher<I, R>(
   flush: (items: I[]) => Promise<R[]>,
-  options: { max: number },
+  options: { max: number; inFlight?: number },
 ): Batcher<I, R> {
   const queue: Pending<I, R>[] = [];
-  let running = false;
+  const lanes = Math.max(1, options.inFlight ?? 1);
+  let running = 0;
 
+  // Each lane flushes what is queued when it starts, then what queued up meanwhile.
   const drain = async () => {
-    running = true;
+    running++;
     while (queue.length > 0) {
       const batch = queue.splice(0, options.max);
       try {
@@ -39,14 +41,14 @@ export function createBatcher<I, R>(
         for (const p of batch) p.reject(err);
       }
     }
-    running = false;
+    running--;
   };
 
   return {
     submit(item) {
       return new Promise<R>((resolve, reject) => {
         queue.push({ item, resolve, reject });
-        if (!running) void drain();
+        if (running < lanes) void drain();
       });
     },
   };

@@ -87,7 +87,13 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     clock,
     logger,
     pass: async () => {
-      const rows = await store.fetchOutbox(timing.batchSize);
+      // Rows younger than the grace are being published by the scheduler right now; taking them
+      // too would only publish twice (harmless, deduplicated, but two round trips for nothing).
+      const grace = Math.max(1_000, 4 * timing.relayIntervalMs);
+      const now = clock.now();
+      const rows = (await store.fetchOutbox(timing.batchSize)).filter(
+        (r) => now - r.createdAt.getTime() >= grace,
+      );
       if (rows.length === 0) return false;
       // A stale row (the operation moved on) would be fenced by the worker anyway: just drop it.
       const live = rows.filter((r) => !r.stale);

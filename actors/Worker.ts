@@ -151,7 +151,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       const found = await store.loadMany(ids);
       return ids.map((i) => found.get(i) ?? notFound(i));
     },
-    { max },
+    { max, inFlight: 2 },
   );
   const load = async (operationId: string): Promise<OperationRecord> => {
     checkId(operationId); // a malformed id fails alone, never its batch
@@ -159,8 +159,14 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     if (r instanceof OpstateError) throw r;
     return r;
   };
-  const starts = createBatcher((items: StartItem[]) => store.applyManyTo(items), { max });
-  const completes = createBatcher((items: CompleteItem[]) => store.completeMany(items), { max });
+  const starts = createBatcher((items: StartItem[]) => store.applyManyTo(items), {
+    max,
+    inFlight: 2,
+  });
+  const completes = createBatcher((items: CompleteItem[]) => store.completeMany(items), {
+    max,
+    inFlight: 2,
+  });
 
   const routes =
     options.routes ??
@@ -309,7 +315,6 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       attempt: op.attempt,
       taskId: `${id}-${randomUUID().slice(0, 8)}`,
       startedAt: clock.now(),
-      lastBeatAt: clock.now(),
       abort: new AbortController(),
     };
     const key = { kind: op.kind, operationId: op.id, taskId: lease.taskId };
@@ -319,7 +324,6 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       if (crashed) return; // a dead process beats no more
       d.working();
       await transport.heartbeats.put(key);
-      registry.trigger.beat({ operationId: op.id, at: clock.now() });
     };
     const beats = heartbeatLoop(op, beat);
     beatLoops.add(beats);
@@ -347,7 +351,14 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       outcome = await completed(d, op, result?.outputs ?? []);
     } finally {
       await beats.stop();
-      if (!crashed) await transport.heartbeats.delete(key).catch(() => undefined);
+      // The delivery is settled by now: removing the key is off the critical path.
+      if (!crashed) {
+        transport.heartbeats.delete(key).catch((err: unknown) =>
+          logger.log('DEBUG', 'heartbeat delete failed; the key ages out', {
+            error: messageOf(err),
+          }),
+        );
+      }
       registry.trigger.released({ operationId: op.id, outcome });
     }
   }

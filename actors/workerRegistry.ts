@@ -9,14 +9,13 @@ export interface Lease {
   /** Identifies this run in the heartbeat bucket: `<kind>.<operationId>.<taskId>`. */
   readonly taskId: string;
   readonly startedAt: number;
-  readonly lastBeatAt: number;
   /** Aborts the handler's `signal` (reset, cancel, or worker stop). */
   readonly abort: AbortController;
 }
 
 /**
- * The worker's in-memory registry of in-flight operations (leases, heartbeat times, abort
- * controllers). It is an `@xstate/store`: what it holds can always be rebuilt from Postgres and
+ * The worker's in-memory registry of in-flight operations (leases and their abort controllers;
+ * heartbeats go to the heartbeat store, not through here, to keep the hot path light). It is an `@xstate/store`: what it holds can always be rebuilt from Postgres and
  * the heartbeat bucket, so losing it with the process loses nothing.
  *
  * @example
@@ -34,14 +33,6 @@ export function createWorkerRegistry() {
         ...context,
         leases: { ...context.leases, [event.lease.operationId]: event.lease },
       }),
-      beat: (context, event: { operationId: string; at: number }) => {
-        const lease = context.leases[event.operationId];
-        if (lease === undefined) return context;
-        return {
-          ...context,
-          leases: { ...context.leases, [event.operationId]: { ...lease, lastBeatAt: event.at } },
-        };
-      },
       abort: (context, event: { operationId: string; reason: string }, enq) => {
         const lease = context.leases[event.operationId];
         if (lease === undefined) return context;

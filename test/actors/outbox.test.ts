@@ -1,0 +1,49 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { makeWorld } from '../persistence/fixtures.ts';
+import { type Deployment, newPackage, startDeployment, waitFor } from './harness.ts';
+
+let d: Deployment | undefined;
+afterEach(async () => {
+  await d?.close();
+  d = undefined;
+});
+
+describe('outbox relay', () => {
+  it('publishes a dispatch committed by a scheduler that died before publishing it', async () => {
+    d = await startDeployment();
+    const dep = d;
+    const w = await makeWorld(dep.runtime.database);
+    const { pkg, sourceCopy } = await newPackage(dep.runtime, { source: w.source.id });
+    const id = await dep.runtime.submit({
+      kind: OperationKind.LONG_TERM_ARCHIVE,
+      fields: {
+        rawDataPackageId: pkg,
+        sourceLocationId: w.source.id,
+        destinationLocationId: w.archive.id,
+      },
+      inputs: [sourceCopy],
+    });
+    // A scheduler's claim commits SCHEDULED + its outbox row; it "dies" before publishing.
+    const { claimed } = await dep.runtime.store.claimDue(10);
+    expect(claimed.map((c) => c.id)).toEqual([id]);
+    expect((await dep.runtime.store.fetchOutbox(10)).map((e) => e.operationId)).toEqual([id]);
+
+    await dep.readyWorker();
+    dep.runtime.startControlPlane();
+    await waitFor(
+      async () => (await dep.runtime.store.load(id)).status === 'COMPLETED',
+      'completion',
+      30_000,
+    );
+    const view = await dep.runtime.get(id);
+    // One attempt, no reset: the relay, not the reconciler, brought the dispatch out.
+    expect(view.transitions.map((t) => t.event)).toEqual([
+      'CREATE',
+      'SCHEDULE',
+      'START',
+      'COMPLETE',
+    ]);
+    expect(await dep.runtime.store.fetchOutbox(10)).toEqual([]);
+  });
+});
