@@ -258,5 +258,42 @@ describe('recovery paths', () => {
     const view = await dep.runtime.get(op.id);
     expect(view.attempt).toBe(1);
     expect(view.lastError).toMatchObject({ retryable: false, code: OpstateErrorCode.BAD_INPUT });
+
+    // Operators act through the CLI; the machine's refusal comes back as the reason.
+    const cancel = dep.spawnCli(['cancel', op.id, '--reason', 'drill']);
+    expect(await cancel.exited).toBe(1);
+    expect(cancel.output.join('\n')).toMatch(/CANCEL is not accepted in FAILED/);
+    const retry = dep.spawnCli(['retry', op.id]);
+    expect(await retry.exited).toBe(0);
+    expect(retry.output.join('\n')).toContain('FAILED → PENDING (attempt 2)');
+    await waitFor(
+      async () =>
+        (await dep.runtime.store.load(op.id)).attempt === 2 &&
+        (await status(dep, op.id)) === 'FAILED',
+      'the retried attempt to fail again',
+      30_000,
+    );
+  });
+
+  it('broker redelivery of the current attempt with no live task resets it by the broker path', async () => {
+    // The reconciler is there but sleeps far longer than the test, so the broker's ack-wait acts.
+    d = await startDeployment({ ...FAST_TIMING, reconcilerIntervalMs: 600_000 });
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const doomed = await dep.readyWorker({ FIXTURE_CRASH: 'before-first-heartbeat' });
+    const op = await archiveOperation(dep);
+    await doomed.exited;
+    expect(await status(dep, op.id)).toBe('IN_PROGRESS');
+    await dep.readyWorker();
+    await waitFor(
+      async () => (await status(dep, op.id)) === 'COMPLETED',
+      'completion after ack-wait',
+      60_000,
+    );
+    const view = await dep.runtime.get(op.id);
+    expect(
+      view.transitions.filter((t) => t.event === 'RESET').map((t) => `${t.by}@${t.attempt}`),
+    ).toEqual(['broker@1']);
+    expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
   });
 });
