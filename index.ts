@@ -86,6 +86,9 @@ export type {
 export { ArtifactRepository } from './persistence/ArtifactRepository.ts';
 // Persistence: the store and repositories a stage service registers its artifacts through.
 export { ArtifactType } from './persistence/ArtifactType.ts';
+export type { CircuitBreakerView } from './persistence/CircuitBreakerRepository.ts';
+// Circuit breakers per (kind, location): read and reset them from a stage service or a tool.
+export { CircuitBreakerRepository, CircuitState } from './persistence/CircuitBreakerRepository.ts';
 export type { CreateOperationInput } from './persistence/CreateOperationInput.ts';
 export { GroupRepository } from './persistence/GroupRepository.ts';
 export type { OperationInspection } from './persistence/inspectOperation.ts';
@@ -98,7 +101,6 @@ export { OperationStore } from './persistence/OperationStore.ts';
 export type { OutputCopy } from './persistence/OutputCopy.ts';
 export type { Database, OpenDatabaseOptions } from './persistence/openDatabase.ts';
 export { openDatabase } from './persistence/openDatabase.ts';
-
 // Transport: the dispatch/heartbeat contract and its two implementations.
 export { createInProcessTransport } from './transport/inprocess/createInProcessTransport.ts';
 export { createJetStreamTransport } from './transport/jetstream/createJetStreamTransport.ts';
