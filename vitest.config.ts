@@ -1,13 +1,40 @@
 import { defineConfig } from 'vitest/config';
 
+// Drills start worker and control-plane processes and judge liveness by timers: they run after
+// everything else, one file at a time, so that a CPU-starved process on the 2-core machine is not
+// mistaken for a dead one. Everything else runs two files at a time (each owns its databases and
+// streams, so nothing collides).
+const DRILLS = [
+  'test/actors/{recovery,longRunning,leadership,outbox,scale}.test.ts',
+  'test/demo/demo.test.ts',
+  'test/breaker/runtime.test.ts',
+];
+
 export default defineConfig({
   test: {
-    include: ['test/**/*.test.ts'],
     // Drills wait on conditions with their own deadlines; this only bounds a stuck test.
     testTimeout: 180_000,
     hookTimeout: 60_000,
-    // Integration files each own their databases and streams, so files may run side by side;
-    // two workers keep the 2-core machine from thrashing.
     maxWorkers: 2,
+    projects: [
+      {
+        extends: true,
+        test: {
+          name: 'unit+integration',
+          include: ['test/**/*.test.ts'],
+          exclude: DRILLS,
+          sequence: { groupOrder: 0 },
+        },
+      },
+      {
+        extends: true,
+        test: {
+          name: 'drills',
+          include: DRILLS,
+          fileParallelism: false,
+          sequence: { groupOrder: 1 },
+        },
+      },
+    ],
   },
 });

@@ -1,7 +1,7 @@
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
-import { allRoutes, type Route } from '../machines/routing.ts';
+import { allRoutes } from '../machines/routing.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import type { AppliedTransition } from '../persistence/applyEvents.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
@@ -25,7 +25,7 @@ import {
 } from './ControlPlane.ts';
 import { startLeadership } from './Leadership.ts';
 import { consoleLogger, type Logger } from './Logger.ts';
-import { type OperationHandler, startWorker, type Worker, type WorkerFaults } from './Worker.ts';
+import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
 
 /** Every timer of a runtime: the transport's (validated in order) plus the control plane's. */
 export type RuntimeTiming = TransportTiming &
@@ -54,14 +54,11 @@ export interface RuntimeOptions {
   readonly embedded?: boolean;
 }
 
-export interface StartWorkerOptions<K extends OperationKind> {
-  readonly kinds: readonly K[];
-  readonly handlers: Readonly<Record<K, OperationHandler>>;
-  readonly concurrency?: number;
-  readonly routes?: readonly Route[];
-  readonly workerId?: string;
-  readonly faults?: WorkerFaults;
-}
+/** A worker's options without what the runtime supplies (store, transport, clock, logger). */
+export type StartWorkerOptions<K extends OperationKind> = Omit<
+  WorkerOptions<K>,
+  'store' | 'journal' | 'transport' | 'clock' | 'logger'
+>;
 
 export interface ControlPlane {
   readonly isLeader: boolean;

@@ -5,7 +5,7 @@ import { isLocationType, type LocationType } from '../machines/routing.ts';
 import type { ArtifactType } from './ArtifactType.ts';
 import { checkId } from './applyEvents.ts';
 import { toDate } from './OperationRecord.ts';
-import { toOutputInserts } from './OutputCopy.ts';
+import { type OutputCopy, toOutputInserts } from './OutputCopy.ts';
 import type { Database, Row } from './openDatabase.ts';
 
 export interface DataLocation {
@@ -30,14 +30,8 @@ export interface PhysicalCopyRecord {
   readonly createdAt: Date;
 }
 
-export interface NewCopy {
-  readonly artifactType: ArtifactType;
-  readonly artifactId: string;
-  readonly locationId: string;
-  readonly path?: string | null;
-  readonly checksum?: string | null;
-  readonly size?: number | null;
-}
+/** A copy to register: the same shape as a copy an operation outputs. */
+export type NewCopy = OutputCopy;
 
 function badInput(message: string): OpstateError {
   return new OpstateError(OpstateErrorCode.BAD_INPUT, message);

@@ -3,8 +3,10 @@ import { randomUUID } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
 import { memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { makeWorld } from '../persistence/fixtures.ts';
 import { uniquePrefix, waitFor } from '../transport/helpers.ts';
 
 export { waitFor };
@@ -21,9 +23,9 @@ const HANDLERS = fileURLToPath(new URL('./fixtures/handlers.ts', import.meta.url
  */
 export const FAST_TIMING: Partial<RuntimeTiming> = {
   heartbeatIntervalMs: 250,
-  heartbeatTimeoutMs: 3_000,
-  reconcilerFloorMs: 6_000,
-  ackWaitMs: 9_000,
+  heartbeatTimeoutMs: 4_000,
+  reconcilerFloorMs: 8_000,
+  ackWaitMs: 12_000,
   monitorIntervalMs: 250,
   reconcilerIntervalMs: 500,
   schedulerIntervalMs: 50,
@@ -145,6 +147,26 @@ export async function startDeployment(
 export async function kill9(child: Child): Promise<void> {
   child.proc.kill('SIGKILL');
   await child.exited;
+}
+
+/**
+ * Submits a long-term-archive operation of a fresh package (locations from `makeWorld`), and
+ * returns what a drill checks: the operation, the package and the archive location.
+ */
+export async function archiveOperation(dep: Deployment, maxRetries?: number) {
+  const w = await makeWorld(dep.runtime.database);
+  const { pkg, sourceCopy } = await newPackage(dep.runtime, { source: w.source.id });
+  const id = await dep.runtime.submit({
+    kind: OperationKind.LONG_TERM_ARCHIVE,
+    fields: {
+      rawDataPackageId: pkg,
+      sourceLocationId: w.source.id,
+      destinationLocationId: w.archive.id,
+    },
+    inputs: [sourceCopy],
+    ...(maxRetries === undefined ? {} : { maxRetries }),
+  });
+  return { id, pkg, archive: w.archive.id };
 }
 
 /** A fresh raw data package at the source with its copy; returns the ids an archive needs. */

@@ -1,12 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { OperationKind } from '../../machines/OperationKind.ts';
-import { makeWorld } from '../persistence/fixtures.ts';
 import { observe } from '../transport/helpers.ts';
 import {
+  archiveOperation,
   type Deployment,
   FAST_TIMING,
   kill9,
-  newPackage,
   startDeployment,
   waitFor,
 } from './harness.ts';
@@ -40,18 +38,8 @@ describe('leadership', () => {
     await waitFor(() => follower.printed(ELECTED), 'the follower to take over', 30_000);
 
     // The new leader schedules: an operation submitted now completes.
-    const w = await makeWorld(dep.runtime.database);
-    const { pkg, sourceCopy } = await newPackage(dep.runtime, { source: w.source.id });
     await dep.readyWorker();
-    const id = await dep.runtime.submit({
-      kind: OperationKind.LONG_TERM_ARCHIVE,
-      fields: {
-        rawDataPackageId: pkg,
-        sourceLocationId: w.source.id,
-        destinationLocationId: w.archive.id,
-      },
-      inputs: [sourceCopy],
-    });
+    const { id } = await archiveOperation(dep);
     await waitFor(
       async () => (await dep.runtime.store.load(id)).status === 'COMPLETED',
       'completion under the new leader',

@@ -1,7 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { OperationKind } from '../../machines/OperationKind.ts';
-import { makeWorld } from '../persistence/fixtures.ts';
-import { type Deployment, newPackage, startDeployment, waitFor } from './harness.ts';
+import { archiveOperation, type Deployment, startDeployment, waitFor } from './harness.ts';
 
 /**
  * The seeds' #151: a healthy long-running archive must never be reset or redelivered. The worker
@@ -33,18 +31,8 @@ describe('a healthy long-running operation', () => {
     d = await startDeployment(TIMING);
     const dep = d;
     dep.runtime.startControlPlane();
-    const w = await makeWorld(dep.runtime.database);
-    const { pkg, sourceCopy } = await newPackage(dep.runtime, { source: w.source.id });
     const worker = await dep.readyWorker({ FIXTURE_HOLD_MS: String(RUN_MS) });
-    const id = await dep.runtime.submit({
-      kind: OperationKind.LONG_TERM_ARCHIVE,
-      fields: {
-        rawDataPackageId: pkg,
-        sourceLocationId: w.source.id,
-        destinationLocationId: w.archive.id,
-      },
-      inputs: [sourceCopy],
-    });
+    const { id } = await archiveOperation(dep);
     await waitFor(
       async () => (await dep.runtime.store.load(id)).status === 'COMPLETED',
       'completion',

@@ -1,7 +1,5 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { OperationKind } from '../../machines/OperationKind.ts';
-import { makeWorld } from '../persistence/fixtures.ts';
-import { type Deployment, newPackage, startDeployment, waitFor } from './harness.ts';
+import { archiveOperation, type Deployment, startDeployment, waitFor } from './harness.ts';
 
 let d: Deployment | undefined;
 afterEach(async () => {
@@ -13,17 +11,7 @@ describe('outbox relay', () => {
   it('publishes a dispatch committed by a scheduler that died before publishing it', async () => {
     d = await startDeployment();
     const dep = d;
-    const w = await makeWorld(dep.runtime.database);
-    const { pkg, sourceCopy } = await newPackage(dep.runtime, { source: w.source.id });
-    const id = await dep.runtime.submit({
-      kind: OperationKind.LONG_TERM_ARCHIVE,
-      fields: {
-        rawDataPackageId: pkg,
-        sourceLocationId: w.source.id,
-        destinationLocationId: w.archive.id,
-      },
-      inputs: [sourceCopy],
-    });
+    const { id } = await archiveOperation(dep);
     // A scheduler's claim commits SCHEDULED + its outbox row; it "dies" before publishing.
     const { claimed } = await dep.runtime.store.claimDue(10);
     expect(claimed.map((c) => c.id)).toEqual([id]);

@@ -4,12 +4,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
-import { makeWorld } from '../persistence/fixtures.ts';
 import {
+  archiveOperation,
   type Deployment,
   FAST_TIMING,
   kill9,
-  newPackage,
   startDeployment,
   waitFor,
 } from './harness.ts';
@@ -24,22 +23,6 @@ afterEach(async () => {
   await d?.close();
   d = undefined;
 });
-
-async function archiveOperation(dep: Deployment, maxRetries?: number) {
-  const w = await makeWorld(dep.runtime.database);
-  const { pkg, sourceCopy } = await newPackage(dep.runtime, { source: w.source.id });
-  const id = await dep.runtime.submit({
-    kind: OperationKind.LONG_TERM_ARCHIVE,
-    fields: {
-      rawDataPackageId: pkg,
-      sourceLocationId: w.source.id,
-      destinationLocationId: w.archive.id,
-    },
-    inputs: [sourceCopy],
-    ...(maxRetries === undefined ? {} : { maxRetries }),
-  });
-  return { id, pkg, archive: w.archive.id };
-}
 
 const status = async (dep: Deployment, id: string) => (await dep.runtime.store.load(id)).status;
 
@@ -73,10 +56,12 @@ describe('recovery paths', () => {
     );
 
     const view = await dep.runtime.get(op.id);
-    expect(view.attempt).toBe(2);
     expect(
-      view.transitions.filter((t) => t.event === 'RESET').map((t) => `${t.by}@${t.attempt}`),
-    ).toEqual(['heartbeat_monitor@1']);
+      view.transitions
+        .filter((t) => t.event === 'RESET')
+        .map((t) => `${t.by}@${t.attempt}: ${t.reason}`),
+    ).toEqual([expect.stringMatching(/^heartbeat_monitor@1: stale heartbeat/)]);
+    expect(view.attempt).toBe(2);
     expect(view.transitions.filter((t) => t.event === 'COMPLETE')).toHaveLength(1);
     expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
     expect(view.outputs).toHaveLength(1);
