@@ -13,7 +13,7 @@ const DRILLS = [
 export default defineConfig({
   test: {
     // Drills wait on conditions with their own deadlines; this only bounds a stuck test.
-    testTimeout: 180_000,
+    testTimeout: 300_000,
     hookTimeout: 60_000,
     maxWorkers: 2,
     projects: [

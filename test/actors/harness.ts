@@ -7,9 +7,49 @@ import { OperationKind } from '../../machines/OperationKind.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
-import { uniquePrefix, waitFor } from '../transport/helpers.ts';
+import { uniquePrefix } from '../transport/helpers.ts';
 
-export { waitFor };
+let current: Deployment | undefined;
+
+/** The last lines each child of the current deployment printed, for a failure message. */
+function diagnostics(): string {
+  if (current === undefined) return '';
+  return current.children
+    .map((c, i) => {
+      const state = c.proc.exitCode ?? c.proc.signalCode ?? 'running';
+      return `--- child ${i} (${c.proc.spawnargs.slice(2, 4).join(' ')}; ${state}):\n${c.output.slice(-15).join('\n')}`;
+    })
+    .join('\n');
+}
+
+const pause = (ms: number) => new Promise<'late'>((r) => setTimeout(() => r('late'), ms));
+
+/**
+ * Polls `condition` until it holds. A check that does not answer counts against the deadline
+ * too, and a timeout reports what every child process printed last.
+ */
+export async function waitFor(
+  condition: () => boolean | Promise<boolean>,
+  what: string,
+  timeoutMs = 20_000,
+  intervalMs = 20,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const answer = await Promise.race([
+      Promise.resolve(condition()),
+      pause(Math.max(1, deadline - Date.now())),
+    ]);
+    if (answer === true) return;
+    if (Date.now() > deadline) {
+      const hung = answer === 'late' ? ' (the check itself did not answer)' : '';
+      throw new Error(
+        `Timed out after ${timeoutMs} ms waiting for ${what}${hung}\n${diagnostics()}`,
+      );
+    }
+    await pause(intervalMs);
+  }
+}
 
 export const NATS_URL = process.env.OPSTATE_TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
@@ -118,7 +158,7 @@ export async function startDeployment(
       ],
       extra,
     );
-  return {
+  const deployment: Deployment = {
     db,
     prefix,
     timing,
@@ -139,8 +179,11 @@ export async function startDeployment(
       await (runtime.transport as JetStreamTransport).destroy().catch(() => undefined);
       await runtime.close();
       await dropTestDatabase(db);
+      if (current === deployment) current = undefined;
     },
   };
+  current = deployment;
+  return deployment;
 }
 
 /** Kills a child with SIGKILL and waits for it to be gone. */
