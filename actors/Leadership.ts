@@ -22,10 +22,13 @@ export interface LeadershipOptions {
 }
 
 /**
- * Elects one leader with a Postgres session advisory lock held on a reserved connection. The lock
- * lives exactly as long as that connection: a leader that dies (even by kill -9) loses it as soon
- * as Postgres sees the socket close, and a waiting process takes over on its next poll. A leader
- * whose connection fails stops its loops before anything else can run them twice.
+ * Elects one leader with a Postgres session advisory lock held on a session of its own. The lock
+ * lives exactly as long as that session: a leader that dies (even by kill -9) loses it as soon as
+ * Postgres sees the socket close, and a waiting process takes over on its next poll. A leader
+ * checks at every poll that its session still holds the lock; one that lost it (the session was
+ * dropped, the database restarted) stops its loops and contends again. Between the loss and that
+ * check two leaders may briefly run: every loop is safe under that (compare-and-set, SKIP LOCKED,
+ * deduplicated dispatch), it only does work twice.
  *
  * @example
  * ```ts
@@ -35,6 +38,27 @@ export interface LeadershipOptions {
  */
 export function startLeadership(options: LeadershipOptions): Leadership {
   const { database, name, pollMs, clock, logger, onElected } = options;
+  // A query on a connection whose socket died may never answer: give up on it after this long.
+  const answerWithinMs = Math.max(2 * pollMs, 2_000);
+  const ask = async (conn: ReservedConnection, query: string) => {
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      return await Promise.race([
+        conn.execute<Record<string, unknown>>(query),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(
+            () =>
+              reject(
+                new Error(`the leader's connection did not answer within ${answerWithinMs} ms`),
+              ),
+            answerWithinMs,
+          );
+        }),
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  };
   let leader = false;
   let stopping = false;
   const wait = new AbortController();
@@ -43,9 +67,10 @@ export function startLeadership(options: LeadershipOptions): Leadership {
     while (!stopping) {
       let conn: ReservedConnection | undefined;
       try {
-        conn = await database.reserve();
+        conn = await database.session();
         while (!stopping) {
-          const [row] = await conn.execute<{ locked: boolean }>(
+          const [row] = await ask(
+            conn,
             `select pg_try_advisory_lock(hashtext('opstate.leader:' || '${name.replaceAll("'", "''")}')) as locked`,
           );
           if (row?.locked === true) break;
@@ -60,7 +85,15 @@ export function startLeadership(options: LeadershipOptions): Leadership {
           while (!stopping) {
             await clock.sleep(pollMs, wait.signal);
             if (stopping) break;
-            await conn.execute('select 1');
+            // The session may have been dropped and silently replaced by a new one, which holds
+            // nothing: leadership is the lock, not the connection.
+            const [held] = await ask(
+              conn,
+              `select exists (select 1 from pg_locks where locktype = 'advisory' and granted
+                 and pid = pg_backend_pid()) as held`,
+            );
+            if (held?.held !== true)
+              throw new Error('the advisory lock is no longer held by this session');
           }
         } finally {
           leader = false;
@@ -75,10 +108,11 @@ export function startLeadership(options: LeadershipOptions): Leadership {
         await clock.sleep(pollMs, wait.signal);
       } finally {
         if (conn !== undefined) {
-          await conn
-            .execute(`select pg_advisory_unlock_all()`)
-            .catch(() => undefined)
-            .finally(() => conn?.release());
+          const held = conn;
+          await ask(held, 'select pg_advisory_unlock_all()').catch(() => undefined);
+          await Promise.resolve()
+            .then(() => held.release())
+            .catch(() => undefined);
         }
       }
     }

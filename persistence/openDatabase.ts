@@ -36,6 +36,13 @@ export interface Database extends Executor {
    * nothing: locks taken there never contend inside the process.
    */
   reserve(): Promise<ReservedConnection>;
+  /**
+   * A session of its own, outside the pool, for a lock that must outlive pool churn (leadership).
+   * postgres.js: a one-connection client that reconnects after a failure, so the caller must
+   * check that its session still holds what it locked (a new session holds nothing); PGlite: the
+   * single connection. `release()` closes it, dropping its session locks.
+   */
+  session(): Promise<ReservedConnection>;
   close(): Promise<void>;
 }
 
@@ -93,6 +100,7 @@ function pgliteExecutor(client: PgliteLike): Executor {
 
 function openPostgres(url: string, max: number): Database {
   const client = postgres(url, { max, onnotice: () => {} });
+  const sessions = new Set<postgres.Sql>();
   const exec = postgresExecutor(client);
   return {
     dialect: 'postgres',
@@ -115,7 +123,22 @@ function openPostgres(url: string, max: number): Database {
       const r = postgresExecutor(reserved);
       return { execute: r.execute, release: async () => reserved.release() };
     },
-    close: () => client.end({ timeout: 5 }),
+    async session() {
+      const own = postgres(url, { max: 1, onnotice: () => {} });
+      sessions.add(own);
+      const r = postgresExecutor(own);
+      return {
+        execute: r.execute,
+        release: async () => {
+          sessions.delete(own);
+          await own.end({ timeout: 1 });
+        },
+      };
+    },
+    close: async () => {
+      await Promise.all([...sessions].map((s) => s.end({ timeout: 1 })));
+      await client.end({ timeout: 5 });
+    },
   };
 }
 
@@ -141,6 +164,9 @@ async function openPglite(dataDir: string): Promise<Database> {
       }
     },
     async reserve() {
+      return { execute: exec.execute, release: async () => {} };
+    },
+    async session() {
       return { execute: exec.execute, release: async () => {} };
     },
     close: () => client.close(),

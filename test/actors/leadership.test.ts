@@ -1,10 +1,13 @@
 import { afterEach, describe, expect, it } from 'vitest';
+import { memoryLogger } from '../../actors/Logger.ts';
+import { createRuntime } from '../../actors/Runtime.ts';
 import { observe } from '../transport/helpers.ts';
 import {
   archiveOperation,
   type Deployment,
   FAST_TIMING,
   kill9,
+  NATS_URL,
   startDeployment,
   waitFor,
 } from './harness.ts';
@@ -46,5 +49,41 @@ describe('leadership', () => {
       30_000,
     );
     expect(follower.proc.exitCode).toBeNull();
+  });
+});
+
+describe('leadership when the leader loses its database connection', () => {
+  it('the leader steps down and the follower takes over; the loops never stay with a leader that lost its lock', async () => {
+    d = await startDeployment();
+    const dep = d;
+    const other = await createRuntime({
+      databaseUrl: dep.db.url,
+      natsUrl: NATS_URL,
+      prefix: dep.prefix,
+      timing: dep.timing,
+      logger: memoryLogger(),
+    });
+    try {
+      const first = dep.runtime.startControlPlane();
+      await waitFor(() => first.isLeader, 'the first control plane to lead');
+      const second = other.startControlPlane();
+      await observe(4 * (FAST_TIMING.leaderPollMs ?? 250));
+      expect(second.isLeader).toBe(false);
+
+      // Postgres drops the leader's session, and with it the advisory lock.
+      const killed = await dep.runtime.database.execute<{ pid: number }>(
+        `select pg_terminate_backend(l.pid) as killed, l.pid from pg_locks l
+         join pg_stat_activity a on a.pid = l.pid
+         where l.locktype = 'advisory' and l.granted and a.datname = current_database()`,
+      );
+      expect(killed).toHaveLength(1);
+      await waitFor(() => second.isLeader, 'the follower to take over');
+      await waitFor(() => !first.isLeader, 'the old leader to step down');
+      // The old leader contends again and stays a follower while the new one holds the lock.
+      await observe(4 * (FAST_TIMING.leaderPollMs ?? 250));
+      expect([first.isLeader, second.isLeader]).toEqual([false, true]);
+    } finally {
+      await other.close();
+    }
   });
 });
