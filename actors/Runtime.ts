@@ -41,7 +41,7 @@ export interface RuntimeOptions {
   /** Names the deployment on NATS (stream, subjects, consumers, bucket) and the leader lock. */
   readonly prefix?: string;
   readonly timing?: Partial<RuntimeTiming>;
-  /** Returns to PENDING an operation may take before it FAILS (default 3). */
+  /** Returns to PENDING an operation may take before it FAILS, unless it says (default 3). */
   readonly maxRetries?: number;
   readonly logger?: Logger;
   readonly clock?: Clock;
@@ -199,6 +199,10 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   const planes = new Set<ControlPlane>();
   const wakers = new Set<ControlPlaneLoops>();
   const inProcess = natsUrl === undefined;
+  const withDefaults = (input: CreateOperationInput): CreateOperationInput =>
+    input.maxRetries === undefined && options.maxRetries !== undefined
+      ? { ...input, maxRetries: options.maxRetries }
+      : input;
 
   const runtime: Runtime = {
     database,
@@ -213,12 +217,12 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     mode: { database: database.dialect, transport: inProcess ? 'in-process' : 'jetstream' },
     migrate: () => migrate(database),
     async submit(input) {
-      const id = await store.create(input);
+      const id = await store.create(withDefaults(input));
       for (const w of wakers) w.wake();
       return id;
     },
     async submitMany(inputs) {
-      const ids = await store.createMany(inputs);
+      const ids = await store.createMany(inputs.map(withDefaults));
       for (const w of wakers) w.wake();
       return ids;
     },

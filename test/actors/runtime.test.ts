@@ -1,0 +1,51 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createRuntime, type Runtime } from '../../actors/Runtime.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { inputFor, makeWorld } from '../persistence/fixtures.ts';
+
+let db: TestDatabase;
+let runtime: Runtime;
+beforeAll(async () => {
+  db = await createTestDatabase('opstate_runtime');
+  // No natsUrl: the in-process transport, on the real Postgres.
+  runtime = await createRuntime({ databaseUrl: db.url, maxRetries: 1 });
+});
+afterAll(async () => {
+  await runtime?.close();
+  await dropTestDatabase(db);
+});
+
+describe('createRuntime', () => {
+  it('applies its maxRetries to operations that do not name one', async () => {
+    const w = await makeWorld(runtime.database);
+    const [a, b] = await runtime.submitMany([
+      inputFor(OperationKind.TRANSFER, w),
+      { ...inputFor(OperationKind.UNPACK, w), maxRetries: 5 },
+    ]);
+    expect((await runtime.store.load(a as string)).maxRetries).toBe(1);
+    expect((await runtime.store.load(b as string)).maxRetries).toBe(5);
+    expect(
+      (await runtime.store.load(await runtime.submit(inputFor(OperationKind.STAGING, w))))
+        .maxRetries,
+    ).toBe(1);
+  });
+
+  it('says which mode it runs in, and refuses an embedded run given server URLs', async () => {
+    expect(runtime.mode).toEqual({ database: 'postgres', transport: 'in-process' });
+    await expect(createRuntime({ embedded: true, databaseUrl: db.url })).rejects.toMatchObject({
+      code: OpstateErrorCode.CONFIG,
+    });
+  });
+
+  it('lets an operator send only operator events', async () => {
+    const w = await makeWorld(runtime.database);
+    const id = await runtime.submit(inputFor(OperationKind.TRANSFER, w));
+    await expect(runtime.command(id, { type: 'COMPLETE', attempt: 1 })).rejects.toMatchObject({
+      code: OpstateErrorCode.BAD_INPUT,
+    });
+    const cancelled = await runtime.command(id, { type: 'CANCEL', reason: 'not needed' });
+    expect(cancelled.status).toBe('FAILED');
+  });
+});
