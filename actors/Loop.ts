@@ -54,7 +54,10 @@ export function startLoop(options: LoopOptions): Loop {
       }
       if (stopped) break;
       if (more || woken) continue;
-      await clock.sleep(intervalMs * Math.min(2 ** Math.max(0, failures - 1), 32), wait.signal);
+      // After failures, back off (×2 each, at most ×8 and 30 s) so a database outage is not
+      // hammered, yet a loop is never far behind once it is over.
+      const backoff = Math.min(intervalMs * 2 ** Math.min(Math.max(0, failures - 1), 3), 30_000);
+      await clock.sleep(failures === 0 ? intervalMs : Math.max(intervalMs, backoff), wait.signal);
       if (wait.signal.aborted) wait = new AbortController();
     }
   })();

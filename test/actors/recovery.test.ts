@@ -130,7 +130,8 @@ describe('recovery paths', () => {
   });
 
   it('a purged heartbeat bucket (KV and database disagree): the reconciler, not the monitor, recovers', async () => {
-    d = await startDeployment();
+    // The broker's ack-wait is far away, so only the reconciler can recover within the test.
+    d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 30_000 });
     const dep = d;
     dep.runtime.startControlPlane();
     const first = await dep.readyWorker({ FIXTURE_HOLD_MS: '600000' });
@@ -152,9 +153,11 @@ describe('recovery paths', () => {
       40_000,
     );
     const view = await dep.runtime.get(op.id);
-    expect(view.transitions.filter((t) => t.event === 'RESET').map((t) => t.by)).toEqual([
-      'reconciler',
-    ]);
+    // On a mismatch, show what the control plane logged: a failing loop would explain it.
+    expect({
+      resets: view.transitions.filter((t) => t.event === 'RESET').map((t) => t.by),
+      log: dep.logger.lines.filter((l) => l.level !== 'INFO' && l.level !== 'DEBUG'),
+    }).toEqual({ resets: ['reconciler'], log: expect.any(Array) });
     expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
   });
 
