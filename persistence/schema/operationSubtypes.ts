@@ -14,20 +14,35 @@ import { dataLocation, dataTransferPackage, rawDataPackage } from './artifacts.t
 import { operation } from './operation.ts';
 
 /**
+ * What each reference column of a subtype points at. A subtype's foreign keys are derived from its
+ * column names, so adding a kind means naming its columns, nothing more.
+ */
+const REFERENCES: Readonly<Record<string, AnyPgColumn>> = {
+  rawDataPackageId: rawDataPackage.id,
+  dataTransferPackageId: dataTransferPackage.id,
+  locationId: dataLocation.id,
+  sourceLocationId: dataLocation.id,
+  destinationLocationId: dataLocation.id,
+};
+
+/** The column naming the artifact an operation works on: indexed for lineage queries. */
+const ARTIFACT_KEYS = ['rawDataPackageId', 'dataTransferPackageId'] as const;
+
+/**
  * Builds one joined-table subtype: the shared key `operation_id`, a `kind` column that defaults to
  * the subtype's own kind and is checked against it, and a composite foreign key to the base's
  * `(id, kind)`. A subtype row under a base row of another kind is therefore rejected by the
- * database (23503), whatever the code does.
+ * database (23503), whatever the code does. Every reference column (`REFERENCES`) gets a foreign
+ * key with a short explicit name (drizzle's default names pass Postgres' 63-character limit), and
+ * the artifact column an index.
  */
 function subtype<const N extends string, C extends Record<string, PgColumnBuilderBase>>(
   name: N,
   kind: OperationKind,
   columns: C,
-  refs: (t: Record<string, AnyPgColumn>) => {
-    indexed: AnyPgColumn;
-    fks: [AnyPgColumn, AnyPgColumn][];
-  },
 ) {
+  const artifactKey = ARTIFACT_KEYS.find((k) => k in columns);
+  if (artifactKey === undefined) throw new Error(`subtype ${name} names no artifact column`);
   return pgTable(
     name,
     {
@@ -35,54 +50,36 @@ function subtype<const N extends string, C extends Record<string, PgColumnBuilde
       kind: text('kind').notNull().default(kind),
       ...columns,
     },
-    (t) => [
-      check(`${name}_kind_check`, sql`${t.kind} = '${sql.raw(kind)}'`),
-      foreignKey({
-        name: `${name}_base_fk`,
-        columns: [t.operationId, t.kind],
-        foreignColumns: [operation.id, operation.kind],
-      }).onDelete('cascade'),
-      ...foreignKeys(name, refs(t as unknown as Record<string, AnyPgColumn>)),
-    ],
+    (t) => {
+      const column = (key: string) =>
+        (t as unknown as Record<string, AnyPgColumn>)[key] as AnyPgColumn;
+      return [
+        check(`${name}_kind_check`, sql`${t.kind} = '${sql.raw(kind)}'`),
+        foreignKey({
+          name: `${name}_base_fk`,
+          columns: [t.operationId, t.kind],
+          foreignColumns: [operation.id, operation.kind],
+        }).onDelete('cascade'),
+        index(`${name}_artifact_idx`).on(column(artifactKey)),
+        ...Object.keys(columns)
+          .filter((key) => key in REFERENCES)
+          .map((key) =>
+            foreignKey({
+              name: `${name}_${column(key).name}_fk`,
+              columns: [column(key)],
+              foreignColumns: [REFERENCES[key] as AnyPgColumn],
+            }),
+          ),
+      ];
+    },
   );
 }
 
-/** Short, explicit names: drizzle's default ones pass Postgres' 63-character identifier limit. */
-function foreignKeys(
-  table: string,
-  spec: { indexed: AnyPgColumn; fks: [AnyPgColumn, AnyPgColumn][] },
-) {
-  return [
-    index(`${table}_artifact_idx`).on(spec.indexed),
-    ...spec.fks.map(([column, target]) =>
-      foreignKey({
-        name: `${table}_${column.name}_fk`,
-        columns: [column],
-        foreignColumns: [target],
-      }),
-    ),
-  ];
-}
-
-type Cols = Record<string, AnyPgColumn>;
-const at = (t: Cols, key: string): AnyPgColumn => t[key] as AnyPgColumn;
-
 /** Packaging: raw data files at a location become the raw data package. */
-export const packagingOperation = subtype(
-  'packaging_operation',
-  OperationKind.RAW_DATA_PACKAGE,
-  {
-    rawDataPackageId: uuid('raw_data_package_id').notNull(),
-    locationId: uuid('location_id').notNull(),
-  },
-  (t) => ({
-    indexed: at(t, 'rawDataPackageId'),
-    fks: [
-      [at(t, 'rawDataPackageId'), rawDataPackage.id],
-      [at(t, 'locationId'), dataLocation.id],
-    ],
-  }),
-);
+export const packagingOperation = subtype('packaging_operation', OperationKind.RAW_DATA_PACKAGE, {
+  rawDataPackageId: uuid('raw_data_package_id').notNull(),
+  locationId: uuid('location_id').notNull(),
+});
 
 /** Bundling: raw data packages at a location become the data transfer package. */
 export const bundlingOperation = subtype(
@@ -92,50 +89,20 @@ export const bundlingOperation = subtype(
     dataTransferPackageId: uuid('data_transfer_package_id').notNull(),
     locationId: uuid('location_id').notNull(),
   },
-  (t) => ({
-    indexed: at(t, 'dataTransferPackageId'),
-    fks: [
-      [at(t, 'dataTransferPackageId'), dataTransferPackage.id],
-      [at(t, 'locationId'), dataLocation.id],
-    ],
-  }),
 );
 
 /** Transfer: a data transfer package from one location to another. */
-export const transferOperation = subtype(
-  'transfer_operation',
-  OperationKind.TRANSFER,
-  {
-    dataTransferPackageId: uuid('data_transfer_package_id').notNull(),
-    sourceLocationId: uuid('source_location_id').notNull(),
-    destinationLocationId: uuid('destination_location_id').notNull(),
-  },
-  (t) => ({
-    indexed: at(t, 'dataTransferPackageId'),
-    fks: [
-      [at(t, 'dataTransferPackageId'), dataTransferPackage.id],
-      [at(t, 'sourceLocationId'), dataLocation.id],
-      [at(t, 'destinationLocationId'), dataLocation.id],
-    ],
-  }),
-);
+export const transferOperation = subtype('transfer_operation', OperationKind.TRANSFER, {
+  dataTransferPackageId: uuid('data_transfer_package_id').notNull(),
+  sourceLocationId: uuid('source_location_id').notNull(),
+  destinationLocationId: uuid('destination_location_id').notNull(),
+});
 
 /** Unpack: a transferred data transfer package back into its raw data packages (fan-out). */
-export const unpackOperation = subtype(
-  'unpack_operation',
-  OperationKind.UNPACK,
-  {
-    dataTransferPackageId: uuid('data_transfer_package_id').notNull(),
-    locationId: uuid('location_id').notNull(),
-  },
-  (t) => ({
-    indexed: at(t, 'dataTransferPackageId'),
-    fks: [
-      [at(t, 'dataTransferPackageId'), dataTransferPackage.id],
-      [at(t, 'locationId'), dataLocation.id],
-    ],
-  }),
-);
+export const unpackOperation = subtype('unpack_operation', OperationKind.UNPACK, {
+  dataTransferPackageId: uuid('data_transfer_package_id').notNull(),
+  locationId: uuid('location_id').notNull(),
+});
 
 /** Long-term archive: a raw data package into the archive, at a stable archive key. */
 export const longTermArchiveOperation = subtype(
@@ -147,34 +114,14 @@ export const longTermArchiveOperation = subtype(
     destinationLocationId: uuid('destination_location_id').notNull(),
     archiveKey: text('archive_key'),
   },
-  (t) => ({
-    indexed: at(t, 'rawDataPackageId'),
-    fks: [
-      [at(t, 'rawDataPackageId'), rawDataPackage.id],
-      [at(t, 'sourceLocationId'), dataLocation.id],
-      [at(t, 'destinationLocationId'), dataLocation.id],
-    ],
-  }),
 );
 
 /** Staging: a raw data package brought to a processing location (download + unpack). */
-export const stagingOperation = subtype(
-  'staging_operation',
-  OperationKind.STAGING,
-  {
-    rawDataPackageId: uuid('raw_data_package_id').notNull(),
-    sourceLocationId: uuid('source_location_id').notNull(),
-    destinationLocationId: uuid('destination_location_id').notNull(),
-  },
-  (t) => ({
-    indexed: at(t, 'rawDataPackageId'),
-    fks: [
-      [at(t, 'rawDataPackageId'), rawDataPackage.id],
-      [at(t, 'sourceLocationId'), dataLocation.id],
-      [at(t, 'destinationLocationId'), dataLocation.id],
-    ],
-  }),
-);
+export const stagingOperation = subtype('staging_operation', OperationKind.STAGING, {
+  rawDataPackageId: uuid('raw_data_package_id').notNull(),
+  sourceLocationId: uuid('source_location_id').notNull(),
+  destinationLocationId: uuid('destination_location_id').notNull(),
+});
 
 /** The subtype table of each kind: exhaustive, so a new kind without a table fails to compile. */
 export const SUBTYPE_TABLE: Readonly<
