@@ -1,5 +1,6 @@
+import type { Route } from '../machines/routing.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
-import type { Transport } from '../transport/Transport.ts';
+import type { DispatchMessage, Transport } from '../transport/Transport.ts';
 import { startCircuitBreakerLoop } from './CircuitBreaker.ts';
 import type { Clock } from './Clock.ts';
 import type { Logger } from './Logger.ts';
@@ -81,6 +82,33 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
   const { store, transport, clock, logger, timing } = options;
   const t = transport.timing;
 
+  /**
+   * Publishes dispatches and clears their outbox rows; a row whose publish failed stays for the
+   * relay's next pass. Returns how many failed.
+   */
+  const publishAndClear = async (
+    dispatches: readonly { outboxId: number | null; route: Route; payload: DispatchMessage }[],
+    from: string,
+  ): Promise<number> => {
+    if (dispatches.length === 0) return 0;
+    const results = await transport.publishMany(
+      dispatches.map((d) => ({ route: d.route, message: d.payload })),
+    );
+    const sent = dispatches
+      .filter((d, i) => results[i]?.ok === true && d.outboxId !== null)
+      .map((d) => d.outboxId as number);
+    if (sent.length > 0) await store.deleteOutbox(sent);
+    const failures = results.filter((r) => !r.ok);
+    const first = failures[0];
+    if (first !== undefined && !first.ok) {
+      logger.log('WARNING', `${from} could not publish some dispatches; the relay retries them`, {
+        failed: failures.length,
+        error: first.error.message,
+      });
+    }
+    return failures.length;
+  };
+
   const relay = startLoop({
     name: 'outbox relay',
     intervalMs: timing.relayIntervalMs,
@@ -96,24 +124,13 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
       );
       if (rows.length === 0) return false;
       // A stale row (the operation moved on) would be fenced by the worker anyway: just drop it.
-      const live = rows.filter((r) => !r.stale);
-      const results = await transport.publishMany(
-        live.map((r) => ({ route: r.route, message: r.payload })),
+      const stale = rows.filter((r) => r.stale).map((r) => r.id);
+      if (stale.length > 0) await store.deleteOutbox(stale);
+      const failed = await publishAndClear(
+        rows.filter((r) => !r.stale).map((r) => ({ ...r, outboxId: r.id })),
+        'outbox relay',
       );
-      const failures = results.filter((r) => !r.ok);
-      if (failures.length > 0) {
-        const first = failures[0];
-        logger.log('WARNING', 'outbox relay could not publish some dispatches; will retry', {
-          failed: failures.length,
-          error: first !== undefined && !first.ok ? first.error.message : undefined,
-        });
-      }
-      const done = [
-        ...rows.filter((r) => r.stale).map((r) => r.id),
-        ...live.filter((_, i) => results[i]?.ok === true).map((r) => r.id),
-      ];
-      if (done.length > 0) await store.deleteOutbox(done);
-      return rows.length === timing.batchSize && failures.length === 0;
+      return rows.length === timing.batchSize && failed === 0;
     },
   });
 
@@ -133,17 +150,8 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
           error: r.error.message,
         });
       }
-      if (claimed.length > 0) {
-        // Publish at once; the outbox rows are only the safety net for a crash in between.
-        const results = await transport.publishMany(
-          claimed.map((c) => ({ route: c.route, message: c.payload })),
-        );
-        const sent = claimed
-          .filter((c, i) => results[i]?.ok === true && c.outboxId !== null)
-          .map((c) => c.outboxId as number);
-        if (sent.length > 0) await store.deleteOutbox(sent);
-        if (sent.length < claimed.length) relay.wake();
-      }
+      // Publish at once; the outbox rows are only the safety net for a crash in between.
+      await publishAndClear(claimed, 'scheduler');
       return claimed.length === limit;
     },
   });
