@@ -49,3 +49,37 @@ describe('createRuntime', () => {
     expect(cancelled.status).toBe('FAILED');
   });
 });
+
+describe('embedded transport after a restart', () => {
+  it('re-dispatches what was SCHEDULED, since in-process messages die with the process', async () => {
+    const w = await makeWorld(runtime.database);
+    const id = await runtime.submit(inputFor(OperationKind.TRANSFER, w));
+    // The previous process claimed and published it into its in-memory queue, then died.
+    const { claimed } = await runtime.store.claimDue(10);
+    expect(claimed.map((c) => c.id)).toContain(id);
+    await runtime.store.deleteOutbox(claimed.map((c) => c.outboxId as number));
+
+    const restarted = await createRuntime({ databaseUrl: db.url });
+    try {
+      restarted.startWorker({
+        kinds: [OperationKind.TRANSFER],
+        handlers: { [OperationKind.TRANSFER]: async () => ({ outputs: [] }) },
+      });
+      restarted.startControlPlane();
+      const deadline = Date.now() + 30_000;
+      while ((await restarted.store.load(id)).status !== 'COMPLETED') {
+        if (Date.now() > deadline) throw new Error('the scheduled operation was not re-dispatched');
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const view = await restarted.get(id);
+      expect(view.transitions.map((t) => t.event)).toEqual([
+        'CREATE',
+        'SCHEDULE',
+        'START',
+        'COMPLETE',
+      ]);
+    } finally {
+      await restarted.close();
+    }
+  });
+});
