@@ -93,36 +93,27 @@ export const operation = pgTable(
   ],
 );
 
+/** A link from an operation to a physical copy, one table per direction. */
+function copyLink<const N extends string>(name: N) {
+  return pgTable(
+    name,
+    {
+      operationId: uuid('operation_id')
+        .notNull()
+        .references(() => operation.id, { onDelete: 'cascade' }),
+      physicalCopyId: uuid('physical_copy_id')
+        .notNull()
+        .references(() => physicalCopy.id),
+    },
+    (t) => [
+      primaryKey({ name: `${name}_pkey`, columns: [t.operationId, t.physicalCopyId] }),
+      index(`${name}_copy_idx`).on(t.physicalCopyId),
+    ],
+  );
+}
+
 /** Copies an operation consumes. Lineage runs through copies, never operation to operation. */
-export const operationInput = pgTable(
-  'operation_input',
-  {
-    operationId: uuid('operation_id')
-      .notNull()
-      .references(() => operation.id, { onDelete: 'cascade' }),
-    physicalCopyId: uuid('physical_copy_id')
-      .notNull()
-      .references(() => physicalCopy.id),
-  },
-  (t) => [
-    primaryKey({ name: 'operation_input_pkey', columns: [t.operationId, t.physicalCopyId] }),
-    index('operation_input_copy_idx').on(t.physicalCopyId),
-  ],
-);
+export const operationInput = copyLink('operation_input');
 
 /** Copies an operation produced (or found already present when it completed). */
-export const operationOutput = pgTable(
-  'operation_output',
-  {
-    operationId: uuid('operation_id')
-      .notNull()
-      .references(() => operation.id, { onDelete: 'cascade' }),
-    physicalCopyId: uuid('physical_copy_id')
-      .notNull()
-      .references(() => physicalCopy.id),
-  },
-  (t) => [
-    primaryKey({ name: 'operation_output_pkey', columns: [t.operationId, t.physicalCopyId] }),
-    index('operation_output_copy_idx').on(t.physicalCopyId),
-  ],
-);
+export const operationOutput = copyLink('operation_output');
