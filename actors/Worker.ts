@@ -327,7 +327,6 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     };
     const beats = heartbeatLoop(op, beat);
     beatLoops.add(beats);
-    let outcome: 'completed' | 'failed' | 'dropped' = 'dropped';
     try {
       options.faults?.beforeFirstHeartbeat?.(d.message);
       await beat();
@@ -344,11 +343,11 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
         if (lease.abort.signal.aborted) throw lease.abort.signal.reason;
       } catch (err) {
         if (crashed) return;
-        outcome = await failed(d, op, lease, err);
+        await failed(d, op, lease, err);
         return;
       }
       if (crashed) return;
-      outcome = await completed(d, op, result?.outputs ?? []);
+      await completed(d, op, result?.outputs ?? []);
     } finally {
       await beats.stop();
       // The delivery is settled by now: removing the key is off the critical path.
@@ -359,7 +358,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
           }),
         );
       }
-      registry.trigger.released({ operationId: op.id, outcome });
+      registry.trigger.released({ operationId: op.id });
     }
   }
 
@@ -367,7 +366,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     d: Delivery,
     op: Running,
     outputs: readonly OutputCopy[],
-  ): Promise<'completed' | 'dropped'> {
+  ): Promise<void> {
     try {
       unwrap(await completes.submit({ id: op.id, attempt: op.attempt, outputs, by: id }));
     } catch (err) {
@@ -380,20 +379,14 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
           error: messageOf(err),
         });
         d.term();
-        return 'dropped';
+        return;
       }
       throw err;
     }
     await d.ack();
-    return 'completed';
   }
 
-  async function failed(
-    d: Delivery,
-    op: Running,
-    lease: Lease,
-    err: unknown,
-  ): Promise<'failed' | 'dropped'> {
+  async function failed(d: Delivery, op: Running, lease: Lease, err: unknown): Promise<void> {
     if (lease.abort.signal.aborted) {
       if (stopping) {
         // Hand it back: with our heartbeat gone first, the redelivery resets it by the broker path.
@@ -413,7 +406,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
           ),
         });
       }
-      return 'dropped';
+      return;
     }
     const retryable = isRetryable(err);
     try {
@@ -435,7 +428,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       const code = codeOf(applyErr);
       if (code === OpstateErrorCode.STALE_ATTEMPT || code === OpstateErrorCode.INVALID_EVENT) {
         d.term();
-        return 'dropped';
+        return;
       }
       throw applyErr;
     }
@@ -447,7 +440,6 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       error: messageOf(err),
     });
     await d.ack();
-    return 'failed';
   }
 
   async function step<T>(op: Running, name: string, fn: () => Promise<T>): Promise<T> {

@@ -27,7 +27,7 @@ export interface Lease {
  */
 export function createWorkerRegistry() {
   return createStore({
-    context: { leases: {} as Readonly<Record<string, Lease>>, completed: 0, failed: 0 },
+    context: { leases: {} as Readonly<Record<string, Lease>> },
     on: {
       leased: (context, event: { lease: Lease }) => ({
         ...context,
@@ -39,16 +39,9 @@ export function createWorkerRegistry() {
         enq.effect(() => lease.abort.abort(new Error(event.reason)));
         return context;
       },
-      released: (
-        context,
-        event: { operationId: string; outcome: 'completed' | 'failed' | 'dropped' },
-      ) => {
+      released: (context, event: { operationId: string }) => {
         const { [event.operationId]: _gone, ...leases } = context.leases;
-        return {
-          leases,
-          completed: context.completed + (event.outcome === 'completed' ? 1 : 0),
-          failed: context.failed + (event.outcome === 'failed' ? 1 : 0),
-        };
+        return { ...context, leases };
       },
     },
   });
