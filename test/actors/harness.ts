@@ -6,6 +6,7 @@ import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Ru
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { waitFor as waitUntil } from '../helpers/waitFor.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
 import { uniquePrefix } from '../transport/helpers.ts';
 
@@ -22,33 +23,17 @@ function diagnostics(): string {
     .join('\n');
 }
 
-const pause = (ms: number) => new Promise<'late'>((r) => setTimeout(() => r('late'), ms));
-
 /**
- * Polls `condition` until it holds. A check that does not answer counts against the deadline
- * too, and a timeout reports what every child process printed last.
+ * `waitFor` that, on a timeout, also reports what every child process of the current deployment
+ * printed last.
  */
-export async function waitFor(
+export function waitFor(
   condition: () => boolean | Promise<boolean>,
   what: string,
   timeoutMs = 20_000,
   intervalMs = 20,
 ): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const answer = await Promise.race([
-      Promise.resolve(condition()),
-      pause(Math.max(1, deadline - Date.now())),
-    ]);
-    if (answer === true) return;
-    if (Date.now() > deadline) {
-      const hung = answer === 'late' ? ' (the check itself did not answer)' : '';
-      throw new Error(
-        `Timed out after ${timeoutMs} ms waiting for ${what}${hung}\n${diagnostics()}`,
-      );
-    }
-    await pause(intervalMs);
-  }
+  return waitUntil(condition, what, timeoutMs, intervalMs, diagnostics);
 }
 
 export const NATS_URL = process.env.OPSTATE_TEST_NATS_URL ?? 'nats://127.0.0.1:4222';

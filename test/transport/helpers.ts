@@ -4,21 +4,9 @@ import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
-/** Polls `condition` until it holds or the deadline passes (then throws with `what`). */
-export async function waitFor(
-  condition: () => boolean | Promise<boolean>,
-  what: string,
-  timeoutMs = 20_000,
-  intervalMs = 20,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    if (await condition()) return;
-    if (Date.now() > deadline)
-      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, intervalMs));
-  }
-}
+import { waitFor } from '../helpers/waitFor.ts';
+
+export { waitFor };
 
 /** An observation window (to show that something does NOT happen), never a wait for a condition. */
 export function observe(ms: number): Promise<void> {
