@@ -31,6 +31,28 @@ async function liveCopiesAt(dep: Deployment, pkg: string, locationId: string) {
   return copies.filter((c) => c.locationId === locationId && c.status !== 'DELETED');
 }
 
+/**
+ * The shape of the crash drills: a worker that dies at `crash` leaves the operation in
+ * `leftIn`; a healthy worker then starts, and the operation must come home within `withinMs`.
+ */
+async function crashThenRecover(
+  dep: Deployment,
+  crash: 'before-start' | 'before-first-heartbeat',
+  leftIn: 'SCHEDULED' | 'IN_PROGRESS',
+  withinMs: number,
+) {
+  const doomed = await dep.readyWorker({ FIXTURE_CRASH: crash });
+  const op = await archiveOperation(dep);
+  await doomed.exited;
+  expect(await status(dep, op.id)).toBe(leftIn);
+  expect(
+    await dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
+  ).toBe(false);
+  await dep.readyWorker();
+  await waitFor(async () => (await status(dep, op.id)) === 'COMPLETED', 'recovery', withinMs);
+  return { op, view: await dep.runtime.get(op.id) };
+}
+
 describe('recovery paths', () => {
   it('kill -9 mid-operation: the heartbeat monitor resets it and it completes once', async () => {
     d = await startDeployment();
@@ -73,21 +95,12 @@ describe('recovery paths', () => {
     d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 20_000 });
     const dep = d;
     dep.runtime.startControlPlane();
-    const doomed = await dep.readyWorker({ FIXTURE_CRASH: 'before-first-heartbeat' });
-    const op = await archiveOperation(dep);
-    await doomed.exited;
-    expect(await status(dep, op.id)).toBe('IN_PROGRESS');
-    expect(
-      await dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
-    ).toBe(false);
-    await dep.readyWorker();
-    await waitFor(
-      async () => (await status(dep, op.id)) === 'COMPLETED',
-      'completion after the floor',
+    const { op, view } = await crashThenRecover(
+      dep,
+      'before-first-heartbeat',
+      'IN_PROGRESS',
       40_000,
     );
-
-    const view = await dep.runtime.get(op.id);
     expect(view.transitions.filter((t) => t.event === 'RESET').map((t) => t.by)).toEqual([
       'reconciler',
     ]);
@@ -108,17 +121,7 @@ describe('recovery paths', () => {
     d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 20_000 });
     const dep = d;
     dep.runtime.startControlPlane();
-    const doomed = await dep.readyWorker({ FIXTURE_CRASH: 'before-start' });
-    const op = await archiveOperation(dep);
-    await doomed.exited;
-    expect(await status(dep, op.id)).toBe('SCHEDULED');
-    await dep.readyWorker();
-    await waitFor(
-      async () => (await status(dep, op.id)) === 'COMPLETED',
-      'completion after the floor',
-      40_000,
-    );
-    const view = await dep.runtime.get(op.id);
+    const { view } = await crashThenRecover(dep, 'before-start', 'SCHEDULED', 40_000);
     expect(view.transitions.map((t) => `${t.from}>${t.to}:${t.by}`)).toEqual([
       'null>PENDING:operator',
       'PENDING>SCHEDULED:scheduler',
@@ -268,17 +271,12 @@ describe('recovery paths', () => {
     d = await startDeployment({ ...FAST_TIMING, reconcilerIntervalMs: 600_000 });
     const dep = d;
     dep.runtime.startControlPlane();
-    const doomed = await dep.readyWorker({ FIXTURE_CRASH: 'before-first-heartbeat' });
-    const op = await archiveOperation(dep);
-    await doomed.exited;
-    expect(await status(dep, op.id)).toBe('IN_PROGRESS');
-    await dep.readyWorker();
-    await waitFor(
-      async () => (await status(dep, op.id)) === 'COMPLETED',
-      'completion after ack-wait',
+    const { op, view } = await crashThenRecover(
+      dep,
+      'before-first-heartbeat',
+      'IN_PROGRESS',
       60_000,
     );
-    const view = await dep.runtime.get(op.id);
     expect(
       view.transitions.filter((t) => t.event === 'RESET').map((t) => `${t.by}@${t.attempt}`),
     ).toEqual(['broker@1']);
