@@ -1,10 +1,12 @@
+import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { Route } from '../machines/routing.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { DispatchMessage, Transport } from '../transport/Transport.ts';
 import { startCircuitBreakerLoop } from './CircuitBreaker.ts';
 import type { Clock } from './Clock.ts';
+import type { LeadershipTerm } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
-import { type Loop, startLoop } from './Loop.ts';
+import { type Loop, type LoopOptions, startLoop } from './Loop.ts';
 
 /** How often each control-plane loop runs when idle, and how much it takes per pass. */
 export interface ControlPlaneTiming {
@@ -43,6 +45,11 @@ export interface ControlPlaneOptions {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly timing: ControlPlaneTiming;
+  /**
+   * The leadership term these loops run under: a pass starts only while it is valid, and every
+   * write carries its fence. Without one (tests of a single process) writes are not fenced.
+   */
+  readonly term?: LeadershipTerm;
 }
 
 /** The running loops of a leader. `wake()` tells the scheduler that work was submitted. */
@@ -79,8 +86,17 @@ function ageSeconds(clock: Clock, since: Date | null): number | null {
  * ```
  */
 export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPlaneLoops {
-  const { store, transport, clock, logger, timing } = options;
+  const { store, transport, clock, logger, timing, term } = options;
   const t = transport.timing;
+  const fence = term?.fence;
+  /** A loop whose passes start only while the term is valid. */
+  const leaderLoop = (o: Omit<LoopOptions, 'clock' | 'logger'>): Loop =>
+    startLoop({
+      ...o,
+      clock,
+      logger,
+      pass: () => (term === undefined || term.valid() ? o.pass() : Promise.resolve(false)),
+    });
 
   /**
    * Publishes dispatches and clears their outbox rows; a row whose publish failed stays for the
@@ -97,7 +113,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     const sent = dispatches
       .filter((d, i) => results[i]?.ok === true && d.outboxId !== null)
       .map((d) => d.outboxId as number);
-    if (sent.length > 0) await store.deleteOutbox(sent);
+    if (sent.length > 0) await store.deleteOutbox(sent, fence);
     const failures = results.filter((r) => !r.ok);
     const first = failures[0];
     if (first !== undefined && !first.ok) {
@@ -109,11 +125,9 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     return failures.length;
   };
 
-  const relay = startLoop({
+  const relay = leaderLoop({
     name: 'outbox relay',
     intervalMs: timing.relayIntervalMs,
-    clock,
-    logger,
     pass: async () => {
       // Rows younger than the grace are being published by the scheduler right now; taking them
       // too would only publish twice (harmless, deduplicated, but two round trips for nothing).
@@ -125,7 +139,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
       if (rows.length === 0) return false;
       // A stale row (the operation moved on) would be fenced by the worker anyway: just drop it.
       const stale = rows.filter((r) => r.stale).map((r) => r.id);
-      if (stale.length > 0) await store.deleteOutbox(stale);
+      if (stale.length > 0) await store.deleteOutbox(stale, fence);
       const failed = await publishAndClear(
         rows.filter((r) => !r.stale).map((r) => ({ ...r, outboxId: r.id })),
         'outbox relay',
@@ -134,16 +148,14 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     },
   });
 
-  const scheduler = startLoop({
+  const scheduler = leaderLoop({
     name: 'scheduler',
     intervalMs: timing.schedulerIntervalMs,
-    clock,
-    logger,
     pass: async () => {
       const room = timing.maxScheduled - (await store.countScheduled());
       if (room <= 0) return false;
       const limit = Math.min(timing.batchSize, room);
-      const { claimed, refused } = await store.claimDue(limit);
+      const { claimed, refused } = await store.claimDue(limit, fence);
       for (const r of refused) {
         logger.log('ERROR', 'scheduler cannot schedule operation; left as it is', {
           operationId: r.id,
@@ -166,12 +178,14 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
       await store.apply(
         op.id,
         { type: 'RESET', by, reason, attempt: op.attempt, at: iso(clock.now()) },
-        { by },
+        { by, fence },
       );
       return true;
     } catch (err) {
       // Lost a race with the worker (it completed or failed in between): nothing to recover.
-      logger.log('DEBUG', `${by} reset skipped`, {
+      // Anything else (an outage, lost leadership) ends the pass and is the loop's to report.
+      if (classifyFailure(err) !== 'lost_race') throw err;
+      logger.log('DEBUG', `${by} reset skipped: the operation moved on`, {
         operationId: op.id,
         error: err instanceof Error ? err.message : String(err),
       });
@@ -194,11 +208,9 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     return live;
   };
 
-  const monitor = startLoop({
+  const monitor = leaderLoop({
     name: 'heartbeat monitor',
     intervalMs: timing.monitorIntervalMs,
-    clock,
-    logger,
     pass: async () => {
       const now = clock.now();
       const cutoff = now - t.heartbeatTimeoutMs;
@@ -226,11 +238,9 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     },
   });
 
-  const reconciler = startLoop({
+  const reconciler = leaderLoop({
     name: 'reconciler',
     intervalMs: timing.reconcilerIntervalMs,
-    clock,
-    logger,
     pass: async () => {
       const now = clock.now();
       const old = await store.listActiveOlderThan(new Date(now - t.reconcilerFloorMs));
@@ -262,6 +272,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     batchSize: timing.batchSize * 4,
     intervalMs: timing.breakerIntervalMs,
     onRelease: () => scheduler.wake(),
+    ...(term === undefined ? {} : { term }),
   });
 
   const loops: Loop[] = [scheduler, relay, monitor, reconciler, breaker];

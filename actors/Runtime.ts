@@ -29,7 +29,15 @@ import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
 
 /** Every timer of a runtime: the transport's (validated in order) plus the control plane's. */
 export type RuntimeTiming = TransportTiming &
-  ControlPlaneTiming & { readonly leaderPollMs: number };
+  ControlPlaneTiming & {
+    /** How often the leader renews its lease and a standby tries to take a lapsed one [1 s]. */
+    readonly leaderPollMs: number;
+    /**
+     * How long the leadership lease runs without renewal [10 s]: a frozen or dead leader is
+     * replaced within this plus one poll. More than two polls.
+     */
+    readonly leaderLeaseMs: number;
+  };
 
 export interface RuntimeOptions {
   /** Postgres URL; default `DATABASE_URL`, else embedded PGlite in `dataDir`. */
@@ -62,6 +70,8 @@ export type StartWorkerOptions<K extends OperationKind> = Omit<
 
 export interface ControlPlane {
   readonly isLeader: boolean;
+  /** This replica's name in the leadership lease (`opstate status` shows the leader's). */
+  readonly holder: string;
   stop(): Promise<void>;
 }
 
@@ -73,7 +83,7 @@ function fromEnv(name: string): string | undefined {
 /** Resolves and validates every timer; a broken order is refused with `CONFIG`. */
 export function resolveRuntimeTiming(overrides: Partial<RuntimeTiming> = {}): RuntimeTiming {
   const transport = resolveTiming(overrides);
-  const plane: ControlPlaneTiming & { leaderPollMs: number } = {
+  const plane: ControlPlaneTiming & { leaderPollMs: number; leaderLeaseMs: number } = {
     ...DEFAULT_CONTROL_PLANE_TIMING,
     monitorIntervalMs: Math.max(
       1,
@@ -87,6 +97,7 @@ export function resolveRuntimeTiming(overrides: Partial<RuntimeTiming> = {}): Ru
       ),
     ),
     leaderPollMs: 1_000,
+    leaderLeaseMs: 10_000,
   };
   const picked = Object.fromEntries(
     Object.entries(overrides).filter(([k, v]) => v !== undefined && k in plane),
@@ -100,6 +111,12 @@ export function resolveRuntimeTiming(overrides: Partial<RuntimeTiming> = {}): Ru
         `timer ${k} must be a positive integer; got ${String(v)}`,
       );
     }
+  }
+  if (!(merged.leaderLeaseMs > 2 * merged.leaderPollMs)) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `leaderLeaseMs (${merged.leaderLeaseMs}) must exceed two leader polls (leaderPollMs ${merged.leaderPollMs}): a leader renews at every poll and must not lose its lease to one slow renewal; raise leaderLeaseMs`,
+    );
   }
   return merged;
 }
@@ -248,11 +265,12 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         database,
         name: prefix,
         pollMs: timing.leaderPollMs,
+        leaseMs: timing.leaderLeaseMs,
         clock,
         logger,
-        onElected: async () => {
+        onElected: async (term) => {
           if (inProcess) await redispatchScheduled(store, transport, logger);
-          loops = startControlPlaneLoops({ store, transport, clock, logger, timing });
+          loops = startControlPlaneLoops({ store, transport, clock, logger, timing, term });
           wakers.add(loops);
           const mine = loops;
           return async () => {
@@ -262,6 +280,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         },
       });
       const plane: ControlPlane = {
+        holder: leadership.holder,
         get isLeader() {
           return leadership.isLeader;
         },

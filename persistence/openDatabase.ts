@@ -31,18 +31,11 @@ export interface Database extends Executor {
   /** Runs `fn` in one transaction (READ COMMITTED); a throw rolls it back. */
   transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
   /**
-   * A connection of its own, for session advisory locks (leadership, the migrator). postgres.js:
+   * A connection of its own, for session advisory locks (the migrator). postgres.js:
    * `sql.reserve()`. PGlite has a single connection, so it returns that one and `release()` does
    * nothing: locks taken there never contend inside the process.
    */
   reserve(): Promise<ReservedConnection>;
-  /**
-   * A session of its own, outside the pool, for a lock that must outlive pool churn (leadership).
-   * postgres.js: a one-connection client that reconnects after a failure, so the caller must
-   * check that its session still holds what it locked (a new session holds nothing); PGlite: the
-   * single connection. `release()` closes it, dropping its session locks.
-   */
-  session(): Promise<ReservedConnection>;
   close(): Promise<void>;
 }
 
@@ -100,7 +93,6 @@ function pgliteExecutor(client: PgliteLike): Executor {
 
 function openPostgres(url: string, max: number): Database {
   const client = postgres(url, { max, onnotice: () => {} });
-  const sessions = new Set<postgres.Sql>();
   const exec = postgresExecutor(client);
   return {
     dialect: 'postgres',
@@ -123,20 +115,7 @@ function openPostgres(url: string, max: number): Database {
       const r = postgresExecutor(reserved);
       return { execute: r.execute, release: async () => reserved.release() };
     },
-    async session() {
-      const own = postgres(url, { max: 1, onnotice: () => {} });
-      sessions.add(own);
-      const r = postgresExecutor(own);
-      return {
-        execute: r.execute,
-        release: async () => {
-          sessions.delete(own);
-          await own.end({ timeout: 1 });
-        },
-      };
-    },
     close: async () => {
-      await Promise.all([...sessions].map((s) => s.end({ timeout: 1 })));
       await client.end({ timeout: 5 });
     },
   };
@@ -164,9 +143,6 @@ async function openPglite(dataDir: string): Promise<Database> {
       }
     },
     async reserve() {
-      return { execute: exec.execute, release: async () => {} };
-    },
-    async session() {
       return { execute: exec.execute, release: async () => {} };
     },
     close: () => client.close(),

@@ -12,7 +12,7 @@ export const controlPlaneCommand: Command = {
     const runtime = await runtimeFromEnv();
     const plane = runtime.startControlPlane();
     io.out(
-      `control plane started (${runtime.mode.database}, ${runtime.mode.transport}); waiting for leadership`,
+      `control plane started (${runtime.mode.database}, ${runtime.mode.transport}) as ${plane.holder}; waiting for leadership`,
     );
     const signal = await untilSignal();
     io.out(`${signal}: stopping (leader: ${plane.isLeader})`);

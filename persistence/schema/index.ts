@@ -1,6 +1,7 @@
 /** The whole drizzle schema; `drizzle.config.ts` and the connection factory read it from here. */
 export { dataLocation, dataTransferPackage, rawDataFile, rawDataPackage } from './artifacts.ts';
 export { circuitBreaker } from './circuitBreaker.ts';
+export { controlPlaneLease } from './controlPlaneLease.ts';
 export {
   dispatchOutbox,
   operationFailureEvent,

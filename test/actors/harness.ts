@@ -56,6 +56,7 @@ export const FAST_TIMING: Partial<RuntimeTiming> = {
   schedulerIntervalMs: 50,
   relayIntervalMs: 50,
   leaderPollMs: 250,
+  leaderLeaseMs: 3_000,
   maxScheduled: 128,
 };
 

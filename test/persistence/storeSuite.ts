@@ -5,6 +5,7 @@ import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+import { MIGRATION_COUNT } from '../helpers/migrationCount.ts';
 import { inputFor, makeWorld, tableCounts } from './fixtures.ts';
 
 /** What each backend hands the shared suite. */
@@ -46,8 +47,8 @@ export function storeSuite(backend: SuiteBackend): void {
 
   it('running the migrations again applies nothing and changes nothing', async () => {
     const before = await tableCounts(db());
-    expect(await migrate(db())).toEqual({ applied: 0, total: 3 });
-    expect(await migrate(db())).toEqual({ applied: 0, total: 3 });
+    expect(await migrate(db())).toEqual({ applied: 0, total: MIGRATION_COUNT });
+    expect(await migrate(db())).toEqual({ applied: 0, total: MIGRATION_COUNT });
     expect(await tableCounts(db())).toEqual(before);
   });
 
@@ -634,12 +635,24 @@ export function storeSuite(backend: SuiteBackend): void {
       { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
     ]);
 
+    const { LeaseRepository } = await import('../../persistence/LeaseRepository.ts');
+    const lease = await new LeaseRepository(db()).acquire(`status-${id}`, 'host-a:42:abc', 60_000);
     const status = capture();
     expect(await createStatusCommand(shared).run(['--json'], status.io)).toBe(0);
     const parsed = JSON.parse(status.out.join('\n')) as {
       operations: Record<string, Record<string, number>>;
+      leaders: { name: string; holder: string; since: string; expired: boolean }[];
     };
-    expect(Object.keys(parsed)).toEqual(['operations', 'circuitBreakers']);
+    expect(Object.keys(parsed)).toEqual(['leaders', 'operations', 'circuitBreakers']);
+    expect(parsed.leaders.find((l) => l.name === `status-${id}`)).toEqual({
+      name: `status-${id}`,
+      holder: 'host-a:42:abc',
+      epoch: lease?.epoch,
+      since: lease?.acquiredAt.toISOString(),
+      renewedAt: lease?.renewedAt.toISOString(),
+      expiresAt: lease?.expiresAt.toISOString(),
+      expired: false,
+    });
     expect(Object.keys(parsed.operations)).toEqual([...OPERATION_KINDS]);
     for (const kind of OPERATION_KINDS) {
       expect(Object.keys(parsed.operations[kind] ?? {})).toEqual([...OPERATION_STATUSES]);
@@ -650,7 +663,10 @@ export function storeSuite(backend: SuiteBackend): void {
     const table = capture();
     expect(await createStatusCommand(shared).run([], table.io)).toBe(0);
     expect(table.out[0]).toMatch(/^kind\s+PENDING\s+SCHEDULED\s+IN_PROGRESS\s+COMPLETED\s+FAILED$/);
-    expect(table.out).toHaveLength(1 + OPERATION_KINDS.length);
+    expect(table.out[1 + OPERATION_KINDS.length]).toBe('');
+    expect(table.out).toContain(
+      `leader of status-${id}: host-a:42:abc since ${lease?.acquiredAt.toISOString()} (epoch 1, lease renewed ${lease?.renewedAt.toISOString()}, until ${lease?.expiresAt.toISOString()})`,
+    );
 
     const inspect = capture();
     expect(await createInspectCommand(shared).run([id, '--json'], inspect.io)).toBe(0);
