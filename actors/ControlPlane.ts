@@ -1,9 +1,11 @@
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { Route } from '../machines/routing.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
+import { holdsAlive } from '../transport/HeartbeatKey.ts';
 import type { DispatchMessage, Transport } from '../transport/Transport.ts';
 import { startCircuitBreakerLoop } from './CircuitBreaker.ts';
 import type { Clock } from './Clock.ts';
+import { findAbandoned } from './findAbandoned.ts';
 import type { LeadershipTerm } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
 import { type Loop, type LoopOptions, startLoop } from './Loop.ts';
@@ -71,11 +73,12 @@ function ageSeconds(clock: Clock, since: Date | null): number | null {
  * - outbox relay: publishes outbox rows left behind (a crash or a broker outage between commit
  *   and publish) in batches and clears them; dedup makes a re-publish of the same attempt
  *   harmless;
- * - heartbeat monitor (primary recovery): IN_PROGRESS whose registered heartbeat went stale →
- *   RESET;
- * - reconciler (backstop): SCHEDULED/IN_PROGRESS with no live task and older than the floor →
- *   RESET, with one WARNING line per reset. It covers what the monitor cannot see: a worker that
- *   died before its first heartbeat, and a heartbeat store that lost its keys;
+ * - heartbeat monitor (primary recovery): SCHEDULED or IN_PROGRESS held (per the worker
+ *   heartbeats) only by workers whose heartbeat went stale → RESET: a dispatch that sits with a
+ *   dead or stalled worker, pulled or running, comes back within about the heartbeat timeout;
+ * - reconciler (backstop): SCHEDULED/IN_PROGRESS held by no live worker and older than the floor →
+ *   RESET, with one WARNING line per reset. It covers what the monitor cannot see: a dispatch lost
+ *   on its way to a worker, and a heartbeat store that lost its keys;
  * - circuit breaker: FAIL/COMPLETE outcomes per (kind, target location) open, half-open and close
  *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`).
  *
@@ -193,44 +196,30 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     }
   };
 
-  /** Latest heartbeat per `<kind>.<operationId>`, from one listing of the bucket. */
-  const latestBeats = async () => {
-    const latest = new Map<string, number>();
-    for (const hb of await transport.heartbeats.list()) {
-      const k = `${hb.key.kind}.${hb.key.operationId}`;
-      latest.set(k, Math.max(latest.get(k) ?? 0, hb.at));
-    }
-    return latest;
-  };
-  const liveOperations = async (now: number) => {
-    const live = new Set<string>();
-    for (const [k, at] of await latestBeats()) if (now - at < t.heartbeatTimeoutMs) live.add(k);
-    return live;
-  };
-
   const monitor = leaderLoop({
     name: 'heartbeat monitor',
     intervalMs: timing.monitorIntervalMs,
     pass: async () => {
+      const beats = await transport.heartbeats.list();
       const now = clock.now();
-      const cutoff = now - t.heartbeatTimeoutMs;
-      const running = (await store.listInProgress()).filter(
-        (op) => op.startedAt !== null && op.startedAt.getTime() < cutoff,
-      );
-      if (running.length === 0) return false;
-      const latest = await latestBeats();
-      for (const op of running) {
-        const last = latest.get(`${op.kind}.${op.id}`);
-        // No heartbeat at all (never registered, or the bucket lost it) is the reconciler's case.
-        if (last === undefined || last > cutoff) continue;
-        const why = `last heartbeat ${Math.round((now - last) / 1000)} s ago (timeout ${t.heartbeatTimeoutMs / 1000} s)`;
-        if (await reset(op, 'heartbeat_monitor', `stale heartbeat: ${why}`)) {
+      // Only what stale heartbeats list can be abandoned: read just those operations.
+      const suspects = new Set<string>();
+      for (const b of beats) {
+        if (now - b.at < t.heartbeatTimeoutMs) continue;
+        for (const h of b.held) suspects.add(h.operationId);
+      }
+      if (suspects.size === 0) return false;
+      const operations = [...(await store.loadMany([...suspects])).values()];
+      const abandoned = findAbandoned({ now, timeoutMs: t.heartbeatTimeoutMs, beats, operations });
+      for (const op of abandoned) {
+        if (await reset(op, 'heartbeat_monitor', `stale heartbeat: ${op.reason}`)) {
           logger.log('INFO', 'heartbeat monitor reset operation', {
             operationId: op.id,
             kind: op.kind,
+            status: op.status,
             attempt: op.attempt,
-            workerId: op.workerId,
-            reason: why,
+            workerIds: op.workerIds,
+            reason: op.reason,
           });
         }
       }
@@ -245,10 +234,10 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
       const now = clock.now();
       const old = await store.listActiveOlderThan(new Date(now - t.reconcilerFloorMs));
       if (old.length === 0) return false;
-      const alive = await liveOperations(now);
+      const beats = await transport.heartbeats.list();
       for (const op of old) {
-        if (alive.has(`${op.kind}.${op.id}`)) continue;
-        const why = `${op.status} for ${ageSeconds(clock, op.since)} s (floor ${t.reconcilerFloorMs / 1000} s) with no live or registered task`;
+        if (holdsAlive(beats, now, t.heartbeatTimeoutMs, op.kind, op.id, op.attempt)) continue;
+        const why = `${op.status} for ${ageSeconds(clock, op.since)} s (floor ${t.reconcilerFloorMs / 1000} s) with no live worker holding it`;
         if (await reset(op, 'reconciler', why)) {
           logger.log('WARNING', 'reconciler reset operation', {
             operationId: op.id,
