@@ -11,6 +11,8 @@ import type { JournalRepository } from '../persistence/JournalRepository.ts';
 import type { OperationRecord } from '../persistence/OperationRecord.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
+import { DeliverySlots } from '../transport/DeliverySlots.ts';
+import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { Delivery, Subscription, Transport } from '../transport/Transport.ts';
 import { createBatcher } from './Batcher.ts';
 import type { Clock } from './Clock.ts';
@@ -62,7 +64,10 @@ export interface WorkerOptions<K extends OperationKind> {
   readonly kinds: readonly K[];
   /** One handler for every kind this worker serves: the table must name them all. */
   readonly handlers: Readonly<Record<K, OperationHandler>>;
-  /** Operations run at once per queue (default 4). */
+  /**
+   * Operations this worker holds at once across all its queues, pulled or running (default 4).
+   * With fewer slots than queues, the queues take turns.
+   */
   readonly concurrency?: number;
   /** Routes to consume; default: each kind's default route. */
   readonly routes?: readonly Route[];
@@ -145,6 +150,15 @@ function codeOf(err: unknown): OpstateErrorCode | undefined {
 export function startWorker<K extends OperationKind>(options: WorkerOptions<K>): Worker {
   const { store, journal, transport, clock, logger, kinds, handlers } = options;
   const id = options.workerId ?? `worker-${randomUUID().slice(0, 8)}`;
+  try {
+    workerHeartbeatKey(id);
+  } catch (err) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `worker id ${JSON.stringify(id)} cannot name a heartbeat: use letters, digits, '-', '_' or '=' (no dots)`,
+      { cause: err },
+    );
+  }
   const concurrency = options.concurrency ?? 4;
   const registry = createWorkerRegistry();
   const timing = transport.timing;
@@ -489,8 +503,10 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     afterBeat: abortMovedOn,
   });
 
+  // One bound for the whole worker, shared by all its queues.
+  const slots = new DeliverySlots(concurrency);
   const subscriptions: Subscription[] = routes.map((route) =>
-    transport.consume(route, { concurrency }, onDelivery),
+    transport.consume(route, { concurrency, slots }, onDelivery),
   );
   logger.log('INFO', 'worker started', {
     workerId: id,

@@ -1,5 +1,6 @@
 import type { OperationKind } from '../machines/OperationKind.ts';
 import type { OperationType, Route } from '../machines/routing.ts';
+import type { DeliverySlots } from './DeliverySlots.ts';
 
 /**
  * The dispatch/heartbeat contract (DESIGN §5). Two implementations honour it with the same
@@ -97,6 +98,12 @@ export interface ConsumeOptions {
    * flush no longer counts.
    */
   readonly concurrency: number;
+  /**
+   * A bound shared with other subscriptions (a worker's queues): deliveries held and messages
+   * asked for across all of them stay within `slots.size`, and queues take turns when slots are
+   * fewer than queues. Default: slots of this subscription's own, `concurrency` of them.
+   */
+  readonly slots?: DeliverySlots;
 }
 
 /** A running consumer of one routing queue. */

@@ -43,6 +43,19 @@ export const workerCommand: Command = {
   summary: 'Run a worker for some operation kinds until SIGINT/SIGTERM',
   usage:
     'opstate worker --kinds <kind,kind…|all> --handlers <module> [--concurrency N] [--id NAME]',
+  help: [
+    '',
+    '  --kinds <kind,kind…|all>  operation kinds to serve (one queue per kind and location type)',
+    '  --handlers <module>       a module that default-exports { <kind>: async (ctx) => ({ outputs }) }',
+    '  --concurrency N           operations this worker process holds at once, across all its',
+    '                            queues, pulled or running (default 4); with fewer than its',
+    '                            queues, the queues take turns',
+    '  --id NAME                 the worker id in transitions and in its heartbeat (letters,',
+    '                            digits, - _ =; default worker-<random>)',
+    '',
+    'Starts without the database or the broker: it waits for them and retries, and exits only',
+    'on a configuration error.',
+  ],
   async run(args, io) {
     const { values, positionals } = parseFlags(args, {
       kinds: { type: 'string' },

@@ -13,12 +13,12 @@ import { translateJetStreamError } from './translateJetStreamError.ts';
  * Worker heartbeats in a JetStream KV bucket (history 1, `max_age` = `heartbeatMaxAgeMs`), one
  * key per worker. nats-server 2.9 has no per-key TTL, so age is judged from the entry's `created`
  * time, stamped by the server: writers' clocks do not matter, only the reader's against the
- * server's. Reading costs one listing plus one read per worker, whatever the number of
- * operations.
+ * server's. Reading costs one stream-info request (its subjects are the keys: no consumer to set
+ * up or tear down) plus one read per worker, whatever the number of operations.
  *
  * @example
  * ```ts
- * const hb = new JetStreamHeartbeats(() => kvPromise, timing);
+ * const hb = new JetStreamHeartbeats(() => kvPromise, timing, listWorkerKeys);
  * await hb.beat('w-1', [{ kind, operationId: 'op1', attempt: 1 }]);
  * ```
  */
@@ -26,6 +26,8 @@ export class JetStreamHeartbeats implements Heartbeats {
   constructor(
     private readonly bucket: () => Promise<KV>,
     private readonly timing: TransportTiming,
+    /** The keys stored under `worker.` (from the bucket stream's subjects, no consumer). */
+    private readonly workerKeys: () => Promise<string[]>,
   ) {}
 
   async beat(workerId: string, held: readonly HeldOperation[]): Promise<void> {
@@ -50,8 +52,7 @@ export class JetStreamHeartbeats implements Heartbeats {
   async list(): Promise<WorkerHeartbeat[]> {
     try {
       const kv = await this.bucket();
-      const keys: string[] = [];
-      for await (const k of await kv.keys('worker.*')) keys.push(k);
+      const keys = await this.workerKeys();
       const entries = await Promise.all(keys.map((k) => kv.get(k)));
       const beats: WorkerHeartbeat[] = [];
       for (const entry of entries) {

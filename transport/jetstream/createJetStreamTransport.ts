@@ -180,7 +180,14 @@ export async function createJetStreamTransport(
   const transport: JetStreamTransport = {
     timing,
     connection: nc,
-    heartbeats: new JetStreamHeartbeats(openBucket, timing),
+    heartbeats: new JetStreamHeartbeats(openBucket, timing, async () => {
+      await openBucket();
+      const prefix = `$KV.${names.heartbeatBucket}.`;
+      const info = await jsm.streams.info(`KV_${names.heartbeatBucket}`, {
+        subjects_filter: `${prefix}worker.>`,
+      });
+      return Object.keys(info.state.subjects ?? {}).map((s) => s.slice(prefix.length));
+    }),
     get openSubscriptions() {
       return subscriptions.size;
     },
@@ -246,6 +253,7 @@ export async function createJetStreamTransport(
         handler,
         deps,
         (s) => subscriptions.delete(s),
+        opts.slots,
       );
       subscriptions.add(sub);
       sub.start();
