@@ -161,7 +161,6 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   }
   const concurrency = options.concurrency ?? 4;
   const registry = createWorkerRegistry();
-  const timing = transport.timing;
   const handlerFor = (kind: OperationKind): OperationHandler | undefined =>
     (handlers as Partial<Record<OperationKind, OperationHandler>>)[kind];
   let stopping = false;
