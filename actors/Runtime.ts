@@ -25,6 +25,7 @@ import {
 } from './ControlPlane.ts';
 import { startLeadership } from './Leadership.ts';
 import { consoleLogger, type Logger } from './Logger.ts';
+import { logTransportEvents } from './logTransportEvents.ts';
 import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
 
 /** Every timer of a runtime: the transport's (validated in order) plus the control plane's. */
@@ -210,6 +211,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     await database.close().catch(() => undefined);
     throw err;
   }
+  const stopLogging = logTransportEvents(transport, logger, clock);
   const store = new OperationStore(database, { clock: () => new Date(clock.now()) });
   const journal = new JournalRepository(database);
   const workers = new Set<Worker>();
@@ -318,6 +320,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       await Promise.all([...workers].map((w) => w.stop()));
       await Promise.all([...planes].map((p) => p.stop()));
       await transport.close();
+      stopLogging();
       await database.close();
     },
   };

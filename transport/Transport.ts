@@ -169,13 +169,18 @@ export type TransportEvent =
   | {
       readonly type: 'rejected';
       readonly route: Route;
+      /** The subject it arrived on. */
+      readonly subject: string;
       readonly reason: string;
       readonly size: number;
+      /** The first bytes of the payload, printable (`previewPayload`), never the whole of it. */
+      readonly preview: string;
     }
   /** A message used up `maxDeliver`; it was removed from the queue. */
   | {
       readonly type: 'max_deliveries';
       readonly route: Route;
+      readonly subject: string;
       /** The message, when it could still be read and parsed. */
       readonly message: DispatchMessage | undefined;
       readonly deliveries: number;

@@ -65,9 +65,10 @@ describe('recovery paths', () => {
       'first worker to start',
       30_000,
     );
+    // Killed once attempt 1 has run its first journal step (its heartbeat covers it since START).
     await waitFor(
-      () => dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
-      'a heartbeat from the first worker',
+      async () => (await dep.runtime.get(op.id)).steps.length === 1,
+      'the first worker’s journal step',
     );
     await kill9(first);
     await dep.readyWorker();
@@ -126,8 +127,10 @@ describe('recovery paths', () => {
     const first = await dep.readyWorker({ FIXTURE_HOLD_MS: '600000' });
     const op = await archiveOperation(dep);
     await waitFor(
-      () => dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
-      'a heartbeat from the first worker',
+      async () =>
+        (await status(dep, op.id)) === 'IN_PROGRESS' &&
+        (await dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id)),
+      'the first worker to run it, covered by its heartbeat',
       30_000,
     );
     await kill9(first);

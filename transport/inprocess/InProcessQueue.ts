@@ -1,6 +1,6 @@
-import type { Route } from '../../machines/routing.ts';
+import { queueName, type Route } from '../../machines/routing.ts';
 import type { DeliverySlots } from '../DeliverySlots.ts';
-import { decodeDispatch } from '../DispatchMessage.ts';
+import { decodeDispatch, previewPayload } from '../DispatchMessage.ts';
 import { runDeliveryHandler } from '../runDeliveryHandler.ts';
 import { SettlingDelivery } from '../SettlingDelivery.ts';
 import type { DeliveryHandler, DispatchMessage, TransportTiming } from '../Transport.ts';
@@ -207,8 +207,10 @@ export class InProcessQueue {
       this.deps.hub.emit({
         type: 'rejected',
         route: this.route,
+        subject: queueName(this.route),
         reason: decoded.reason,
         size: stored.data.length,
+        preview: previewPayload(stored.data),
       });
       return;
     }
@@ -249,6 +251,7 @@ export class InProcessQueue {
     this.deps.hub.emit({
       type: 'max_deliveries',
       route: this.route,
+      subject: queueName(this.route),
       message: decoded.ok ? decoded.message : undefined,
       deliveries: stored.deliveries,
     });

@@ -1,7 +1,7 @@
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import type { Route } from '../../machines/routing.ts';
 import { DeliverySlots } from '../DeliverySlots.ts';
-import { decodeDispatch } from '../DispatchMessage.ts';
+import { decodeDispatch, previewPayload } from '../DispatchMessage.ts';
 import { runDeliveryHandler } from '../runDeliveryHandler.ts';
 import { SettlingDelivery } from '../SettlingDelivery.ts';
 import type { DeliveryHandler, DispatchMessage, Subscription } from '../Transport.ts';
@@ -222,8 +222,10 @@ export class JetStreamSubscription implements Subscription {
       this.deps.hub.emit({
         type: 'rejected',
         route: this.route,
+        subject: msg.subject,
         reason: decoded.reason,
         size: msg.data.length,
+        preview: previewPayload(msg.data),
       });
       this.#signal();
       return;
