@@ -11,6 +11,7 @@ import { JournalRepository } from '../persistence/JournalRepository.ts';
 import { LineageRepository } from '../persistence/LineageRepository.ts';
 import { type MigrateResult, migrate } from '../persistence/migrate.ts';
 import { OperationStore } from '../persistence/OperationStore.ts';
+import { missingDriverGuard } from '../persistence/driverPatch.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 import { createInProcessTransport } from '../transport/inprocess/createInProcessTransport.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
@@ -26,6 +27,7 @@ import {
 import { startLeadership } from './Leadership.ts';
 import { consoleLogger, type Logger } from './Logger.ts';
 import { logTransportEvents } from './logTransportEvents.ts';
+import { untilReachable } from './untilReachable.ts';
 import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
 
 /** Every timer of a runtime: the transport's (validated in order) plus the control plane's. */
@@ -61,6 +63,12 @@ export interface RuntimeOptions {
    * ignoring `DATABASE_URL` and `NATS_URL` (the demo, tests of the embedded mode).
    */
   readonly embedded?: boolean;
+  /**
+   * Start even while Postgres or NATS is unreachable: wait for them, retrying with capped backoff
+   * and saying so in the log, instead of failing (what `opstate control-plane` and `opstate
+   * worker` do). A configuration error still fails at once. Default false.
+   */
+  readonly waitForServers?: boolean;
 }
 
 /** A worker's options without what the runtime supplies (store, transport, clock, logger). */
@@ -199,14 +207,21 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         ? {}
         : { dataDir: options.dataDir }),
   });
+  if (database.dialect === 'postgres') {
+    const problem = missingDriverGuard();
+    if (problem !== undefined) logger.log('WARNING', problem);
+  }
   let transport: Transport;
+  const reach = <T>(what: string, attempt: () => Promise<T>) =>
+    options.waitForServers === true ? untilReachable(what, attempt, { logger, clock }) : attempt();
   try {
-    if (options.migrate !== false) await migrate(database);
+    if (options.migrate !== false) await reach('Postgres', () => migrate(database));
     transport =
       natsUrl === undefined
         ? createInProcessTransport({ timing })
-        : await createJetStreamTransport({ servers: natsUrl, prefix, timing });
-    await transport.ensure(allRoutes());
+        : await reach('NATS', () => createJetStreamTransport({ servers: natsUrl, prefix, timing }));
+    const ready = transport;
+    await reach('NATS JetStream', () => ready.ensure(allRoutes()));
   } catch (err) {
     await database.close().catch(() => undefined);
     throw err;

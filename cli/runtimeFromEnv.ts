@@ -21,9 +21,13 @@ export function timingFromEnv(): Partial<RuntimeTiming> {
   }
 }
 
-/** The runtime the CLI runs on: `DATABASE_URL`, `NATS_URL`, `OPSTATE_PREFIX`, `OPSTATE_TIMING`. */
-export function runtimeFromEnv(): Promise<Runtime> {
-  return createRuntime({ timing: timingFromEnv() });
+/**
+ * The runtime the CLI runs on: `DATABASE_URL`, `NATS_URL`, `OPSTATE_PREFIX`, `OPSTATE_TIMING`.
+ * Long-running commands (`control-plane`, `worker`) pass `waitForServers`: they start while
+ * Postgres or NATS is down and wait for them.
+ */
+export function runtimeFromEnv(options: { waitForServers?: boolean } = {}): Promise<Runtime> {
+  return createRuntime({ timing: timingFromEnv(), ...options });
 }
 
 /** Resolves on the first SIGINT or SIGTERM. */

@@ -9,7 +9,7 @@ export const controlPlaneCommand: Command = {
   async run(args, io) {
     const { positionals } = parseFlags(args, {});
     if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-    const runtime = await runtimeFromEnv();
+    const runtime = await runtimeFromEnv({ waitForServers: true });
     const plane = runtime.startControlPlane();
     io.out(
       `control plane started (${runtime.mode.database}, ${runtime.mode.transport}) as ${plane.holder}; waiting for leadership`,

@@ -84,7 +84,7 @@ export const workerCommand: Command = {
     const missing = (kinds as OperationKind[]).filter((k) => table[k] === undefined);
     if (missing.length > 0)
       throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
-    const runtime = await runtimeFromEnv();
+    const runtime = await runtimeFromEnv({ waitForServers: true });
     const worker = runtime.startWorker({
       kinds: kinds as OperationKind[],
       handlers: table as Record<OperationKind, OperationHandler>,
