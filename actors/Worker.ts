@@ -477,6 +477,13 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   /** After each beat: one read of the running operations; abort those that moved on. */
   async function abortMovedOn(): Promise<void> {
     const leases = Object.values(registry.getSnapshot().context.leases);
+    logger.log('DEBUG', 'worker beat', {
+      workerId: id,
+      running: leases.length,
+      held: heartbeat.held().length,
+      slotsHeld: slots.held,
+      slotsFree: slots.free,
+    });
     if (leases.length === 0) return;
     const now = await store.loadMany(leases.map((l) => l.operationId));
     for (const lease of leases) {

@@ -37,7 +37,7 @@ function describe(event: TransportEvent): {
             ? { reason: 'the message could not be read back' }
             : { operationId: event.message.operationId, attempt: event.message.attempt }),
         },
-        same: `max:${event.subject}:${event.message?.operationId ?? "unreadable"}`,
+        same: `max:${event.subject}:${event.message?.operationId ?? 'unreadable'}`,
       };
     case 'handler_error': {
       const kind = classifyFailure(event.error);

@@ -7,7 +7,7 @@ import {
   type OperationKind,
 } from '../../machines/OperationKind.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
-import { runtimeFromEnv, untilSignal } from '../runtimeFromEnv.ts';
+import { runtimeFromEnv, surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
 
 interface HandlersModule {
   readonly table: Partial<Record<OperationKind, OperationHandler>>;
@@ -84,6 +84,7 @@ export const workerCommand: Command = {
     const missing = (kinds as OperationKind[]).filter((k) => table[k] === undefined);
     if (missing.length > 0)
       throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
+    surviveStrayRejections();
     const runtime = await runtimeFromEnv({ waitForServers: true });
     const worker = runtime.startWorker({
       kinds: kinds as OperationKind[],

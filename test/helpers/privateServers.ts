@@ -80,14 +80,37 @@ export class PrivatePostgres {
 
   /** Restarts with shutdown mode `fast` (sessions terminated) or `immediate` (a crash and recovery). */
   async restart(mode: 'fast' | 'immediate'): Promise<void> {
-    await asPostgres([`${BIN}/pg_ctl`, '-D', join(this.dir, 'data'), '-m', mode, '-w', 'restart', '-o', `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c max_connections=200`, '-l', join(this.dir, 'log')]);
-    await waitFor(() => reachable(this.port), `private Postgres back on port ${this.port}`, 30_000, 50);
+    await asPostgres([
+      `${BIN}/pg_ctl`,
+      '-D',
+      join(this.dir, 'data'),
+      '-m',
+      mode,
+      '-w',
+      'restart',
+      '-o',
+      `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c max_connections=200`,
+      '-l',
+      join(this.dir, 'log'),
+    ]);
+    await waitFor(
+      () => reachable(this.port),
+      `private Postgres back on port ${this.port}`,
+      30_000,
+      50,
+    );
   }
 
   async stop(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
-    await asPostgres([`${BIN}/pg_ctl`, '-D', join(this.dir, 'data'), '-m', mode, '-w', 'stop']).catch(
-      () => undefined,
-    );
+    await asPostgres([
+      `${BIN}/pg_ctl`,
+      '-D',
+      join(this.dir, 'data'),
+      '-m',
+      mode,
+      '-w',
+      'stop',
+    ]).catch(() => undefined);
   }
 
   async dispose(): Promise<void> {

@@ -1,5 +1,4 @@
 import {
-  type Consumer,
   type JetStreamClient,
   type JetStreamManager,
   jetstream,
@@ -233,24 +232,18 @@ export async function createJetStreamTransport(
       }
       watcher.start();
       const durable = names.consumer(route);
-      let handle: Promise<Consumer> | undefined;
-      const getConsumer = (): Promise<Consumer> => {
-        handle ??= js.consumers.get(names.stream, durable).catch((err: unknown) => {
-          handle = undefined;
-          throw err;
-        });
-        return handle;
-      };
       const deps = {
+        nc,
         hub,
         maxMessageBytes,
         handlerErrorNakDelayMs: options.handlerErrorNakDelayMs ?? 1000,
         confirmAcks: options.confirmAcks ?? false,
+        requestTimeoutMs: requestTimeout,
         pullExpiresMs,
         flush,
       };
       const sub = new JetStreamSubscription(
-        getConsumer,
+        `$JS.API.CONSUMER.MSG.NEXT.${names.stream}.${durable}`,
         route,
         opts.concurrency,
         handler,
