@@ -5,6 +5,7 @@ import { type PgDatabase, PgDialect, type PgQueryResultHKT } from 'drizzle-orm/p
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { toOpstateError } from './databaseError.ts';
 import * as schema from './schema/index.ts';
 
@@ -60,14 +61,40 @@ function compile(query: SQL | string): { text: string; params: unknown[] } {
 
 type PostgresLike = Pick<postgres.Sql, 'unsafe'>;
 
+/**
+ * A query that has not answered after this long is given up as an outage: after a server restart
+ * the driver can leave a query on a dead connection unanswered, and a caller waiting for ever
+ * (a worker's delivery, a control-plane pass) is a stalled process.
+ */
+const QUERY_ANSWER_MS = 30_000;
+
+function answered<T>(pending: Promise<T>, text: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new OpstateError(
+            OpstateErrorCode.DATABASE,
+            `the database did not answer within ${QUERY_ANSWER_MS / 1000} s (${text.slice(0, 60)}…); the connection is presumed lost`,
+            { retryable: true },
+          ),
+        ),
+      QUERY_ANSWER_MS,
+    );
+  });
+  return Promise.race([pending, late]).finally(() => clearTimeout(timer));
+}
+
 function postgresExecutor(client: PostgresLike): Executor {
   return {
     async execute<T extends Row = Row>(query: SQL | string): Promise<T[]> {
       const { text, params } = compile(query);
       try {
-        const rows = await client.unsafe(text, params as postgres.ParameterOrJSON<never>[], {
-          prepare: true,
-        });
+        const rows = await answered(
+          client.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
+          text,
+        );
         return Array.from(rows) as unknown as T[];
       } catch (err) {
         throw toOpstateError(err);
