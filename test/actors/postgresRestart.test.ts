@@ -49,8 +49,8 @@ describe('a Postgres restart', () => {
     await cluster.stop('fast');
     const planes = [dep.spawnCli(['control-plane']), dep.spawnCli(['control-plane'])];
     const workers = [
-      dep.spawnWorker({ FIXTURE_HOLD_MS: '30', OPSTATE_DEBUG: '1' }),
-      dep.spawnWorker({ FIXTURE_HOLD_MS: '30', OPSTATE_DEBUG: '1' }),
+      dep.spawnWorker({ FIXTURE_HOLD_MS: '30' }),
+      dep.spawnWorker({ FIXTURE_HOLD_MS: '30' }),
     ];
     const children = [...planes, ...workers];
     await waitFor(
