@@ -1,10 +1,4 @@
-import {
-  createInbox,
-  type Msg,
-  type NatsConnection,
-  type Subscription as NatsSubscription,
-  nanos,
-} from '@nats-io/transport-node';
+import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import type { Route } from '../../machines/routing.ts';
 import { DeliverySlots } from '../DeliverySlots.ts';
 import { decodeDispatch, previewPayload } from '../DispatchMessage.ts';
@@ -16,13 +10,10 @@ import { translateJetStreamError } from './translateJetStreamError.ts';
 
 /** What a subscription needs from its transport. */
 export interface SubscriptionDeps {
-  readonly nc: NatsConnection;
   readonly hub: TransportEventHub;
   readonly maxMessageBytes: number;
   readonly handlerErrorNakDelayMs: number;
   readonly confirmAcks: boolean;
-  /** JetStream API request timeout, for confirmed acks. */
-  readonly requestTimeoutMs: number;
   /** Resolves once the server has read everything sent so far (one round trip shared by many). */
   readonly flush: () => Promise<void>;
   /** How long one pull request waits on the server (≥ 1000 ms). */
@@ -31,35 +22,22 @@ export interface SubscriptionDeps {
 
 /** Pull requests while slots go round between more queues than slots (`DeliverySlots.contended`). */
 const CONTENDED_PULL_MS = 1000;
-/** A pull request whose end the server never reported (a lost status) is given up this much later. */
-const PULL_GRACE_MS = 5000;
-
-/** The delivery count from a JetStream ack subject (`$JS.ACK.<stream>.<consumer>.<delivered>.…`). */
-function deliveryCountOf(reply: string): number {
-  const t = reply.split('.');
-  // v1: $JS.ACK.<stream>.<consumer>.<delivered>.<sseq>.<dseq>.<ts>.<pending> (9 tokens);
-  // v2 adds <domain>.<account hash> after ACK (and a token at the end).
-  const n = Number(t.length === 9 ? t[4] : t[6]);
-  return Number.isSafeInteger(n) && n > 0 ? n : 1;
-}
 
 class JetStreamDelivery extends SettlingDelivery {
   constructor(
     message: DispatchMessage,
     route: Route,
-    private readonly msg: Msg,
+    private readonly msg: JsMsg,
     private readonly deps: SubscriptionDeps,
   ) {
-    super(message, route, deliveryCountOf(msg.reply ?? ''));
+    super(message, route, msg.info.deliveryCount);
   }
   protected async doAck(): Promise<void> {
     try {
       if (this.deps.confirmAcks) {
-        await this.deps.nc.request(this.msg.reply ?? '', '+ACK', {
-          timeout: this.deps.requestTimeoutMs,
-        });
+        await this.msg.ackAck();
       } else {
-        this.msg.respond('+ACK');
+        this.msg.ack();
         await this.deps.flush();
       }
     } catch (err) {
@@ -67,37 +45,29 @@ class JetStreamDelivery extends SettlingDelivery {
     }
   }
   protected doNak(delayMs: number): void {
-    this.msg.respond(delayMs > 0 ? `-NAK ${JSON.stringify({ delay: nanos(delayMs) })}` : '-NAK');
+    this.msg.nak(delayMs > 0 ? delayMs : undefined);
   }
   protected doWorking(): void {
-    this.msg.respond('+WPI');
+    this.msg.working();
   }
   protected doTerm(): void {
-    // Plain +TERM: nats-server 2.9 ignores a term reason and redelivers.
-    this.msg.respond('+TERM');
+    // Plain term(): nats-server 2.9 ignores term(reason) and redelivers.
+    this.msg.term();
   }
-}
-
-/** One pull request sent and not yet ended. */
-interface OpenPull {
-  remaining: number;
-  readonly timer: NodeJS.Timeout;
 }
 
 /**
- * Consumes one durable pull consumer with bounded concurrency. It asks the server for messages
- * with pull requests of its own on ONE inbox subscription that lives as long as the subscription:
- * a message the server delivers is never dropped by the client (a client-side fetch that ends
- * early — a missed idle heartbeat on a starved or frozen process, a stop — would drop what
- * arrives after it and leave it pending until ack-wait). It only asks for as many messages as its
- * slots allow (`DeliverySlots`: a slot frees when its delivery is settled), so nothing waits in a
- * local buffer while its ack-wait runs. Malformed messages are terminated and reported. Pull
- * failures (broker down, consumer missing) are reported and retried with backoff; the durable
- * consumer keeps its state across broker restarts, and unacked messages come back after ack-wait.
+ * Consumes one durable pull consumer with bounded concurrency. It only ever asks the server for
+ * as many messages as it has free slots (credits; a slot frees when its delivery is settled, so an
+ * ack waiting for its flush does not hold back the next pull), so nothing waits in a local buffer
+ * while its ack-wait runs; several pull requests may be open at once so slots refill without
+ * waiting for a batch to finish. Malformed messages are terminated and reported. Pull failures
+ * (broker down) are reported and retried with backoff; the durable consumer keeps its state
+ * across broker restarts, and unacked messages come back after ack-wait.
  *
  * @example
  * ```ts
- * const sub = new JetStreamSubscription(nextSubject, route, 16, handler, deps, onClosed, slots);
+ * const sub = new JetStreamSubscription(consumer, route, 16, handler, deps);
  * sub.start(); … await sub.stop();
  * ```
  */
@@ -105,26 +75,21 @@ export class JetStreamSubscription implements Subscription {
   readonly closed: Promise<void>;
   #resolveClosed!: () => void;
   #inFlight = 0;
-  /** Deliveries handed to a handler and not yet settled. */
+  /** Deliveries handed to a handler and not yet settled: what the pull credits count. */
   #held = 0;
-  /** Messages asked for in open pull requests and not yet received. */
   #requested = 0;
   #stopped = false;
   #leave: (() => void) | undefined;
   #stopping: Promise<void> | undefined;
   #failures = 0;
   #wake: (() => void) | undefined;
-  #sub: NatsSubscription | undefined;
-  readonly #inbox = createInbox();
-  #nextPull = 0;
-  /** Open pull requests in the order sent (the server serves them in that order). */
-  readonly #pulls = new Map<number, OpenPull>();
+  readonly #fetches = new Set<ConsumerMessages>();
+  readonly #pulls = new Set<Promise<void>>();
   readonly #running = new Set<Promise<void>>();
   #loop: Promise<void> = Promise.resolve();
 
   constructor(
-    /** `$JS.API.CONSUMER.MSG.NEXT.<stream>.<durable>` */
-    private readonly nextSubject: string,
+    private readonly consumer: () => Promise<Consumer>,
     readonly route: Route,
     private readonly concurrency: number,
     private readonly handler: DeliveryHandler,
@@ -142,34 +107,22 @@ export class JetStreamSubscription implements Subscription {
   }
 
   start(): void {
-    this.#sub = this.deps.nc.subscribe(`${this.#inbox}.*`, {
-      callback: (err, msg) => {
-        if (err) {
-          this.#failed(err);
-          return;
-        }
-        this.#receive(msg);
-      },
-    });
     this.#leave = this.slots.join(() => this.#signal());
     this.#loop = this.#run();
   }
 
-  /** The connection dropped: the server forgot the open pull requests; the loop sends new ones. */
+  /** Ends the open pull requests (the connection dropped); the loop opens new ones. */
   abortPulls(): void {
-    for (const id of [...this.#pulls.keys()]) this.#endPull(id);
+    for (const fetch of this.#fetches) fetch.stop();
   }
 
   stop(): Promise<void> {
     this.#stopping ??= (async () => {
       this.#stopped = true;
+      this.abortPulls();
       this.#signal();
       await this.#loop;
-      // Open pull requests end on the server within their expiry; what they still deliver is
-      // handed back at once (nak), never left pending until ack-wait.
-      while (this.#pulls.size > 0 && !this.deps.nc.isClosed()) await this.#sleep();
-      this.abortPulls();
-      this.#sub?.unsubscribe();
+      while (this.#pulls.size > 0) await Promise.allSettled([...this.#pulls]);
       while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
       this.#leave?.();
       this.onClosed(this);
@@ -195,7 +148,7 @@ export class JetStreamSubscription implements Subscription {
   }
 
   async #run(): Promise<void> {
-    // Refill when half of the slots are free (fewer, larger pulls), or at once when none is open.
+    // Refill when half of the slots are free (fewer, larger pulls), or at once when no pull is open.
     const lowWater = Math.max(1, Math.floor(this.concurrency / 2));
     while (!this.#stopped) {
       if (this.#failures > 0) {
@@ -204,96 +157,68 @@ export class JetStreamSubscription implements Subscription {
       }
       const own = this.concurrency - this.#held - this.#requested;
       const free = own > 0 ? Math.min(own, this.slots.grant(this, this.#requested)) : 0;
-      if (free >= lowWater || (free > 0 && this.#pulls.size === 0)) {
-        this.#pull(free);
+      if (free >= lowWater || (free > 0 && this.#fetches.size === 0 && this.#requested === 0)) {
+        this.#requested += free;
+        this.slots.request(free);
+        const pull = this.#pull(free).finally(() => {
+          this.#pulls.delete(pull);
+          this.#signal();
+        });
+        this.#pulls.add(pull);
         continue;
       }
       await this.#sleep();
     }
   }
 
-  #pull(batch: number): void {
-    const expires = this.slots.contended
-      ? Math.min(CONTENDED_PULL_MS, this.deps.pullExpiresMs)
-      : this.deps.pullExpiresMs;
-    const id = ++this.#nextPull;
-    this.#requested += batch;
-    this.slots.request(batch);
-    const timer = setTimeout(() => this.#endPull(id), expires + PULL_GRACE_MS);
-    this.#pulls.set(id, { remaining: batch, timer });
+  async #pull(batch: number): Promise<void> {
+    let received = 0;
+    let fetch: ConsumerMessages | undefined;
     try {
-      this.deps.nc.publish(this.nextSubject, JSON.stringify({ batch, expires: nanos(expires) }), {
-        reply: `${this.#inbox}.${id}`,
+      fetch = await (await this.consumer()).fetch({
+        max_messages: batch,
+        expires: this.slots.contended
+          ? Math.min(CONTENDED_PULL_MS, this.deps.pullExpiresMs)
+          : this.deps.pullExpiresMs,
       });
-    } catch (err) {
-      this.#endPull(id);
-      this.#failed(err);
-    }
-  }
-
-  /** A pull request ended (expired, filled, refused, lost): its unfilled slots are free again. */
-  #endPull(id: number): void {
-    const pull = this.#pulls.get(id);
-    if (pull === undefined) return;
-    clearTimeout(pull.timer);
-    this.#pulls.delete(id);
-    this.#requested -= pull.remaining;
-    this.slots.cancel(pull.remaining);
-    this.#signal();
-  }
-
-  #failed(err: unknown): void {
-    this.#failures++;
-    if (!this.#stopped) {
-      this.deps.hub.emit({
-        type: 'consume_error',
-        route: this.route,
-        error: translateJetStreamError(err, 'pull', { route: this.route }),
-      });
-    }
-    this.#signal();
-  }
-
-  #receive(msg: Msg): void {
-    const code = msg.headers?.code ?? 0;
-    if (code !== 0 || !msg.reply) {
-      // A status for one pull request (on `<inbox>.<id>`): 404/408 it ended, 409 the server
-      // ended it, 503 no consumer or no JetStream, 100 an idle heartbeat.
-      if (code === 100) return;
-      this.#endPull(Number(msg.subject.slice(this.#inbox.length + 1)));
-      const status = `${code} ${msg.headers?.description ?? ''}`.trim();
-      // 404/408: the request ended empty-handed or expired; 409 the server ended it (max waiting,
-      // a leader change): routine. No consumer (503, or 409 consumer deleted) or a bad request: a
-      // failure to report and back off from.
-      if (code === 503 || code === 400 || (code === 409 && /deleted/i.test(status))) {
-        this.#failed(new Error(`pull refused: ${status}`));
-        return;
+      this.#fetches.add(fetch);
+      if (this.#stopped) fetch.stop();
+      for await (const msg of fetch) {
+        received++;
+        if (received <= batch) {
+          this.#requested--;
+          this.slots.cancel(1);
+        }
+        this.#failures = 0;
+        this.#accept(msg);
       }
-      if (code !== 409) this.#failures = 0;
-      return;
+      this.#failures = 0;
+    } catch (err) {
+      this.#failures++;
+      if (!this.#stopped) {
+        this.deps.hub.emit({
+          type: 'consume_error',
+          route: this.route,
+          error: translateJetStreamError(err, 'pull', { route: this.route }),
+        });
+      }
+    } finally {
+      if (fetch) this.#fetches.delete(fetch);
+      const unfilled = Math.max(0, batch - received);
+      this.#requested -= unfilled;
+      this.slots.cancel(unfilled);
     }
-    // A message: it fills the oldest open pull request that still expects one.
-    for (const [id, pull] of this.#pulls) {
-      if (pull.remaining === 0) continue;
-      pull.remaining--;
-      this.#requested--;
-      this.slots.cancel(1);
-      if (pull.remaining === 0) this.#endPull(id);
-      break;
-    }
-    this.#failures = 0;
-    this.#accept(msg);
   }
 
-  #accept(msg: Msg): void {
+  #accept(msg: JsMsg): void {
     if (this.#stopped) {
       // Received but never started: give it back at once rather than after ack-wait.
-      msg.respond('-NAK');
+      msg.nak();
       return;
     }
     const decoded = decodeDispatch(msg.data, this.deps.maxMessageBytes);
     if (!decoded.ok) {
-      msg.respond('+TERM');
+      msg.term();
       this.deps.hub.emit({
         type: 'rejected',
         route: this.route,

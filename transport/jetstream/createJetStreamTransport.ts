@@ -1,4 +1,5 @@
 import {
+  type Consumer,
   type JetStreamClient,
   type JetStreamManager,
   jetstream,
@@ -232,18 +233,24 @@ export async function createJetStreamTransport(
       }
       watcher.start();
       const durable = names.consumer(route);
+      let handle: Promise<Consumer> | undefined;
+      const getConsumer = (): Promise<Consumer> => {
+        handle ??= js.consumers.get(names.stream, durable).catch((err: unknown) => {
+          handle = undefined;
+          throw err;
+        });
+        return handle;
+      };
       const deps = {
-        nc,
         hub,
         maxMessageBytes,
         handlerErrorNakDelayMs: options.handlerErrorNakDelayMs ?? 1000,
         confirmAcks: options.confirmAcks ?? false,
-        requestTimeoutMs: requestTimeout,
         pullExpiresMs,
         flush,
       };
       const sub = new JetStreamSubscription(
-        `$JS.API.CONSUMER.MSG.NEXT.${names.stream}.${durable}`,
+        getConsumer,
         route,
         opts.concurrency,
         handler,
