@@ -23,6 +23,16 @@ export function sha256(data: Uint8Array): string {
 }
 
 /**
+ * How a copy's checksum is written in `physical_copy.checksum`.
+ *
+ * @example
+ * ```ts
+ * checksumOf(sha256(bytes)); // 'sha256:ba7816bf…'
+ * ```
+ */
+export const checksumOf = (hex: string): string => `sha256:${hex}`;
+
+/**
  * The manifest of some members, in the order given.
  *
  * @example

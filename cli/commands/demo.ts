@@ -217,12 +217,15 @@ async function pipeline(
     workerId: 'worker-A',
     handlers: createStageHandlers({
       storageRootOf,
-      // worker-A's archive storage is slow to confirm a write: the object is on disk, the journal
-      // step not yet recorded, when the worker dies.
-      async afterArchiveWrite(ctx: HandlerContext) {
-        reached.resolve(ctx.operation.id);
-        await Promise.race([gone.promise, aborted(ctx.signal)]);
-        throw new Error('worker-A is gone');
+      database: runtime.database,
+      faults: {
+        // worker-A's archive storage is slow to confirm a write: the object is on disk, the
+        // journal step not yet recorded, when the worker dies.
+        async afterStore(ctx: HandlerContext) {
+          reached.resolve(ctx.operation.id);
+          await Promise.race([gone.promise, aborted(ctx.signal)]);
+          throw new Error('worker-A is gone');
+        },
       },
     }),
   });
@@ -230,7 +233,7 @@ async function pipeline(
     kinds: OPERATION_KINDS,
     workerId: 'worker-B',
     concurrency: 1,
-    handlers: createStageHandlers({ storageRootOf }),
+    handlers: createStageHandlers({ storageRootOf, database: runtime.database }),
   });
   out(`  ${workerA.id}: its archive storage is slow to confirm writes`);
   out(`  ${workerB.id}: fast, one operation at a time`);
