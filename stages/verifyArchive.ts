@@ -1,4 +1,4 @@
-import { OpstateError } from '../machines/OpstateError.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { LocalArchiveStore, ReadArchive } from './archiveStore.ts';
 import { type Manifest, readPackage, sha256 } from './packageFormat.ts';
 
@@ -47,6 +47,8 @@ export async function verifyArchive(
   try {
     read = await store.read(expected.key);
   } catch (err) {
+    // A missing or wrong key says nothing about the archive: the caller fixes its configuration.
+    if (err instanceof OpstateError && err.code === OpstateErrorCode.CONFIG) throw err;
     const code = (err as NodeJS.ErrnoException).code;
     const why =
       code === 'ENOENT'

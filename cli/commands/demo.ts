@@ -5,7 +5,7 @@ import { join, resolve } from 'node:path';
 import { type LogLevel, memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
 import type { HandlerContext } from '../../actors/Worker.ts';
-import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
+import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
 import type { PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
@@ -16,6 +16,7 @@ import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { type Command, type Io, parseFlags, UsageError } from '../Command.ts';
+import { startDeletionDemo } from './demoDeletion.ts';
 import { createStatusCommand } from './status.ts';
 
 /** Small timers, in the order the runtime demands, so a crash is noticed within seconds. */
@@ -212,12 +213,15 @@ async function pipeline(
   });
   const gone = deferred<void>();
   runtime.startControlPlane();
+  const deletion = await startDeletionDemo(runtime, dir, sample, out);
+  const { cipher } = deletion;
   const workerA = runtime.startWorker({
     kinds: OPERATION_KINDS,
     workerId: 'worker-A',
     handlers: createStageHandlers({
       storageRootOf,
       database: runtime.database,
+      cipher,
       faults: {
         // worker-A's archive storage is slow to confirm a write: the object is on disk, the
         // journal step not yet recorded, when the worker dies.
@@ -233,7 +237,7 @@ async function pipeline(
     kinds: OPERATION_KINDS,
     workerId: 'worker-B',
     concurrency: 1,
-    handlers: createStageHandlers({ storageRootOf, database: runtime.database }),
+    handlers: createStageHandlers({ storageRootOf, database: runtime.database, cipher }),
   });
   out(`  ${workerA.id}: its archive storage is slow to confirm writes`);
   out(`  ${workerB.id}: fast, one operation at a time`);
@@ -293,6 +297,7 @@ async function pipeline(
   let previous: PhysicalCopyRecord[] = [];
   for (const stage of SAMPLE_PIPELINE) {
     const inputs = stage.inputs(sample, previous).map((i) => ({ ...i, createdBy: 'demo' }));
+    if (stage.kind === OperationKind.LONG_TERM_ARCHIVE) await deletion.beforeArchive();
     const views = await run({ title: `${stage.title} (${stage.kind}) x${inputs.length}`, inputs });
     if (views === undefined) {
       ok = false;
@@ -381,6 +386,11 @@ async function pipeline(
   const status = createStatusCommand(async () => ({ ...runtime.database, close: async () => {} }));
   await status.run([], { out: (l) => out(`  ${l}`), err: (l) => out(`  ${l}`) });
 
+  const archives = (await viewsOf(ids))
+    .filter((v) => v.kind === OperationKind.LONG_TERM_ARCHIVE)
+    .map((v) => v.id);
+  ok = (await deletion.report(archives)) && ok;
+
   const views = await viewsOf(ids);
   const kindsDone = new Set(
     views.filter((v) => v.status === OperationStatus.COMPLETED).map((v) => v.kind),
@@ -390,8 +400,8 @@ async function pipeline(
   out();
   out(
     ok
-      ? `OK: all ${views.length} operations COMPLETED, every kind ran, no artifact has two live copies.`
-      : 'NOT OK: some operation did not complete, or an artifact has two live copies (see above).',
+      ? `OK: all ${views.length} operations COMPLETED, every kind ran, no artifact has two live copies, every buffer copy was deleted after its verified archive with a receipt.`
+      : 'NOT OK: some operation did not complete, an artifact has two live copies, or a buffer deletion did not finish (see above).',
   );
   if (keep) {
     out(`Data kept in ${dir}: storage/ holds the files; to look again:`);

@@ -6,7 +6,9 @@ import {
 } from '../../persistence/CircuitBreakerRepository.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
+import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { printCopyStatus } from './printCopyStatus.ts';
 
 /** A breaker in `opstate status --json`. */
 export interface CircuitBreakerStatus {
@@ -44,9 +46,11 @@ function table(rows: readonly string[][]): string[] {
 
 /**
  * `opstate status [--json]`: operation counts per kind × status, every kind and status shown,
- * then the circuit breakers that are not CLOSED (parked or probing (kind, location) pairs).
+ * then the circuit breakers that are not CLOSED (parked or probing (kind, location) pairs), then
+ * the physical copies per location type × status with the deletions in progress and failed.
  * JSON shape: `{"operations": {"<kind>": {"PENDING": n, …, "FAILED": n}},
- * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}]}`.
+ * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
+ * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]}}`.
  *
  * @example
  * ```ts
@@ -67,8 +71,16 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
         const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
           toStatus,
         );
+        const copies = await selectCopyStatus(database);
         if (values.json === true) {
-          io.out(JSON.stringify({ operations: counts, circuitBreakers: breakers }));
+          io.out(
+            JSON.stringify({
+              operations: counts,
+              circuitBreakers: breakers,
+              copies: copies.copies,
+              deletions: { inProgress: copies.inProgress, failed: copies.failed },
+            }),
+          );
           return 0;
         }
         const width = Math.max(...OPERATION_KINDS.map((k) => k.length), 'kind'.length);
@@ -94,6 +106,7 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
           ]);
           for (const line of table([header, ...rows])) io.out(line);
         }
+        printCopyStatus(copies, io);
         return 0;
       } finally {
         await database.close();
