@@ -101,6 +101,8 @@ export async function loadResumeRecord(
     [...records].reverse().find((r) => r.state === 'PLANNED') ??
     null;
   const planned = [...records].reverse().find((r) => r.state === 'PLANNED');
+  const listed = (planned?.manifest as { members?: unknown } | null | undefined)?.members;
+  const plannedMembers = Array.isArray(listed) ? listed.length : null;
   const sourceCopy = view.inputs[0] ?? null;
   const archiveCopy = view.outputs[0] ?? null;
   let locationType = '';
@@ -170,9 +172,7 @@ export async function loadResumeRecord(
             path: sourceCopy.path,
             checksum: sourceCopy.checksum,
             status: sourceCopy.status,
-            members: Array.isArray((planned?.manifest as { members?: unknown[] } | null)?.members)
-              ? ((planned?.manifest as { members: unknown[] }).members.length ?? null)
-              : null,
+            members: plannedMembers,
           },
     archive:
       identity === null
