@@ -52,7 +52,7 @@ export function copyFactsCtes(copyId: SQL): SQL {
       join operation_output x on x.physical_copy_id = a.id
       join operation o on o.id = x.operation_id and o.kind = 'long_term_archive'
         and o.status = 'COMPLETED'
-      join lateral (
+      left join lateral (
         select r.state, r.object_sha256, r.content_sha256 from archive_record r
         where r.operation_id = o.id and r.state in ('VERIFIED', 'VERIFY_FAILED')
         order by r.id desc limit 1
@@ -85,7 +85,7 @@ export function copyFactsCtes(copyId: SQL): SQL {
           when not exists (select 1 from arch) then
             'no live copy of it at a long-term-archive location was produced by a completed archive operation'
           when not exists (select 1 from arch where verification = 'VERIFIED') then
-            'its archive''s last verification failed'
+            'its archive was never VERIFIED, or its last verification failed'
           else 'the archive copy''s digest differs from this copy''s ' || c.checksum
         end as archive_problem,
         array(

@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { copySuite } from './copySuite.ts';
 import { MIGRATIONS } from './fixtures.ts';
 import { storeSuite } from './storeSuite.ts';
 
@@ -26,6 +27,11 @@ describe('persistence on Postgres', () => {
   });
 
   storeSuite({
+    database: () => database,
+    peer: () => openDatabase({ databaseUrl: testDb.url, max: 4 }),
+  });
+
+  copySuite({
     database: () => database,
     peer: () => openDatabase({ databaseUrl: testDb.url, max: 4 }),
   });

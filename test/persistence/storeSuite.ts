@@ -639,7 +639,7 @@ export function storeSuite(backend: SuiteBackend): void {
     const parsed = JSON.parse(status.out.join('\n')) as {
       operations: Record<string, Record<string, number>>;
     };
-    expect(Object.keys(parsed)).toEqual(['operations', 'circuitBreakers']);
+    expect(Object.keys(parsed)).toEqual(['operations', 'circuitBreakers', 'copies', 'deletions']);
     expect(Object.keys(parsed.operations)).toEqual([...OPERATION_KINDS]);
     for (const kind of OPERATION_KINDS) {
       expect(Object.keys(parsed.operations[kind] ?? {})).toEqual([...OPERATION_STATUSES]);
@@ -650,7 +650,10 @@ export function storeSuite(backend: SuiteBackend): void {
     const table = capture();
     expect(await createStatusCommand(shared).run([], table.io)).toBe(0);
     expect(table.out[0]).toMatch(/^kind\s+PENDING\s+SCHEDULED\s+IN_PROGRESS\s+COMPLETED\s+FAILED$/);
-    expect(table.out).toHaveLength(1 + OPERATION_KINDS.length);
+    // The operations table, then (the world has copies) the copies per location type × status.
+    expect(table.out[1 + OPERATION_KINDS.length]).toBe('');
+    expect(table.out[2 + OPERATION_KINDS.length]).toBe('physical copies (deletion after archive)');
+    expect(table.out[3 + OPERATION_KINDS.length]).toMatch(/^location type\s+PRESENT\s+DELETION_SCHEDULED/);
 
     const inspect = capture();
     expect(await createInspectCommand(shared).run([id, '--json'], inspect.io)).toBe(0);
