@@ -28,11 +28,10 @@ export interface StoredArchive {
   readonly outcome: 'created' | 'identical';
 }
 
-/** An archive object read back: the stored bytes and the package they hold. */
+/** An archive object read back as stored (not yet decrypted). */
 export interface ReadArchive {
   readonly path: string;
   readonly stored: Buffer;
-  readonly plain: Buffer;
   readonly objectVersion: string;
   readonly encrypted: boolean;
   readonly keyId: string | null;
@@ -131,7 +130,10 @@ export class LocalArchiveStore {
     };
   }
 
-  /** Reads an object back whole, with its version taken before and after the read. */
+  /**
+   * Reads an object back whole, as stored, with its version taken before and after the read.
+   * `open` turns the stored bytes into the package.
+   */
   async read(key: string): Promise<ReadArchive> {
     const path = this.pathOf(key);
     const before = await versionOf(path);
@@ -147,11 +149,18 @@ export class LocalArchiveStore {
     return {
       path,
       stored,
-      plain: this.plainOf(stored, path, false) as Buffer,
       objectVersion: before,
       encrypted: isSealed(stored),
       keyId: sealedKeyId(stored) ?? null,
     };
+  }
+
+  /**
+   * The package inside stored bytes: decrypted when sealed (`CONFIG` without the key or with
+   * another key; `BAD_INPUT` when they fail authentication), as they are otherwise.
+   */
+  open(read: Pick<ReadArchive, 'stored' | 'path'>): Buffer {
+    return this.plainOf(read.stored, read.path, false) as Buffer;
   }
 
   /** The current version of the object at a key, or null when there is none. */

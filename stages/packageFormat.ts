@@ -75,7 +75,12 @@ export function readPackage(bytes: Uint8Array): { manifest: Manifest; members: T
   if (head?.name !== MANIFEST_NAME) {
     throw new OpstateError(OpstateErrorCode.BAD_INPUT, `package has no leading ${MANIFEST_NAME}`);
   }
-  const manifest = JSON.parse(Buffer.from(head.data).toString('utf8')) as Manifest;
+  let manifest: Manifest;
+  try {
+    manifest = JSON.parse(Buffer.from(head.data).toString('utf8')) as Manifest;
+  } catch {
+    throw new OpstateError(OpstateErrorCode.BAD_INPUT, `package ${MANIFEST_NAME} is not JSON`);
+  }
   const actual = manifestOf(members);
   const expected = JSON.stringify(manifest.members);
   if (JSON.stringify(actual.members) !== expected) {

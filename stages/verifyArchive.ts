@@ -22,6 +22,8 @@ export interface ArchiveVerification {
   readonly differences: readonly string[];
   /** The object as read (absent when it could not be read at all). */
   readonly read?: ReadArchive;
+  /** The package inside it, when it could be opened. */
+  readonly plain?: Buffer;
   /** Members checked by name, size and sha256. */
   readonly membersChecked: number;
 }
@@ -70,13 +72,21 @@ export async function verifyArchive(
       `whole-object sha256 is ${whole}, recorded ${expected.objectSha256} (${read.stored.length} bytes stored)`,
     );
   }
-  const content = sha256(read.plain);
+  let plain: Buffer;
+  try {
+    plain = store.open(read);
+  } catch (err) {
+    if (!(err instanceof OpstateError) || err.code === OpstateErrorCode.CONFIG) throw err;
+    differences.push(err.message);
+    return { ok: false, differences, read, membersChecked: 0 };
+  }
+  const content = sha256(plain);
   if (content !== expected.contentSha256) {
     differences.push(`package sha256 is ${content}, recorded ${expected.contentSha256}`);
   }
   let membersChecked = 0;
   try {
-    const { manifest, members } = readPackage(read.plain);
+    const { manifest, members } = readPackage(plain);
     const found = new Map(members.map((m) => [m.name, m]));
     for (const want of expected.members) {
       const got = found.get(want.name);
@@ -104,5 +114,5 @@ export async function verifyArchive(
     if (!(err instanceof OpstateError)) throw err;
     differences.push(`the package does not read back: ${err.message}`);
   }
-  return { ok: differences.length === 0, differences, read, membersChecked };
+  return { ok: differences.length === 0, differences, read, plain, membersChecked };
 }

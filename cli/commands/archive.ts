@@ -79,7 +79,7 @@ async function restore(
   const recorded = await loadRecordedArchive(database, id);
   const store = new LocalArchiveStore(recorded.storageRoot, archiveCipherFromEnv());
   const read = await store.read(recorded.expected.key);
-  const members = await restorePackage(read.plain, recorded.manifest, resolve(to));
+  const members = await restorePackage(store.open(read), recorded.manifest, resolve(to));
   const bad = members.filter((m) => !m.ok);
   if (json) {
     io.out(JSON.stringify({ operationId: id, to: resolve(to), ok: bad.length === 0, members }));

@@ -32,6 +32,8 @@ export const ARCHIVE_TIMING: Partial<RuntimeTiming> = {
   schedulerIntervalMs: 50,
   relayIntervalMs: 50,
   leaderPollMs: 250,
+  // Tests fail archives on purpose, one after the other; the breaker must not park the rest.
+  breakerThreshold: 1_000,
 };
 
 /** A package as a test writes it: its id, its buffer folder copy and its files. */
@@ -47,6 +49,8 @@ export interface TestPackage {
 export interface ArchiveWorld {
   readonly runtime: Runtime;
   readonly db: TestDatabase;
+  /** The NATS prefix of this deployment (OPSTATE_PREFIX for a CLI run against it). */
+  readonly prefix: string;
   readonly dir: string;
   readonly buffer: DataLocation;
   readonly archive: DataLocation;
@@ -71,10 +75,11 @@ let counter = 0;
 export async function startArchiveWorld(): Promise<ArchiveWorld> {
   const db = await createTestDatabase('opstate_archive');
   const logger = memoryLogger();
+  const prefix = uniquePrefix('arc').replaceAll('.', '_');
   const runtime = await createRuntime({
     databaseUrl: db.url,
     natsUrl: NATS_URL,
-    prefix: uniquePrefix('arc').replaceAll('.', '_'),
+    prefix,
     timing: ARCHIVE_TIMING,
     logger,
   });
@@ -97,6 +102,7 @@ export async function startArchiveWorld(): Promise<ArchiveWorld> {
   const world: ArchiveWorld = {
     runtime,
     db,
+    prefix,
     dir,
     buffer,
     archive,

@@ -653,7 +653,9 @@ export function storeSuite(backend: SuiteBackend): void {
     // The operations table, then (the world has copies) the copies per location type × status.
     expect(table.out[1 + OPERATION_KINDS.length]).toBe('');
     expect(table.out[2 + OPERATION_KINDS.length]).toBe('physical copies (deletion after archive)');
-    expect(table.out[3 + OPERATION_KINDS.length]).toMatch(/^location type\s+PRESENT\s+DELETION_SCHEDULED/);
+    expect(table.out[3 + OPERATION_KINDS.length]).toMatch(
+      /^location type\s+PRESENT\s+DELETION_SCHEDULED/,
+    );
 
     const inspect = capture();
     expect(await createInspectCommand(shared).run([id, '--json'], inspect.io)).toBe(0);
