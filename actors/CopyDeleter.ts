@@ -200,7 +200,12 @@ export function startCopyDeleter(options: CopyDeleterOptions): CopyDeleter {
           { type: 'START_DELETION' },
           { by: id, reason: `plan of ${plan.members.length} member(s) written`, plan },
         );
-        await options.faults?.afterPlan?.({ copyId: copy.id, deletionId: plan.deletionId });
+        await options.faults?.afterPlan?.({
+          copyId: copy.id,
+          deletionId: plan.deletionId,
+          epoch: started.epoch ?? 1,
+          path: plan.path,
+        });
         await run(copy.id, plan.deletionId, started.epoch ?? 1);
       } catch (err) {
         if (!routine(err)) throw err;

@@ -13,18 +13,21 @@ import type { SyscallCount } from '../stages/deletion/SyscallCount.ts';
  */
 export interface DeleterFaults {
   /** The plan is written (START_DELETION committed); no member touched yet. */
-  afterPlan?(at: { copyId: string; deletionId: string }): void | Promise<void>;
+  afterPlan?(at: FaultPoint): void | Promise<void>;
   /** Member `seq` was unlinked (or kept); its outcome is not recorded yet. */
-  afterMember?(at: {
-    copyId: string;
-    deletionId: string;
-    seq: number;
-    outcome: MemberOutcome;
-  }): void | Promise<void>;
+  afterMember?(at: FaultPoint & { seq: number; outcome: MemberOutcome }): void | Promise<void>;
   /** Every member has its outcome recorded; the receipt is not written yet. */
-  beforeReceipt?(at: { copyId: string; deletionId: string }): void | Promise<void>;
+  beforeReceipt?(at: FaultPoint): void | Promise<void>;
   /** The receipt is written; the copy is not yet DELETED. */
-  afterReceipt?(at: { copyId: string; deletionId: string }): void | Promise<void>;
+  afterReceipt?(at: FaultPoint): void | Promise<void>;
+}
+
+/** Where a deleter fault fires: the copy, its plan, the lease epoch running it, the copy's path. */
+export interface FaultPoint {
+  readonly copyId: string;
+  readonly deletionId: string;
+  readonly epoch: number;
+  readonly path: string;
 }
 
 /** How one run of a deletion ended. */
@@ -73,13 +76,18 @@ class Stopped extends Error {}
  * ```
  */
 export async function runDeletion(o: RunDeletionOptions): Promise<DeletionRunResult> {
-  const at = { copyId: o.copyId, deletionId: o.deletionId };
   const live = () => {
     if (!o.alive()) throw new Stopped('the deleter stopped');
   };
   try {
     const loaded = await o.deletions.load(o.deletionId);
     if (loaded === undefined) return { result: 'stopped', why: 'the plan is gone' };
+    const at: FaultPoint = {
+      copyId: o.copyId,
+      deletionId: o.deletionId,
+      epoch: o.epoch,
+      path: loaded.plan.path,
+    };
     const remaining = loaded.members.filter((m) => m.outcome === null);
     let previous: OutcomeInput | undefined;
     const step = async (finish: boolean) => {
