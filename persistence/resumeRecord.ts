@@ -97,7 +97,13 @@ export async function loadResumeRecord(
     [...records].reverse().find((r) => r.state === 'VERIFIED' || r.state === 'VERIFY_FAILED') ??
     null;
   const identity =
-    [...records].reverse().find((r) => r.objectSha256 !== null) ??
+    [...records]
+      .reverse()
+      .find(
+        (r) =>
+          r.objectSha256 !== null &&
+          (r.state === 'UPLOADED' || r.state === 'READ_BACK' || r.state === 'VERIFIED'),
+      ) ??
     [...records].reverse().find((r) => r.state === 'PLANNED') ??
     null;
   const planned = [...records].reverse().find((r) => r.state === 'PLANNED');
