@@ -11,12 +11,12 @@ import { OperationStatus } from '../../machines/operationMachine.ts';
 import type { PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import type { OperationInspection } from '../../persistence/inspectOperation.ts';
-import type { TransitionEntry } from '../../persistence/JournalRepository.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { type Command, type Io, parseFlags, UsageError } from '../Command.ts';
 import { startDeletionDemo } from './demoDeletion.ts';
+import { describePath, recoveryOf, stepsOf } from './demoReport.ts';
 import { createStatusCommand } from './status.ts';
 
 /** Small timers, in the order the runtime demands, so a crash is noticed within seconds. */
@@ -36,12 +36,6 @@ const DEMO_TIMING: Partial<RuntimeTiming> = {
 const DEADLINE_MS = 120_000;
 
 const TERMINAL = new Set<string>([OperationStatus.COMPLETED, OperationStatus.FAILED]);
-const WHO: Record<string, string> = {
-  heartbeat_monitor: 'heartbeat monitor',
-  reconciler: 'reconciler',
-  broker: 'broker redelivery',
-  operator: 'operator',
-};
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const short = (id: string) => id.slice(0, 8);
@@ -69,48 +63,6 @@ function createEmbeddedRuntime(dir: string, logger: ReturnType<typeof memoryLogg
     timing: DEMO_TIMING,
     logger,
   });
-}
-
-/** A transition history, one attempt a line: `PENDING → SCHEDULED → IN_PROGRESS (worker-A) → …`. */
-function describePath(transitions: readonly TransitionEntry[]): string[] {
-  const lines: string[] = [];
-  let parts: string[] = [];
-  for (const t of transitions) {
-    let label: string = t.to;
-    if (t.event === 'RESET') label += ` (RESET by ${t.by}: ${t.reason ?? 'no reason given'})`;
-    else if (t.event === 'FAIL') label += ` (FAIL: ${t.reason ?? 'no reason given'})`;
-    else if (t.to === OperationStatus.IN_PROGRESS) label += ` (${t.by})`;
-    parts.push(label);
-    if (t.to === OperationStatus.PENDING && t.from !== null) {
-      lines.push(parts.join(' → '));
-      parts = [];
-    }
-  }
-  if (parts.length > 0) lines.push(parts.join(' → '));
-  return lines.map((l, i) => (i === 0 ? l : `→ ${l}`));
-}
-
-/** Which recovery path(s) brought an operation home, from its history. */
-function recoveryOf(transitions: readonly TransitionEntry[]): string {
-  const paths = transitions.flatMap((t) => {
-    if (t.event === 'RESET') return [WHO[t.by] ?? t.by];
-    if (t.event === 'FAIL' && t.to === OperationStatus.PENDING) return ['retry after a failure'];
-    return [];
-  });
-  return paths.length === 0 ? 'none needed' : paths.join(', then ');
-}
-
-function stepsOf(view: OperationInspection): string {
-  return view.steps
-    .map((s) => {
-      const outcome = (s.result as { outcome?: unknown } | null)?.outcome;
-      const note =
-        outcome === 'identical'
-          ? ' (the object was already there from an earlier attempt with the same sha256: kept, not rewritten)'
-          : '';
-      return `${s.name} #${s.attempt}${note}`;
-    })
-    .join(' · ');
 }
 
 interface Stage {
