@@ -8,6 +8,7 @@ import { ArchiveState } from '../../machines/ArchiveState.ts';
 import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
+import { checksumOf, sha256, writePackage } from '../../stages/packageFormat.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { type ArchiveWorld, startArchiveWorld, type TestPackage } from './world.ts';
 
@@ -98,6 +99,38 @@ describe('deletion after a verified archive, revalidated member by member', () =
       'DELETED',
       'RECEIPTED',
     ]);
+  });
+
+  it('deletes a copy that is a package file (its own single member)', async () => {
+    const folderPkg = await w.addPackage();
+    // The same package as one tar file at the buffer instead of a folder.
+    const bytes = writePackage(
+      Object.entries(folderPkg.files).map(([name, data]) => ({ name, data })),
+    );
+    const id = await w.runtime.artifacts.addRawDataPackage({ name: `${folderPkg.name}-tar` });
+    const path = join(w.buffer.storageRoot, `${id}.tar`);
+    await writeFile(path, bytes);
+    const { copy } = await w.runtime.artifacts.addCopy({
+      artifactType: 'raw_data_package',
+      artifactId: id,
+      locationId: w.buffer.id,
+      path,
+      checksum: checksumOf(sha256(bytes)),
+      size: bytes.length,
+    });
+    const r = await archiveThenDelete({
+      ...folderPkg,
+      id,
+      name: `${folderPkg.name}-tar`,
+      copy,
+      folder: path,
+    });
+    expect(r.status).toBe('DELETED');
+    expect(r.members.map((m) => [m.name, m.outcome, m.sha256])).toEqual([
+      [`${id}.tar`, 'DELETED', sha256(bytes)],
+    ]);
+    expect(await exists(path)).toBe(false);
+    expect(await exists(folderPkg.folder)).toBe(true); // only what was archived and planned goes
   });
 
   it('keeps a member swapped for a symlink after planning (and follows no link)', async () => {
