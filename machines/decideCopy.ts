@@ -113,7 +113,14 @@ export function decideCopy(state: CopyState, command: CopyCommand, facts: CopyFa
   };
 }
 
-/** The event types a status takes (before guards). */
+/**
+ * The event types a copy status takes (before guards).
+ *
+ * @example
+ * ```ts
+ * acceptedCopyEvents('DELETION_SCHEDULED'); // ['START_DELETION', 'CANCEL_DELETION']
+ * ```
+ */
 export function acceptedCopyEvents(status: PhysicalCopyStatus): PhysicalCopyEventType[] {
   const node = physicalCopyMachine.states[status];
   return node === undefined ? [] : (node.ownEvents as PhysicalCopyEventType[]);
