@@ -40,15 +40,14 @@ import { planDeletion } from '../stages/deletion/planDeletion.ts';
 import { SyscallCount } from '../stages/deletion/SyscallCount.ts';
 import { checksumOf, MANIFEST_NAME, sha256, writePackage } from '../stages/packageFormat.ts';
 import { unpackTar } from '../stages/tar.ts';
+import { print } from './lib/figure.ts';
 
 const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const ROUNDS = Number(process.env.OPSTATE_BENCH_ROUNDS ?? 3);
 const SMALL = 4;
 const LARGE = 64;
 
-function print(name: string, value: number, unit: string): void {
-  process.stdout.write(`${JSON.stringify({ name, value: Math.round(value * 100) / 100, unit })}\n`);
-}
+const figure = (name: string, value: number, unit: string) => print({ name, value, unit });
 
 function counting(database: Database): { database: Database; count: () => number } {
   let n = 0;
@@ -266,18 +265,18 @@ async function main(): Promise<void> {
     const large = await average(LARGE);
     const per = (k: 'statements' | 'syscalls' | 'scan' | 'ms') =>
       (large[k] - small[k]) / (LARGE - SMALL);
-    print('deletion_statements_per_member', per('statements'), 'statements');
+    figure('deletion_statements_per_member', per('statements'), 'statements');
     print(`deletion_statements_${SMALL}_member_copy`, small.statements, 'statements');
-    print('deletion_syscalls_per_member', per('syscalls'), 'syscalls');
-    print('deletion_open_file_scan_syscalls_per_member', per('scan'), 'syscalls');
-    print('deletion_other_syscalls_per_member', per('syscalls') - per('scan'), 'syscalls');
-    print('open_descriptors_on_machine', await openFds(), 'descriptors');
-    print('deletion_ms_per_member', per('ms'), 'ms');
+    figure('deletion_syscalls_per_member', per('syscalls'), 'syscalls');
+    figure('deletion_open_file_scan_syscalls_per_member', per('scan'), 'syscalls');
+    figure('deletion_other_syscalls_per_member', per('syscalls') - per('scan'), 'syscalls');
+    figure('open_descriptors_on_machine', await openFds(), 'descriptors');
+    figure('deletion_ms_per_member', per('ms'), 'ms');
     if (hasStrace()) {
       const traced = async (n: number) => straced(async () => void (await deleteOne(n)));
       const a = await traced(SMALL);
       const b = await traced(LARGE);
-      print('deletion_process_syscalls_per_member_strace', (b - a) / (LARGE - SMALL), 'syscalls');
+      figure('deletion_process_syscalls_per_member_strace', (b - a) / (LARGE - SMALL), 'syscalls');
     } else {
       process.stderr.write(
         'bench deletion: strace is not installed; the process-wide syscall figure needs it (apt-get install strace)\n',
