@@ -266,7 +266,7 @@ async function main(): Promise<void> {
     const per = (k: 'statements' | 'syscalls' | 'scan' | 'ms') =>
       (large[k] - small[k]) / (LARGE - SMALL);
     figure('deletion_statements_per_member', per('statements'), 'statements');
-    print(`deletion_statements_${SMALL}_member_copy`, small.statements, 'statements');
+    figure(`deletion_statements_${SMALL}_member_copy`, small.statements, 'statements');
     figure('deletion_syscalls_per_member', per('syscalls'), 'syscalls');
     figure('deletion_open_file_scan_syscalls_per_member', per('scan'), 'syscalls');
     figure('deletion_other_syscalls_per_member', per('syscalls') - per('scan'), 'syscalls');
