@@ -24,7 +24,8 @@ export function createInspectCommand(
 ): Command {
   return {
     name: 'inspect',
-    summary: 'Show one operation: state, fields, copies, transitions, journal steps',
+    summary:
+      "Show one operation: state, fields, copies, transitions, journal steps; an archive's resume record",
     usage: 'opstate inspect <operation-id> [--json]',
     async run(args, io) {
       const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });

@@ -60,7 +60,8 @@ function table(rows: readonly string[][]): string[] {
 export function createStatusCommand(open: () => Promise<Database> = () => openDatabase()): Command {
   return {
     name: 'status',
-    summary: 'Operation counts per kind and status, and circuit breakers that are not closed',
+    summary:
+      'Operation counts per kind and status, circuit breakers not closed, copies and their deletions',
     usage: 'opstate status [--json]',
     async run(args, io) {
       const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });
