@@ -3,6 +3,7 @@
 
 export type { Clock } from './actors/Clock.ts';
 export { systemClock } from './actors/Clock.ts';
+export type { CopyDeleter, CopyDeleterOptions } from './actors/CopyDeleter.ts';
 export type { Logger, LogLevel } from './actors/Logger.ts';
 export { consoleLogger, memoryLogger } from './actors/Logger.ts';
 export type {
@@ -23,6 +24,12 @@ export type {
   WorkerFaults,
 } from './actors/Worker.ts';
 export { isRetryable } from './actors/Worker.ts';
+export {
+  ARCHIVE_STATES,
+  ArchiveState,
+  MEMBER_OUTCOMES,
+  MemberOutcome,
+} from './machines/ArchiveState.ts';
 export type { Decision, OperationEffect, PersistedOperationSnapshot } from './machines/decide.ts';
 export {
   acceptedEvents,
@@ -30,9 +37,13 @@ export {
   decide,
   parseOperationEvent,
 } from './machines/decide.ts';
+export type { CopyCommand, CopyDecision, CopyFacts, CopyState } from './machines/decideCopy.ts';
+export { acceptedCopyEvents, decideCopy } from './machines/decideCopy.ts';
 export { toMermaid } from './machines/diagram.ts';
 export type { GroupStatus } from './machines/groupStatus.ts';
 export { deriveGroupStatus } from './machines/groupStatus.ts';
+export type { ResumeFacts } from './machines/nextSafeAction.ts';
+export { nextSafeAction } from './machines/nextSafeAction.ts';
 export { isOperationKind, OPERATION_KINDS, OperationKind } from './machines/OperationKind.ts';
 export { OpstateError, OpstateErrorCode } from './machines/OpstateError.ts';
 export type {
@@ -51,8 +62,12 @@ export {
 } from './machines/operationMachine.ts';
 export type { PackageOperation } from './machines/packageState.ts';
 export { derivePackageState, PackageState } from './machines/packageState.ts';
-export type { PhysicalCopyEvent } from './machines/physicalCopyMachine.ts';
+export type {
+  PhysicalCopyEvent,
+  PhysicalCopyGuardFacts,
+} from './machines/physicalCopyMachine.ts';
 export {
+  DEFAULT_MAX_DELETION_FAILURES,
   PHYSICAL_COPY_STATUSES,
   PhysicalCopyStatus,
   physicalCopyMachine,
@@ -78,6 +93,9 @@ export {
   upgradeSnapshot,
   XSTATE_VERSION,
 } from './machines/snapshotEnvelope.ts';
+export type { ArchiveFields, ArchiveRecordEntry } from './persistence/ArchiveRecordRepository.ts';
+// Archive then delete: the archive record, every copy status change, the policy, the deletions.
+export { ArchiveRecordRepository } from './persistence/ArchiveRecordRepository.ts';
 export type {
   DataLocation,
   NewCopy,
@@ -89,7 +107,24 @@ export { ArtifactType } from './persistence/ArtifactType.ts';
 export type { CircuitBreakerView } from './persistence/CircuitBreakerRepository.ts';
 // Circuit breakers per (kind, location): read and reset them from a stage service or a tool.
 export { CircuitBreakerRepository, CircuitState } from './persistence/CircuitBreakerRepository.ts';
+export type {
+  AppliedCopyTransition,
+  CopyTransitionEntry,
+  CopyTransitionOptions,
+} from './persistence/CopyLifecycle.ts';
+export { CopyLifecycle } from './persistence/CopyLifecycle.ts';
 export type { CreateOperationInput } from './persistence/CreateOperationInput.ts';
+export type { DeletionPolicy } from './persistence/DeletionPolicyRepository.ts';
+export {
+  DEFAULT_DELETION_POLICY,
+  DeletionPolicyRepository,
+} from './persistence/DeletionPolicyRepository.ts';
+export type {
+  DeletionMemberRecord,
+  DeletionPlanRecord,
+  DeletionReceipt,
+} from './persistence/DeletionRepository.ts';
+export { DeletionRepository } from './persistence/DeletionRepository.ts';
 export { GroupRepository } from './persistence/GroupRepository.ts';
 export type { OperationInspection } from './persistence/inspectOperation.ts';
 export { inspectOperation } from './persistence/inspectOperation.ts';
@@ -101,6 +136,8 @@ export { OperationStore } from './persistence/OperationStore.ts';
 export type { OutputCopy } from './persistence/OutputCopy.ts';
 export type { Database, OpenDatabaseOptions } from './persistence/openDatabase.ts';
 export { openDatabase } from './persistence/openDatabase.ts';
+export type { ResumeRecord } from './persistence/resumeRecord.ts';
+export { loadResumeRecord } from './persistence/resumeRecord.ts';
 // Transport: the dispatch/heartbeat contract and its two implementations.
 export { createInProcessTransport } from './transport/inprocess/createInProcessTransport.ts';
 export { createJetStreamTransport } from './transport/jetstream/createJetStreamTransport.ts';

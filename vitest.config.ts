@@ -8,12 +8,8 @@ const DRILLS = [
   'test/actors/{recovery,longRunning,leadership,outbox,scale,badDispatch,stalledWorker}.test.ts',
   'test/demo/demo.test.ts',
   'test/breaker/runtime.test.ts',
+  'test/archive/crashMatrix.test.ts',
 ];
-
-// Known failing, so kept out of the run until fixed (drop it from this list to reproduce): after several
-// Postgres restarts under load, dispatches stop reaching the idle workers and operations bounce
-// between SCHEDULED and the reconciler floor.
-const KNOWN_FAILING = ['test/actors/postgresRestart.test.ts'];
 
 export default defineConfig({
   test: {
@@ -27,7 +23,7 @@ export default defineConfig({
         test: {
           name: 'unit+integration',
           include: ['test/**/*.test.ts'],
-          exclude: [...DRILLS, ...KNOWN_FAILING],
+          exclude: DRILLS,
           sequence: { groupOrder: 0 },
         },
       },

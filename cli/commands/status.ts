@@ -7,7 +7,9 @@ import {
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
+import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { printCopyStatus } from './printCopyStatus.ts';
 
 /** A breaker in `opstate status --json`. */
 export interface CircuitBreakerStatus {
@@ -60,10 +62,12 @@ function table(rows: readonly string[][]): string[] {
 
 /**
  * `opstate status [--json]`: who leads each control plane and since when, operation counts per
- * kind × status (every kind and status shown), then the circuit breakers that are not CLOSED
- * (parked or probing (kind, location) pairs). JSON shape: `{"leaders": [{name, holder, epoch,
- * since, renewedAt, expiresAt, expired}], "operations": {"<kind>": {"PENDING": n, …}},
- * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}]}`.
+ * kind × status (every kind and status shown), the circuit breakers that are not CLOSED (parked
+ * or probing (kind, location) pairs), then the physical copies per location type × status with
+ * the deletions in progress and failed. JSON shape: `{"leaders": [{name, holder, epoch, since,
+ * renewedAt, expiresAt, expired}], "operations": {"<kind>": {"PENDING": n, …}},
+ * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
+ * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]}}`.
  *
  * @example
  * ```ts
@@ -74,7 +78,7 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
   return {
     name: 'status',
     summary:
-      'Who leads the control plane since when, operation counts per kind and status, and circuit breakers that are not closed',
+      'Who leads the control plane since when, operation counts per kind and status, circuit breakers not closed, copies and their deletions',
     usage: 'opstate status [--json]',
     async run(args, io) {
       const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });
@@ -94,8 +98,17 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
           expiresAt: l.expiresAt.toISOString(),
           expired: l.expired,
         }));
+        const copies = await selectCopyStatus(database);
         if (values.json === true) {
-          io.out(JSON.stringify({ leaders, operations: counts, circuitBreakers: breakers }));
+          io.out(
+            JSON.stringify({
+              leaders,
+              operations: counts,
+              circuitBreakers: breakers,
+              copies: copies.copies,
+              deletions: { inProgress: copies.inProgress, failed: copies.failed },
+            }),
+          );
           return 0;
         }
 
@@ -131,6 +144,7 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
           ]);
           for (const line of table([header, ...rows])) io.out(line);
         }
+        printCopyStatus(copies, io);
         return 0;
       } finally {
         await database.close();
