@@ -224,7 +224,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       message: m,
       stored: op,
       handled: handlerFor(op.kind) !== undefined,
-      localAttempt: registry.getSnapshot().context.leases[op.id]?.attempt,
+      localAttempt: registry.getSnapshot().context.leases.get(op.id)?.attempt,
     });
     switch (triage.action) {
       case 'drop':
@@ -476,7 +476,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
 
   /** After each beat: one read of the running operations; abort those that moved on. */
   async function abortMovedOn(): Promise<void> {
-    const leases = Object.values(registry.getSnapshot().context.leases);
+    const leases = [...registry.getSnapshot().context.leases.values()];
     logger.log('DEBUG', 'worker beat', {
       workerId: id,
       running: leases.length,
@@ -526,7 +526,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     async stop() {
       if (stopping) return;
       stopping = true;
-      for (const lease of Object.values(registry.getSnapshot().context.leases)) {
+      for (const lease of [...registry.getSnapshot().context.leases.values()]) {
         registry.trigger.abort({ operationId: lease.operationId, reason: 'worker stopping' });
       }
       await Promise.all(subscriptions.map((s) => s.stop()));
@@ -537,7 +537,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       crashed = true;
       stopping = true;
       await heartbeat.stop({ remove: false });
-      for (const lease of Object.values(registry.getSnapshot().context.leases)) {
+      for (const lease of [...registry.getSnapshot().context.leases.values()]) {
         registry.trigger.abort({ operationId: lease.operationId, reason: 'worker crashed' });
       }
       await Promise.all(subscriptions.map((s) => s.stop()));

@@ -18,11 +18,14 @@
  * concurrency per queue, default 256; split between child workers), OPSTATE_BENCH_WORKER_PROCESSES
  * (default 2; 0 skips), OPSTATE_BENCH_TRICKLE (default 200; 0 skips), OPSTATE_BENCH_SECONDS
  * (baseline length, default 3), OPSTATE_BENCH_MEMORY_ROWS (default 1000000; 0 skips),
- * OPSTATE_BENCH_PROFILE=1 (also prints the statements the runtime ran, grouped by SQL text).
+ * OPSTATE_BENCH_PROFILE=1 (also prints the statements the runtime ran, grouped by SQL text),
+ * OPSTATE_BENCH_CPU_PROFILE=<file> (writes a V8 CPU profile of this process over the timed
+ * in-process run only, for Chrome DevTools or any .cpuprofile reader).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, writeFileSync } from 'node:fs';
+import { Session } from 'node:inspector/promises';
 import { fileURLToPath } from 'node:url';
 import type { SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
@@ -57,6 +60,7 @@ const TRICKLE = env('OPSTATE_BENCH_TRICKLE', 200);
 const SECONDS = env('OPSTATE_BENCH_SECONDS', 3);
 const MEMORY_ROWS = env('OPSTATE_BENCH_MEMORY_ROWS', 1_000_000);
 const PROFILE = process.env.OPSTATE_BENCH_PROFILE === '1';
+const CPU_PROFILE = process.env.OPSTATE_BENCH_CPU_PROFILE;
 const DONE_TIMEOUT_MS = 120_000;
 
 /** Control-plane loops tuned for throughput; the transport keeps its defaults. */
@@ -223,6 +227,21 @@ function printProfile(label: string, before: StatementCounter, after: StatementC
       `[e2e profile ${label}] ${(r.count / n).toFixed(3)}/op  ${r.count}  ${r.text}\n`,
     );
   }
+}
+
+/** Starts a V8 CPU profile of this process when asked; the returned function writes it. */
+async function startCpuProfile(): Promise<() => Promise<void>> {
+  if (CPU_PROFILE === undefined || CPU_PROFILE === '') return async () => {};
+  const session = new Session();
+  session.connect();
+  await session.post('Profiler.enable');
+  await session.post('Profiler.start');
+  return async () => {
+    const { profile } = await session.post('Profiler.stop');
+    writeFileSync(CPU_PROFILE, JSON.stringify(profile));
+    session.disconnect();
+    process.stderr.write(`[e2e] CPU profile of the in-process run written to ${CPU_PROFILE}\n`);
+  };
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -533,9 +552,11 @@ async function main(): Promise<void> {
       planeTimings.clear();
       const pBefore = snapshotCounter(planeCounter);
       const wBefore = snapshotCounter(worker.counter);
+      const stopCpuProfile = await startCpuProfile();
       const cpuBefore = cpuSample();
       const result = await submitAndWait(OPS);
       const cpuAfter = cpuSample();
+      await stopCpuProfile();
       const pAfter = snapshotCounter(planeCounter);
       const wAfter = snapshotCounter(worker.counter);
       const span = await spanOf(result.ids);

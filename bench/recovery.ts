@@ -25,6 +25,7 @@ import postgres from 'postgres';
 import { memoryLogger } from '../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../actors/Runtime.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { LocationType } from '../machines/routing.ts';
 import { LeaseRepository } from '../persistence/LeaseRepository.ts';
 import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
@@ -134,8 +135,17 @@ async function main() {
       await until(async () => (await status(id)) === 'IN_PROGRESS', 'the worker to run it');
       return { w, id };
     };
-    const cancel = (id: string) =>
-      runtime.command(id, { type: 'CANCEL', reason: 'bench sample done' });
+    /** Ends a sample; the scheduler may move the operation meanwhile (a lost race: try again). */
+    const cancel = async (id: string) => {
+      for (;;) {
+        try {
+          await runtime.command(id, { type: 'CANCEL', reason: 'bench sample done' });
+          return;
+        } catch (err) {
+          if (!(err instanceof OpstateError && err.code === OpstateErrorCode.CONFLICT)) throw err;
+        }
+      }
+    };
 
     const monitor: number[] = [];
     const held: number[] = [];

@@ -1,5 +1,5 @@
-import { initialTransition, transition } from 'xstate';
-import { isOperationKind, type OperationKind } from './OperationKind.ts';
+import { type AnyActorScope, createActor, initialTransition } from 'xstate';
+import { isOperationKind, OperationKind } from './OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from './OpstateError.ts';
 import {
   OPERATION_EVENT_TYPES,
@@ -57,6 +57,43 @@ const STATUS_VALUES: ReadonlySet<string> = new Set(OPERATION_STATUSES);
 const EVENT_TYPES: ReadonlySet<string> = new Set(OPERATION_EVENT_TYPES);
 
 type MachineSnapshot = ReturnType<typeof operationMachine.resolveState>;
+type Action = Parameters<AnyActorScope['actionExecutor']>[0];
+
+/**
+ * One inert actor scope for every pure transition. xstate's `transition()` builds a throwaway
+ * actor (and its system) per call, which costs more than the step itself; this machine has no
+ * children, timers or system ids, so one scope that only collects the actions serves every call
+ * (transitions are synchronous: `collected` is swapped per call).
+ */
+let collected: Action[] = [];
+const inertScope: AnyActorScope = (() => {
+  // The actor is never started; its input only satisfies the constructor's initial snapshot.
+  const self = createActor(operationMachine, { input: { kind: OperationKind.RAW_DATA_PACKAGE } });
+  return {
+    self,
+    id: '',
+    sessionId: '',
+    system: self.system,
+    logger: () => {},
+    defer: () => {},
+    emit: () => {},
+    stopChild: () => {},
+    actionExecutor: (action: Action) => {
+      collected.push(action);
+    },
+  };
+})();
+
+/** The pure `transition(machine, snapshot, event)`, on the shared inert scope. */
+function step(current: MachineSnapshot, event: OperationEvent): [MachineSnapshot, Action[]] {
+  const actions: Action[] = [];
+  collected = actions;
+  try {
+    return [operationMachine.transition(current, event, inertScope), actions];
+  } finally {
+    collected = [];
+  }
+}
 
 function persist(snapshot: MachineSnapshot): PersistedOperationSnapshot {
   return operationMachine.getPersistedSnapshot(snapshot) as unknown as PersistedOperationSnapshot;
@@ -233,7 +270,7 @@ export function restoreOperationSnapshot(persisted: unknown): MachineSnapshot {
 export function decide(persisted: unknown, event: OperationEvent): Decision {
   const checked = parseOperationEvent(event);
   const current = restoreOperationSnapshot(persisted);
-  const [next, actions] = transition(operationMachine, current, checked);
+  const [next, actions] = step(current, checked);
   if (next === current || (next.value === current.value && next.context === current.context)) {
     throw refusal(current, checked);
   }
