@@ -1,8 +1,6 @@
 // The public entry of opstate. Names are re-exported one by one; anything not listed here is
 // internal and may change without notice.
 
-export type { Clock } from './actors/Clock.ts';
-export { systemClock } from './actors/Clock.ts';
 export type { CopyDeleter, CopyDeleterOptions } from './actors/CopyDeleter.ts';
 export type { Logger, LogLevel } from './actors/Logger.ts';
 export { consoleLogger, memoryLogger } from './actors/Logger.ts';
@@ -30,6 +28,8 @@ export {
   MEMBER_OUTCOMES,
   MemberOutcome,
 } from './machines/ArchiveState.ts';
+export type { Clock, TimerHandle } from './machines/Clock.ts';
+export { systemClock } from './machines/Clock.ts';
 export type { Decision, OperationEffect, PersistedOperationSnapshot } from './machines/decide.ts';
 export {
   acceptedEvents,
@@ -84,6 +84,8 @@ export {
   queueName,
   queueSubject,
 } from './machines/routing.ts';
+// For tests and drills (moves to the testing entry once it exists).
+export { SimulatedClock } from './machines/SimulatedClock.ts';
 export type { EnvelopedSnapshot, SnapshotEnvelope } from './machines/snapshotEnvelope.ts';
 export {
   currentEnvelope,

@@ -1,3 +1,4 @@
+import type { Clock } from '../machines/Clock.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import {
   type CircuitBreakerRecord,
@@ -8,7 +9,6 @@ import {
   type TransitionOutcome,
 } from '../persistence/CircuitBreakerRepository.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
-import type { Clock } from './Clock.ts';
 import type { LeadershipTerm } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
 import { type Loop, startLoop } from './Loop.ts';

@@ -1,10 +1,10 @@
+import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { Route } from '../machines/routing.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import { holdsAlive } from '../transport/HeartbeatKey.ts';
 import type { DispatchMessage, Transport } from '../transport/Transport.ts';
 import { startCircuitBreakerLoop } from './CircuitBreaker.ts';
-import type { Clock } from './Clock.ts';
 import { findAbandoned } from './findAbandoned.ts';
 import type { LeadershipTerm } from './Leadership.ts';
 import type { Logger } from './Logger.ts';

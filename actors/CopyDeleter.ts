@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Clock } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { PhysicalCopyStatus } from '../machines/physicalCopyMachine.ts';
 import { CopyLifecycle } from '../persistence/CopyLifecycle.ts';
@@ -6,7 +7,6 @@ import { DeletionPolicyRepository } from '../persistence/DeletionPolicyRepositor
 import { DeletionRepository } from '../persistence/DeletionRepository.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import { planDeletion, rootIdentity } from '../stages/deletion/planDeletion.ts';
-import type { Clock } from './Clock.ts';
 import type { Logger } from './Logger.ts';
 import { startLoop } from './Loop.ts';
 import { type DeleterFaults, type DeletionRunResult, runDeletion } from './runDeletion.ts';

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { hostname } from 'node:os';
+import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { LeaseFence } from '../persistence/LeaseFence.ts';
 import { LeaseRepository } from '../persistence/LeaseRepository.ts';
 import type { Database } from '../persistence/openDatabase.ts';
-import type { Clock } from './Clock.ts';
 import type { Logger } from './Logger.ts';
 
 /** Who runs the control-plane loops: at most one process per lease name at a time. */

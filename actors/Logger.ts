@@ -1,3 +1,5 @@
+import { systemClock } from '../machines/Clock.ts';
+
 /** Log levels opstate writes; WARNING marks something an operator should look at. */
 export type LogLevel = 'DEBUG' | 'INFO' | 'WARNING' | 'ERROR';
 
@@ -19,7 +21,9 @@ export const consoleLogger: Logger = {
   log(level, message, fields) {
     if (level === 'DEBUG' && !process.env.OPSTATE_DEBUG) return;
     const tail = fields && Object.keys(fields).length > 0 ? ` ${JSON.stringify(fields)}` : '';
-    process.stderr.write(`${new Date().toISOString()} ${level} ${message}${tail}\n`);
+    process.stderr.write(
+      `${new Date(systemClock.now()).toISOString()} ${level} ${message}${tail}\n`,
+    );
   },
 };
 

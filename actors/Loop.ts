@@ -1,5 +1,5 @@
+import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
-import type { Clock } from './Clock.ts';
 import type { Logger } from './Logger.ts';
 
 /** A running loop: `wake()` cuts the current wait short, `stop()` waits for the pass in progress. */

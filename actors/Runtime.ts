@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from '../machines/Clock.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
@@ -17,7 +18,6 @@ import { createInProcessTransport } from '../transport/inprocess/createInProcess
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 import type { Transport, TransportTiming } from '../transport/Transport.ts';
 import { resolveTiming } from '../transport/TransportTiming.ts';
-import { type Clock, systemClock } from './Clock.ts';
 import {
   type ControlPlaneLoops,
   type ControlPlaneTiming,
@@ -223,7 +223,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     if (options.migrate !== false) await reach('Postgres', () => migrate(database));
     transport =
       natsUrl === undefined
-        ? createInProcessTransport({ timing })
+        ? createInProcessTransport({ timing, clock })
         : await reach('NATS', () => createJetStreamTransport({ servers: natsUrl, prefix, timing }));
     const ready = transport;
     await reach('NATS JetStream', () => ready.ensure(allRoutes()));
@@ -232,7 +232,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     throw err;
   }
   const stopLogging = logTransportEvents(transport, logger, clock);
-  const store = new OperationStore(database, { clock: () => new Date(clock.now()) });
+  const store = new OperationStore(database, { clock });
   const journal = new JournalRepository(database);
   const workers = new Set<Worker>();
   const planes = new Set<ControlPlane>();
@@ -292,7 +292,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         clock,
         logger,
         onElected: async (term) => {
-          if (inProcess) await redispatchScheduled(store, transport, logger);
+          if (inProcess) await redispatchScheduled(store, transport, logger, clock);
           loops = startControlPlaneLoops({ store, transport, clock, logger, timing, term });
           wakers.add(loops);
           const mine = loops;
@@ -359,8 +359,13 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
  * message. Publishing them again (dedup and fencing make it harmless) brings them home in
  * seconds instead of after the reconciler floor.
  */
-async function redispatchScheduled(store: OperationStore, transport: Transport, logger: Logger) {
-  const scheduled = (await store.listActiveOlderThan(new Date(), 100_000)).filter(
+async function redispatchScheduled(
+  store: OperationStore,
+  transport: Transport,
+  logger: Logger,
+  clock: Clock,
+) {
+  const scheduled = (await store.listActiveOlderThan(new Date(clock.now()), 100_000)).filter(
     (o) => o.status === 'SCHEDULED',
   );
   if (scheduled.length === 0) return;

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
@@ -15,7 +16,6 @@ import { DeliverySlots } from '../transport/DeliverySlots.ts';
 import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { Delivery, Subscription, Transport } from '../transport/Transport.ts';
 import { createBatcher } from './Batcher.ts';
-import type { Clock } from './Clock.ts';
 import type { Logger } from './Logger.ts';
 import { triageDelivery } from './triageDelivery.ts';
 import { startWorkerHeartbeat } from './WorkerHeartbeat.ts';

@@ -1,5 +1,5 @@
+import type { Clock } from '../machines/Clock.ts';
 import type { HeldOperation, Transport } from '../transport/Transport.ts';
-import type { Clock } from './Clock.ts';
 import type { Logger } from './Logger.ts';
 
 /** A delivery the heartbeat keeps alive at the broker (`working()`) while it is held. */

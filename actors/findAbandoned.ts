@@ -30,7 +30,7 @@ export interface Abandoned {
  *
  * @example
  * ```ts
- * findAbandoned({ now: Date.now(), timeoutMs: 300_000, beats: await heartbeats.list(),
+ * findAbandoned({ now: clock.now(), timeoutMs: 300_000, beats: await heartbeats.list(),
  *   operations: [{ id, kind, status: 'SCHEDULED', attempt: 1 }] });
  * ```
  */

@@ -1,7 +1,7 @@
+import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import { queueName } from '../machines/routing.ts';
 import type { Transport, TransportEvent } from '../transport/Transport.ts';
-import type { Clock } from './Clock.ts';
 import type { Logger } from './Logger.ts';
 
 /** The same complaint (event type and reason) is logged at most once per this window. */

@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { systemClock } from '../machines/Clock.ts';
 import { isOperationKind, OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { type LeaseFence, leaseHolds } from './LeaseFence.ts';
@@ -281,13 +282,13 @@ export class CircuitBreakerRepository {
    *
    * @example
    * ```ts
-   * const before = await breakers.reset(OperationKind.LONG_TERM_ARCHIVE, archiveId, new Date());
+   * const before = await breakers.reset(OperationKind.LONG_TERM_ARCHIVE, archiveId);
    * ```
    */
   async reset(
     kind: string,
     locationId: string,
-    now: Date = new Date(),
+    now: Date = new Date(systemClock.now()),
   ): Promise<CircuitBreakerView | null> {
     if (!isOperationKind(kind)) {
       throw new OpstateError(

@@ -76,7 +76,7 @@ function describe(error: z.ZodError, prefix: string): string {
  *
  * @example
  * ```ts
- * const row = toOperationInsert({ kind: OperationKind.TRANSFER, fields: {...} }, new Date());
+ * const row = toOperationInsert({ kind: OperationKind.TRANSFER, fields: {...} }, new Date(clock.now()));
  * ```
  */
 export function toOperationInsert(input: CreateOperationInput, now: Date): OperationInsert {

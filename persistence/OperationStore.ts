@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from '../machines/Clock.ts';
 import type { OpstateError } from '../machines/OpstateError.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
 import {
@@ -36,8 +37,8 @@ import { deleteOutbox, selectOutbox } from './sql/outbox.ts';
 import { selectOperations } from './sql/selectOperations.ts';
 
 export interface OperationStoreOptions {
-  /** The clock that stamps events (`at`) and decides what is due. Tests inject their own. */
-  readonly clock?: () => Date;
+  /** The clock that stamps events (`at`) and decides what is due [systemClock]. */
+  readonly clock?: Clock;
 }
 
 function unwrap<T extends { ok: true }>(result: T | { ok: false; error: OpstateError }): T {
@@ -63,11 +64,15 @@ function unwrap<T extends { ok: true }>(result: T | { ok: false; error: OpstateE
  */
 export class OperationStore {
   readonly database: Database;
-  private readonly clock: () => Date;
+  readonly #clock: Clock;
 
   constructor(database: Database, options: OperationStoreOptions = {}) {
     this.database = database;
-    this.clock = options.clock ?? (() => new Date());
+    this.#clock = options.clock ?? systemClock;
+  }
+
+  private clock(): Date {
+    return new Date(this.#clock.now());
   }
 
   /**
@@ -298,7 +303,7 @@ export class OperationStore {
    *
    * @example
    * ```ts
-   * const suspects = await store.listActiveOlderThan(new Date(Date.now() - floorMs));
+   * const suspects = await store.listActiveOlderThan(new Date(clock.now() - floorMs));
    * ```
    */
   async listActiveOlderThan(before: Date, limit = 1000): Promise<ActiveOperation[]> {

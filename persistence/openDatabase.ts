@@ -5,6 +5,7 @@ import { type PgDatabase, PgDialect, type PgQueryResultHKT } from 'drizzle-orm/p
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
+import { systemClock, type TimerHandle } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { toOpstateError } from './databaseError.ts';
 import * as schema from './schema/index.ts';
@@ -69,9 +70,10 @@ type PostgresLike = Pick<postgres.Sql, 'unsafe'>;
 const QUERY_ANSWER_MS = 30_000;
 
 function answered<T>(pending: Promise<T>, text: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
+  let timer: TimerHandle;
   const late = new Promise<never>((_, reject) => {
-    timer = setTimeout(
+    // Real time whatever clock the runtime runs on: this bounds a wait on the network.
+    timer = systemClock.setTimeout(
       () =>
         reject(
           new OpstateError(
@@ -83,7 +85,7 @@ function answered<T>(pending: Promise<T>, text: string): Promise<T> {
       QUERY_ANSWER_MS,
     );
   });
-  return Promise.race([pending, late]).finally(() => clearTimeout(timer));
+  return Promise.race([pending, late]).finally(() => systemClock.clearTimeout(timer));
 }
 
 function postgresExecutor(client: PostgresLike): Executor {

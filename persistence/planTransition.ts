@@ -88,7 +88,7 @@ const iso = (d: Date | null) => (d === null ? null : d.toISOString());
  *
  * @example
  * ```ts
- * const { write, decision } = planTransition(record, { type: 'SCHEDULE' }, new Date());
+ * const { write, decision } = planTransition(record, { type: 'SCHEDULE' }, new Date(clock.now()));
  * ```
  */
 export function planTransition(

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { type ArchiveState, MemberOutcome } from '../machines/ArchiveState.ts';
+import { type Clock, systemClock } from '../machines/Clock.ts';
 import { nextSafeAction } from '../machines/nextSafeAction.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { OperationStatus } from '../machines/operationMachine.ts';
@@ -87,8 +88,10 @@ export interface ResumeRecord {
 export async function loadResumeRecord(
   database: Database,
   view: OperationInspection,
+  clock: Clock = systemClock,
 ): Promise<ResumeRecord | undefined> {
   if (view.kind !== OperationKind.LONG_TERM_ARCHIVE) return undefined;
+  const now = clock.now();
   const records = await new ArchiveRecordRepository(database).list(view.id);
   const deletions = new DeletionRepository(database);
   const policy = await new DeletionPolicyRepository(database).get();
@@ -151,7 +154,7 @@ export async function loadResumeRecord(
         plans: plans.length,
         planned: currentMembers.length,
         current: current === null ? null : shown,
-        leaseExpired: current !== null && current.leaseUntil.getTime() < Date.now(),
+        leaseExpired: current !== null && current.leaseUntil.getTime() < now,
         deleted: members.filter((m) => m.outcome === MemberOutcome.DELETED),
         missing: members.filter((m) => m.outcome === MemberOutcome.MISSING),
         kept: currentMembers.filter((m) => m.outcome === MemberOutcome.KEPT),
@@ -234,7 +237,7 @@ export async function loadResumeRecord(
             failures: d.failures,
             maxFailures: d.maxFailures,
           },
-    now: new Date(),
+    now: new Date(now),
   });
   return {
     ...record,

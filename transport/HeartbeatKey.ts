@@ -96,7 +96,7 @@ export function parseWorkerHeartbeat(
  *
  * @example
  * ```ts
- * holdsAlive(await heartbeats.list(), Date.now(), timing.heartbeatTimeoutMs, kind, id, 2);
+ * holdsAlive(await heartbeats.list(), clock.now(), timing.heartbeatTimeoutMs, kind, id, 2);
  * ```
  */
 export function holdsAlive(

@@ -5,6 +5,7 @@ import { join, resolve } from 'node:path';
 import { type LogLevel, memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
 import type { HandlerContext } from '../../actors/Worker.ts';
+import { systemClock } from '../../machines/Clock.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
@@ -119,10 +120,10 @@ async function demo(dir: string, keep: boolean, io: Io): Promise<number> {
   }
   out();
   out('Opening the embedded database (PGlite takes several seconds to create; please wait)...');
-  const opened = Date.now();
+  const opened = systemClock.now();
   const logger = memoryLogger();
   const runtime = await createEmbeddedRuntime(dir, logger);
-  out(`  ready after ${seconds(Date.now() - opened)}, migrations applied.`);
+  out(`  ready after ${seconds(systemClock.now() - opened)}, migrations applied.`);
   try {
     return await pipeline(runtime, dir, keep, logger, out);
   } finally {
@@ -199,21 +200,21 @@ async function pipeline(
 
   out();
   out('3. Running the pipeline, one stage after the other');
-  const deadline = Date.now() + DEADLINE_MS;
+  const deadline = systemClock.now() + DEADLINE_MS;
   const ids: string[] = [];
   let crashed = false;
   const viewsOf = async (stageIds: string[]) => Promise.all(stageIds.map((id) => runtime.get(id)));
   const outputsOf = (views: OperationInspection[]) => views.flatMap((v) => [...v.outputs]);
 
   const run = async (stage: Stage): Promise<OperationInspection[] | undefined> => {
-    const started = Date.now();
+    const started = systemClock.now();
     // One batch per stage: the scheduler claims it in one pass and the relay publishes it at once.
     const stageIds = await runtime.submitMany(stage.inputs);
     ids.push(...stageIds);
     for (;;) {
       const statuses = await Promise.all(stageIds.map((id) => runtime.store.load(id)));
       if (statuses.every((s) => TERMINAL.has(s.status))) break;
-      if (Date.now() > deadline) {
+      if (systemClock.now() > deadline) {
         out(`  ${stage.title}: still not finished after ${seconds(DEADLINE_MS)}; giving up`);
         return undefined;
       }
@@ -235,13 +236,13 @@ async function pipeline(
         await crashing;
         out(`    ${workerB.id} carries on; the control plane has to notice on its own.`);
       }
-      await new Promise((r) => setTimeout(r, 100));
+      await systemClock.sleep(100);
     }
     const views = await viewsOf(stageIds);
     const counts = [...new Set(views.map((v) => v.status))].map(
       (s) => `${views.filter((v) => v.status === s).length} ${s}`,
     );
-    out(`  ${stage.title}: ${counts.join(', ')} (${seconds(Date.now() - started)})`);
+    out(`  ${stage.title}: ${counts.join(', ')} (${seconds(systemClock.now() - started)})`);
     return views.every((v) => v.status === OperationStatus.COMPLETED) ? views : undefined;
   };
 

@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import type { CopyDeleter } from '../../actors/CopyDeleter.ts';
 import type { Runtime } from '../../actors/Runtime.ts';
 import { replan } from '../../actors/replan.ts';
+import { systemClock } from '../../machines/Clock.ts';
 import { PhysicalCopyStatus } from '../../machines/physicalCopyMachine.ts';
 import { ArtifactType } from '../../persistence/ArtifactType.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
@@ -17,7 +18,7 @@ import type { SampleData } from '../../stages/sampleData.ts';
 const LEASE_MS = 1_500;
 const DEADLINE_MS = 60_000;
 
-const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const pause = (ms: number) => systemClock.sleep(ms);
 
 /**
  * The archive-then-delete part of `opstate demo`: an encryption key for the archive, the deletion
@@ -88,11 +89,11 @@ export async function startDeletionDemo(
       .filter((c) => c.locationId === sample.locations.buffer.id);
 
   const settled = async (want: (s: string) => boolean) => {
-    const deadline = Date.now() + DEADLINE_MS;
+    const deadline = systemClock.now() + DEADLINE_MS;
     for (;;) {
       const all = await bufferCopies();
       if (all.length > 0 && all.every((c) => want(c.status))) return all;
-      if (Date.now() > deadline) return undefined;
+      if (systemClock.now() > deadline) return undefined;
       await pause(100);
     }
   };

@@ -4,15 +4,15 @@ import { logTransportEvents } from '../../actors/logTransportEvents.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { defaultRoute } from '../../machines/routing.ts';
+import { SimulatedClock } from '../../machines/SimulatedClock.ts';
 import type { Transport } from '../../transport/Transport.ts';
 import { TransportEventHub } from '../../transport/TransportEventHub.ts';
 
 describe('transport events in the log', () => {
-  it('every drop, give-up, failed delivery, disconnect and reconnect is a WARNING; repeats within the window fold into the next line', () => {
+  it('every drop, give-up, failed delivery, disconnect and reconnect is a WARNING; repeats within the window fold into the next line', async () => {
     const hub = new TransportEventHub();
     const logger = memoryLogger();
-    let now = 0;
-    const clock = { now: () => now, sleep: async () => {} };
+    const clock = new SimulatedClock(0);
     logTransportEvents(
       { onEvent: (l: Parameters<Transport['onEvent']>[0]) => hub.on(l) } as unknown as Transport,
       logger,
@@ -41,7 +41,7 @@ describe('transport events in the log', () => {
     hub.emit({ type: 'handler_error', route, message, error: outage }); // folded
     hub.emit({ type: 'disconnected' });
     hub.emit({ type: 'reconnected' });
-    now += 10_001;
+    await clock.advance(10_001);
     hub.emit({ type: 'handler_error', route, message, error: outage });
     expect(
       logger.lines.map((l) => [l.level, l.message.split(';')[0], l.fields.repeatsSinceLastLine]),

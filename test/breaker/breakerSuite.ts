@@ -1,11 +1,11 @@
 import { expect, it } from 'vitest';
 import { type CircuitBreaker, createCircuitBreaker } from '../../actors/CircuitBreaker.ts';
-import type { Clock } from '../../actors/Clock.ts';
 import { memoryLogger } from '../../actors/Logger.ts';
 import { createBreakerCommand } from '../../cli/commands/breaker.ts';
 import { type CircuitBreakerStatus, createStatusCommand } from '../../cli/commands/status.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { LocationType } from '../../machines/routing.ts';
+import { SimulatedClock } from '../../machines/SimulatedClock.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
@@ -25,27 +25,14 @@ export interface BreakerBackend {
 
 const POLICY = { threshold: 3, cooldownMs: 60_000 };
 
-/** Time that moves only when the test says so. */
-function manualClock(start = Date.parse('2031-01-01T00:00:00Z')) {
-  let now = start;
-  const clock: Clock & { advance(ms: number): void } = {
-    now: () => now,
-    sleep: async () => {},
-    advance: (ms) => {
-      now += ms;
-    },
-  };
-  return clock;
-}
-
 /**
  * One test's deployment in miniature: a world with a second archive, a store and a breaker on a
  * manual clock. The breaker's first pass happens here, so it counts only this test's outcomes.
  */
 async function setup(database: Database) {
-  const clock = manualClock();
+  const clock = new SimulatedClock(Date.parse('2031-01-01T00:00:00Z'));
   const logger = memoryLogger();
-  const store = new OperationStore(database, { clock: () => new Date(clock.now()) });
+  const store = new OperationStore(database, { clock });
   const w = await makeWorld(database);
   const archive2 = await w.artifacts.addLocation({
     site: w.archive.site,
@@ -198,7 +185,7 @@ export function breakerSuite(backend: BreakerBackend): void {
     const parked = [...(await t.createArchives(t.w.archive.id, 3)), ...failing];
     const otherLocation = await t.createArchives(t.archive2.id, 2);
     const otherKind = await t.store.create(inputFor(OperationKind.TRANSFER, t.w));
-    t.clock.advance(POLICY.cooldownMs - 1); // retry backoff over, cooldown not yet
+    await t.clock.advance(POLICY.cooldownMs - 1); // retry backoff over, cooldown not yet
     await t.breaker.pass();
     const claimed = await t.claim([...parked, ...otherLocation, otherKind]);
     expect(claimed.sort()).toEqual([...otherLocation, otherKind].sort());
@@ -218,7 +205,7 @@ export function breakerSuite(backend: BreakerBackend): void {
     const t = await setup(db());
     await t.open();
     const parked = await t.createArchives(t.w.archive.id, 3);
-    t.clock.advance(POLICY.cooldownMs);
+    await t.clock.advance(POLICY.cooldownMs);
     await t.breaker.pass();
     expect((await t.breakerOf(OperationKind.LONG_TERM_ARCHIVE, t.w.archive.id))?.state).toBe(
       'HALF_OPEN',
@@ -246,7 +233,7 @@ export function breakerSuite(backend: BreakerBackend): void {
     const t = await setup(db());
     await t.open();
     const parked = await t.createArchives(t.w.archive.id, 2);
-    t.clock.advance(POLICY.cooldownMs);
+    await t.clock.advance(POLICY.cooldownMs);
     await t.breaker.pass();
     const [probe] = await t.claim(parked);
     expect(probe).toBeDefined();
@@ -265,7 +252,7 @@ export function breakerSuite(backend: BreakerBackend): void {
       expect.stringMatching(/probe failed; re-opened/),
     ]);
     expect(await t.claim(parked)).toEqual([]);
-    t.clock.advance(POLICY.cooldownMs);
+    await t.clock.advance(POLICY.cooldownMs);
     await t.breaker.pass();
     expect(await t.claim(parked)).toHaveLength(1);
   });
@@ -274,7 +261,7 @@ export function breakerSuite(backend: BreakerBackend): void {
     const t = await setup(db());
     await t.open();
     const parked = await t.createArchives(t.w.archive.id, 6);
-    t.clock.advance(POLICY.cooldownMs);
+    await t.clock.advance(POLICY.cooldownMs);
     await t.breaker.pass();
     const peer = await backend.peer();
     try {
@@ -298,8 +285,7 @@ export function breakerSuite(backend: BreakerBackend): void {
             return result;
           }),
       };
-      const now = () => new Date(t.clock.now());
-      const first = new OperationStore(held, { clock: now }).claimDue(1);
+      const first = new OperationStore(held, { clock: t.clock }).claimDue(1);
       await atGate;
       const second = t.store.claimDue(1);
       await backend.waitUntilBlocked();

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createCircuitBreaker } from '../../actors/CircuitBreaker.ts';
-import { systemClock } from '../../actors/Clock.ts';
 import { memoryLogger } from '../../actors/Logger.ts';
+import { systemClock } from '../../machines/Clock.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';

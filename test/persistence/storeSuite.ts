@@ -1,7 +1,9 @@
 import { expect, it } from 'vitest';
+import { type Clock, systemClock } from '../../machines/Clock.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
+import { SimulatedClock } from '../../machines/SimulatedClock.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
@@ -31,9 +33,14 @@ async function expectCode(
   return err as OpstateError;
 }
 
+/** A clock that reads the test's own variable. */
+const readingTime = (get: () => Date): Clock => ({ ...systemClock, now: () => get().getTime() });
+
 /** Claims everything due, so a test's own claims are not mixed with earlier tests' leftovers. */
 async function drain(database: Database): Promise<void> {
-  const far = new OperationStore(database, { clock: () => new Date('2999-01-01T00:00:00Z') });
+  const far = new OperationStore(database, {
+    clock: new SimulatedClock(Date.parse('2999-01-01T00:00:00Z')),
+  });
   while ((await far.claimDue(500)).claimed.length > 0) {}
 }
 
@@ -145,7 +152,7 @@ export function storeSuite(backend: SuiteBackend): void {
   it('walks the lifecycle with columns in step with the snapshot, history, outbox and breadcrumbs', async () => {
     await drain(db());
     let now = new Date('2030-01-01T00:00:00Z');
-    const store = new OperationStore(db(), { clock: () => now });
+    const store = new OperationStore(db(), { clock: readingTime(() => now) });
     const w = await makeWorld(db());
     const id = await store.create({ ...inputFor(OperationKind.TRANSFER, w), maxRetries: 2 });
 
@@ -587,7 +594,7 @@ export function storeSuite(backend: SuiteBackend): void {
 
   it('control-plane queries: IN_PROGRESS list, active older than a time, counts per kind × status', async () => {
     let now = new Date('2031-05-01T00:00:00Z');
-    const store = new OperationStore(db(), { clock: () => now });
+    const store = new OperationStore(db(), { clock: readingTime(() => now) });
     const w = await makeWorld(db());
     const before = await store.countByKindAndStatus();
     const id = await store.create(inputFor(OperationKind.UNPACK, w));

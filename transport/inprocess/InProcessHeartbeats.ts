@@ -1,3 +1,4 @@
+import type { Clock } from '../../machines/Clock.ts';
 import type { OperationKind } from '../../machines/OperationKind.ts';
 import {
   encodeHeld,
@@ -6,7 +7,6 @@ import {
   workerHeartbeatKey,
 } from '../HeartbeatKey.ts';
 import type { Heartbeats, HeldOperation, TransportTiming, WorkerHeartbeat } from '../Transport.ts';
-import type { Clock } from './Clock.ts';
 
 /**
  * Worker heartbeats in a map, with the KV bucket's rules: a key older than `heartbeatMaxAgeMs` is
@@ -15,7 +15,7 @@ import type { Clock } from './Clock.ts';
  *
  * @example
  * ```ts
- * const hb = new InProcessHeartbeats(realClock, timing);
+ * const hb = new InProcessHeartbeats(systemClock, timing);
  * await hb.beat('w-1', [{ kind, operationId: 'op1', attempt: 1 }]);
  * await hb.isAlive(kind, 'op1'); // true
  * ```

@@ -1,3 +1,4 @@
+import type { Clock } from '../../machines/Clock.ts';
 import { queueName, type Route } from '../../machines/routing.ts';
 import type { DeliverySlots } from '../DeliverySlots.ts';
 import { decodeDispatch, previewPayload } from '../DispatchMessage.ts';
@@ -5,7 +6,6 @@ import { runDeliveryHandler } from '../runDeliveryHandler.ts';
 import { SettlingDelivery } from '../SettlingDelivery.ts';
 import type { DeliveryHandler, DispatchMessage, TransportTiming } from '../Transport.ts';
 import type { TransportEventHub } from '../TransportEventHub.ts';
-import type { Clock } from './Clock.ts';
 import { Deque } from './Deque.ts';
 
 /** What a queue needs from its transport. */

@@ -1,3 +1,4 @@
+import { type Clock, systemClock } from '../../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { queueName, type Route } from '../../machines/routing.ts';
 import { DeliverySlots } from '../DeliverySlots.ts';
@@ -15,7 +16,6 @@ import type {
 } from '../Transport.ts';
 import { TransportEventHub } from '../TransportEventHub.ts';
 import { resolveTiming } from '../TransportTiming.ts';
-import { type Clock, realClock } from './Clock.ts';
 import { InProcessHeartbeats } from './InProcessHeartbeats.ts';
 import { InProcessQueue, type QueueConsumer } from './InProcessQueue.ts';
 
@@ -60,7 +60,7 @@ export function createInProcessTransport(
   options: InProcessTransportOptions = {},
 ): InProcessTransport {
   const timing = resolveTiming(options.timing);
-  const clock = options.clock ?? realClock;
+  const clock = options.clock ?? systemClock;
   const hub = new TransportEventHub();
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
   const deps = {

@@ -1,4 +1,5 @@
 import type { KV } from '@nats-io/kv';
+import { systemClock } from '../../machines/Clock.ts';
 import type { OperationKind } from '../../machines/OperationKind.ts';
 import {
   encodeHeld,
@@ -70,7 +71,8 @@ export class JetStreamHeartbeats implements Heartbeats {
     const beats = await this.list();
     return holdsAlive(
       beats,
-      Date.now(),
+      // The server stamped the entries: judge them by real time whatever the runtime's clock.
+      systemClock.now(),
       this.timing.heartbeatTimeoutMs,
       kind,
       operationId,

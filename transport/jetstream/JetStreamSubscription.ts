@@ -1,4 +1,5 @@
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+import { systemClock } from '../../machines/Clock.ts';
 import type { Route } from '../../machines/routing.ts';
 import { DeliverySlots } from '../DeliverySlots.ts';
 import { decodeDispatch, previewPayload } from '../DispatchMessage.ts';
@@ -139,9 +140,9 @@ export class JetStreamSubscription implements Subscription {
 
   #sleep(ms?: number): Promise<void> {
     return new Promise((resolve) => {
-      const timer = ms === undefined ? undefined : setTimeout(() => this.#signal(), ms);
+      const timer = ms === undefined ? undefined : systemClock.setTimeout(() => this.#signal(), ms);
       this.#wake = () => {
-        clearTimeout(timer);
+        systemClock.clearTimeout(timer);
         resolve();
       };
     });

@@ -7,6 +7,7 @@ import {
 } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { systemClock } from '../../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import type { Route } from '../../machines/routing.ts';
 import { DEFAULT_MAX_MESSAGE_BYTES, dispatchMsgId, encodeDispatch } from '../DispatchMessage.ts';
@@ -274,7 +275,7 @@ export async function createJetStreamTransport(
         watcher.stop();
         statuses.stop?.();
         if (ownConnection && !nc.isClosed()) {
-          await Promise.race([nc.flush(), new Promise((r) => setTimeout(r, 2000))]).catch(() => {});
+          await Promise.race([nc.flush(), systemClock.sleep(2000)]).catch(() => {});
           await nc.close();
         }
         await statusLoop.catch(() => {});
