@@ -1,152 +1,26 @@
+import type { CircuitBreakerPolicy } from '../machines/circuitBreaker.ts';
 import type { Clock } from '../machines/Clock.ts';
-import type { OperationKind } from '../machines/OperationKind.ts';
-import {
-  type CircuitBreakerRecord,
-  CircuitBreakerRepository,
-  type CircuitBreakerWrite,
-  type CircuitFailure,
-  CircuitState,
-  type TransitionOutcome,
-} from '../persistence/CircuitBreakerRepository.ts';
+import { CircuitBreakerRepository } from '../persistence/CircuitBreakerRepository.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
 import type { LeadershipTerm } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
+import { writeLines } from './LogLine.ts';
 import { type Loop, startLoop } from './Loop.ts';
+import { breakerPairs, planBreakerPass, reportBreakerWrites } from './planBreakerPass.ts';
+import { TransitionCursor } from './TransitionCursor.ts';
 
-/** When a breaker opens and how long it stays open before it lets a probe through. */
-export interface CircuitBreakerPolicy {
-  /** Consecutive failures of a (kind, location) pair that open its breaker. */
-  readonly threshold: number;
-  /** How long an OPEN breaker waits before it turns HALF_OPEN. */
-  readonly cooldownMs: number;
-}
+export type { CircuitBreakerPolicy } from '../machines/circuitBreaker.ts';
 
-/** A pair's breaker as a pass folds outcomes into it. */
-export interface BreakerState {
-  readonly state: CircuitState;
-  readonly consecutiveFailures: number;
-  readonly openedAt: Date | null;
-  readonly lastFailure: CircuitFailure | null;
-}
-
-/** One outcome of a pair's operation: a failure (retryable or not) or a completion. */
-export type BreakerOutcome =
-  | { readonly type: 'FAIL'; readonly failure: CircuitFailure }
-  | { readonly type: 'COMPLETE' };
-
-export const CLOSED_BREAKER: BreakerState = Object.freeze({
-  state: CircuitState.CLOSED,
-  consecutiveFailures: 0,
-  openedAt: null,
-  lastFailure: null,
-});
-
-/**
- * The breaker's rules, pure. A failure counts (and re-opens a HALF_OPEN breaker: its probe
- * failed); reaching the threshold opens a CLOSED breaker; a completion closes any breaker and
- * clears the count (a straggler that succeeds while OPEN is as good a sign as a probe).
- *
- * @example
- * ```ts
- * let b = CLOSED_BREAKER;
- * for (let n = 0; n < 5; n++) b = nextBreaker(b, { type: 'FAIL', failure }, now, policy);
- * b.state; // 'OPEN'
- * nextBreaker(b, { type: 'COMPLETE' }, now, policy).state; // 'CLOSED'
- * ```
- */
-export function nextBreaker(
-  b: BreakerState,
-  outcome: BreakerOutcome,
-  now: Date,
-  policy: CircuitBreakerPolicy,
-): BreakerState {
-  if (outcome.type === 'COMPLETE') {
-    return b.state === CircuitState.CLOSED && b.consecutiveFailures === 0
-      ? b
-      : { ...CLOSED_BREAKER, lastFailure: b.lastFailure };
-  }
-  const counted = {
-    ...b,
-    consecutiveFailures: b.consecutiveFailures + 1,
-    lastFailure: outcome.failure,
-  };
-  const opens =
-    b.state === CircuitState.HALF_OPEN ||
-    (b.state === CircuitState.CLOSED && counted.consecutiveFailures >= policy.threshold);
-  return opens ? { ...counted, state: CircuitState.OPEN, openedAt: now } : counted;
-}
-
-/**
- * An OPEN breaker whose cooldown has passed turns HALF_OPEN (the scheduler then admits one probe);
- * any other breaker is returned as it is.
- *
- * @example
- * ```ts
- * cooledDown(openBreaker, new Date(opened + 60_000), policy).state; // 'HALF_OPEN'
- * ```
- */
-export function cooledDown(b: BreakerState, now: Date, policy: CircuitBreakerPolicy): BreakerState {
-  if (b.state !== CircuitState.OPEN || b.openedAt === null) return b;
-  return now.getTime() - b.openedAt.getTime() >= policy.cooldownMs
-    ? { ...b, state: CircuitState.HALF_OPEN }
-    : b;
-}
-
-/** How long an id the cursor stepped over (an insert not yet committed) is still waited for. */
-const LATE_COMMIT_GRACE_MS = 10_000;
-/** At most this many such ids are remembered (a rolled-back bulk insert leaves many). */
-const MAX_GAPS = 10_000;
-
-/**
- * Reads `operation_transition` in id order from where it started. Identity ids are handed out at
- * insert but become visible at commit, so a lower id can appear after a higher one was read: each
- * id stepped over is remembered for a grace period and asked for again, so an outcome that
- * commits late is still counted.
- */
-class TransitionCursor {
-  #after: number | undefined;
-  readonly #gaps = new Map<number, number>();
-
-  /** Whether the cursor has its starting point (the newest id when the loop started). */
-  get started(): boolean {
-    return this.#after !== undefined;
-  }
-
-  start(after: number): void {
-    this.#after = after;
-  }
-
-  get after(): number {
-    return this.#after ?? 0;
-  }
-
-  /** Ids to ask for again; forgets those older than the grace period. */
-  gaps(now: number): number[] {
-    for (const [id, since] of this.#gaps)
-      if (now - since > LATE_COMMIT_GRACE_MS) this.#gaps.delete(id);
-    return [...this.#gaps.keys()];
-  }
-
-  /** Records what a read returned (in id order): advances, and remembers the ids it stepped over. */
-  advance(ids: readonly number[], now: number): void {
-    let last = this.after;
-    for (const id of ids) {
-      if (this.#gaps.delete(id) || id <= last) continue;
-      for (let missing = Math.max(last + 1, id - MAX_GAPS); missing < id; missing++) {
-        this.#gaps.set(missing, now);
-      }
-      last = id;
-    }
-    this.#after = last;
-    for (const id of this.#gaps.keys()) {
-      if (this.#gaps.size <= MAX_GAPS) break;
-      this.#gaps.delete(id);
-    }
-  }
-}
+/** What the breaker's pass reads and writes (the database's, or a test's). */
+export type BreakerRepository = Pick<
+  CircuitBreakerRepository,
+  'latestTransitionId' | 'readOutcomes' | 'loadForPass' | 'write'
+>;
 
 export interface CircuitBreakerOptions {
   readonly database: Executor;
+  /** Replaces the database's breaker rows (tests); default: a repository on `database`. */
+  readonly repository?: BreakerRepository;
   readonly clock: Clock;
   readonly logger: Logger;
   readonly policy: CircuitBreakerPolicy;
@@ -164,36 +38,14 @@ export interface CircuitBreaker {
   pass(): Promise<boolean>;
 }
 
-const keyOf = (kind: string, locationId: string) => `${kind}|${locationId}`;
-
-function sameBreaker(a: BreakerState, b: BreakerState): boolean {
-  return (
-    a.state === b.state &&
-    a.consecutiveFailures === b.consecutiveFailures &&
-    a.openedAt?.getTime() === b.openedAt?.getTime() &&
-    a.lastFailure === b.lastFailure
-  );
-}
-
-function failureOf(o: TransitionOutcome): CircuitFailure {
-  const e = o.error ?? { message: 'failed', retryable: true };
-  return {
-    message: e.message,
-    retryable: e.retryable,
-    ...(e.code === undefined ? {} : { code: e.code }),
-    operationId: o.operationId,
-    attempt: o.attempt,
-    at: o.at.toISOString(),
-  };
-}
-
 /**
  * The circuit breaker of each (kind, target location) pair. Each pass reads the FAIL and COMPLETE
- * transitions written since the last one (it starts from the newest when created), folds them
- * into the pairs' breakers with `nextBreaker`, half-opens the OPEN breakers whose cooldown has
- * passed, and writes the breakers that changed (compare-and-set, so an operator's reset wins).
- * Opening logs a WARNING naming the kind, the location and the last error; the scheduler then
- * parks the pair (see `selectDueForUpdate`). A pass over successes only writes nothing.
+ * transitions written since the last one (it starts from the newest when created), decides with
+ * `planBreakerPass` (the pure rules of `machines/circuitBreaker.ts`) which breakers change —
+ * outcomes folded in, cooled-down OPEN breakers half-opened — writes those (compare-and-set, so an
+ * operator's reset wins) and logs what `reportBreakerWrites` says. Opening logs a WARNING naming
+ * the kind, the location and the last error; the scheduler then parks the pair (see
+ * `selectDueForUpdate`). A pass over successes only writes nothing.
  *
  * @example
  * ```ts
@@ -204,100 +56,23 @@ function failureOf(o: TransitionOutcome): CircuitFailure {
  */
 export function createCircuitBreaker(options: CircuitBreakerOptions): CircuitBreaker {
   const { clock, logger, policy, batchSize, onRelease } = options;
-  const repo = new CircuitBreakerRepository(options.database);
+  const repo = options.repository ?? new CircuitBreakerRepository(options.database);
   const cursor = new TransitionCursor();
-
   return {
     async pass() {
       if (!cursor.started) cursor.start(await repo.latestTransitionId());
       const now = new Date(clock.now());
       const rows = await repo.readOutcomes(cursor.after, cursor.gaps(now.getTime()), batchSize);
-      const outcomes = rows.filter(
-        (
-          r,
-        ): r is TransitionOutcome & {
-          outcome: 'FAIL' | 'COMPLETE';
-          kind: OperationKind;
-          locationId: string;
-        } => r.outcome !== null && r.kind !== null && r.locationId !== null,
-      );
-      const pairs = new Map<string, { kind: OperationKind; locationId: string }>();
-      for (const o of outcomes)
-        pairs.set(keyOf(o.kind, o.locationId), { kind: o.kind, locationId: o.locationId });
-
-      const loaded = new Map<string, CircuitBreakerRecord>();
-      for (const r of await repo.loadForPass([...pairs.values()]))
-        loaded.set(keyOf(r.kind, r.locationId), r);
-      const next = new Map<string, BreakerState>();
-      const stateOf = (key: string) => next.get(key) ?? loaded.get(key) ?? CLOSED_BREAKER;
-      for (const o of outcomes) {
-        const key = keyOf(o.kind, o.locationId);
-        const event: BreakerOutcome =
-          o.outcome === 'FAIL' ? { type: 'FAIL', failure: failureOf(o) } : { type: 'COMPLETE' };
-        next.set(key, nextBreaker(stateOf(key), event, now, policy));
-      }
-      for (const key of new Set([...loaded.keys(), ...next.keys()])) {
-        next.set(key, cooledDown(stateOf(key), now, policy));
-      }
-
-      const writes: CircuitBreakerWrite[] = [];
-      for (const [key, b] of next) {
-        const before = loaded.get(key);
-        if (sameBreaker(b, before ?? CLOSED_BREAKER)) continue;
-        const [kind, locationId] = key.split('|') as [OperationKind, string];
-        writes.push({
-          kind,
-          locationId,
-          expectedVersion: before?.version ?? null,
-          state: b.state,
-          consecutiveFailures: b.consecutiveFailures,
-          openedAt: b.openedAt,
-          lastFailure: b.lastFailure,
-          updatedAt: now,
-        });
-      }
+      const loaded = await repo.loadForPass(breakerPairs(rows));
+      const writes = planBreakerPass({ rows, loaded, now, policy });
       const written = await repo.write(writes, options.term?.fence);
-      let released = false;
-      for (const w of written) {
-        const from = loaded.get(keyOf(w.kind, w.locationId))?.state ?? CircuitState.CLOSED;
-        if (from === w.state) continue;
-        const fields = {
-          kind: w.kind,
-          locationId: w.locationId,
-          location: w.location,
-          consecutiveFailures: w.consecutiveFailures,
-          lastError: w.lastFailure?.message,
-          operationId: w.lastFailure?.operationId,
-        };
-        if (w.state === CircuitState.OPEN) {
-          logger.log(
-            'WARNING',
-            from === CircuitState.HALF_OPEN
-              ? 'circuit breaker probe failed; re-opened, scheduling stays parked for the pair'
-              : 'circuit breaker opened; scheduling parked for the pair',
-            { ...fields, cooldownMs: policy.cooldownMs },
-          );
-        } else {
-          released = true;
-          logger.log(
-            'INFO',
-            w.state === CircuitState.HALF_OPEN
-              ? 'circuit breaker half-open; letting one probe through'
-              : 'circuit breaker closed; scheduling resumed for the pair',
-            fields,
-          );
-        }
-      }
-      if (written.length < writes.length) {
-        logger.log('DEBUG', 'circuit breaker rows moved during the pass (operator reset?)', {
-          skipped: writes.length - written.length,
-        });
-      }
+      const report = reportBreakerWrites({ written, planned: writes.length, loaded, policy });
+      writeLines(logger, report.lines);
       cursor.advance(
         rows.map((r) => r.id),
         now.getTime(),
       );
-      if (released) onRelease?.();
+      if (report.released) onRelease?.();
       return rows.length >= batchSize;
     },
   };

@@ -1,14 +1,15 @@
 import { sql } from 'drizzle-orm';
+import { type CircuitFailure, CircuitState } from '../machines/circuitBreaker.ts';
 import { systemClock } from '../machines/Clock.ts';
 import { isOperationKind, OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { type LeaseFence, leaseHolds } from './LeaseFence.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Executor, Row } from './openDatabase.ts';
-import { type CircuitFailure, CircuitState } from './schema/circuitBreaker.ts';
+
 import { uuidSchema } from './subtypeFields.ts';
 
-export { type CircuitFailure, CircuitState } from './schema/circuitBreaker.ts';
+export { type CircuitFailure, CircuitState } from '../machines/circuitBreaker.ts';
 
 /** One circuit breaker row. `version` is null for a pair that has no row yet. */
 export interface CircuitBreakerRecord {

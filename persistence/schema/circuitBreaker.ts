@@ -9,32 +9,14 @@ import {
   timestamp,
   uuid,
 } from 'drizzle-orm/pg-core';
+import {
+  CIRCUIT_STATES,
+  type CircuitFailure,
+  CircuitState,
+} from '../../machines/circuitBreaker.ts';
 import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
 import { dataLocation } from './artifacts.ts';
 import { oneOf } from './checks.ts';
-
-/**
- * States of a circuit breaker: CLOSED lets work through, OPEN parks it, HALF_OPEN lets one probe
- * through at a time.
- */
-export const CircuitState = {
-  CLOSED: 'CLOSED',
-  OPEN: 'OPEN',
-  HALF_OPEN: 'HALF_OPEN',
-} as const;
-export type CircuitState = (typeof CircuitState)[keyof typeof CircuitState];
-export const CIRCUIT_STATES: readonly CircuitState[] = Object.freeze(Object.values(CircuitState));
-
-/** The last failure a breaker counted: the operation's error plus which attempt raised it. */
-export interface CircuitFailure {
-  readonly message: string;
-  readonly retryable: boolean;
-  readonly code?: string;
-  readonly operationId: string;
-  readonly attempt: number;
-  /** When the failure was recorded (ISO). */
-  readonly at: string;
-}
 
 /**
  * One circuit breaker per (kind, target location): consecutive failures of that pair's
