@@ -1,5 +1,5 @@
-import type { CircuitBreakerPolicy } from '../machines/circuitBreaker.ts';
 import type { Clock } from '../machines/Clock.ts';
+import type { CircuitBreakerPolicy } from '../machines/circuitBreaker.ts';
 import { CircuitBreakerRepository } from '../persistence/CircuitBreakerRepository.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
 import type { LeadershipTerm } from './Leadership.ts';

@@ -1,10 +1,10 @@
 import {
   type BreakerOutcome,
   type BreakerState,
-  CLOSED_BREAKER,
   type CircuitBreakerPolicy,
   type CircuitFailure,
   CircuitState,
+  CLOSED_BREAKER,
   cooledDown,
   nextBreaker,
   sameBreaker,

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
-import { type CircuitFailure, CircuitState } from '../machines/circuitBreaker.ts';
 import { systemClock } from '../machines/Clock.ts';
+import { type CircuitFailure, CircuitState } from '../machines/circuitBreaker.ts';
 import { isOperationKind, OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { type LeaseFence, leaseHolds } from './LeaseFence.ts';
