@@ -1,14 +1,22 @@
 import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
-import type { Route } from '../machines/routing.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
-import { holdsAlive } from '../transport/HeartbeatKey.ts';
-import type { DispatchMessage, Transport } from '../transport/Transport.ts';
-import { startCircuitBreakerLoop } from './CircuitBreaker.ts';
-import { findAbandoned } from './findAbandoned.ts';
+import type { Transport } from '../transport/Transport.ts';
+import { type BreakerRepository, startCircuitBreakerLoop } from './CircuitBreaker.ts';
 import type { LeadershipTerm } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
+import { writeLines } from './LogLine.ts';
 import { type Loop, type LoopOptions, startLoop } from './Loop.ts';
+import type { PlannedReset } from './PlannedReset.ts';
+import {
+  type OutboxDispatch,
+  planRelay,
+  relayGraceMs,
+  schedulingLimit,
+  sortPublished,
+} from './planDispatch.ts';
+import { planMonitorResets, staleSuspects } from './planMonitorPass.ts';
+import { planReconcilerResets } from './planReconcilerPass.ts';
 
 /** How often each control-plane loop runs when idle, and how much it takes per pass. */
 export interface ControlPlaneTiming {
@@ -41,8 +49,21 @@ export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
   breakerCooldownMs: 60_000,
 });
 
+/** What the control plane reads and writes of the operations (the store, or a test's). */
+export type ControlPlaneStore = Pick<
+  OperationStore,
+  | 'database'
+  | 'countScheduled'
+  | 'claimDue'
+  | 'fetchOutbox'
+  | 'deleteOutbox'
+  | 'loadMany'
+  | 'listActiveOlderThan'
+  | 'apply'
+>;
+
 export interface ControlPlaneOptions {
-  readonly store: OperationStore;
+  readonly store: ControlPlaneStore;
   readonly transport: Transport;
   readonly clock: Clock;
   readonly logger: Logger;
@@ -52,6 +73,8 @@ export interface ControlPlaneOptions {
    * write carries its fence. Without one (tests of a single process) writes are not fenced.
    */
   readonly term?: LeadershipTerm;
+  /** The circuit breakers' rows (tests); default: the store's database. */
+  readonly breakers?: BreakerRepository;
 }
 
 /** The running loops of a leader. `wake()` tells the scheduler that work was submitted. */
@@ -60,14 +83,134 @@ export interface ControlPlaneLoops {
   stop(): Promise<void>;
 }
 
-const iso = (ms: number) => new Date(ms).toISOString();
+/** What every loop's pass shares: the options, plus the fence of the term. */
+type Shell = ControlPlaneOptions & { readonly leaderLoop: (o: PassOptions) => Loop };
+type PassOptions = Omit<LoopOptions, 'clock' | 'logger'>;
 
-function ageSeconds(clock: Clock, since: Date | null): number | null {
-  return since === null ? null : Math.round((clock.now() - since.getTime()) / 1000);
+/**
+ * Publishes dispatches and clears the outbox rows of those published; a row whose publish failed
+ * stays for the relay's next pass. Returns how many failed.
+ */
+async function publishAndClear(
+  shell: Shell,
+  dispatches: readonly OutboxDispatch[],
+  from: string,
+): Promise<number> {
+  if (dispatches.length === 0) return 0;
+  const results = await shell.transport.publishMany(
+    dispatches.map((d) => ({ route: d.route, message: d.payload })),
+  );
+  const { clear, failed, lines } = sortPublished(dispatches, results, from);
+  if (clear.length > 0) await shell.store.deleteOutbox(clear, shell.term?.fence);
+  writeLines(shell.logger, lines);
+  return failed;
+}
+
+/** Scheduler: due PENDING → SCHEDULED in batches (dispatches in the outbox), published at once. */
+function schedulerLoop(shell: Shell): Loop {
+  const { store, timing, logger } = shell;
+  return shell.leaderLoop({
+    name: 'scheduler',
+    intervalMs: timing.schedulerIntervalMs,
+    pass: async () => {
+      const limit = schedulingLimit({ ...timing, scheduled: await store.countScheduled() });
+      if (limit === 0) return false;
+      const { claimed, refused } = await store.claimDue(limit, shell.term?.fence);
+      for (const r of refused) {
+        logger.log('ERROR', 'scheduler cannot schedule operation; left as it is', {
+          operationId: r.id,
+          error: r.error.message,
+        });
+      }
+      // Publish at once; the outbox rows are only the safety net for a crash in between.
+      await publishAndClear(shell, claimed, 'scheduler');
+      return claimed.length === limit;
+    },
+  });
+}
+
+/** Outbox relay: publishes dispatches left behind (a crash or a broker outage after commit). */
+function relayLoop(shell: Shell): Loop {
+  const { store, timing, clock } = shell;
+  return shell.leaderLoop({
+    name: 'outbox relay',
+    intervalMs: timing.relayIntervalMs,
+    pass: async () => {
+      const plan = planRelay({
+        rows: await store.fetchOutbox(timing.batchSize),
+        now: clock.now(),
+        graceMs: relayGraceMs(timing.relayIntervalMs),
+        batchSize: timing.batchSize,
+      });
+      if (plan.drop.length > 0) await store.deleteOutbox(plan.drop, shell.term?.fence);
+      const failed = await publishAndClear(shell, plan.publish, 'outbox relay');
+      return plan.more && failed === 0;
+    },
+  });
 }
 
 /**
- * Starts the control-plane loops (run on the leader only):
+ * Applies a reset a pass planned, fenced on the attempt judged dead. A lost race (the worker
+ * completed or failed in between, the operation moved on) is routine: nothing to recover. Anything
+ * else (an outage, lost leadership) ends the pass and is the loop's to report.
+ */
+async function applyReset(shell: Shell, r: PlannedReset): Promise<void> {
+  try {
+    await shell.store.apply(r.id, r.event, { by: r.event.by, fence: shell.term?.fence });
+  } catch (err) {
+    if (classifyFailure(err) !== 'lost_race') throw err;
+    shell.logger.log('DEBUG', `${r.event.by} reset skipped: the operation moved on`, {
+      operationId: r.id,
+      error: err instanceof Error ? err.message : String(err),
+    });
+    return;
+  }
+  writeLines(shell.logger, [r.line]);
+}
+
+/** Heartbeat monitor (primary recovery): what only stale heartbeats hold is reset. */
+function monitorLoop(shell: Shell): Loop {
+  const { store, transport, clock, timing } = shell;
+  const timeoutMs = transport.timing.heartbeatTimeoutMs;
+  return shell.leaderLoop({
+    name: 'heartbeat monitor',
+    intervalMs: timing.monitorIntervalMs,
+    pass: async () => {
+      const beats = await transport.heartbeats.list();
+      const suspects = staleSuspects(beats, clock.now(), timeoutMs);
+      if (suspects.length === 0) return false;
+      const operations = [...(await store.loadMany(suspects)).values()];
+      const resets = planMonitorResets({ now: clock.now(), timeoutMs, beats, operations });
+      for (const r of resets) await applyReset(shell, r);
+      return false;
+    },
+  });
+}
+
+/** Reconciler (backstop): active past the floor and held by no live worker → reset. */
+function reconcilerLoop(shell: Shell): Loop {
+  const { store, transport, clock, timing } = shell;
+  return shell.leaderLoop({
+    name: 'reconciler',
+    intervalMs: timing.reconcilerIntervalMs,
+    pass: async () => {
+      const now = clock.now();
+      const old = await store.listActiveOlderThan(
+        new Date(now - transport.timing.reconcilerFloorMs),
+      );
+      if (old.length === 0) return false;
+      const beats = await transport.heartbeats.list();
+      const resets = planReconcilerResets({ now, timing: transport.timing, beats, old });
+      for (const r of resets) await applyReset(shell, r);
+      return false;
+    },
+  });
+}
+
+/**
+ * Starts the control-plane loops (run on the leader only). Each pass reads, asks a pure decision
+ * what to do (`schedulingLimit`, `planRelay`, `planMonitorResets`, `planReconcilerResets`,
+ * `planBreakerPass`) and writes what it says:
  * - scheduler: due PENDING → SCHEDULED in batches, each dispatch written to the outbox in the
  *   same statement, then published at once;
  * - outbox relay: publishes outbox rows left behind (a crash or a broker outage between commit
@@ -89,172 +232,22 @@ function ageSeconds(clock: Clock, since: Date | null): number | null {
  * ```
  */
 export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPlaneLoops {
-  const { store, transport, clock, logger, timing, term } = options;
-  const t = transport.timing;
-  const fence = term?.fence;
-  /** A loop whose passes start only while the term is valid. */
-  const leaderLoop = (o: Omit<LoopOptions, 'clock' | 'logger'>): Loop =>
-    startLoop({
-      ...o,
-      clock,
-      logger,
-      pass: () => (term === undefined || term.valid() ? o.pass() : Promise.resolve(false)),
-    });
-
-  /**
-   * Publishes dispatches and clears their outbox rows; a row whose publish failed stays for the
-   * relay's next pass. Returns how many failed.
-   */
-  const publishAndClear = async (
-    dispatches: readonly { outboxId: number | null; route: Route; payload: DispatchMessage }[],
-    from: string,
-  ): Promise<number> => {
-    if (dispatches.length === 0) return 0;
-    const results = await transport.publishMany(
-      dispatches.map((d) => ({ route: d.route, message: d.payload })),
-    );
-    const sent = dispatches
-      .filter((d, i) => results[i]?.ok === true && d.outboxId !== null)
-      .map((d) => d.outboxId as number);
-    if (sent.length > 0) await store.deleteOutbox(sent, fence);
-    const failures = results.filter((r) => !r.ok);
-    const first = failures[0];
-    if (first !== undefined && !first.ok) {
-      logger.log('WARNING', `${from} could not publish some dispatches; the relay retries them`, {
-        failed: failures.length,
-        error: first.error.message,
-      });
-    }
-    return failures.length;
+  const { clock, logger, timing, term } = options;
+  const shell: Shell = {
+    ...options,
+    // A loop whose passes start only while the term is valid.
+    leaderLoop: (o) =>
+      startLoop({
+        ...o,
+        clock,
+        logger,
+        pass: () => (term === undefined || term.valid() ? o.pass() : Promise.resolve(false)),
+      }),
   };
-
-  const relay = leaderLoop({
-    name: 'outbox relay',
-    intervalMs: timing.relayIntervalMs,
-    pass: async () => {
-      // Rows younger than the grace are being published by the scheduler right now; taking them
-      // too would only publish twice (harmless, deduplicated, but two round trips for nothing).
-      const grace = Math.max(1_000, 4 * timing.relayIntervalMs);
-      const now = clock.now();
-      const rows = (await store.fetchOutbox(timing.batchSize)).filter(
-        (r) => now - r.createdAt.getTime() >= grace,
-      );
-      if (rows.length === 0) return false;
-      // A stale row (the operation moved on) would be fenced by the worker anyway: just drop it.
-      const stale = rows.filter((r) => r.stale).map((r) => r.id);
-      if (stale.length > 0) await store.deleteOutbox(stale, fence);
-      const failed = await publishAndClear(
-        rows.filter((r) => !r.stale).map((r) => ({ ...r, outboxId: r.id })),
-        'outbox relay',
-      );
-      return rows.length === timing.batchSize && failed === 0;
-    },
-  });
-
-  const scheduler = leaderLoop({
-    name: 'scheduler',
-    intervalMs: timing.schedulerIntervalMs,
-    pass: async () => {
-      const room = timing.maxScheduled - (await store.countScheduled());
-      if (room <= 0) return false;
-      const limit = Math.min(timing.batchSize, room);
-      const { claimed, refused } = await store.claimDue(limit, fence);
-      for (const r of refused) {
-        logger.log('ERROR', 'scheduler cannot schedule operation; left as it is', {
-          operationId: r.id,
-          error: r.error.message,
-        });
-      }
-      // Publish at once; the outbox rows are only the safety net for a crash in between.
-      await publishAndClear(claimed, 'scheduler');
-      return claimed.length === limit;
-    },
-  });
-
-  const reset = async (
-    op: { id: string; attempt: number },
-    by: 'heartbeat_monitor' | 'reconciler',
-    reason: string,
-  ) => {
-    try {
-      // Fenced on the attempt that was judged dead: if it moved on meanwhile, the machine refuses.
-      await store.apply(
-        op.id,
-        { type: 'RESET', by, reason, attempt: op.attempt, at: iso(clock.now()) },
-        { by, fence },
-      );
-      return true;
-    } catch (err) {
-      // Lost a race with the worker (it completed or failed in between): nothing to recover.
-      // Anything else (an outage, lost leadership) ends the pass and is the loop's to report.
-      if (classifyFailure(err) !== 'lost_race') throw err;
-      logger.log('DEBUG', `${by} reset skipped: the operation moved on`, {
-        operationId: op.id,
-        error: err instanceof Error ? err.message : String(err),
-      });
-      return false;
-    }
-  };
-
-  const monitor = leaderLoop({
-    name: 'heartbeat monitor',
-    intervalMs: timing.monitorIntervalMs,
-    pass: async () => {
-      const beats = await transport.heartbeats.list();
-      const now = clock.now();
-      // Only what stale heartbeats list can be abandoned: read just those operations.
-      const suspects = new Set<string>();
-      for (const b of beats) {
-        if (now - b.at < t.heartbeatTimeoutMs) continue;
-        for (const h of b.held) suspects.add(h.operationId);
-      }
-      if (suspects.size === 0) return false;
-      const operations = [...(await store.loadMany([...suspects])).values()];
-      const abandoned = findAbandoned({ now, timeoutMs: t.heartbeatTimeoutMs, beats, operations });
-      for (const op of abandoned) {
-        if (await reset(op, 'heartbeat_monitor', `stale heartbeat: ${op.reason}`)) {
-          logger.log('INFO', 'heartbeat monitor reset operation', {
-            operationId: op.id,
-            kind: op.kind,
-            status: op.status,
-            attempt: op.attempt,
-            workerIds: op.workerIds,
-            reason: op.reason,
-          });
-        }
-      }
-      return false;
-    },
-  });
-
-  const reconciler = leaderLoop({
-    name: 'reconciler',
-    intervalMs: timing.reconcilerIntervalMs,
-    pass: async () => {
-      const now = clock.now();
-      const old = await store.listActiveOlderThan(new Date(now - t.reconcilerFloorMs));
-      if (old.length === 0) return false;
-      const beats = await transport.heartbeats.list();
-      for (const op of old) {
-        if (holdsAlive(beats, now, t.heartbeatTimeoutMs, op.kind, op.id, op.attempt)) continue;
-        const why = `${op.status} for ${ageSeconds(clock, op.since)} s (floor ${t.reconcilerFloorMs / 1000} s) with no live worker holding it`;
-        if (await reset(op, 'reconciler', why)) {
-          logger.log('WARNING', 'reconciler reset operation', {
-            operationId: op.id,
-            kind: op.kind,
-            status: op.status,
-            attempt: op.attempt,
-            workerId: op.workerId,
-            reason: why,
-          });
-        }
-      }
-      return false;
-    },
-  });
-
+  const scheduler = schedulerLoop(shell);
   const breaker = startCircuitBreakerLoop({
-    database: store.database,
+    database: options.store.database,
+    ...(options.breakers === undefined ? {} : { repository: options.breakers }),
     clock,
     logger,
     policy: { threshold: timing.breakerThreshold, cooldownMs: timing.breakerCooldownMs },
@@ -263,8 +256,13 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     onRelease: () => scheduler.wake(),
     ...(term === undefined ? {} : { term }),
   });
-
-  const loops: Loop[] = [scheduler, relay, monitor, reconciler, breaker];
+  const loops: Loop[] = [
+    scheduler,
+    relayLoop(shell),
+    monitorLoop(shell),
+    reconcilerLoop(shell),
+    breaker,
+  ];
   return {
     wake: () => scheduler.wake(),
     stop: async () => {

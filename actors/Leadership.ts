@@ -28,8 +28,13 @@ export interface LeadershipTerm {
   valid(): boolean;
 }
 
+/** The lease operations leadership needs (the database's, or a test's). */
+export type LeaseStore = Pick<LeaseRepository, 'acquire' | 'renew' | 'release'>;
+
 export interface LeadershipOptions {
   readonly database: Database;
+  /** Replaces the database's lease table (tests); default: a repository on `database`. */
+  readonly leases?: LeaseStore;
   /** Processes that contend for the same name elect one leader. */
   readonly name: string;
   /** How often a leader renews its lease and a standby tries to take a lapsed one. */
@@ -66,7 +71,7 @@ const messageOf = (err: unknown) => (err instanceof Error ? err.message : String
 export function startLeadership(options: LeadershipOptions): Leadership {
   const { name, pollMs, leaseMs, clock, logger, onElected } = options;
   const holder = options.holder ?? `${hostname()}:${process.pid}:${randomUUID().slice(0, 8)}`;
-  const leases = new LeaseRepository(options.database);
+  const leases = options.leases ?? new LeaseRepository(options.database);
   let term: { fence: LeaseFence; deadline: number; resign?: () => Promise<void> } | undefined;
   let stopping = false;
   let unreachableSince: number | undefined;

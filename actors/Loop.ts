@@ -1,6 +1,7 @@
 import type { Clock } from '../machines/Clock.ts';
-import { classifyFailure } from '../machines/classifyFailure.ts';
+import { classifyFailure, type FailureClass } from '../machines/classifyFailure.ts';
 import type { Logger } from './Logger.ts';
+import { type LogLine, writeLines } from './LogLine.ts';
 
 /** A running loop: `wake()` cuts the current wait short, `stop()` waits for the pass in progress. */
 export interface Loop {
@@ -22,12 +23,71 @@ export interface LoopOptions {
   readonly logger: Logger;
 }
 
+/** The longest wait between two failing passes. */
+export const MAX_LOOP_BACKOFF_MS = 30_000;
+
 /**
- * Runs `pass` over and over, never two at once. A pass that throws is classified, logged and
- * retried after the interval, backing off while it keeps failing (a passing database or broker
- * outage must not kill the control plane): an outage is logged once as a WARNING when it starts
- * and once as INFO when the loop recovers, a pass refused for lost leadership once as INFO, any
- * other failure as an ERROR on its first occurrence.
+ * How long a loop waits after a pass, pure: the interval when it succeeded; after failures, the
+ * interval doubled for each further one, at most ×8 and 30 s (never less than the interval), so
+ * a database outage is not hammered, yet a loop is never far behind once it is over.
+ *
+ * @example
+ * ```ts
+ * [0, 1, 2, 3, 4, 9].map((f) => loopWaitMs(1000, f)); // [1000, 1000, 2000, 4000, 8000, 8000]
+ * ```
+ */
+export function loopWaitMs(intervalMs: number, failures: number): number {
+  if (failures === 0) return intervalMs;
+  const backoff = intervalMs * 2 ** Math.min(Math.max(0, failures - 1), 3);
+  return Math.max(intervalMs, Math.min(backoff, MAX_LOOP_BACKOFF_MS));
+}
+
+/**
+ * What a loop logs about a failed pass, pure, by the failure's class: an outage once as a WARNING
+ * when it starts (`inOutage` false), a pass refused for lost leadership as INFO, anything else as
+ * an ERROR on its first occurrence and DEBUG while it repeats; nothing for an outage that goes on.
+ *
+ * @example
+ * ```ts
+ * passFailureLine({ name: 'relay', kind: 'outage', error: 'ECONNREFUSED', failures: 1, inOutage: false });
+ * ```
+ */
+export function passFailureLine(input: {
+  readonly name: string;
+  readonly kind: FailureClass;
+  readonly error: string;
+  readonly failures: number;
+  readonly inOutage: boolean;
+}): LogLine | undefined {
+  const { name, kind, error, failures } = input;
+  if (kind === 'outage') {
+    return input.inOutage
+      ? undefined
+      : {
+          level: 'WARNING',
+          message: `${name} cannot reach the database or broker; backing off`,
+          fields: { error },
+        };
+  }
+  if (kind === 'not_leader') {
+    return {
+      level: 'INFO',
+      message: `${name} pass refused: this process no longer leads`,
+      fields: { error },
+    };
+  }
+  return {
+    level: failures === 1 ? 'ERROR' : 'DEBUG',
+    message: `${name} pass failed; retrying`,
+    fields: { error, failures },
+  };
+}
+
+/**
+ * Runs `pass` over and over, never two at once, waiting `loopWaitMs` on the clock between passes
+ * (none after a pass that says there is more, or when woken). A pass that throws is classified,
+ * logged as `passFailureLine` says and retried after the backoff (a passing database or broker
+ * outage must not kill the control plane); the end of an outage is logged once as INFO.
  *
  * @example
  * ```ts
@@ -59,30 +119,21 @@ export function startLoop(options: LoopOptions): Loop {
         failures = 0;
       } catch (err) {
         failures++;
-        const error = err instanceof Error ? err.message : String(err);
         const kind = classifyFailure(err);
-        if (kind === 'outage') {
-          if (outageSince === undefined) {
-            outageSince = clock.now();
-            logger.log('WARNING', `${name} cannot reach the database or broker; backing off`, {
-              error,
-            });
-          }
-        } else if (kind === 'not_leader') {
-          logger.log('INFO', `${name} pass refused: this process no longer leads`, { error });
-        } else {
-          logger.log(failures === 1 ? 'ERROR' : 'DEBUG', `${name} pass failed; retrying`, {
-            error,
-            failures,
-          });
-        }
+        const error = err instanceof Error ? err.message : String(err);
+        const line = passFailureLine({
+          name,
+          kind,
+          error,
+          failures,
+          inOutage: outageSince !== undefined,
+        });
+        if (line !== undefined) writeLines(logger, [line]);
+        if (kind === 'outage') outageSince ??= clock.now();
       }
       if (stopped) break;
       if (more || woken) continue;
-      // After failures, back off (×2 each, at most ×8 and 30 s) so a database outage is not
-      // hammered, yet a loop is never far behind once it is over.
-      const backoff = Math.min(intervalMs * 2 ** Math.min(Math.max(0, failures - 1), 3), 30_000);
-      await clock.sleep(failures === 0 ? intervalMs : Math.max(intervalMs, backoff), wait.signal);
+      await clock.sleep(loopWaitMs(intervalMs, failures), wait.signal);
       if (wait.signal.aborted) wait = new AbortController();
     }
   })();

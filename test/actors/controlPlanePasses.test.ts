@@ -1,0 +1,301 @@
+import { describe, expect, it } from 'vitest';
+import { findAbandoned } from '../../actors/findAbandoned.ts';
+import {
+  planRelay,
+  relayGraceMs,
+  schedulingLimit,
+  sortPublished,
+} from '../../actors/planDispatch.ts';
+import { planMonitorResets, staleSuspects } from '../../actors/planMonitorPass.ts';
+import { planReconcilerResets } from '../../actors/planReconcilerPass.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import type { OperationStatus } from '../../machines/operationMachine.ts';
+import { defaultRoute } from '../../machines/routing.ts';
+import type { OutboxEntry } from '../../persistence/OutboxEntry.ts';
+import type { ActiveOperation } from '../../persistence/sql/controlPlaneQueries.ts';
+import type { WorkerHeartbeat } from '../../transport/Transport.ts';
+
+const KIND = OperationKind.UNPACK;
+const NOW = Date.UTC(2030, 0, 1, 12);
+const TIMEOUT = 10_000;
+const beat = (workerId: string, ageMs: number, held: [string, number][]): WorkerHeartbeat => ({
+  workerId,
+  at: NOW - ageMs,
+  held: held.map(([operationId, attempt]) => ({ kind: KIND, operationId, attempt })),
+});
+const op = (id: string, status: OperationStatus, attempt = 1) => ({
+  id,
+  kind: KIND,
+  status,
+  attempt,
+});
+
+describe('schedulingLimit', () => {
+  const rows: [string, number, number, number, number][] = [
+    ['an empty broker takes a full batch', 0, 1000, 256, 256],
+    ['room for less than a batch takes what fits', 900, 1000, 256, 100],
+    ['a full broker takes none', 1000, 1000, 256, 0],
+    ['over the cap (an operator lowered it) takes none', 1200, 1000, 256, 0],
+  ];
+  it.each(rows)('%s', (_, scheduled, maxScheduled, batchSize, limit) => {
+    expect(schedulingLimit({ scheduled, maxScheduled, batchSize })).toBe(limit);
+  });
+});
+
+describe('planRelay', () => {
+  const route = defaultRoute(KIND);
+  const entry = (id: number, ageMs: number, stale: boolean): OutboxEntry => ({
+    id,
+    operationId: `op-${id}`,
+    attempt: 1,
+    queue: 'q',
+    route,
+    payload: {
+      operationId: `op-${id}`,
+      kind: KIND,
+      operationType: route.operationType,
+      attempt: 1,
+    },
+    createdAt: new Date(NOW - ageMs),
+    stale,
+  });
+  const rows: [string, OutboxEntry[], number, number[], number[], boolean][] = [
+    ['nothing queued', [], 2, [], [], false],
+    [
+      'rows younger than the grace are the scheduler’s: left',
+      [entry(1, 999, false), entry(2, 0, true)],
+      2,
+      [],
+      [],
+      false,
+    ],
+    [
+      'old rows are published',
+      [entry(1, 1_000, false), entry(2, 5_000, false)],
+      3,
+      [],
+      [1, 2],
+      false,
+    ],
+    [
+      'old stale rows are dropped, not published',
+      [entry(1, 5_000, true), entry(2, 5_000, false)],
+      3,
+      [1],
+      [2],
+      false,
+    ],
+    [
+      'a full batch of old rows says there is more',
+      [entry(1, 5_000, false), entry(2, 5_000, true)],
+      2,
+      [2],
+      [1],
+      true,
+    ],
+  ];
+  it.each(rows)('%s', (_, entries, batchSize, drop, publish, more) => {
+    const plan = planRelay({ rows: entries, now: NOW, graceMs: 1_000, batchSize });
+    expect(plan.drop).toEqual(drop);
+    expect(plan.publish.map((p) => p.outboxId)).toEqual(publish);
+    expect(plan.more).toBe(more);
+  });
+
+  it('the grace is four relay intervals, at least a second', () => {
+    expect([10, 250, 1_000].map(relayGraceMs)).toEqual([1_000, 1_000, 4_000]);
+  });
+});
+
+describe('sortPublished', () => {
+  const d = (outboxId: number | null) => ({
+    outboxId,
+    route: defaultRoute(KIND),
+    payload: {
+      operationId: 'x',
+      kind: KIND,
+      operationType: defaultRoute(KIND).operationType,
+      attempt: 1,
+    },
+  });
+  it('clears the rows published, keeps those that failed and warns once naming the first error', () => {
+    const r = sortPublished(
+      [d(1), d(2), d(null), d(4)],
+      [
+        { ok: true, duplicate: false },
+        { ok: false, error: new Error('no responders') },
+        { ok: true, duplicate: true },
+        { ok: false, error: new Error('timeout') },
+      ],
+      'scheduler',
+    );
+    expect(r.clear).toEqual([1]);
+    expect(r.failed).toBe(2);
+    expect(r.lines).toEqual([
+      {
+        level: 'WARNING',
+        message: 'scheduler could not publish some dispatches; the relay retries them',
+        fields: { failed: 2, error: 'no responders' },
+      },
+    ]);
+  });
+  it('all published: every row cleared, nothing said', () => {
+    const r = sortPublished(
+      [d(1), d(2)],
+      [
+        { ok: true, duplicate: false },
+        { ok: true, duplicate: false },
+      ],
+      'relay',
+    );
+    expect(r).toEqual({ clear: [1, 2], failed: 0, lines: [] });
+  });
+});
+
+describe('heartbeat monitor decisions', () => {
+  it('only operations listed by a stale heartbeat are suspects, each once', () => {
+    const beats = [
+      beat('a', TIMEOUT, [
+        ['x', 1],
+        ['y', 1],
+      ]),
+      beat('b', TIMEOUT - 1, [['z', 1]]),
+      beat('c', 60_000, [['x', 1]]),
+    ];
+    expect(staleSuspects(beats, NOW, TIMEOUT)).toEqual(['x', 'y']);
+  });
+
+  const rows: [string, WorkerHeartbeat[], ReturnType<typeof op>, boolean][] = [
+    [
+      'IN_PROGRESS held only by a stale heartbeat: reset',
+      [beat('a', TIMEOUT, [['x', 1]])],
+      op('x', 'IN_PROGRESS'),
+      true,
+    ],
+    [
+      'SCHEDULED (pulled, not started) held only by a stale heartbeat: reset',
+      [beat('a', TIMEOUT, [['x', 1]])],
+      op('x', 'SCHEDULED'),
+      true,
+    ],
+    [
+      'stale by a millisecond less than the timeout: alive',
+      [beat('a', TIMEOUT - 1, [['x', 1]])],
+      op('x', 'IN_PROGRESS'),
+      false,
+    ],
+    [
+      'held by a stale and a fresh heartbeat: alive',
+      [beat('a', TIMEOUT, [['x', 1]]), beat('b', 0, [['x', 1]])],
+      op('x', 'IN_PROGRESS'),
+      false,
+    ],
+    [
+      'listed by no heartbeat: not the monitor’s (the reconciler’s floor)',
+      [beat('a', TIMEOUT, [['y', 1]])],
+      op('x', 'IN_PROGRESS'),
+      false,
+    ],
+    [
+      'listed at another attempt: not this attempt’s holder',
+      [beat('a', TIMEOUT, [['x', 1]])],
+      op('x', 'IN_PROGRESS', 2),
+      false,
+    ],
+    [
+      'already PENDING again: nothing to do',
+      [beat('a', TIMEOUT, [['x', 1]])],
+      op('x', 'PENDING'),
+      false,
+    ],
+    ['COMPLETED: nothing to do', [beat('a', TIMEOUT, [['x', 1]])], op('x', 'COMPLETED'), false],
+  ];
+  it.each(rows)('%s', (_, beats, operation, reset) => {
+    const found = findAbandoned({ now: NOW, timeoutMs: TIMEOUT, beats, operations: [operation] });
+    expect(found.map((f) => f.id)).toEqual(reset ? ['x'] : []);
+  });
+
+  it('a reset names the workers, how stale, and is fenced on the attempt judged dead', () => {
+    const [r] = planMonitorResets({
+      now: NOW,
+      timeoutMs: TIMEOUT,
+      beats: [beat('w-1', 12_000, [['x', 3]]), beat('w-2', 11_000, [['x', 3]])],
+      operations: [op('x', 'IN_PROGRESS', 3)],
+    });
+    expect(r?.event).toEqual({
+      type: 'RESET',
+      by: 'heartbeat_monitor',
+      attempt: 3,
+      at: new Date(NOW).toISOString(),
+      reason:
+        'stale heartbeat: running by w-1, w-2, whose last heartbeat was 11 s ago (timeout 10 s)',
+    });
+    expect(r?.line).toMatchObject({ level: 'INFO', message: 'heartbeat monitor reset operation' });
+    expect(r?.line.fields).toMatchObject({
+      operationId: 'x',
+      workerIds: ['w-1', 'w-2'],
+      attempt: 3,
+    });
+  });
+});
+
+describe('reconciler decisions', () => {
+  const timing = { heartbeatTimeoutMs: TIMEOUT, reconcilerFloorMs: 60_000 };
+  const active = (status: OperationStatus, ageMs: number, attempt = 1): ActiveOperation => ({
+    id: 'x',
+    kind: KIND,
+    status,
+    attempt,
+    startedAt: null,
+    scheduledAt: null,
+    workerId: status === 'IN_PROGRESS' ? 'w-1' : null,
+    since: new Date(NOW - ageMs),
+  });
+  const rows: [string, ActiveOperation, WorkerHeartbeat[], boolean][] = [
+    [
+      'SCHEDULED past the floor, no heartbeat: reset (a lost dispatch)',
+      active('SCHEDULED', 60_000),
+      [],
+      true,
+    ],
+    [
+      'IN_PROGRESS past the floor, heartbeat purged: reset',
+      active('IN_PROGRESS', 90_000),
+      [],
+      true,
+    ],
+    [
+      'past the floor but a fresh heartbeat holds it: a long run, left alone',
+      active('IN_PROGRESS', 3_600_000),
+      [beat('w-1', 0, [['x', 1]])],
+      false,
+    ],
+    [
+      'past the floor, only a stale heartbeat holds it: reset (the monitor would too)',
+      active('IN_PROGRESS', 90_000),
+      [beat('w-1', TIMEOUT, [['x', 1]])],
+      true,
+    ],
+    [
+      'a fresh heartbeat of an older attempt does not hold this one',
+      active('SCHEDULED', 90_000, 2),
+      [beat('w-1', 0, [['x', 1]])],
+      true,
+    ],
+    ['younger than the floor: left alone', active('SCHEDULED', 59_999), [], false],
+  ];
+  it.each(rows)('%s', (_, operation, beats, reset) => {
+    const resets = planReconcilerResets({ now: NOW, timing, beats, old: [operation] });
+    expect(resets.map((r) => r.id)).toEqual(reset ? ['x'] : []);
+    if (reset) {
+      expect(resets[0]?.event).toMatchObject({
+        type: 'RESET',
+        by: 'reconciler',
+        attempt: operation.attempt,
+      });
+      expect(resets[0]?.line).toMatchObject({
+        level: 'WARNING',
+        message: 'reconciler reset operation',
+      });
+    }
+  });
+});

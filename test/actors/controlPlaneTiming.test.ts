@@ -1,0 +1,220 @@
+import { describe, expect, it } from 'vitest';
+import {
+  type ControlPlaneStore,
+  DEFAULT_CONTROL_PLANE_TIMING,
+  startControlPlaneLoops,
+} from '../../actors/ControlPlane.ts';
+import { memoryLogger } from '../../actors/Logger.ts';
+import { createOperationState, decide } from '../../machines/decide.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import type { OperationEvent, OperationStatus } from '../../machines/operationMachine.ts';
+import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import type { OperationRecord } from '../../persistence/OperationRecord.ts';
+import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
+
+const TRANSPORT = {
+  heartbeatIntervalMs: 1_000,
+  heartbeatTimeoutMs: 10_000,
+  reconcilerFloorMs: 60_000,
+  ackWaitMs: 70_000,
+};
+const PLANE = {
+  ...DEFAULT_CONTROL_PLANE_TIMING,
+  monitorIntervalMs: 1_000,
+  reconcilerIntervalMs: 15_000,
+};
+const KIND = OperationKind.TRANSFER;
+
+/**
+ * Operations in memory behind the control plane's store port: events go through the real pure
+ * machine (`decide`), so fencing and retry rules are the real ones; every reset is noted with the
+ * clock's time.
+ */
+function memoryStore(clock: SimulatedClock) {
+  interface Row {
+    id: string;
+    status: OperationStatus;
+    attempt: number;
+    version: number;
+    snapshot: unknown;
+    since: Date;
+  }
+  const rows = new Map<string, Row>();
+  const resets: { id: string; by: string; at: number; reason: string }[] = [];
+  const asRecord = (r: Row) =>
+    ({
+      id: r.id,
+      kind: KIND,
+      status: r.status,
+      attempt: r.attempt,
+      version: r.version,
+    }) as OperationRecord;
+  const store: ControlPlaneStore = {
+    database: {} as ControlPlaneStore['database'],
+    countScheduled: async () => [...rows.values()].filter((r) => r.status === 'SCHEDULED').length,
+    claimDue: async () => ({ claimed: [], refused: [] }),
+    fetchOutbox: async () => [],
+    deleteOutbox: async () => 0,
+    loadMany: async (ids) =>
+      new Map(ids.flatMap((id) => (rows.has(id) ? [[id, asRecord(rows.get(id) as Row)]] : []))),
+    listActiveOlderThan: async (before) =>
+      [...rows.values()]
+        .filter((r) => (r.status === 'SCHEDULED' || r.status === 'IN_PROGRESS') && r.since < before)
+        .map((r) => ({
+          ...asRecord(r),
+          startedAt: null,
+          workerId: null,
+          scheduledAt: null,
+          since: r.since,
+        })),
+    apply: async (id, event) => {
+      const row = rows.get(id) as Row;
+      const d = decide(row.snapshot, event);
+      Object.assign(row, {
+        status: d.status,
+        attempt: d.context.attempt,
+        version: row.version + 1,
+        snapshot: d.snapshot,
+        since: new Date(clock.now()),
+      });
+      if (event.type === 'RESET')
+        resets.push({ id, by: event.by, at: clock.now(), reason: event.reason });
+      return {} as Awaited<ReturnType<ControlPlaneStore['apply']>>;
+    },
+  };
+  /** An operation walked to `status` now, at attempt 1. */
+  const add = (id: string, status: 'SCHEDULED' | 'IN_PROGRESS') => {
+    let snapshot: unknown = createOperationState({ kind: KIND }).snapshot;
+    const walk: OperationEvent[] = [
+      { type: 'SCHEDULE' },
+      { type: 'START', attempt: 1, workerId: 'w' },
+    ];
+    for (const e of walk.slice(0, status === 'SCHEDULED' ? 1 : 2))
+      snapshot = decide(snapshot, e).snapshot;
+    rows.set(id, { id, status, attempt: 1, version: 0, snapshot, since: new Date(clock.now()) });
+  };
+  return { store, rows, resets, add };
+}
+
+function deployment() {
+  const clock = new SimulatedClock();
+  const transport = createInProcessTransport({ timing: TRANSPORT, clock });
+  const mem = memoryStore(clock);
+  const logger = memoryLogger();
+  const loops = startControlPlaneLoops({
+    store: mem.store,
+    transport,
+    clock,
+    logger,
+    timing: PLANE,
+    breakers: {
+      latestTransitionId: async () => 0,
+      readOutcomes: async () => [],
+      loadForPass: async () => [],
+      write: async () => [],
+    },
+  });
+  const beat = (workerId: string, ids: string[]) =>
+    transport.heartbeats.beat(
+      workerId,
+      ids.map((operationId) => ({ kind: KIND, operationId, attempt: 1 })),
+    );
+  return { clock, transport, logger, loops, beat, ...mem };
+}
+
+describe('heartbeat monitor on a simulated clock', () => {
+  it('resets what only a stale heartbeat holds exactly when the heartbeat timeout has passed, and leaves what a beating worker holds', async () => {
+    const d = deployment();
+    const t0 = d.clock.now();
+    d.add('dead-running', 'IN_PROGRESS');
+    d.add('dead-pulled', 'SCHEDULED');
+    d.add('alive', 'IN_PROGRESS');
+    await d.beat('w-dead', ['dead-running', 'dead-pulled']);
+    for (let s = 0; s < 9; s++) {
+      await d.beat('w-alive', ['alive']);
+      await d.clock.advance(1_000);
+    }
+    await d.beat('w-alive', ['alive']);
+    await d.clock.advance(999);
+    expect(d.resets).toEqual([]); // 9.999 s after the last beat: still within the timeout
+    await d.clock.advance(1);
+    expect(d.resets.map((r) => [r.id, r.by, r.at - t0])).toEqual([
+      ['dead-running', 'heartbeat_monitor', 10_000],
+      ['dead-pulled', 'heartbeat_monitor', 10_000],
+    ]);
+    expect(d.rows.get('dead-running')).toMatchObject({ status: 'PENDING', attempt: 2 });
+    expect(d.resets[0]?.reason).toContain(
+      'w-dead, whose last heartbeat was 10 s ago (timeout 10 s)',
+    );
+    for (let s = 0; s < 60; s++) {
+      await d.beat('w-alive', ['alive']);
+      await d.clock.advance(1_000);
+    }
+    expect(d.resets).toHaveLength(2); // a live worker's operation is never reset, however long
+    expect(
+      d.logger.lines.filter((l) => l.message === 'heartbeat monitor reset operation'),
+    ).toHaveLength(2);
+    await d.loops.stop();
+    await d.transport.close();
+  });
+});
+
+describe('reconciler on a simulated clock', () => {
+  it('resets what no live worker holds at its first pass past the floor, with one WARNING each, and never what a live worker holds', async () => {
+    const d = deployment();
+    const t0 = d.clock.now();
+    d.add('lost-dispatch', 'SCHEDULED'); // nobody ever pulled it: no heartbeat lists it
+    d.add('long-running', 'IN_PROGRESS');
+    for (let s = 0; s < 74; s++) {
+      await d.beat('w-1', ['long-running']);
+      await d.clock.advance(1_000);
+    }
+    await d.beat('w-1', ['long-running']);
+    await d.clock.advance(999);
+    // Passes at 0, 15, 30, 45 s; at 60 s it was exactly as old as the floor, not older.
+    expect(d.resets).toEqual([]);
+    await d.clock.advance(1);
+    expect(d.resets.map((r) => [r.id, r.by, r.at - t0])).toEqual([
+      ['lost-dispatch', 'reconciler', 75_000],
+    ]);
+    expect(d.resets[0]?.reason).toBe(
+      'SCHEDULED for 75 s (floor 60 s) with no live worker holding it',
+    );
+    for (let s = 0; s < 240; s++) {
+      await d.beat('w-1', ['long-running']);
+      await d.clock.advance(1_000);
+    }
+    expect(d.resets).toHaveLength(1);
+    expect(d.logger.lines.filter((l) => l.level === 'WARNING').map((l) => l.message)).toEqual([
+      'reconciler reset operation',
+    ]);
+    await d.loops.stop();
+    await d.transport.close();
+  });
+
+  it('a reset that lost its race (the worker completed meanwhile) is routine: DEBUG, and the loop goes on', async () => {
+    const d = deployment();
+    d.add('raced', 'SCHEDULED');
+    const apply = d.store.apply;
+    let first = true;
+    (d.store as { apply: ControlPlaneStore['apply'] }).apply = async (id, event, options) => {
+      if (first) {
+        first = false; // the worker's START and COMPLETE land between the read and the reset
+        await apply(id, { type: 'START', attempt: 1, workerId: 'late' }, {});
+        await apply(id, { type: 'COMPLETE', attempt: 1 }, {});
+      }
+      return apply(id, event, options);
+    };
+    await d.clock.advance(75_000);
+    expect(d.rows.get('raced')?.status).toBe('COMPLETED');
+    expect(d.logger.lines.map((l) => `${l.level} ${l.message}`)).toContain(
+      'DEBUG reconciler reset skipped: the operation moved on',
+    );
+    d.add('later', 'SCHEDULED');
+    await d.clock.advance(75_000);
+    expect(d.resets.map((r) => r.id)).toEqual(['later']);
+    expect(d.logger.lines.some((l) => l.level === 'ERROR')).toBe(false);
+    await d.loops.stop();
+    await d.transport.close();
+  });
+});
