@@ -1,6 +1,7 @@
 import { OperationStatus } from '../machines/operationMachine.ts';
 import type { OperationRecord } from '../persistence/OperationRecord.ts';
 import type { DispatchMessage } from '../transport/Transport.ts';
+import type { ResetEvent } from './PlannedReset.ts';
 
 /** What a worker does with one delivery, decided from what it knows (see `triageDelivery`). */
 export type Triage =
@@ -14,8 +15,18 @@ export type Triage =
   | { readonly action: 'run' }
   /** IN_PROGRESS here, under this attempt: a redelivery of what this process runs: term, warn. */
   | { readonly action: 'running_here' }
-  /** IN_PROGRESS at this attempt elsewhere: reset by the broker path unless a live worker holds it. */
-  | { readonly action: 'reclaim' };
+  /**
+   * IN_PROGRESS at this attempt elsewhere, and whether a live worker holds it is not known yet:
+   * read the heartbeats and triage again with `holderAlive`.
+   */
+  | { readonly action: 'check_holder' }
+  /** IN_PROGRESS at this attempt and a live worker holds it (the monitor watches it): term. */
+  | { readonly action: 'held_elsewhere' }
+  /**
+   * IN_PROGRESS at this attempt and no live worker holds it (a broker redelivery after its holder
+   * died): RESET by `broker`, fenced on the version read, so the next attempt is dispatched; term.
+   */
+  | { readonly action: 'reclaim'; readonly event: ResetEvent };
 
 export interface TriageInput {
   readonly message: DispatchMessage;
@@ -24,15 +35,22 @@ export interface TriageInput {
   readonly handled: boolean;
   /** The attempt this process runs the operation under, if it runs it. */
   readonly localAttempt: number | undefined;
+  /** Whether a live worker's heartbeat holds the stored attempt; undefined until it was read. */
+  readonly holderAlive?: boolean;
+  /** How many times the broker has delivered this message (1 = the first time). */
+  readonly deliveryCount: number;
+  readonly now: number;
 }
 
 /**
- * The worker's decision about one delivery, pure: the stored operation, the message, and what
- * this process runs in, the action out. The worker does the I/O (load before, settle after).
+ * The worker's decision about one delivery, pure: the stored operation, the message, what this
+ * process runs and (once read) whether a live worker holds the operation; the action out. The
+ * worker does the I/O (load before, heartbeats when asked, settle after).
  *
  * @example
  * ```ts
- * triageDelivery({ message, stored, handled: true, localAttempt: undefined }); // { action: 'run' }
+ * triageDelivery({ message, stored, handled: true, localAttempt: undefined,
+ *   deliveryCount: 1, now: clock.now() }); // { action: 'run' }
  * ```
  */
 export function triageDelivery(input: TriageInput): Triage {
@@ -52,7 +70,19 @@ export function triageDelivery(input: TriageInput): Triage {
   }
   if (stored.status === OperationStatus.SCHEDULED) return { action: 'run' };
   if (stored.status === OperationStatus.IN_PROGRESS) {
-    return localAttempt === stored.attempt ? { action: 'running_here' } : { action: 'reclaim' };
+    if (localAttempt === stored.attempt) return { action: 'running_here' };
+    if (input.holderAlive === undefined) return { action: 'check_holder' };
+    if (input.holderAlive) return { action: 'held_elsewhere' };
+    return {
+      action: 'reclaim',
+      event: {
+        type: 'RESET',
+        by: 'broker',
+        reason: `redelivered (delivery ${input.deliveryCount}) with no live holder`,
+        attempt: stored.attempt,
+        at: new Date(input.now).toISOString(),
+      },
+    };
   }
   return { action: 'term', reason: `the operation is ${stored.status}` };
 }

@@ -1,0 +1,148 @@
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { OperationEvent, OperationStatus } from '../machines/operationMachine.ts';
+import type { OutputCopy } from '../persistence/OutputCopy.ts';
+import type { LogLine } from './LogLine.ts';
+
+/** How a handler finished: with the output copies it returned, or with what it threw. */
+export type HandlerOutcome =
+  | { readonly ok: true; readonly outputs: readonly OutputCopy[] }
+  | { readonly ok: false; readonly error: unknown };
+
+/** What the worker does once a handler has finished (see `afterRun`). */
+export type AfterRun =
+  /** Create the output copies and COMPLETE in one transaction, then ack. */
+  | { readonly action: 'complete'; readonly outputs: readonly OutputCopy[] }
+  /** FAIL the attempt (retried with backoff while the budget lasts when retryable), then ack. */
+  | {
+      readonly action: 'fail';
+      readonly event: Extract<OperationEvent, { type: 'FAIL' }>;
+      readonly line: LogLine;
+    }
+  /** The worker is stopping: stop listing it in the heartbeat and nak it, for another to claim. */
+  | { readonly action: 'hand_back' }
+  /** Reset or cancelled while it ran: the operation moved on without this worker; term. */
+  | { readonly action: 'let_go'; readonly line: LogLine };
+
+/** How a handler failure is classified: an `OpstateError` says; anything else is retryable. */
+export function isRetryable(err: unknown): boolean {
+  if (err instanceof OpstateError) return err.retryable;
+  if (typeof err === 'object' && err !== null && 'retryable' in err) {
+    return (err as { retryable: unknown }).retryable !== false;
+  }
+  return true;
+}
+
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+const codeOf = (err: unknown) => (err instanceof OpstateError ? err.code : undefined);
+
+/**
+ * The worker's decision once a handler has finished, pure. An aborted run (the operation reset or
+ * cancelled, or the worker stopping) never completes or fails, whatever the handler returned:
+ * stopping hands it back, otherwise the worker lets go. Else a result completes and a throw
+ * fails the attempt, retryable unless the error says otherwise (`isRetryable`).
+ *
+ * @example
+ * ```ts
+ * const next = afterRun({ operation, outcome: { ok: true, outputs }, abort: undefined,
+ *   stopping: false, now: clock.now() }); // { action: 'complete', outputs }
+ * ```
+ */
+export function afterRun(input: {
+  readonly operation: {
+    readonly id: string;
+    readonly kind: string;
+    readonly attempt: number;
+  };
+  readonly outcome: HandlerOutcome;
+  /** The abort signal's state: undefined while not aborted, else its reason. */
+  readonly abort: { readonly reason: unknown } | undefined;
+  readonly stopping: boolean;
+  readonly now: number;
+}): AfterRun {
+  const { operation: op, outcome, abort } = input;
+  if (abort !== undefined) {
+    if (input.stopping) return { action: 'hand_back' };
+    return {
+      action: 'let_go',
+      line: {
+        level: 'INFO',
+        message: 'worker let go of an operation that moved on',
+        fields: { operationId: op.id, attempt: op.attempt, reason: messageOf(abort.reason) },
+      },
+    };
+  }
+  if (outcome.ok) return { action: 'complete', outputs: outcome.outputs };
+  const { error } = outcome;
+  const retryable = isRetryable(error);
+  const code = codeOf(error);
+  return {
+    action: 'fail',
+    event: {
+      type: 'FAIL',
+      attempt: op.attempt,
+      error: { message: messageOf(error).slice(0, 2000), retryable, ...(code ? { code } : {}) },
+      at: new Date(input.now).toISOString(),
+    },
+    line: {
+      level: 'INFO',
+      message: 'operation failed',
+      fields: {
+        operationId: op.id,
+        kind: op.kind,
+        attempt: op.attempt,
+        retryable,
+        error: messageOf(error),
+      },
+    },
+  };
+}
+
+/** What a worker does when the store refuses one of its writes (see `onRefusal`). */
+export type Refusal = 'retriage' | 'term' | 'raise';
+
+/**
+ * How the worker takes a refused write, pure, by phase. A START that lost its compare-and-set
+ * (someone moved the operation between the read and the write) is judged again; a write of a
+ * superseded attempt, or an event the state no longer takes, is fenced: term the delivery. Any
+ * other failure (the database unreachable) is raised, so the delivery stays unsettled and the
+ * broker brings it back.
+ *
+ * @example
+ * ```ts
+ * onRefusal(err, 'start'); // 'retriage' for a CONFLICT
+ * ```
+ */
+export function onRefusal(err: unknown, phase: 'start' | 'finish'): Refusal {
+  const code = codeOf(err);
+  if (code === OpstateErrorCode.CONFLICT && phase === 'start') return 'retriage';
+  if (code === OpstateErrorCode.STALE_ATTEMPT || code === OpstateErrorCode.INVALID_EVENT) {
+    return 'term';
+  }
+  return 'raise';
+}
+
+/**
+ * The running operations that moved on (reset, cancelled, completed elsewhere, gone), pure: what
+ * the worker aborts after a beat, from one read of their rows.
+ *
+ * @example
+ * ```ts
+ * for (const m of movedOn(leases, await store.loadMany(ids))) registry.trigger.abort(m);
+ * ```
+ */
+export function movedOn(
+  running: Iterable<{ readonly operationId: string; readonly attempt: number }>,
+  current: ReadonlyMap<string, { readonly status: OperationStatus; readonly attempt: number }>,
+): { operationId: string; reason: string }[] {
+  const moved: { operationId: string; reason: string }[] = [];
+  for (const lease of running) {
+    const now = current.get(lease.operationId);
+    if (now !== undefined && now.attempt === lease.attempt && now.status === 'IN_PROGRESS')
+      continue;
+    moved.push({
+      operationId: lease.operationId,
+      reason: `operation moved to ${now?.status ?? 'nowhere'} at attempt ${now?.attempt ?? '?'}`,
+    });
+  }
+  return moved;
+}

@@ -1,0 +1,345 @@
+import { randomUUID } from 'node:crypto';
+import type { Clock } from '../machines/Clock.ts';
+import { classifyFailure } from '../machines/classifyFailure.ts';
+import type { OperationKind } from '../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { inspectOperation } from '../persistence/inspectOperation.ts';
+import type { JournalRepository } from '../persistence/JournalRepository.ts';
+import type { OperationRecord } from '../persistence/OperationRecord.ts';
+import type { OperationStore } from '../persistence/OperationStore.ts';
+import type { OutputCopy } from '../persistence/OutputCopy.ts';
+import type { Delivery, Transport } from '../transport/Transport.ts';
+import { afterRun, type HandlerOutcome, movedOn, onRefusal } from './decideRun.ts';
+import type { Logger } from './Logger.ts';
+import { writeLines } from './LogLine.ts';
+import type { ResetEvent } from './PlannedReset.ts';
+import { type Triage, triageDelivery } from './triageDelivery.ts';
+import type { HandlerContext, OperationHandler, OperationView, WorkerFaults } from './Worker.ts';
+import type { WorkerBatches } from './WorkerBatches.ts';
+import type { WorkerHeartbeatLoop } from './WorkerHeartbeat.ts';
+import type { Lease, WorkerRegistry } from './workerRegistry.ts';
+
+/** What the delivery path of one worker works with: its dependencies and its state. */
+export interface WorkerCore {
+  readonly id: string;
+  readonly store: OperationStore;
+  readonly journal: JournalRepository;
+  readonly transport: Transport;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly handlerFor: (kind: OperationKind) => OperationHandler | undefined;
+  readonly faults: WorkerFaults | undefined;
+  readonly registry: WorkerRegistry;
+  readonly heartbeat: WorkerHeartbeatLoop;
+  readonly batches: WorkerBatches;
+  /** Set by stop() and crash(). */
+  readonly state: { stopping: boolean; crashed: boolean };
+}
+
+const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/**
+ * One delivery through the worker: load the operation, triage it (`triageDelivery`, asking the
+ * heartbeats only when it says so), and do what the triage says. A dispatch that names no known
+ * operation is terminated with a WARNING; a database that cannot be reached leaves the delivery
+ * unsettled (the transport naks and redelivers later).
+ *
+ * @example
+ * ```ts
+ * transport.consume(route, { concurrency, slots }, (d) => handleDelivery(core, d));
+ * ```
+ */
+export async function handleDelivery(w: WorkerCore, d: Delivery): Promise<void> {
+  const m = d.message;
+  if (w.state.crashed) return;
+  if (w.state.stopping) {
+    d.nak(0);
+    return;
+  }
+  let op: OperationRecord;
+  try {
+    op = await w.batches.load(m.operationId);
+  } catch (err) {
+    const code = err instanceof OpstateError ? err.code : undefined;
+    if (code !== OpstateErrorCode.NOT_FOUND && code !== OpstateErrorCode.BAD_INPUT) throw err;
+    w.logger.log('WARNING', 'dispatch names no known operation; dropped', {
+      ...m,
+      error: messageOf(err),
+    });
+    d.term();
+    return;
+  }
+  const input = {
+    message: m,
+    stored: op,
+    handled: w.handlerFor(op.kind) !== undefined,
+    localAttempt: w.registry.getSnapshot().context.leases.get(op.id)?.attempt,
+    deliveryCount: d.deliveryCount,
+    now: w.clock.now(),
+  };
+  let triage = triageDelivery(input);
+  if (triage.action === 'check_holder') {
+    const holderAlive = await w.transport.heartbeats.isAlive(op.kind, op.id, op.attempt);
+    triage = triageDelivery({ ...input, holderAlive });
+  }
+  await settle(w, d, op, triage);
+}
+
+/** Carries out a triage. */
+async function settle(w: WorkerCore, d: Delivery, op: OperationRecord, triage: Triage) {
+  switch (triage.action) {
+    case 'drop':
+      w.logger.log('WARNING', 'dispatch kind does not match a handler of this worker; dropped', {
+        ...d.message,
+        storedKind: op.kind,
+        reason: triage.reason,
+      });
+      d.term();
+      return;
+    case 'ack':
+      await d.ack();
+      return;
+    case 'term':
+      w.logger.log('DEBUG', 'dispatch terminated', { ...d.message, reason: triage.reason });
+      d.term();
+      return;
+    case 'run':
+      await run(w, d, op);
+      return;
+    case 'running_here':
+      // This process runs it and the first delivery settles it. A healthy worker calls working()
+      // at every heartbeat, so this points at a heartbeat interval too close to ack-wait.
+      w.logger.log('WARNING', 'redelivery of an operation this worker is running; terminated', {
+        operationId: op.id,
+        attempt: op.attempt,
+        deliveryCount: d.deliveryCount,
+      });
+      d.term();
+      return;
+    case 'check_holder':
+    case 'held_elsewhere':
+      d.term(); // a live worker holds it; the heartbeat monitor watches that worker
+      return;
+    case 'reclaim':
+      await reclaim(w, d, op, triage.event);
+      return;
+  }
+}
+
+/** A redelivery of an attempt nobody holds any more: reset it by the broker path, then term. */
+async function reclaim(w: WorkerCore, d: Delivery, op: OperationRecord, event: ResetEvent) {
+  try {
+    await w.store.apply(op.id, event, { expectedVersion: op.version, by: 'broker' });
+    w.logger.log('WARNING', 'broker redelivery found no live holder; operation reset', {
+      operationId: op.id,
+      kind: op.kind,
+      attempt: op.attempt,
+    });
+  } catch (err) {
+    // A lost race (the operation moved meanwhile) is routine; anything else (the database
+    // unreachable) leaves the delivery unsettled for the transport to redeliver.
+    if (classifyFailure(err) !== 'lost_race') throw err;
+    w.logger.log('DEBUG', 'broker-path reset lost a race; leaving it', {
+      operationId: op.id,
+      error: messageOf(err),
+    });
+  }
+  d.term();
+}
+
+/** SCHEDULED and handled here: cover by a heartbeat, START, run the handler, finish. */
+async function run(w: WorkerCore, d: Delivery, scheduled: OperationRecord): Promise<void> {
+  if (w.state.crashed) return;
+  const op = await startAttempt(w, d, scheduled);
+  if (op === undefined) return;
+  const lease: Lease = {
+    operationId: op.id,
+    kind: op.kind,
+    attempt: op.attempt,
+    taskId: `${w.id}-${randomUUID().slice(0, 8)}`,
+    startedAt: w.clock.now(),
+    abort: new AbortController(),
+  };
+  if (w.state.crashed) return; // died between START and the lease: recovery is the monitor's
+  w.registry.trigger.leased({ lease });
+  try {
+    w.faults?.afterStart?.(d.message);
+    const handler = w.handlerFor(op.kind) as OperationHandler;
+    let outcome: HandlerOutcome;
+    try {
+      const result = await handler(handlerContext(w, op, lease));
+      outcome = { ok: true, outputs: result?.outputs ?? [] };
+    } catch (error) {
+      outcome = { ok: false, error };
+    }
+    if (w.state.crashed) return;
+    const signal = lease.abort.signal;
+    const next = afterRun({
+      operation: op,
+      outcome,
+      abort: signal.aborted ? { reason: signal.reason } : undefined,
+      stopping: w.state.stopping,
+      now: w.clock.now(),
+    });
+    switch (next.action) {
+      case 'complete':
+        await completed(w, d, op, next.outputs);
+        return;
+      case 'fail':
+        await failed(w, d, op, next.event, next.line);
+        return;
+      case 'hand_back':
+        // No longer listed in our heartbeat: the redelivery resets it by the broker path (or the
+        // next worker's heartbeat-covered START claims it).
+        w.heartbeat.release(op.id);
+        await w.heartbeat.cover().catch(() => undefined);
+        d.nak(0);
+        return;
+      case 'let_go':
+        d.term(); // reset or cancelled: the operation has moved on without us
+        writeLines(w.logger, [next.line]);
+        return;
+    }
+  } finally {
+    if (!w.state.crashed) w.heartbeat.release(op.id);
+    w.registry.trigger.released({ operationId: op.id });
+  }
+}
+
+/**
+ * Holds the operation, writes a heartbeat that lists it and STARTs it by compare-and-set: the one
+ * code path where any operation enters IN_PROGRESS. Returns the running attempt, or undefined when
+ * the delivery was settled otherwise (judged again after a lost compare-and-set, or fenced).
+ */
+async function startAttempt(
+  w: WorkerCore,
+  d: Delivery,
+  scheduled: OperationRecord,
+): Promise<OperationView | undefined> {
+  // Covered before it starts: if this process dies or stalls from here on, the heartbeat monitor
+  // finds the operation in its last heartbeat.
+  w.heartbeat.hold(
+    { kind: scheduled.kind, operationId: scheduled.id, attempt: scheduled.attempt },
+    d,
+  );
+  try {
+    await w.heartbeat.cover();
+    w.faults?.beforeStart?.(d.message);
+    const started = await w.batches.start({
+      record: scheduled,
+      event: {
+        type: 'START',
+        attempt: scheduled.attempt,
+        workerId: w.id,
+        at: new Date(w.clock.now()).toISOString(),
+      },
+      by: w.id,
+    });
+    return {
+      id: scheduled.id,
+      kind: scheduled.kind,
+      attempt: started.context.attempt,
+      retryCount: started.context.retryCount,
+    };
+  } catch (err) {
+    w.heartbeat.release(scheduled.id);
+    const refusal = onRefusal(err, 'start');
+    if (refusal === 'raise') throw err;
+    if (refusal === 'retriage')
+      await handleDelivery(w, d); // someone moved it: judge it again
+    else d.term();
+    return undefined;
+  }
+}
+
+/** What the handler sees: its attempt, an abort signal, heartbeats, journal steps, inspection. */
+function handlerContext(w: WorkerCore, op: OperationView, lease: Lease): HandlerContext {
+  return {
+    operation: { id: op.id, kind: op.kind, attempt: op.attempt, retryCount: op.retryCount },
+    signal: lease.abort.signal,
+    heartbeat: () => w.heartbeat.cover(),
+    step: (name, fn) => journalStep(w, op, name, fn),
+    inspect: () => inspectOperation(w.store.database, op.id),
+  };
+}
+
+/** The handler succeeded: output copies and COMPLETE in one transaction, then ack. */
+async function completed(
+  w: WorkerCore,
+  d: Delivery,
+  op: OperationView,
+  outputs: readonly OutputCopy[],
+): Promise<void> {
+  try {
+    await w.batches.complete({ id: op.id, attempt: op.attempt, outputs, by: w.id });
+  } catch (err) {
+    if (onRefusal(err, 'finish') !== 'term') throw err;
+    // Reset while we worked: our attempt is fenced and its completion refused.
+    w.logger.log('WARNING', 'completion of a superseded attempt refused', {
+      operationId: op.id,
+      attempt: op.attempt,
+      error: messageOf(err),
+    });
+    d.term();
+    return;
+  }
+  await d.ack();
+}
+
+/** The handler threw: FAIL the attempt (retryable or not), then ack. */
+async function failed(
+  w: WorkerCore,
+  d: Delivery,
+  op: OperationView,
+  event: Extract<Parameters<OperationStore['apply']>[1], { type: 'FAIL' }>,
+  line: Parameters<typeof writeLines>[1][number],
+): Promise<void> {
+  try {
+    await w.store.apply(op.id, event, { by: w.id });
+  } catch (err) {
+    if (onRefusal(err, 'finish') !== 'term') throw err;
+    d.term();
+    return;
+  }
+  writeLines(w.logger, [line]);
+  await d.ack();
+}
+
+/** A durable journal step: run once, record the result; a re-run returns the record. */
+async function journalStep<T>(
+  w: WorkerCore,
+  op: OperationView,
+  name: string,
+  fn: () => Promise<T>,
+): Promise<T> {
+  const recorded = await w.journal.getStep(op.id, name);
+  if (recorded !== undefined) return recorded.result as T;
+  const result = await fn();
+  if (w.state.crashed) throw new Error('worker crashed'); // a dead process records nothing
+  const { step: stored } = await w.journal.recordStep({
+    operationId: op.id,
+    attempt: op.attempt,
+    name,
+    state: 'done',
+    result: result ?? null,
+  });
+  return stored.result as T;
+}
+
+/**
+ * After each beat: one read of the running operations, and an abort for each one that moved on
+ * (`movedOn`).
+ */
+export async function abortMovedOn(w: WorkerCore, slots: { held: number; free: number }) {
+  const leases = [...w.registry.getSnapshot().context.leases.values()];
+  w.logger.log('DEBUG', 'worker beat', {
+    workerId: w.id,
+    running: leases.length,
+    held: w.heartbeat.held().length,
+    slotsHeld: slots.held,
+    slotsFree: slots.free,
+  });
+  if (leases.length === 0) return;
+  const current = await w.store.loadMany(leases.map((l) => l.operationId));
+  for (const moved of movedOn(leases, current)) w.registry.trigger.abort(moved);
+}
