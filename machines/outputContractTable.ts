@@ -3,7 +3,7 @@ import { OUTPUT_CONTRACT, type OutputRequirement } from './outputContract.ts';
 
 function produces(r: OutputRequirement): string {
   return r.produce === 'named'
-    ? `the \`${r.artifactType}\` \`${r.artifactField}\` at \`${r.locationField}\``
+    ? `a copy of the \`${r.artifactType}\` named by \`${r.artifactField}\`, at \`${r.locationField}\``
     : `a \`${r.artifactType}\` copy of every raw data package recorded in \`${r.membersOf}\` (at least one), at \`${r.locationField}\``;
 }
 

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { ArtifactType } from '../machines/ArtifactType.ts';
 import { checkId } from './applyEvents.ts';
 import type { ArtifactRef } from './LineageRepository.ts';
-import type { Database, Row } from './openDatabase.ts';
+import type { Executor, Row } from './openDatabase.ts';
 
 /** One input copy of an operation with the artifact relations around it. */
 export interface InputRelations {
@@ -65,11 +65,11 @@ function toRelations(r: Row): InputRelations {
  * ```
  */
 export async function inputRelations(
-  database: Database,
+  exec: Executor,
   operationId: string,
 ): Promise<InputRelations[]> {
   const id = checkId(operationId);
-  const rows = await database.execute(sql`
+  const rows = await exec.execute(sql`
     select c.id as copy_id, c.location_id, c.path, c.artifact_type, c.artifact_id,
       coalesce(f.name, p.name, d.name) as artifact_name,
       coalesce(fp.id, pd.id) as part_of_id, coalesce(fp.name, pd.name) as part_of_name,
