@@ -150,12 +150,15 @@ export function missingOutputs(
   return missing;
 }
 
-/** How many missing outputs a message names before it counts the rest. */
-const NAMED = 20;
+/**
+ * How many missing outputs a message names before it counts the rest: a failure message is kept
+ * to 2,000 characters, and each name takes up to about 200.
+ */
+const NAMED = 6;
 
 /**
  * The non-retryable `OUTPUT_CONTRACT` error for a result that lacks `missing`, naming each (the
- * first 20, then how many more).
+ * first 6, then how many more).
  *
  * @example
  * ```ts
