@@ -1,21 +1,39 @@
 import { type Command, parseFlags, UsageError } from '../Command.ts';
 import { runtimeFromEnv, untilSignal } from '../runtimeFromEnv.ts';
+import { INSPECT_FLAGS, INSPECT_USAGE, startStatelyStream } from '../statelyInspection.ts';
 
 /** `opstate control-plane`: contends for leadership and runs scheduler, relay, monitor, reconciler. */
 export const controlPlaneCommand: Command = {
   name: 'control-plane',
   summary: 'Run the control plane (one leader among replicas) until SIGINT/SIGTERM',
-  usage: 'opstate control-plane',
+  usage: `opstate control-plane [--inspect ${INSPECT_USAGE}]`,
   async run(args, io) {
-    const { positionals } = parseFlags(args, {});
+    const { values, positionals } = parseFlags(args, {
+      inspect: { type: 'boolean' },
+      ...INSPECT_FLAGS,
+    });
     if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+    if (values.inspect !== true && (values['inspect-port'] ?? values['inspect-url'])) {
+      throw new UsageError('--inspect-port and --inspect-url go with --inspect');
+    }
     const runtime = await runtimeFromEnv();
+    // --inspect: every operation's transitions, live, in the Stately inspector.
+    const inspection =
+      values.inspect === true
+        ? await startStatelyStream(runtime.database, values, io, runtime.logger).catch(
+            async (err: unknown) => {
+              await runtime.close();
+              throw err;
+            },
+          )
+        : null;
     const plane = runtime.startControlPlane();
     io.out(
       `control plane started (${runtime.mode.database}, ${runtime.mode.transport}); waiting for leadership`,
     );
     const signal = await untilSignal();
     io.out(`${signal}: stopping (leader: ${plane.isLeader})`);
+    await inspection?.stop();
     await runtime.close();
     return 0;
   },

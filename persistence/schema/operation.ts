@@ -84,7 +84,22 @@ export const operation = pgTable(
     index('operation_active_idx')
       .on(t.status, t.startedAt)
       .where(sql`status in ('SCHEDULED', 'IN_PROGRESS')`),
-    index('operation_kind_status_idx').on(t.kind, t.status),
+    // Counts per kind × status, and the operations of one kind and status page by page.
+    index('operation_kind_status_created_idx').on(t.kind, t.status, t.createdAt, t.id),
+    // The attention list: FAILED operations an operator has not cancelled, oldest first.
+    index('operation_failed_idx')
+      .on(t.finishedAt, t.id)
+      .where(sql`status = 'FAILED' and coalesce(last_error->>'code', '') <> 'CANCELLED'`),
+    // The attention list: live operations that have spent their retry budget.
+    index('operation_retry_cap_idx')
+      .on(t.id)
+      .where(
+        sql`status in ('PENDING', 'SCHEDULED', 'IN_PROGRESS') and retry_count > 0 and retry_count >= max_retries`,
+      ),
+    // PENDING work per (kind, target): what a circuit breaker that is not CLOSED parks.
+    index('operation_pending_target_idx')
+      .on(t.kind, t.targetLocationId)
+      .where(sql`status = 'PENDING'`),
     // Live work per (kind, target): a half-open circuit breaker admits one probe at a time.
     index('operation_target_live_idx')
       .on(t.kind, t.targetLocationId)

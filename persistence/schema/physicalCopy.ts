@@ -51,6 +51,10 @@ export const physicalCopy = pgTable(
       .where(sql`status <> 'DELETED'`),
     index('physical_copy_artifact_idx').on(t.artifactId),
     index('physical_copy_location_idx').on(t.locationId),
+    // The attention list: copies whose deletion failed (kept, waiting for an operator).
+    index('physical_copy_deletion_failed_idx')
+      .on(t.updatedAt, t.id)
+      .where(sql`status = 'DELETION_FAILED'`),
     check('physical_copy_status_check', oneOf(t.status, PHYSICAL_COPY_STATUSES)),
     check('physical_copy_artifact_type_check', oneOf(t.artifactType, Object.values(ArtifactType))),
     check('physical_copy_deletion_failure_count_check', sql`${t.deletionFailureCount} >= 0`),

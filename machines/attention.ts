@@ -1,0 +1,267 @@
+import type { OperationKind } from './OperationKind.ts';
+import { type OperationError, OperationStatus } from './operationMachine.ts';
+
+/**
+ * What an operator must look at, by category. Each category is one rule below; the dashboard
+ * and `opstate status` show the same list because both go through `classifyOperation`,
+ * `classifyBreaker` and `classifyCopy`.
+ */
+export const AttentionCategory = {
+  /** A live operation past the timer that should have moved it (scheduler, monitor, reconciler). */
+  STUCK: 'stuck',
+  /** A live operation that has spent its retry budget: its next failure or reset FAILS it. */
+  RETRY_CAP: 'retry_cap',
+  /** FAILED and not cancelled by an operator: retry it, or cancel it to acknowledge. */
+  FAILED: 'failed',
+  /** A circuit breaker that is not CLOSED: the pair's PENDING operations are parked. */
+  BREAKER_OPEN: 'breaker_open',
+  /** A copy whose deletion failed (the copy is kept; the deletion machine counts the failures). */
+  DELETION_FAILED: 'deletion_failed',
+} as const;
+export type AttentionCategory = (typeof AttentionCategory)[keyof typeof AttentionCategory];
+export const ATTENTION_CATEGORIES: readonly AttentionCategory[] = Object.freeze(
+  Object.values(AttentionCategory),
+);
+
+/** One line of the attention list. */
+export interface AttentionItem {
+  readonly category: AttentionCategory;
+  /** What it is about: an operation, a breaker (`<kind>|<location id>`) or a copy. */
+  readonly subject: { readonly type: 'operation' | 'breaker' | 'copy'; readonly id: string };
+  readonly kind: OperationKind | null;
+  /** The operation's status, the breaker's state or the copy's status. */
+  readonly state: string;
+  /** Since when the condition holds (ISO): the clock the rule measured. */
+  readonly since: string;
+  /** Why it is on the list and what to do, in one sentence. */
+  readonly why: string;
+}
+
+/** The timers the rules measure against (a runtime's, so the list agrees with its recovery). */
+export interface AttentionTiming {
+  readonly heartbeatTimeoutMs: number;
+  readonly reconcilerFloorMs: number;
+}
+
+/** An operation as the attention queries select it. */
+export interface AttentionOperationRow {
+  readonly id: string;
+  readonly kind: OperationKind;
+  readonly status: OperationStatus;
+  readonly attempt: number;
+  readonly retryCount: number;
+  readonly maxRetries: number;
+  /**
+   * When it entered its current status; for PENDING, when it became due (its last transition,
+   * or the end of its retry backoff if that is later).
+   */
+  readonly since: Date;
+  readonly workerId: string | null;
+  readonly lastError: OperationError | null;
+  /** PENDING only: a circuit breaker that is not CLOSED holds its (kind, target) pair. */
+  readonly parked: boolean;
+}
+
+/**
+ * What is known about heartbeats where the list is computed: the latest heartbeat per operation
+ * id (ms), or `null` when heartbeats are not visible from here (an in-process transport in
+ * another process); then only the reconciler floor can say an IN_PROGRESS operation is stuck.
+ */
+export type HeartbeatFacts = ReadonlyMap<string, number> | null;
+
+export interface AttentionFacts {
+  readonly now: number;
+  readonly timing: AttentionTiming;
+  readonly heartbeats: HeartbeatFacts;
+}
+
+const LIVE: ReadonlySet<string> = new Set([
+  OperationStatus.PENDING,
+  OperationStatus.SCHEDULED,
+  OperationStatus.IN_PROGRESS,
+]);
+
+/** `95 s`, `12 min`, `3.5 h`, `2.0 d`: an age an operator reads at a glance. */
+export function formatAge(ms: number): string {
+  const s = Math.max(0, ms) / 1000;
+  if (s < 120) return `${Math.round(s)} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  if (s < 172_800) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86_400).toFixed(1)} d`;
+}
+
+/**
+ * The cut-off times the attention queries select candidates by, so that the SQL asks exactly
+ * what the rules below decide: older than the reconciler floor, or than the heartbeat timeout.
+ *
+ * @example
+ * ```ts
+ * const { floorCutoff, heartbeatCutoff } = attentionCutoffs(Date.now(), runtime.timing);
+ * ```
+ */
+export function attentionCutoffs(
+  now: number,
+  timing: AttentionTiming,
+): { readonly floorCutoff: Date; readonly heartbeatCutoff: Date } {
+  return {
+    floorCutoff: new Date(now - timing.reconcilerFloorMs),
+    heartbeatCutoff: new Date(now - timing.heartbeatTimeoutMs),
+  };
+}
+
+function stuckReason(row: AttentionOperationRow, facts: AttentionFacts): string | null {
+  const { now, timing, heartbeats } = facts;
+  const floor = timing.reconcilerFloorMs;
+  const age = now - row.since.getTime();
+  const beat = heartbeats?.get(row.id);
+  const beating = beat !== undefined && now - beat < timing.heartbeatTimeoutMs;
+  switch (row.status) {
+    case OperationStatus.PENDING: {
+      if (row.parked) return null; // the breaker is the item to look at
+      if (age <= floor) return null;
+      return `PENDING and due for ${formatAge(age)} (longer than the reconciler floor, ${formatAge(floor)}) without being scheduled: is a control-plane leader running, or is the backlog deeper than maxScheduled lets through?`;
+    }
+    case OperationStatus.SCHEDULED:
+      if (beating || age <= floor) return null;
+      return `SCHEDULED for ${formatAge(age)} and no worker started it; the reconciler resets after ${formatAge(floor)}: is a control-plane leader running, and a worker for ${row.kind}?`;
+    case OperationStatus.IN_PROGRESS: {
+      if (beating) return null;
+      if (beat !== undefined && age > timing.heartbeatTimeoutMs) {
+        return `IN_PROGRESS on ${row.workerId ?? 'an unknown worker'} with its last heartbeat ${formatAge(now - beat)} ago (timeout ${formatAge(timing.heartbeatTimeoutMs)}); the heartbeat monitor should have reset it: is a control-plane leader running?`;
+      }
+      if (age <= floor) return null;
+      return heartbeats === null
+        ? `IN_PROGRESS on ${row.workerId ?? 'an unknown worker'} for ${formatAge(age)} (longer than the reconciler floor, ${formatAge(floor)}); heartbeats are not visible from here, so check the worker`
+        : `IN_PROGRESS on ${row.workerId ?? 'an unknown worker'} for ${formatAge(age)} with no heartbeat (reconciler floor ${formatAge(floor)}); the reconciler should have reset it: is a control-plane leader running?`;
+    }
+    default:
+      return null;
+  }
+}
+
+/**
+ * The attention items of one operation (none, one or several categories), decided from its row
+ * alone. These are the rules; the queries only pre-select rows by the same cut-offs.
+ *
+ * @example
+ * ```ts
+ * classifyOperation(row, { now: Date.now(), timing: runtime.timing, heartbeats: null })
+ *   .map((item) => item.category); // ['stuck', 'retry_cap']
+ * ```
+ */
+export function classifyOperation(
+  row: AttentionOperationRow,
+  facts: AttentionFacts,
+): AttentionItem[] {
+  const items: AttentionItem[] = [];
+  const base = {
+    subject: { type: 'operation' as const, id: row.id },
+    kind: row.kind,
+    state: row.status,
+    since: row.since.toISOString(),
+  };
+  const stuck = stuckReason(row, facts);
+  if (stuck !== null) items.push({ ...base, category: AttentionCategory.STUCK, why: stuck });
+  if (LIVE.has(row.status) && row.retryCount > 0 && row.retryCount >= row.maxRetries) {
+    items.push({
+      ...base,
+      category: AttentionCategory.RETRY_CAP,
+      why: `${row.status} at attempt ${row.attempt} with its retry budget spent (${row.retryCount}/${row.maxRetries}): its next failure or reset FAILS it${row.lastError === null ? '' : `; last error: ${row.lastError.message}`}`,
+    });
+  }
+  if (row.status === OperationStatus.FAILED && row.lastError?.code !== 'CANCELLED') {
+    items.push({
+      ...base,
+      category: AttentionCategory.FAILED,
+      why: `FAILED at attempt ${row.attempt}: ${row.lastError?.message ?? 'no error recorded'}; retry it once the cause is fixed, or cancel it to acknowledge`,
+    });
+  }
+  return items;
+}
+
+/** A circuit breaker as the attention query selects it. */
+export interface AttentionBreakerRow {
+  readonly kind: OperationKind;
+  readonly locationId: string;
+  /** `site/name` of the location. */
+  readonly location: string;
+  readonly state: string;
+  readonly consecutiveFailures: number;
+  readonly openedAt: Date | null;
+  readonly lastFailureMessage: string | null;
+  /** PENDING operations of the pair that the scheduler leaves where they are. */
+  readonly parked: number;
+}
+
+/**
+ * The attention item of a circuit breaker: every breaker that is not CLOSED.
+ *
+ * @example
+ * ```ts
+ * classifyBreaker({ ...row, state: 'OPEN' })?.category; // 'breaker_open'
+ * ```
+ */
+export function classifyBreaker(row: AttentionBreakerRow): AttentionItem | null {
+  if (row.state === 'CLOSED') return null;
+  const probing = row.state === 'HALF_OPEN' ? 'letting one probe through' : 'parking the pair';
+  return {
+    category: AttentionCategory.BREAKER_OPEN,
+    subject: { type: 'breaker', id: `${row.kind}|${row.locationId}` },
+    kind: row.kind,
+    state: row.state,
+    since: (row.openedAt ?? new Date(0)).toISOString(),
+    why: `${row.kind} at ${row.location} is ${row.state} after ${row.consecutiveFailures} consecutive failures (${probing}; ${row.parked} PENDING parked)${row.lastFailureMessage === null ? '' : `; last error: ${row.lastFailureMessage}`}; fix the location, then \`opstate breaker reset ${row.kind} ${row.locationId}\``,
+  };
+}
+
+/** A physical copy as the attention query selects it. */
+export interface AttentionCopyRow {
+  readonly id: string;
+  readonly artifactType: string;
+  readonly artifactId: string;
+  /** `site/name` of its location. */
+  readonly location: string;
+  readonly status: string;
+  readonly deletionFailureCount: number;
+  readonly lastError: string | null;
+  readonly since: Date;
+}
+
+/**
+ * The attention item of a copy: a deletion that failed (the copy is kept).
+ *
+ * @example
+ * ```ts
+ * classifyCopy({ ...row, status: 'DELETION_FAILED' })?.category; // 'deletion_failed'
+ * ```
+ */
+export function classifyCopy(row: AttentionCopyRow): AttentionItem | null {
+  if (row.status !== 'DELETION_FAILED') return null;
+  return {
+    category: AttentionCategory.DELETION_FAILED,
+    subject: { type: 'copy', id: row.id },
+    kind: null,
+    state: row.status,
+    since: row.since.toISOString(),
+    why: `deletion of the ${row.artifactType} copy at ${row.location} failed ${row.deletionFailureCount} time(s), the copy is kept: ${row.lastError ?? 'no error recorded'}`,
+  };
+}
+
+/**
+ * Orders items the way an operator reads them: by category (in `ATTENTION_CATEGORIES` order),
+ * then oldest first.
+ *
+ * @example
+ * ```ts
+ * const list = sortAttention([...operationItems, ...breakerItems]);
+ * ```
+ */
+export function sortAttention(items: readonly AttentionItem[]): AttentionItem[] {
+  const rank = new Map(ATTENTION_CATEGORIES.map((c, n) => [c, n]));
+  return [...items].sort(
+    (a, b) =>
+      (rank.get(a.category) ?? 0) - (rank.get(b.category) ?? 0) ||
+      a.since.localeCompare(b.since) ||
+      a.subject.id.localeCompare(b.subject.id),
+  );
+}

@@ -1,0 +1,172 @@
+import {
+  ATTENTION_CATEGORIES,
+  AttentionCategory,
+  type AttentionItem,
+  type AttentionTiming,
+  attentionCutoffs,
+  classifyBreaker,
+  classifyCopy,
+  classifyOperation,
+  type HeartbeatFacts,
+} from '../machines/attention.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { Executor } from './openDatabase.ts';
+import {
+  type AttentionCursor,
+  countIndexed,
+  countStuck,
+  type HeartbeatIds,
+  selectBreakersNotClosed,
+  selectDeletionFailed,
+  selectFailed,
+  selectRetryCap,
+  selectStuck,
+} from './sql/selectAttention.ts';
+import { uuidSchema } from './subtypeFields.ts';
+
+export interface AttentionOptions {
+  /** The time the rules measure against (ms). */
+  readonly now: number;
+  readonly timing: AttentionTiming;
+  /** Latest heartbeat per operation id, or null when heartbeats are not visible from here. */
+  readonly heartbeats: HeartbeatFacts;
+  /** Items per category and page (default 50). */
+  readonly limit?: number;
+  /** Only this category, from `after` (a `next` token of an earlier page). */
+  readonly category?: AttentionCategory;
+  readonly after?: string;
+}
+
+/** One category of the attention list: its total, one page of items, and the next page's token. */
+export interface AttentionSection {
+  readonly category: AttentionCategory;
+  readonly total: number;
+  readonly items: readonly AttentionItem[];
+  /** Pass as `after` for the next page; null on the last page. */
+  readonly next: string | null;
+}
+
+export interface AttentionList {
+  /** When it was computed (ISO). */
+  readonly at: string;
+  /** False when heartbeats are not visible here: IN_PROGRESS is judged by the floor alone. */
+  readonly heartbeatsVisible: boolean;
+  readonly sections: readonly AttentionSection[];
+}
+
+/** A page token: `<since ISO>,<id>` of the last row of a full page. */
+function token(rows: readonly { since: Date; id: string }[], limit: number): string | null {
+  const last = rows.at(-1);
+  return rows.length < limit || last === undefined
+    ? null
+    : `${last.since.toISOString()},${last.id}`;
+}
+
+function parseToken(value: string | undefined): AttentionCursor | undefined {
+  if (value === undefined || value === '') return undefined;
+  const [since, id] = value.split(',');
+  const at = Date.parse(since ?? '');
+  if (Number.isNaN(at) || !uuidSchema.safeParse(id).success) {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `page token ${JSON.stringify(value)} is not one this list handed out; start from the first page`,
+    );
+  }
+  return { since: new Date(at), id: id as string };
+}
+
+function heartbeatIds(facts: HeartbeatFacts, now: number, timeoutMs: number): HeartbeatIds | null {
+  if (facts === null) return null;
+  const alive: string[] = [];
+  const stale: string[] = [];
+  for (const [id, at] of facts) {
+    if (!uuidSchema.safeParse(id).success) continue;
+    (now - at < timeoutMs ? alive : stale).push(id);
+  }
+  return { alive, stale };
+}
+
+/**
+ * The attention list: what an operator must look at, by category, each category paged oldest
+ * first. The queries select by the rules' own cut-offs through partial indexes, and every row
+ * goes through the pure rules (`classifyOperation`, `classifyBreaker`, `classifyCopy`), so the
+ * dashboard and `opstate status` show the same list.
+ *
+ * @example
+ * ```ts
+ * const list = await loadAttention(database, { now: Date.now(), timing: runtime.timing, heartbeats: null });
+ * for (const s of list.sections) console.log(s.category, s.total);
+ * ```
+ */
+export async function loadAttention(
+  exec: Executor,
+  options: AttentionOptions,
+): Promise<AttentionList> {
+  const { now, timing } = options;
+  const limit = Math.max(1, Math.min(500, Math.floor(options.limit ?? 50)));
+  if (options.category !== undefined && !ATTENTION_CATEGORIES.includes(options.category)) {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `unknown attention category ${JSON.stringify(options.category)}; use one of ${ATTENTION_CATEGORIES.join(', ')}`,
+    );
+  }
+  const after = options.category === undefined ? undefined : parseToken(options.after);
+  const wanted = options.category === undefined ? ATTENTION_CATEGORIES : [options.category];
+  const cutoffs = attentionCutoffs(now, timing);
+  const beats = heartbeatIds(options.heartbeats, now, timing.heartbeatTimeoutMs);
+  const facts = { now, timing, heartbeats: options.heartbeats };
+  const page = { limit, after };
+  const only = (category: AttentionCategory) => (items: AttentionItem[]) =>
+    items.filter((i) => i.category === category);
+
+  const counts = await countIndexed(exec);
+  const sections = await Promise.all(
+    wanted.map(async (category): Promise<AttentionSection> => {
+      let items: AttentionItem[];
+      let total: number;
+      let next: string | null = null;
+      switch (category) {
+        case AttentionCategory.STUCK: {
+          const rows = await selectStuck(exec, cutoffs, beats, page);
+          items = only(category)(rows.flatMap((r) => classifyOperation(r, facts)));
+          total = await countStuck(exec, cutoffs, beats);
+          next = token(rows, limit);
+          break;
+        }
+        case AttentionCategory.RETRY_CAP: {
+          const rows = await selectRetryCap(exec, page);
+          items = only(category)(rows.flatMap((r) => classifyOperation(r, facts)));
+          total = counts.retryCap;
+          next = token(rows, limit);
+          break;
+        }
+        case AttentionCategory.FAILED: {
+          const rows = await selectFailed(exec, page);
+          items = only(category)(rows.flatMap((r) => classifyOperation(r, facts)));
+          total = counts.failed;
+          next = token(rows, limit);
+          break;
+        }
+        case AttentionCategory.BREAKER_OPEN: {
+          const rows = await selectBreakersNotClosed(exec);
+          items = rows.map(classifyBreaker).filter((i): i is AttentionItem => i !== null);
+          total = items.length;
+          break;
+        }
+        case AttentionCategory.DELETION_FAILED: {
+          const rows = await selectDeletionFailed(exec, page);
+          items = rows.map(classifyCopy).filter((i): i is AttentionItem => i !== null);
+          total = counts.deletionFailed;
+          next = token(rows, limit);
+          break;
+        }
+      }
+      return { category, total, items, next };
+    }),
+  );
+  return {
+    at: new Date(now).toISOString(),
+    heartbeatsVisible: options.heartbeats !== null,
+    sections,
+  };
+}

@@ -1,0 +1,234 @@
+import { type SQL, sql } from 'drizzle-orm';
+import type {
+  AttentionBreakerRow,
+  AttentionCopyRow,
+  AttentionOperationRow,
+} from '../../machines/attention.ts';
+import type { OperationKind } from '../../machines/OperationKind.ts';
+import type { OperationError, OperationStatus } from '../../machines/operationMachine.ts';
+import { toDate } from '../OperationRecord.ts';
+import type { Executor, Row } from '../openDatabase.ts';
+
+/** Where a page starts: after this (since, id), in (since, id) order. */
+export interface AttentionCursor {
+  readonly since: Date;
+  readonly id: string;
+}
+
+export interface AttentionPage {
+  readonly limit: number;
+  readonly after?: AttentionCursor | undefined;
+}
+
+/** The heartbeats the stuck rule knows: ids beating now, and ids whose last beat went stale. */
+export interface HeartbeatIds {
+  readonly alive: readonly string[];
+  readonly stale: readonly string[];
+}
+
+const uuids = (ids: readonly string[]) => `{${ids.join(',')}}`;
+
+/** When a PENDING operation became due: its last transition, or its backoff's end if later. */
+const PENDING_SINCE_SQL = `greatest(o.not_before, (select t.at from operation_transition t
+  where t.operation_id = o.id order by t.id desc limit 1))`;
+const PENDING_SINCE = sql.raw(PENDING_SINCE_SQL);
+
+/** When the operation entered its current status. */
+const STATUS_SINCE = sql.raw(`case o.status when 'SCHEDULED' then o.scheduled_at
+  when 'IN_PROGRESS' then o.started_at when 'PENDING' then ${PENDING_SINCE_SQL}
+  else coalesce(o.finished_at, o.created_at) end`);
+
+const PARKED = sql.raw(`exists (select 1 from circuit_breaker b where b.kind = o.kind
+  and b.location_id = o.target_location_id and b.state <> 'CLOSED')`);
+
+const COLUMNS = sql.raw(`o.id, o.kind, o.status, o.attempt, o.retry_count, o.max_retries,
+  o.worker_id, o.last_error`);
+
+function after(page: AttentionPage, since: SQL): SQL {
+  return page.after === undefined
+    ? sql`true`
+    : sql`(${since}, o.id) > (${page.after.since.toISOString()}::timestamptz, ${page.after.id}::uuid)`;
+}
+
+function json<T>(value: unknown): T {
+  return (typeof value === 'string' ? JSON.parse(value) : value) as T;
+}
+
+function toOperationRow(r: Row): AttentionOperationRow {
+  return {
+    id: String(r.id),
+    kind: r.kind as OperationKind,
+    status: r.status as OperationStatus,
+    attempt: Number(r.attempt),
+    retryCount: Number(r.retry_count),
+    maxRetries: Number(r.max_retries),
+    since: toDate(r.since) as Date,
+    workerId: r.worker_id == null ? null : String(r.worker_id),
+    lastError: r.last_error == null ? null : json<OperationError>(r.last_error),
+    parked: r.parked === true,
+  };
+}
+
+type StuckCutoffs = { readonly floorCutoff: Date; readonly heartbeatCutoff: Date };
+
+/** The three branches of the stuck rule, each with its own since column and index. */
+function stuckBranches(cutoffs: StuckCutoffs, heartbeats: HeartbeatIds | null) {
+  const floor = cutoffs.floorCutoff.toISOString();
+  const alive = uuids(heartbeats?.alive ?? []);
+  const inProgress =
+    heartbeats === null
+      ? sql`o.started_at < ${floor}::timestamptz`
+      : sql`o.id <> all(${alive}::uuid[]) and (o.started_at < ${floor}::timestamptz
+          or (o.started_at < ${cutoffs.heartbeatCutoff.toISOString()}::timestamptz
+              and o.id = any(${uuids(heartbeats.stale)}::uuid[])))`;
+  return [
+    {
+      since: PENDING_SINCE,
+      where: sql`o.status = 'PENDING' and o.created_at < ${floor}::timestamptz
+        and (o.not_before is null or o.not_before < ${floor}::timestamptz)
+        and ${PENDING_SINCE} < ${floor}::timestamptz and not ${PARKED}`,
+    },
+    {
+      since: sql.raw('o.scheduled_at'),
+      where: sql`o.status = 'SCHEDULED' and o.scheduled_at < ${floor}::timestamptz
+        and o.id <> all(${alive}::uuid[])`,
+    },
+    { since: sql.raw('o.started_at'), where: sql`o.status = 'IN_PROGRESS' and ${inProgress}` },
+  ];
+}
+
+/**
+ * Live operations past the timer that should have moved them, oldest first: PENDING due before
+ * `floorCutoff` and not parked by a breaker; SCHEDULED since before `floorCutoff` with no live
+ * heartbeat; IN_PROGRESS with no live heartbeat that started before `floorCutoff`, or before
+ * `heartbeatCutoff` with a stale heartbeat (with `heartbeats` null, only the floor applies).
+ * Each branch starts from an index (the due and active partial indexes); `classifyOperation`
+ * decides the same from each row.
+ */
+export async function selectStuck(
+  exec: Executor,
+  cutoffs: StuckCutoffs,
+  heartbeats: HeartbeatIds | null,
+  page: AttentionPage,
+): Promise<AttentionOperationRow[]> {
+  const branches = stuckBranches(cutoffs, heartbeats).map(
+    (b) => sql`(select ${COLUMNS}, ${b.since} as since, false as parked from operation o
+      where ${b.where} and ${after(page, b.since)} order by since, o.id limit ${page.limit})`,
+  );
+  const rows = await exec.execute(sql`
+    select * from (${sql.join(branches, sql` union all `)}) s
+    order by since, id limit ${page.limit}`);
+  return rows.map(toOperationRow);
+}
+
+/** How many operations `selectStuck` lists over all its pages. */
+export async function countStuck(
+  exec: Executor,
+  cutoffs: StuckCutoffs,
+  heartbeats: HeartbeatIds | null,
+): Promise<number> {
+  const counts = stuckBranches(cutoffs, heartbeats).map(
+    (b) => sql`(select count(*)::int from operation o where ${b.where})`,
+  );
+  const [row] = await exec.execute(sql`select ${sql.join(counts, sql` + `)} as n`);
+  return Number(row?.n ?? 0);
+}
+
+/** Live operations that have spent their retry budget (a partial index holds exactly them). */
+export async function selectRetryCap(
+  exec: Executor,
+  page: AttentionPage,
+): Promise<AttentionOperationRow[]> {
+  const rows = await exec.execute(sql`
+    select * from (
+      select ${COLUMNS}, ${STATUS_SINCE} as since, ${PARKED} as parked from operation o
+      where o.status in ('PENDING', 'SCHEDULED', 'IN_PROGRESS') and o.retry_count > 0
+        and o.retry_count >= o.max_retries
+    ) o where ${after(page, sql.raw('o.since'))}
+    order by o.since, o.id limit ${page.limit}`);
+  return rows.map(toOperationRow);
+}
+
+const FAILED = sql.raw(
+  `o.status = 'FAILED' and coalesce(o.last_error->>'code', '') <> 'CANCELLED'`,
+);
+
+/** FAILED operations an operator has not cancelled, oldest failure first (partial index). */
+export async function selectFailed(
+  exec: Executor,
+  page: AttentionPage,
+): Promise<AttentionOperationRow[]> {
+  const rows = await exec.execute(sql`
+    select ${COLUMNS}, o.finished_at as since, false as parked from operation o
+    where ${FAILED} and ${after(page, sql.raw('o.finished_at'))}
+    order by o.finished_at, o.id limit ${page.limit}`);
+  return rows.map(toOperationRow);
+}
+
+/** Counts of the operation categories whose rows a partial index holds. */
+export async function countIndexed(
+  exec: Executor,
+): Promise<{ retryCap: number; failed: number; deletionFailed: number }> {
+  const [row] = await exec.execute(sql`
+    select
+      (select count(*)::int from operation o where o.status in ('PENDING', 'SCHEDULED', 'IN_PROGRESS')
+        and o.retry_count > 0 and o.retry_count >= o.max_retries) as retry_cap,
+      (select count(*)::int from operation o where ${FAILED}) as failed,
+      (select count(*)::int from physical_copy c where c.status = 'DELETION_FAILED')
+        as deletion_failed`);
+  return {
+    retryCap: Number(row?.retry_cap ?? 0),
+    failed: Number(row?.failed ?? 0),
+    deletionFailed: Number(row?.deletion_failed ?? 0),
+  };
+}
+
+/** Every circuit breaker that is not CLOSED, with how many PENDING operations it parks. */
+export async function selectBreakersNotClosed(exec: Executor): Promise<AttentionBreakerRow[]> {
+  const rows = await exec.execute(sql`
+    select b.kind, b.location_id, b.state, b.consecutive_failures, b.opened_at,
+      b.last_failure->>'message' as last_message, l.site, l.name,
+      (select count(*)::int from operation o where o.status = 'PENDING' and o.kind = b.kind
+        and o.target_location_id = b.location_id) as parked
+    from circuit_breaker b left join data_location l on l.id = b.location_id
+    where b.state <> 'CLOSED'
+    order by b.opened_at, b.kind, b.location_id`);
+  return rows.map((r) => ({
+    kind: r.kind as OperationKind,
+    locationId: String(r.location_id),
+    location: r.site == null ? String(r.location_id) : `${String(r.site)}/${String(r.name)}`,
+    state: String(r.state),
+    consecutiveFailures: Number(r.consecutive_failures),
+    openedAt: toDate(r.opened_at),
+    lastFailureMessage: r.last_message == null ? null : String(r.last_message),
+    parked: Number(r.parked),
+  }));
+}
+
+/** Copies whose deletion failed, oldest first (partial index). */
+export async function selectDeletionFailed(
+  exec: Executor,
+  page: AttentionPage,
+): Promise<AttentionCopyRow[]> {
+  const since = sql.raw('c.updated_at');
+  const rows = await exec.execute(sql`
+    select c.id, c.artifact_type, c.artifact_id, c.status, c.deletion_failure_count,
+      c.last_error, c.updated_at as since, l.site, l.name
+    from physical_copy c left join data_location l on l.id = c.location_id
+    where c.status = 'DELETION_FAILED' and ${
+      page.after === undefined
+        ? sql`true`
+        : sql`(${since}, c.id) > (${page.after.since.toISOString()}::timestamptz, ${page.after.id}::uuid)`
+    }
+    order by c.updated_at, c.id limit ${page.limit}`);
+  return rows.map((r) => ({
+    id: String(r.id),
+    artifactType: String(r.artifact_type),
+    artifactId: String(r.artifact_id),
+    location: r.site == null ? '?' : `${String(r.site)}/${String(r.name)}`,
+    status: String(r.status),
+    deletionFailureCount: Number(r.deletion_failure_count),
+    lastError: r.last_error == null ? null : String(r.last_error),
+    since: toDate(r.since) as Date,
+  }));
+}
