@@ -1,6 +1,7 @@
 import type { Command } from '../Command.ts';
 import { breakerCommand } from './breaker.ts';
 import { controlPlaneCommand } from './controlPlane.ts';
+import { dashboardCommand } from './dashboard.ts';
 import { demoCommand } from './demo.ts';
 import { diagramCommand } from './diagram.ts';
 import { inspectCommand } from './inspect.ts';
@@ -21,5 +22,6 @@ export const commands: readonly Command[] = [
   resetCommand,
   cancelCommand,
   breakerCommand,
+  dashboardCommand,
   demoCommand,
 ];

@@ -232,3 +232,14 @@ export async function selectDeletionFailed(
     since: toDate(r.since) as Date,
   }));
 }
+
+/** One operation in the shape the attention rules take (its operation page classifies it). */
+export async function selectAttentionRow(
+  exec: Executor,
+  id: string,
+): Promise<AttentionOperationRow | undefined> {
+  const [row] = await exec.execute(sql`
+    select ${COLUMNS}, ${STATUS_SINCE} as since, ${PARKED} as parked from operation o
+    where o.id = ${id}::uuid`);
+  return row === undefined ? undefined : toOperationRow(row);
+}

@@ -1,3 +1,4 @@
+import { connect } from 'node:net';
 import {
   createWebSocketInspector,
   createWebSocketReceiver,
@@ -22,6 +23,17 @@ import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor, makeWorld, type World } from '../persistence/fixtures.ts';
 import { freePort } from '../transport/helpers.ts';
 
+function listening(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = connect({ port, host: 'localhost' });
+    s.once('connect', () => {
+      s.end();
+      resolve(true);
+    });
+    s.once('error', () => resolve(false));
+  });
+}
+
 /** A relay (the library's server) and the library's receiver listening to it. */
 async function relayWithReceiver() {
   const port = await freePort();
@@ -29,20 +41,7 @@ async function relayWithReceiver() {
   const url = `ws://localhost:${port}`;
   const received: StatelyInspectionEvent[] = [];
   // The receiver connects once the relay listens; the relay replays what it got before that.
-  await waitFor(
-    () =>
-      new Promise<boolean>((resolve) => {
-        import('node:net').then(({ connect }) => {
-          const s = connect({ port, host: 'localhost' });
-          s.once('connect', () => {
-            s.end();
-            resolve(true);
-          });
-          s.once('error', () => resolve(false));
-        });
-      }),
-    'the relay to listen',
-  );
+  await waitFor(() => listening(port), 'the relay to listen');
   const receiver = createWebSocketReceiver({ server: url });
   const subscription = receiver.subscribe((e) => received.push(e));
   return {

@@ -1,0 +1,238 @@
+import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Page } from 'playwright-core';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { memoryLogger } from '../../actors/Logger.ts';
+import { createRuntime, type Runtime } from '../../actors/Runtime.ts';
+import { type Dashboard, startDashboard } from '../../dashboard/startDashboard.ts';
+import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
+import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
+import { migrate } from '../../persistence/migrate.ts';
+import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
+import { launchBrowser } from '../helpers/browser.ts';
+import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { waitFor } from '../helpers/waitFor.ts';
+import { PLANT_TIMING, plantEveryState } from './plant.ts';
+
+/** Screenshots land here (gitignored): look at them to see what an operator sees. */
+const SHOTS = join(import.meta.dirname, '..', '..', 'test-output', 'dashboard');
+
+describe('the operator dashboard over a database with operations in every state', () => {
+  let testDb: TestDatabase;
+  let database: Database;
+  let runtime: Runtime;
+  let planted: Awaited<ReturnType<typeof plantEveryState>>;
+  let readOnly: Dashboard;
+  let operator: Dashboard;
+  let browser: Awaited<ReturnType<typeof launchBrowser>>;
+  const logger = memoryLogger();
+
+  beforeAll(async () => {
+    mkdirSync(SHOTS, { recursive: true });
+    testDb = await createTestDatabase('opstate_dashboard');
+    database = await openDatabase({ databaseUrl: testDb.url });
+    await migrate(database);
+    planted = await plantEveryState(database);
+    runtime = await createRuntime({
+      databaseUrl: testDb.url,
+      natsUrl: undefined,
+      migrate: false,
+      logger,
+      timing: { ...PLANT_TIMING, heartbeatIntervalMs: 60_000, ackWaitMs: 70 * 60_000 },
+    });
+    const common = {
+      database,
+      timing: PLANT_TIMING,
+      heartbeats: planted.heartbeats,
+      port: 0,
+      logger,
+      pollMs: 100,
+    };
+    readOnly = await startDashboard({ ...common, command: null });
+    operator = await startDashboard({ ...common, command: runtime.command });
+    browser = await launchBrowser();
+  });
+
+  afterAll(async () => {
+    await browser?.close();
+    await readOnly?.close();
+    await operator?.close();
+    await runtime?.close();
+    await planted?.close();
+    await database?.close();
+    await dropTestDatabase(testDb);
+  });
+
+  const post = (dashboard: Dashboard, path: string, body: unknown, header = true) =>
+    fetch(`${dashboard.url}${path}`, {
+      method: 'POST',
+      headers: {
+        'content-type': 'application/json',
+        ...(header ? { 'x-opstate-action': '1' } : {}),
+      },
+      body: JSON.stringify(body),
+    });
+
+  const attentionOf = async (page: Page) =>
+    (
+      await page
+        .locator('section.attention tr[data-subject]')
+        .evaluateAll((rows) =>
+          rows.map((r) => `${r.getAttribute('data-category')} ${r.getAttribute('data-subject')}`),
+        )
+    ).sort();
+
+  it('shows the right counts on the table and on the lifecycle, and exactly the planted attention cases', async () => {
+    const page = await browser.context.newPage();
+    await page.goto(readOnly.url);
+    const counts = await selectStatusCounts(database);
+    for (const kind of OPERATION_KINDS) {
+      for (const status of OPERATION_STATUSES) {
+        const cell = page.locator(
+          `table.counts tr[data-kind="${kind}"] td[data-status="${status}"]`,
+        );
+        expect(await cell.innerText(), `${kind} ${status}`).toBe(String(counts[kind][status]));
+      }
+    }
+    for (const status of OPERATION_STATUSES) {
+      const total = OPERATION_KINDS.reduce((n, k) => n + counts[k][status], 0);
+      const onLifecycle = page.locator(`svg.lifecycle a[data-state="${status}"] .state-count`);
+      expect(await onLifecycle.getAttribute('data-count'), status).toBe(String(total));
+    }
+    expect(await attentionOf(page)).toEqual(planted.expected);
+    expect(await page.locator('[data-category="breaker_open"] td.why').innerText()).toMatch(
+      /OPEN after 5 consecutive failures .*1 PENDING parked.*archive endpoint refused/,
+    );
+    expect(await page.locator('[data-category="deletion_failed"] td.why').innerText()).toMatch(
+      /failed 1 time\(s\), the copy is kept: EBUSY/,
+    );
+    await page.screenshot({ path: join(SHOTS, 'overview.png'), fullPage: true });
+    // The same list as JSON, for scripts.
+    const json = (await (await fetch(`${readOnly.url}/api/overview`)).json()) as {
+      attention: { sections: { items: { category: string; subject: { id: string } }[] }[] };
+    };
+    expect(
+      json.attention.sections
+        .flatMap((s) => s.items.map((i) => `${i.category} ${i.subject.id}`))
+        .sort(),
+    ).toEqual(planted.expected);
+    await page.close();
+  });
+
+  it('an operation page shows its path with attempts and who reset it why, and its lineage through copies', async () => {
+    const page = await browser.context.newPage();
+    await page.goto(`${readOnly.url}/operations/${planted.ids.retryCap}`);
+    const resets = await page
+      .locator('table.path tr[data-event="RESET"]')
+      .evaluateAll((rows) =>
+        rows.map((r) => [...r.querySelectorAll('td')].map((td) => td.textContent?.trim())),
+      );
+    expect(resets.map((r) => [r[0], r[4], r[5]])).toEqual([
+      ['1', 'heartbeat_monitor', 'stale heartbeat: last heartbeat 400 s ago (timeout 300 s)'],
+      ['2', 'reconciler', 'IN_PROGRESS for 3700 s with no live or registered task'],
+      ['3', 'operator', 'worker host replaced'],
+    ]);
+    expect(await page.locator('#attempt').innerText()).toBe('4 (retries 3/3)');
+    expect(await page.locator('li[data-category="retry_cap"]').count()).toBe(1);
+    await page.screenshot({ path: join(SHOTS, 'operation-resets.png'), fullPage: true });
+
+    await page.goto(`${readOnly.url}/operations/${planted.ids.completed}`);
+    const down = await page.locator('ul[data-direction="down"] li').allInnerTexts();
+    expect(down).toHaveLength(1);
+    expect(down[0]).toMatch(/raw_data_package .* at site-.*\/lta .*consumed by staging/);
+    const up = await page.locator('ul[data-direction="up"] li').allInnerTexts();
+    expect(up[0]).toMatch(/\/source .*registered, not produced by an operation/);
+    await page.goto(`${readOnly.url}/operations/${planted.ids.stuckStale}`);
+    expect(await page.locator('.heartbeat').innerText()).toMatch(/^(35\d|36\d) s ago$|^6 min ago$/);
+    expect(await page.locator('li[data-category="stuck"]').innerText()).toMatch(
+      /last heartbeat 6 min ago/,
+    );
+    await page.close();
+  });
+
+  it('updates an open page without reloading it when the operation moves', async () => {
+    const page = await browser.context.newPage();
+    await page.goto(`${readOnly.url}/operations/${planted.ids.pendingFresh}`);
+    await page.evaluate(() => {
+      (globalThis as unknown as { notReloaded: boolean }).notReloaded = true;
+    });
+    expect(await page.locator('#status').innerText()).toBe('PENDING');
+    await planted.store.apply(planted.ids.pendingFresh, { type: 'SCHEDULE' });
+    await waitFor(
+      async () => (await page.locator('#status').innerText()) === 'SCHEDULED',
+      'the open page to show SCHEDULED',
+    );
+    expect(
+      await page.evaluate(() => (globalThis as unknown as { notReloaded?: boolean }).notReloaded),
+    ).toBe(true);
+    await page.close();
+  });
+
+  it('a retry from the page moves a FAILED operation to PENDING; a refused action shows the machine’s reason', async () => {
+    const page = await browser.context.newPage();
+    await page.goto(`${operator.url}/operations/${planted.ids.failed}`);
+    await page.fill('form[data-action="retry"] input[name="reason"]', 'checksum tool fixed');
+    await page.click('form[data-action="retry"] button');
+    await waitFor(
+      async () => (await page.locator('#status').innerText()) === 'PENDING',
+      'PENDING on the page',
+    );
+    expect(await page.locator('.result').innerText()).toBe('retry: FAILED → PENDING (attempt 2)');
+    const record = await planted.store.load(planted.ids.failed);
+    expect([record.status, record.attempt]).toEqual(['PENDING', 2]);
+    const history = await runtime.journal.listTransitions(planted.ids.failed);
+    expect(history.at(-1)).toMatchObject({
+      event: 'RETRY',
+      by: 'operator',
+      reason: 'checksum tool fixed',
+    });
+    await page.screenshot({ path: join(SHOTS, 'retry-done.png'), fullPage: true });
+
+    await page.goto(`${operator.url}/operations/${planted.ids.completed}`);
+    await page.click('form[data-action="reset"] button');
+    await page.locator('.result.refused').waitFor();
+    expect(await page.locator('.result').innerText()).toBe(
+      'Refused: RESET is not accepted in COMPLETED (it is a final state) [INVALID_EVENT]',
+    );
+    expect((await planted.store.load(planted.ids.completed)).status).toBe('COMPLETED');
+    await page.screenshot({ path: join(SHOTS, 'reset-refused.png'), fullPage: true });
+    await page.close();
+  });
+
+  it('is read-only unless actions are allowed, and refuses bad requests with a clear error', async () => {
+    const before = await planted.store.load(planted.ids.scheduledFresh);
+    const readOnlyAnswer = await post(
+      readOnly,
+      `/api/operations/${planted.ids.scheduledFresh}/cancel`,
+      {},
+    );
+    expect(readOnlyAnswer.status).toBe(403);
+    expect(await readOnlyAnswer.json()).toMatchObject({ code: 'READ_ONLY' });
+    const noHeader = await post(
+      operator,
+      `/api/operations/${planted.ids.scheduledFresh}/cancel`,
+      {},
+      false,
+    );
+    expect(noHeader.status).toBe(403);
+    const badId = await post(operator, '/api/operations/not-a-uuid/cancel', {});
+    expect([badId.status, ((await badId.json()) as { code: string }).code]).toEqual([
+      400,
+      'BAD_INPUT',
+    ]);
+    const badAction = await post(
+      operator,
+      `/api/operations/${planted.ids.scheduledFresh}/delete`,
+      {},
+    );
+    expect(badAction.status).toBe(400);
+    const missing = await fetch(`${readOnly.url}/operations/00000000-0000-4000-8000-000000000000`);
+    expect(missing.status).toBe(404);
+    const badPage = await fetch(`${readOnly.url}/attention?category=stuck&after=garbage`);
+    expect(badPage.status).toBe(400);
+    const after = await planted.store.load(planted.ids.scheduledFresh);
+    expect(after.version).toBe(before.version);
+    expect(logger.lines.filter((l) => l.level === 'ERROR')).toEqual([]);
+  });
+});

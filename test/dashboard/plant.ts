@@ -1,0 +1,213 @@
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { PhysicalCopyStatus } from '../../machines/physicalCopyMachine.ts';
+import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
+import { OperationStore } from '../../persistence/OperationStore.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
+import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
+import { inputFor, makeWorld } from '../persistence/fixtures.ts';
+
+const MIN = 60_000;
+
+/** The timers the planted cases are judged against (the runtime's defaults). */
+export const PLANT_TIMING = { heartbeatTimeoutMs: 5 * MIN, reconcilerFloorMs: 60 * MIN };
+
+/**
+ * Operations in every state, and exactly these attention cases (by category, subject id): stuck
+ * PENDING, stuck SCHEDULED, IN_PROGRESS with a stale heartbeat, IN_PROGRESS with none past the
+ * floor; one at the retry cap; one FAILED (a cancelled one is not listed); one OPEN breaker
+ * (parking one old PENDING operation, which is therefore not listed as stuck); one copy whose
+ * deletion failed. Healthy ones (fresh, beating for hours, completed) are not listed.
+ */
+export async function plantEveryState(database: Database) {
+  let now = Date.now();
+  const at = (msAgo: number) => {
+    now = Date.now() - msAgo;
+  };
+  const store = new OperationStore(database, { clock: () => new Date(now) });
+  const w = await makeWorld(database);
+  const hbClock = {
+    now: () => now,
+    setTimeout,
+    clearTimeout: (h: unknown) => clearTimeout(h as never),
+  };
+  const transport = createInProcessTransport({
+    clock: hbClock,
+    timing: {
+      heartbeatIntervalMs: MIN,
+      heartbeatTimeoutMs: PLANT_TIMING.heartbeatTimeoutMs,
+      reconcilerFloorMs: PLANT_TIMING.reconcilerFloorMs,
+      ackWaitMs: 70 * MIN,
+    },
+  });
+  const create = (kind: OperationKind, createdBy = 'plant') =>
+    store.create({ ...inputFor(kind, w), createdBy });
+  const startOf = async (id: string, attempt: number, workerId: string) => {
+    await store.apply(id, { type: 'SCHEDULE' });
+    await store.apply(id, { type: 'START', attempt, workerId });
+  };
+
+  at(0);
+  const pendingFresh = await create(OperationKind.TRANSFER);
+  const scheduledFresh = await create(OperationKind.UNPACK);
+  await store.apply(scheduledFresh, { type: 'SCHEDULE' });
+
+  // Completed, with lineage: archive consumes the source copy and produces the archive copy,
+  // which a staging operation consumes.
+  const completed = await create(OperationKind.LONG_TERM_ARCHIVE);
+  await startOf(completed, 1, 'worker-a');
+  await store.complete(completed, 1, [
+    { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
+  ]);
+  const [output] = await database.execute(
+    `select physical_copy_id from operation_output where operation_id = '${completed}'`,
+  );
+  const archiveCopy = String(output?.physical_copy_id);
+  const staging = await store.create({
+    ...inputFor(OperationKind.STAGING, w),
+    inputs: [archiveCopy],
+  });
+
+  const failed = await create(OperationKind.UNPACK);
+  await startOf(failed, 1, 'worker-b');
+  await store.apply(failed, {
+    type: 'FAIL',
+    attempt: 1,
+    error: { message: 'checksum mismatch in member 3', retryable: false },
+  });
+  const cancelled = await create(OperationKind.UNPACK);
+  await store.apply(cancelled, { type: 'CANCEL', reason: 'duplicate request' });
+
+  // Reset three times (monitor, reconciler, operator): PENDING at attempt 4, its budget spent.
+  const retryCap = await create(OperationKind.DATA_TRANSFER_PACKAGE);
+  await startOf(retryCap, 1, 'worker-a');
+  await store.apply(retryCap, {
+    type: 'RESET',
+    by: 'heartbeat_monitor',
+    reason: 'stale heartbeat: last heartbeat 400 s ago (timeout 300 s)',
+    attempt: 1,
+  });
+  await startOf(retryCap, 2, 'worker-b');
+  await store.apply(retryCap, {
+    type: 'RESET',
+    by: 'reconciler',
+    reason: 'IN_PROGRESS for 3700 s with no live or registered task',
+    attempt: 2,
+  });
+  await store.apply(retryCap, { type: 'SCHEDULE' });
+  await store.apply(
+    retryCap,
+    { type: 'RESET', by: 'operator', reason: 'worker host replaced' },
+    { by: 'operator' },
+  );
+
+  // Stuck: PENDING and SCHEDULED for two hours, IN_PROGRESS with no heartbeat for two hours.
+  at(120 * MIN);
+  const stuckPending = await create(OperationKind.TRANSFER);
+  const stuckScheduled = await create(OperationKind.TRANSFER);
+  await store.apply(stuckScheduled, { type: 'SCHEDULE' });
+  const stuckNoBeat = await create(OperationKind.RAW_DATA_PACKAGE);
+  await startOf(stuckNoBeat, 1, 'worker-gone');
+  // Healthy for two hours: its worker beats.
+  const beating = await create(OperationKind.RAW_DATA_PACKAGE);
+  await startOf(beating, 1, 'worker-c');
+  // An OPEN breaker on (long_term_archive, archive) parks this old PENDING one.
+  const parked = await create(OperationKind.LONG_TERM_ARCHIVE);
+
+  // IN_PROGRESS for ten minutes, last heartbeat six minutes ago.
+  at(10 * MIN);
+  const stuckStale = await create(OperationKind.RAW_DATA_PACKAGE);
+  await startOf(stuckStale, 1, 'worker-d');
+  at(6 * MIN);
+  await transport.heartbeats.put({
+    kind: OperationKind.RAW_DATA_PACKAGE,
+    operationId: stuckStale,
+    taskId: 't-stale',
+  });
+  at(0);
+  await transport.heartbeats.put({
+    kind: OperationKind.RAW_DATA_PACKAGE,
+    operationId: beating,
+    taskId: 't-beating',
+  });
+
+  const breakers = new CircuitBreakerRepository(database);
+  await breakers.write([
+    {
+      kind: OperationKind.LONG_TERM_ARCHIVE,
+      locationId: w.archive.id,
+      expectedVersion: null,
+      state: 'OPEN',
+      consecutiveFailures: 5,
+      openedAt: new Date(Date.now() - 3 * MIN),
+      lastFailure: {
+        message: 'archive endpoint refused the connection',
+        retryable: true,
+        operationId: failed,
+        attempt: 1,
+        at: new Date().toISOString(),
+      },
+      updatedAt: new Date(),
+    },
+  ]);
+
+  const { copy } = await w.artifacts.addCopy({
+    artifactType: 'raw_data_file',
+    artifactId: (
+      await database.execute(
+        `insert into raw_data_file (name, raw_data_package_id) values ('frame-0001.fits', '${w.pkg}') returning id`,
+      )
+    )[0]?.id as string,
+    locationId: w.source.id,
+  });
+  await w.artifacts.setCopyStatus(
+    copy.id,
+    PhysicalCopyStatus.PRESENT,
+    PhysicalCopyStatus.DELETION_SCHEDULED,
+  );
+  await w.artifacts.setCopyStatus(
+    copy.id,
+    PhysicalCopyStatus.DELETION_SCHEDULED,
+    PhysicalCopyStatus.DELETION_IN_PROGRESS,
+  );
+  await w.artifacts.setCopyStatus(
+    copy.id,
+    PhysicalCopyStatus.DELETION_IN_PROGRESS,
+    PhysicalCopyStatus.DELETION_FAILED,
+    'EBUSY: file is open by another process',
+  );
+
+  return {
+    world: w,
+    store: new OperationStore(database),
+    heartbeats: transport.heartbeats,
+    close: () => transport.close(),
+    ids: {
+      pendingFresh,
+      scheduledFresh,
+      completed,
+      staging,
+      failed,
+      cancelled,
+      retryCap,
+      stuckPending,
+      stuckScheduled,
+      stuckNoBeat,
+      beating,
+      parked,
+      stuckStale,
+    },
+    archiveCopy,
+    deletionFailedCopy: copy.id,
+    /** Exactly what the attention list must hold: `<category> <subject id>`. */
+    expected: [
+      `stuck ${stuckPending}`,
+      `stuck ${stuckScheduled}`,
+      `stuck ${stuckNoBeat}`,
+      `stuck ${stuckStale}`,
+      `retry_cap ${retryCap}`,
+      `failed ${failed}`,
+      `breaker_open ${OperationKind.LONG_TERM_ARCHIVE}|${w.archive.id}`,
+      `deletion_failed ${copy.id}`,
+    ].sort(),
+  };
+}
