@@ -1,6 +1,6 @@
 import { mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import type { Page } from 'playwright-core';
+import type { Locator, Page } from 'playwright-core';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime } from '../../actors/Runtime.ts';
@@ -14,6 +14,10 @@ import { launchBrowser } from '../helpers/browser.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { PLANT_TIMING, plantEveryState } from './plant.ts';
+
+/** The text a user sees in an element. */
+// biome-ignore lint/performance/useDomNodeTextContent: Playwright's innerText is the rendered text
+const seen = (l: Locator) => l.innerText();
 
 /** Screenshots land here (gitignored): look at them to see what an operator sees. */
 const SHOTS = join(import.meta.dirname, '..', '..', 'test-output', 'dashboard');
@@ -92,7 +96,7 @@ describe('the operator dashboard over a database with operations in every state'
         const cell = page.locator(
           `table.counts tr[data-kind="${kind}"] td[data-status="${status}"]`,
         );
-        expect(await cell.innerText(), `${kind} ${status}`).toBe(String(counts[kind][status]));
+        expect(await seen(cell), `${kind} ${status}`).toBe(String(counts[kind][status]));
       }
     }
     for (const status of OPERATION_STATUSES) {
@@ -101,10 +105,10 @@ describe('the operator dashboard over a database with operations in every state'
       expect(await onLifecycle.getAttribute('data-count'), status).toBe(String(total));
     }
     expect(await attentionOf(page)).toEqual(planted.expected);
-    expect(await page.locator('[data-category="breaker_open"] td.why').innerText()).toMatch(
+    expect(await seen(page.locator('[data-category="breaker_open"] td.why'))).toMatch(
       /OPEN after 5 consecutive failures .*1 PENDING parked.*archive endpoint refused/,
     );
-    expect(await page.locator('[data-category="deletion_failed"] td.why').innerText()).toMatch(
+    expect(await seen(page.locator('[data-category="deletion_failed"] td.why'))).toMatch(
       /failed 1 time\(s\), the copy is kept: EBUSY/,
     );
     await page.screenshot({ path: join(SHOTS, 'overview.png'), fullPage: true });
@@ -133,7 +137,7 @@ describe('the operator dashboard over a database with operations in every state'
       ['2', 'reconciler', 'IN_PROGRESS for 3700 s with no live or registered task'],
       ['3', 'operator', 'worker host replaced'],
     ]);
-    expect(await page.locator('#attempt').innerText()).toBe('4 (retries 3/3)');
+    expect(await seen(page.locator('#attempt'))).toBe('4 (retries 3/3)');
     expect(await page.locator('li[data-category="retry_cap"]').count()).toBe(1);
     await page.screenshot({ path: join(SHOTS, 'operation-resets.png'), fullPage: true });
 
@@ -144,8 +148,8 @@ describe('the operator dashboard over a database with operations in every state'
     const up = await page.locator('ul[data-direction="up"] li').allInnerTexts();
     expect(up[0]).toMatch(/\/source .*registered, not produced by an operation/);
     await page.goto(`${readOnly.url}/operations/${planted.ids.stuckStale}`);
-    expect(await page.locator('.heartbeat').innerText()).toMatch(/^(35\d|36\d) s ago$|^6 min ago$/);
-    expect(await page.locator('li[data-category="stuck"]').innerText()).toMatch(
+    expect(await seen(page.locator('.heartbeat'))).toMatch(/^(35\d|36\d) s ago$|^6 min ago$/);
+    expect(await seen(page.locator('li[data-category="stuck"]'))).toMatch(
       /last heartbeat 6 min ago/,
     );
     await page.close();
@@ -157,10 +161,10 @@ describe('the operator dashboard over a database with operations in every state'
     await page.evaluate(() => {
       (globalThis as unknown as { notReloaded: boolean }).notReloaded = true;
     });
-    expect(await page.locator('#status').innerText()).toBe('PENDING');
+    expect(await seen(page.locator('#status'))).toBe('PENDING');
     await planted.store.apply(planted.ids.pendingFresh, { type: 'SCHEDULE' });
     await waitFor(
-      async () => (await page.locator('#status').innerText()) === 'SCHEDULED',
+      async () => (await seen(page.locator('#status'))) === 'SCHEDULED',
       'the open page to show SCHEDULED',
     );
     expect(
@@ -175,10 +179,10 @@ describe('the operator dashboard over a database with operations in every state'
     await page.fill('form[data-action="retry"] input[name="reason"]', 'checksum tool fixed');
     await page.click('form[data-action="retry"] button');
     await waitFor(
-      async () => (await page.locator('#status').innerText()) === 'PENDING',
+      async () => (await seen(page.locator('#status'))) === 'PENDING',
       'PENDING on the page',
     );
-    expect(await page.locator('.result').innerText()).toBe('retry: FAILED → PENDING (attempt 2)');
+    expect(await seen(page.locator('.result'))).toBe('retry: FAILED → PENDING (attempt 2)');
     const record = await planted.store.load(planted.ids.failed);
     expect([record.status, record.attempt]).toEqual(['PENDING', 2]);
     const history = await runtime.journal.listTransitions(planted.ids.failed);
@@ -192,7 +196,7 @@ describe('the operator dashboard over a database with operations in every state'
     await page.goto(`${operator.url}/operations/${planted.ids.completed}`);
     await page.click('form[data-action="reset"] button');
     await page.locator('.result.refused').waitFor();
-    expect(await page.locator('.result').innerText()).toBe(
+    expect(await seen(page.locator('.result'))).toBe(
       'Refused: RESET is not accepted in COMPLETED (it is a final state) [INVALID_EVENT]',
     );
     expect((await planted.store.load(planted.ids.completed)).status).toBe('COMPLETED');
