@@ -31,7 +31,7 @@ export function attentionSection(section: AttentionSection): SafeHtml {
       ? ''
       : html`<p><a href="/attention?category=${section.category}&after=${encodeURIComponent(section.next)}">next ${section.items.length} →</a></p>`;
   return html`<div class="attention-section" data-category="${section.category}" data-total="${section.total}">
-    <h3>${ATTENTION_TITLES[section.category]} <span class="count">(${section.total})</span></h3>
+    <h3>${ATTENTION_TITLES[section.category]} <span class="count">(${section.total.toLocaleString('en-US')}${section.totalCapped ? '+' : ''})</span></h3>
     ${
       section.items.length === 0
         ? html`<p class="empty">none</p>`
@@ -42,8 +42,9 @@ export function attentionSection(section: AttentionSection): SafeHtml {
 /** The whole attention list, every category. */
 export function attentionView(list: AttentionList): SafeHtml {
   const total = list.sections.reduce((n, s) => n + s.total, 0);
+  const capped = list.sections.some((s) => s.totalCapped);
   return html`<section class="card attention" data-total="${total}">
-    <h2>Attention <span class="count">(${total})</span></h2>
+    <h2>Attention <span class="count">(${total.toLocaleString('en-US')}${capped ? '+' : ''})</span></h2>
     ${list.heartbeatsVisible ? '' : html`<p class="muted">Heartbeats are not visible from this process (in-process transport): an IN_PROGRESS operation is listed only past the reconciler floor.</p>`}
     ${list.sections.map(attentionSection)}</section>`;
 }

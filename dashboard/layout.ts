@@ -49,7 +49,18 @@ const SCRIPT = `
       const r = await fetch(url, { headers: { accept: 'text/html' } });
       if (r.ok) {
         const keep = document.querySelector('.result');
-        main().innerHTML = await r.text();
+        // What the operator is typing survives the refresh, and so does the focus.
+        const typed = new Map([...main().querySelectorAll('form[data-action] input')]
+          .map((i) => [i.closest('form').dataset.action + ':' + i.name, i.value]));
+        const active = document.activeElement && document.activeElement.closest('form[data-action]')
+          ? document.activeElement.closest('form').dataset.action + ':' + document.activeElement.name : null;
+        const html = await r.text();
+        main().innerHTML = html;
+        for (const i of main().querySelectorAll('form[data-action] input')) {
+          const key = i.closest('form').dataset.action + ':' + i.name;
+          if (typed.has(key)) i.value = typed.get(key);
+          if (key === active) i.focus();
+        }
         if (keep) { const slot = document.querySelector('#action-result'); if (slot) slot.replaceWith(keep); }
         document.body.dataset.refreshes = String(Number(document.body.dataset.refreshes || 0) + 1);
         tick();
@@ -66,6 +77,8 @@ const SCRIPT = `
   events.addEventListener('error', () => live && live.classList.remove('on'));
   events.addEventListener('change', refresh);
   setInterval(tick, 1000); tick();
+  // Time alone puts operations past their timers: look again now and then, change or not.
+  setInterval(refresh, 15000);
   document.addEventListener('submit', async (e) => {
     const form = e.target.closest('form[data-action]');
     if (!form) return;

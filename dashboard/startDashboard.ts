@@ -18,7 +18,7 @@ import { checkId } from '../persistence/applyEvents.ts';
 import { inspectOperation } from '../persistence/inspectOperation.ts';
 import { loadAttention } from '../persistence/loadAttention.ts';
 import type { Database } from '../persistence/openDatabase.ts';
-import { selectStatusCounts } from '../persistence/sql/controlPlaneQueries.ts';
+import { type StatusCounts, selectStatusCounts } from '../persistence/sql/controlPlaneQueries.ts';
 import { selectAttentionRow } from '../persistence/sql/selectAttention.ts';
 import { selectLineage } from '../persistence/sql/selectLineage.ts';
 import { selectOperationList } from '../persistence/sql/selectOperationList.ts';
@@ -48,6 +48,12 @@ export interface DashboardOptions {
   readonly logger: Logger;
   /** How often to look for changes to push to open pages (default 1000 ms). */
   readonly pollMs?: number;
+  /**
+   * Counts per kind × status cost one index scan over every operation; they are kept while
+   * nothing has changed, and for at most this long while things do (default 1000 ms; 0 never
+   * keeps them).
+   */
+  readonly countsMaxAgeMs?: number;
 }
 
 /** A running dashboard. */
@@ -154,13 +160,40 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         : page(title, content, { allowActions }),
     );
 
+  /** Changes when a transition is written, a breaker moves or a deletion fails. */
+  const changeMark = async () => {
+    const [row] = await database.execute(
+      `select (select coalesce(max(id), 0) from operation_transition) as t,
+        (select coalesce(max(updated_at)::text, '') from circuit_breaker) as b,
+        (select count(*) from physical_copy where status = 'DELETION_FAILED') as d`,
+    );
+    return `${row?.t}|${row?.b}|${row?.d}`;
+  };
+
+  const countsMaxAgeMs = options.countsMaxAgeMs ?? 1_000;
+  let cachedCounts: { mark: string; at: number; counts: StatusCounts } | undefined;
+  const counts = async (): Promise<StatusCounts> => {
+    if (countsMaxAgeMs > 0) {
+      const mark = await changeMark();
+      const now = clock.now();
+      const kept = cachedCounts;
+      if (kept !== undefined && (kept.mark === mark || now - kept.at < countsMaxAgeMs)) {
+        return kept.counts;
+      }
+      const fresh = await selectStatusCounts(database);
+      cachedCounts = { mark, at: now, counts: fresh };
+      return fresh;
+    }
+    return selectStatusCounts(database);
+  };
+
   const overview = async () => {
     const { facts } = await heartbeatFacts();
-    const [counts, attention] = await Promise.all([
-      selectStatusCounts(database),
+    const [statusCounts, attention] = await Promise.all([
+      counts(),
       loadAttention(database, { now: clock.now(), timing, heartbeats: facts, limit: PAGE_SIZE }),
     ]);
-    return { counts, attention };
+    return { counts: statusCounts, attention };
   };
 
   const operation = async (id: string) => {
@@ -251,12 +284,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   let polling: NodeJS.Timeout | undefined;
   const poll = async () => {
     try {
-      const [row] = await database.execute(
-        `select (select coalesce(max(id), 0) from operation_transition) as t,
-          (select coalesce(max(updated_at)::text, '') from circuit_breaker) as b,
-          (select count(*) from physical_copy where status = 'DELETION_FAILED') as d`,
-      );
-      const mark = `${row?.t}|${row?.b}|${row?.d}`;
+      const mark = await changeMark();
       if (mark !== lastMark) {
         lastMark = mark;
         for (const c of clients) c.write(`event: change\ndata: ${JSON.stringify(mark)}\n\n`);

@@ -12,6 +12,7 @@ import {
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { Executor } from './openDatabase.ts';
 import {
+  ATTENTION_COUNT_CAP,
   type AttentionCursor,
   countIndexed,
   countStuck,
@@ -40,7 +41,10 @@ export interface AttentionOptions {
 /** One category of the attention list: its total, one page of items, and the next page's token. */
 export interface AttentionSection {
   readonly category: AttentionCategory;
+  /** How many items over all pages; at most `ATTENTION_COUNT_CAP`, see `totalCapped`. */
   readonly total: number;
+  /** True when there are more than `total` (counting stops at the cap). */
+  readonly totalCapped: boolean;
   readonly items: readonly AttentionItem[];
   /** Pass as `after` for the next page; null on the last page. */
   readonly next: string | null;
@@ -161,7 +165,13 @@ export async function loadAttention(
           break;
         }
       }
-      return { category, total, items, next };
+      return {
+        category,
+        total: Math.min(total, ATTENTION_COUNT_CAP),
+        totalCapped: total > ATTENTION_COUNT_CAP,
+        items,
+        next,
+      };
     }),
   );
   return {

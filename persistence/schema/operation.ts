@@ -60,6 +60,8 @@ export const operation = pgTable(
     scheduledAt: timestamp('scheduled_at', { withTimezone: true }),
     startedAt: timestamp('started_at', { withTimezone: true }),
     finishedAt: timestamp('finished_at', { withTimezone: true }),
+    /** When it entered its current status (its last transition's time). */
+    statusChangedAt: timestamp('status_changed_at', { withTimezone: true }).notNull().defaultNow(),
     lastError: jsonb('last_error').$type<OperationError>(),
     workerId: text('worker_id'),
     /**
@@ -96,6 +98,10 @@ export const operation = pgTable(
       .where(
         sql`status in ('PENDING', 'SCHEDULED', 'IN_PROGRESS') and retry_count > 0 and retry_count >= max_retries`,
       ),
+    // The attention list: PENDING operations by the time they became due.
+    index('operation_pending_due_idx')
+      .on(sql`greatest(not_before, status_changed_at)`, t.id)
+      .where(sql`status = 'PENDING'`),
     // PENDING work per (kind, target): what a circuit breaker that is not CLOSED parks.
     index('operation_pending_target_idx')
       .on(t.kind, t.targetLocationId)

@@ -28,15 +28,15 @@ export interface HeartbeatIds {
 
 const uuids = (ids: readonly string[]) => `{${ids.join(',')}}`;
 
-/** When a PENDING operation became due: its last transition, or its backoff's end if later. */
-const PENDING_SINCE_SQL = `greatest(o.not_before, (select t.at from operation_transition t
-  where t.operation_id = o.id order by t.id desc limit 1))`;
-const PENDING_SINCE = sql.raw(PENDING_SINCE_SQL);
+/**
+ * When a PENDING operation became due: when it entered PENDING, or its backoff's end if later
+ * (the expression of the `operation_pending_due_idx` index).
+ */
+const PENDING_SINCE = sql.raw('greatest(o.not_before, o.status_changed_at)');
 
-/** When the operation entered its current status. */
-const STATUS_SINCE = sql.raw(`case o.status when 'SCHEDULED' then o.scheduled_at
-  when 'IN_PROGRESS' then o.started_at when 'PENDING' then ${PENDING_SINCE_SQL}
-  else coalesce(o.finished_at, o.created_at) end`);
+/** When the operation entered its current status (for PENDING: became due). */
+const STATUS_SINCE = sql.raw(`case when o.status = 'PENDING'
+  then greatest(o.not_before, o.status_changed_at) else o.status_changed_at end`);
 
 const PARKED = sql.raw(`exists (select 1 from circuit_breaker b where b.kind = o.kind
   and b.location_id = o.target_location_id and b.state <> 'CLOSED')`);
@@ -84,9 +84,8 @@ function stuckBranches(cutoffs: StuckCutoffs, heartbeats: HeartbeatIds | null) {
   return [
     {
       since: PENDING_SINCE,
-      where: sql`o.status = 'PENDING' and o.created_at < ${floor}::timestamptz
-        and (o.not_before is null or o.not_before < ${floor}::timestamptz)
-        and ${PENDING_SINCE} < ${floor}::timestamptz and not ${PARKED}`,
+      where: sql`o.status = 'PENDING' and ${PENDING_SINCE} < ${floor}::timestamptz
+        and not ${PARKED}`,
     },
     {
       since: sql.raw('o.scheduled_at'),
@@ -121,14 +120,23 @@ export async function selectStuck(
   return rows.map(toOperationRow);
 }
 
-/** How many operations `selectStuck` lists over all its pages. */
+/**
+ * Counts stop at this many rows per branch: past it a count costs as much as the rows it counts,
+ * and "more than 1,000" says enough.
+ */
+export const ATTENTION_COUNT_CAP = 1_000;
+
+const capped = (from: SQL) =>
+  sql`(select count(*)::int from (select 1 ${from} limit ${ATTENTION_COUNT_CAP + 1}) c)`;
+
+/** How many operations `selectStuck` lists over all its pages (each branch capped). */
 export async function countStuck(
   exec: Executor,
   cutoffs: StuckCutoffs,
   heartbeats: HeartbeatIds | null,
 ): Promise<number> {
-  const counts = stuckBranches(cutoffs, heartbeats).map(
-    (b) => sql`(select count(*)::int from operation o where ${b.where})`,
+  const counts = stuckBranches(cutoffs, heartbeats).map((b) =>
+    capped(sql`from operation o where ${b.where}`),
   );
   const [row] = await exec.execute(sql`select ${sql.join(counts, sql` + `)} as n`);
   return Number(row?.n ?? 0);
@@ -165,17 +173,16 @@ export async function selectFailed(
   return rows.map(toOperationRow);
 }
 
-/** Counts of the operation categories whose rows a partial index holds. */
+/** Counts of the categories whose rows a partial index holds (each capped). */
 export async function countIndexed(
   exec: Executor,
 ): Promise<{ retryCap: number; failed: number; deletionFailed: number }> {
   const [row] = await exec.execute(sql`
     select
-      (select count(*)::int from operation o where o.status in ('PENDING', 'SCHEDULED', 'IN_PROGRESS')
-        and o.retry_count > 0 and o.retry_count >= o.max_retries) as retry_cap,
-      (select count(*)::int from operation o where ${FAILED}) as failed,
-      (select count(*)::int from physical_copy c where c.status = 'DELETION_FAILED')
-        as deletion_failed`);
+      ${capped(sql`from operation o where o.status in ('PENDING', 'SCHEDULED', 'IN_PROGRESS')
+        and o.retry_count > 0 and o.retry_count >= o.max_retries`)} as retry_cap,
+      ${capped(sql`from operation o where ${FAILED}`)} as failed,
+      ${capped(sql`from physical_copy c where c.status = 'DELETION_FAILED'`)} as deletion_failed`);
   return {
     retryCap: Number(row?.retry_cap ?? 0),
     failed: Number(row?.failed ?? 0),

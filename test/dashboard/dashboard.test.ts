@@ -155,9 +155,10 @@ describe('the operator dashboard over a database with operations in every state'
     await page.close();
   });
 
-  it('updates an open page without reloading it when the operation moves', async () => {
+  it('updates an open page without reloading it when the operation moves, keeping what the operator typed', async () => {
     const page = await browser.context.newPage();
-    await page.goto(`${readOnly.url}/operations/${planted.ids.pendingFresh}`);
+    await page.goto(`${operator.url}/operations/${planted.ids.pendingFresh}`);
+    await page.fill('form[data-action="cancel"] input[name="reason"]', 'half-typed reason');
     await page.evaluate(() => {
       (globalThis as unknown as { notReloaded: boolean }).notReloaded = true;
     });
@@ -170,6 +171,9 @@ describe('the operator dashboard over a database with operations in every state'
     expect(
       await page.evaluate(() => (globalThis as unknown as { notReloaded?: boolean }).notReloaded),
     ).toBe(true);
+    expect(await page.inputValue('form[data-action="cancel"] input[name="reason"]')).toBe(
+      'half-typed reason',
+    );
     await page.close();
   });
 
