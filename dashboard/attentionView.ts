@@ -1,15 +1,6 @@
-import type { AttentionCategory, AttentionItem } from '../machines/attention.ts';
+import { ATTENTION_TITLES, type AttentionItem } from '../machines/attention.ts';
 import type { AttentionList, AttentionSection } from '../persistence/loadAttention.ts';
 import { html, type SafeHtml } from './html.ts';
-
-/** How each category is titled on the page and in `opstate status`. */
-export const ATTENTION_TITLES: Record<AttentionCategory, string> = {
-  stuck: 'Stuck past their timers',
-  retry_cap: 'At the retry cap',
-  failed: 'Failed',
-  breaker_open: 'Circuit breakers open',
-  deletion_failed: 'Deletions failed',
-};
 
 function subject(item: AttentionItem): SafeHtml {
   if (item.subject.type === 'operation') {

@@ -23,6 +23,15 @@ export const ATTENTION_CATEGORIES: readonly AttentionCategory[] = Object.freeze(
   Object.values(AttentionCategory),
 );
 
+/** How each category is titled, on the dashboard and in `opstate status`. */
+export const ATTENTION_TITLES: Readonly<Record<AttentionCategory, string>> = Object.freeze({
+  stuck: 'Stuck past their timers',
+  retry_cap: 'At the retry cap',
+  failed: 'Failed',
+  breaker_open: 'Circuit breakers open',
+  deletion_failed: 'Deletions failed',
+});
+
 /** One line of the attention list. */
 export interface AttentionItem {
   readonly category: AttentionCategory;

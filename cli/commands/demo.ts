@@ -398,7 +398,14 @@ async function pipeline(
 
   out();
   out('7. Operation counts (as `opstate status` prints them)');
-  const status = createStatusCommand(async () => ({ ...runtime.database, close: async () => {} }));
+  const status = createStatusCommand(
+    async () => ({ ...runtime.database, close: async () => {} }),
+    async () => ({
+      timing: runtime.timing,
+      heartbeats: runtime.transport.heartbeats,
+      close: async () => {},
+    }),
+  );
   await status.run([], { out: (l) => out(`  ${l}`), err: (l) => out(`  ${l}`) });
 
   const views = await viewsOf(ids);

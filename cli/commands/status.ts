@@ -6,6 +6,12 @@ import {
 } from '../../persistence/CircuitBreakerRepository.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
+import {
+  type AttentionSource,
+  attentionOf,
+  attentionSourceFromEnv,
+  printAttention,
+} from '../attentionFromEnv.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
 
 /** A breaker in `opstate status --json`. */
@@ -44,19 +50,25 @@ function table(rows: readonly string[][]): string[] {
 
 /**
  * `opstate status [--json]`: operation counts per kind × status, every kind and status shown,
- * then the circuit breakers that are not CLOSED (parked or probing (kind, location) pairs).
+ * then the circuit breakers that are not CLOSED (parked or probing (kind, location) pairs), then
+ * the attention list the dashboard shows (first page of each category).
  * JSON shape: `{"operations": {"<kind>": {"PENDING": n, …, "FAILED": n}},
- * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}]}`.
+ * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
+ * "attention": {at, heartbeatsVisible, sections: [{category, total, totalCapped, next,
+ * items: [{category, subject: {type, id}, kind, state, since, why}]}]}}`.
  *
  * @example
  * ```ts
  * await createStatusCommand(() => Promise.resolve(database)).run(['--json'], io);
  * ```
  */
-export function createStatusCommand(open: () => Promise<Database> = () => openDatabase()): Command {
+export function createStatusCommand(
+  open: () => Promise<Database> = () => openDatabase(),
+  attentionSource: () => Promise<AttentionSource> = attentionSourceFromEnv,
+): Command {
   return {
     name: 'status',
-    summary: 'Operation counts per kind and status, and circuit breakers that are not closed',
+    summary: 'Operation counts per kind and status, circuit breakers, and what needs attention',
     usage: 'opstate status [--json]',
     async run(args, io) {
       const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });
@@ -67,8 +79,13 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
         const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
           toStatus,
         );
+        // The dashboard's attention list, by the same rules.
+        const source = await attentionSource();
+        const now = Date.now();
+        const attention = await attentionOf(database, source, now).finally(() => source.close());
+        if (source.warning !== undefined) io.err(`opstate status: ${source.warning}`);
         if (values.json === true) {
-          io.out(JSON.stringify({ operations: counts, circuitBreakers: breakers }));
+          io.out(JSON.stringify({ operations: counts, circuitBreakers: breakers, attention }));
           return 0;
         }
         const width = Math.max(...OPERATION_KINDS.map((k) => k.length), 'kind'.length);
@@ -94,6 +111,8 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
           ]);
           for (const line of table([header, ...rows])) io.out(line);
         }
+        io.out('');
+        printAttention(attention, io, now);
         return 0;
       } finally {
         await database.close();

@@ -208,6 +208,40 @@ describe('the operator dashboard over a database with operations in every state'
     await page.close();
   });
 
+  it('opstate status shows the same attention list, as text and as JSON', async () => {
+    const { createStatusCommand } = await import('../../cli/commands/status.ts');
+    const status = createStatusCommand(
+      async () => ({ ...database, close: async () => {} }),
+      async () => ({ timing: PLANT_TIMING, heartbeats: planted.heartbeats, close: async () => {} }),
+    );
+    const out: string[] = [];
+    const io = { out: (l: string) => out.push(l), err: (l: string) => out.push(l) };
+    expect(await status.run(['--json'], io)).toBe(0);
+    const json = JSON.parse(out.join('')) as {
+      attention: {
+        sections: { category: string; items: { category: string; subject: { id: string } }[] }[];
+      };
+    };
+    const listed = json.attention.sections.flatMap((s) =>
+      s.items.map((i) => `${i.category} ${i.subject.id}`),
+    );
+    // The retry above took the FAILED one off the list, and the live test scheduled a fresh one.
+    const expected = planted.expected.filter((e) => e !== `failed ${planted.ids.failed}`);
+    expect(listed.sort()).toEqual(expected);
+    out.length = 0;
+    expect(await status.run([], io)).toBe(0);
+    const start = out.findIndex((l) => l.startsWith('attention ('));
+    expect(out[start]).toBe(`attention (${expected.length})`);
+    for (const e of expected) {
+      const id = e.split(' ')[1] as string;
+      expect(
+        out.slice(start).some((l) => l.startsWith(`    ${id}  `)),
+        e,
+      ).toBe(true);
+    }
+    expect(out.slice(start)).toContain('  Stuck past their timers (4)');
+  });
+
   it('is read-only unless actions are allowed, and refuses bad requests with a clear error', async () => {
     const before = await planted.store.load(planted.ids.scheduledFresh);
     const readOnlyAnswer = await post(

@@ -6,6 +6,7 @@ import { LocationType } from '../../machines/routing.ts';
 import { ArtifactRepository } from '../../persistence/ArtifactRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { MIGRATION_COUNT } from '../helpers/migrations.ts';
 import { storeSuite } from './storeSuite.ts';
 
 describe('persistence on embedded PGlite (in memory)', () => {
@@ -14,7 +15,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
   beforeAll(async () => {
     database = await openDatabase({ dataDir: 'memory://' });
     expect(database.dialect).toBe('pglite');
-    expect(await migrate(database)).toEqual({ applied: 3, total: 3 });
+    expect(await migrate(database)).toEqual({ applied: MIGRATION_COUNT, total: MIGRATION_COUNT });
   });
 
   afterAll(async () => {
@@ -28,7 +29,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
     const dir = await mkdtemp(join(tmpdir(), 'opstate-pglite-'));
     try {
       const first = await openDatabase({ dataDir: dir });
-      expect(await migrate(first)).toEqual({ applied: 3, total: 3 });
+      expect(await migrate(first)).toEqual({ applied: MIGRATION_COUNT, total: MIGRATION_COUNT });
       await new ArtifactRepository(first).addLocation({
         site: 'disk',
         name: 'buffer',
@@ -38,7 +39,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
       await first.close();
       const again = await openDatabase({ dataDir: dir });
       try {
-        expect(await migrate(again)).toEqual({ applied: 0, total: 3 });
+        expect(await migrate(again)).toEqual({ applied: 0, total: MIGRATION_COUNT });
         expect(await new ArtifactRepository(again).findLocation('disk', 'buffer')).toBeDefined();
       } finally {
         await again.close();

@@ -4,6 +4,7 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { MIGRATION_COUNT } from '../helpers/migrations.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { storeSuite } from './storeSuite.ts';
 
@@ -35,9 +36,9 @@ describe('persistence on Postgres', () => {
     const b = await openDatabase({ databaseUrl: fresh.url, max: 2 });
     try {
       const results = await Promise.all([migrate(a), migrate(b), migrate(a), migrate(b)]);
-      expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, 3]);
+      expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, MIGRATION_COUNT]);
       const [row] = await a.execute('select count(*)::int as n from drizzle.__drizzle_migrations');
-      expect(row?.n).toBe(3);
+      expect(row?.n).toBe(MIGRATION_COUNT);
     } finally {
       await a.close();
       await b.close();
@@ -55,8 +56,8 @@ describe('persistence on Postgres', () => {
     try {
       const outs = (await Promise.all([run(), run()])).map((r) => r.stdout.trim()).sort();
       expect(outs).toEqual([
-        'applied 3 of 3 migrations (postgres)',
-        'schema is current (3 migrations, postgres)',
+        `applied ${MIGRATION_COUNT} of ${MIGRATION_COUNT} migrations (postgres)`,
+        `schema is current (${MIGRATION_COUNT} migrations, postgres)`,
       ]);
     } finally {
       await dropTestDatabase(fresh);

@@ -5,6 +5,7 @@ import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+import { MIGRATION_COUNT } from '../helpers/migrations.ts';
 import { inputFor, makeWorld, tableCounts } from './fixtures.ts';
 
 /** What each backend hands the shared suite. */
@@ -46,8 +47,8 @@ export function storeSuite(backend: SuiteBackend): void {
 
   it('running the migrations again applies nothing and changes nothing', async () => {
     const before = await tableCounts(db());
-    expect(await migrate(db())).toEqual({ applied: 0, total: 3 });
-    expect(await migrate(db())).toEqual({ applied: 0, total: 3 });
+    expect(await migrate(db())).toEqual({ applied: 0, total: MIGRATION_COUNT });
+    expect(await migrate(db())).toEqual({ applied: 0, total: MIGRATION_COUNT });
     expect(await tableCounts(db())).toEqual(before);
   });
 
@@ -639,7 +640,7 @@ export function storeSuite(backend: SuiteBackend): void {
     const parsed = JSON.parse(status.out.join('\n')) as {
       operations: Record<string, Record<string, number>>;
     };
-    expect(Object.keys(parsed)).toEqual(['operations', 'circuitBreakers']);
+    expect(Object.keys(parsed)).toEqual(['operations', 'circuitBreakers', 'attention']);
     expect(Object.keys(parsed.operations)).toEqual([...OPERATION_KINDS]);
     for (const kind of OPERATION_KINDS) {
       expect(Object.keys(parsed.operations[kind] ?? {})).toEqual([...OPERATION_STATUSES]);
@@ -650,7 +651,9 @@ export function storeSuite(backend: SuiteBackend): void {
     const table = capture();
     expect(await createStatusCommand(shared).run([], table.io)).toBe(0);
     expect(table.out[0]).toMatch(/^kind\s+PENDING\s+SCHEDULED\s+IN_PROGRESS\s+COMPLETED\s+FAILED$/);
-    expect(table.out).toHaveLength(1 + OPERATION_KINDS.length);
+    // The table, then (no breaker is open here) the attention list.
+    expect(table.out[1 + OPERATION_KINDS.length]).toBe('');
+    expect(table.out[2 + OPERATION_KINDS.length]).toMatch(/^attention \(\d+\+?\)/);
 
     const inspect = capture();
     expect(await createInspectCommand(shared).run([id, '--json'], inspect.io)).toBe(0);
