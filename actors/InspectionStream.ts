@@ -122,7 +122,8 @@ interface Tracked {
  * operation it has not shown yet is registered and replayed from its creation; one it has shown
  * continues from the snapshot it last sent (kept for at most `maxTracked` operations, the least
  * recently moved forgotten first; a forgotten one is replayed whole on its next move). Read-only:
- * it runs on any process, leader or not.
+ * it runs on any process, leader or not. `drain()` stops it and sends what was committed by then
+ * (call it before closing the database).
  *
  * @example
  * ```ts
@@ -130,7 +131,9 @@ interface Tracked {
  * await stream.stop();
  * ```
  */
-export function startInspectionStream(options: InspectionStreamOptions): Loop {
+export function startInspectionStream(
+  options: InspectionStreamOptions,
+): Loop & { /** Stops, then sends what has been committed by now. */ drain(): Promise<void> } {
   const { database, inspector } = options;
   const batchSize = options.batchSize ?? 1_000;
   const maxTracked = options.maxTracked ?? 50_000;
@@ -190,11 +193,18 @@ export function startInspectionStream(options: InspectionStreamOptions): Loop {
     return rows.length >= batchSize;
   };
 
-  return startLoop({
+  const loop = startLoop({
     name: 'inspection stream',
     intervalMs: options.intervalMs ?? 500,
     clock: options.clock,
     logger: options.logger,
     pass,
   });
+  return {
+    ...loop,
+    async drain() {
+      await loop.stop();
+      while (await pass()) {}
+    },
+  };
 }

@@ -105,7 +105,6 @@ try {
     }
     const share = (from: number, to: number) =>
       ids.filter((_, n) => n % 100 >= from && n % 100 < to);
-    const pending = share(0, 3);
     const live = ids.filter((_, n) => n % 100 >= 3);
     const scheduledOnly = share(3, 4);
     await applyAll(live, () => ({ type: 'SCHEDULE' }));

@@ -131,32 +131,44 @@ export async function openStatelyInspection(
 }
 
 /**
- * `--inspect` of `opstate control-plane` and `opstate demo`: streams every operation's new
- * transitions from the database to the Stately inspector until stopped.
+ * `--inspect` of `opstate control-plane` and `opstate demo`: opens the relay and the inspector
+ * at once (so the page's address is printed before anything else happens), then `follow` streams
+ * every operation's new transitions from a database until `stop`, which sends what was committed
+ * by then: call it before the database closes.
  *
  * @example
  * ```ts
- * const stream = await startStatelyStream(runtime.database, values, io, runtime.logger);
- * await stream.stop();
+ * const stately = await openStatelyStream(values, io, logger);
+ * stately.follow(runtime.database);
+ * await stately.stop();
  * ```
  */
-export async function startStatelyStream(
-  database: Executor,
+export async function openStatelyStream(
   values: { 'inspect-port'?: string | undefined; 'inspect-url'?: string | undefined },
   io: Io,
   logger: Logger,
-): Promise<{ stop(): Promise<void> }> {
+): Promise<{ follow(database: Executor): void; stop(): Promise<void> }> {
   const inspection = await openStatelyInspection(values, io);
-  const stream = startInspectionStream({
-    database,
-    inspector: inspection.inspector,
-    clock: systemClock,
-    logger,
-  });
+  let stream: ReturnType<typeof startInspectionStream> | undefined;
+  let stopped: Promise<void> | undefined;
   return {
-    async stop() {
-      await stream.stop();
-      await inspection.close();
+    follow(database) {
+      stream ??= startInspectionStream({
+        database,
+        inspector: inspection.inspector,
+        clock: systemClock,
+        logger,
+      });
+    },
+    stop() {
+      stopped ??= (async () => {
+        try {
+          await stream?.drain();
+        } finally {
+          await inspection.close();
+        }
+      })();
+      return stopped;
     },
   };
 }

@@ -1,6 +1,7 @@
+import { consoleLogger } from '../../actors/Logger.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
 import { runtimeFromEnv, untilSignal } from '../runtimeFromEnv.ts';
-import { INSPECT_FLAGS, INSPECT_USAGE, startStatelyStream } from '../statelyInspection.ts';
+import { INSPECT_FLAGS, INSPECT_USAGE, openStatelyStream } from '../statelyInspection.ts';
 
 /** `opstate control-plane`: contends for leadership and runs scheduler, relay, monitor, reconciler. */
 export const controlPlaneCommand: Command = {
@@ -16,17 +17,14 @@ export const controlPlaneCommand: Command = {
     if (values.inspect !== true && (values['inspect-port'] ?? values['inspect-url'])) {
       throw new UsageError('--inspect-port and --inspect-url go with --inspect');
     }
-    const runtime = await runtimeFromEnv();
     // --inspect: every operation's transitions, live, in the Stately inspector.
     const inspection =
-      values.inspect === true
-        ? await startStatelyStream(runtime.database, values, io, runtime.logger).catch(
-            async (err: unknown) => {
-              await runtime.close();
-              throw err;
-            },
-          )
-        : null;
+      values.inspect === true ? await openStatelyStream(values, io, consoleLogger) : null;
+    const runtime = await runtimeFromEnv().catch(async (err: unknown) => {
+      await inspection?.stop();
+      throw err;
+    });
+    inspection?.follow(runtime.database);
     const plane = runtime.startControlPlane();
     io.out(
       `control plane started (${runtime.mode.database}, ${runtime.mode.transport}); waiting for leadership`,

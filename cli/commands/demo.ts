@@ -16,7 +16,7 @@ import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { type Command, type Io, parseFlags, UsageError } from '../Command.ts';
-import { INSPECT_FLAGS, INSPECT_USAGE, startStatelyStream } from '../statelyInspection.ts';
+import { INSPECT_FLAGS, INSPECT_USAGE, openStatelyStream } from '../statelyInspection.ts';
 import { createStatusCommand } from './status.ts';
 
 /** Small timers, in the order the runtime demands, so a crash is noticed within seconds. */
@@ -179,24 +179,24 @@ async function demo(
     out('DATABASE_URL / NATS_URL are set, but the demo always runs embedded and ignores them.');
   }
   out();
-  out('Opening the embedded database (PGlite takes several seconds to create; please wait)...');
-  const opened = Date.now();
   const logger = memoryLogger();
-  const runtime = await createEmbeddedRuntime(dir, logger);
-  out(`  ready after ${seconds(Date.now() - opened)}, migrations applied.`);
+  // --inspect: every operation's transitions stream live to the Stately inspector.
+  const inspection = inspect === undefined ? null : await openStatelyStream(inspect, io, logger);
   try {
-    // --inspect: every operation's transitions stream live to the Stately inspector.
-    const inspection =
-      inspect === undefined
-        ? null
-        : await startStatelyStream(runtime.database, inspect, io, logger);
+    out('Opening the embedded database (PGlite takes several seconds to create; please wait)...');
+    const opened = Date.now();
+    const runtime = await createEmbeddedRuntime(dir, logger);
+    out(`  ready after ${seconds(Date.now() - opened)}, migrations applied.`);
     try {
+      inspection?.follow(runtime.database);
       return await pipeline(runtime, dir, keep, logger, out);
     } finally {
       await inspection?.stop();
+      await runtime.close();
     }
-  } finally {
-    await runtime.close();
+  } catch (err) {
+    await inspection?.stop();
+    throw err;
   }
 }
 
