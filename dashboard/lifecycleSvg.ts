@@ -117,14 +117,56 @@ export function lifecycleSvg(
       `<text class="edge-label" x="${(x1 + x2) / 2}" y="${depth - 4}" text-anchor="middle">${escapeHtml(e.events.join(' / '))}</text>`,
     );
   });
-  for (const e of graph.edges) {
-    if (backEdges.includes(e) || e.from === e.to) continue;
+  // Edges to the next column leave a state's right side and enter the next one's left side at
+  // ports spread along them, so arrows and labels do not pile up; an edge that skips columns
+  // runs in a lane of its own under its source's row, labelled where it starts.
+  const forward = graph.edges.filter((e) => !backEdges.includes(e) && e.from !== e.to);
+  const span = (e: Edge) => (layer.get(e.to) ?? 0) - (layer.get(e.from) ?? 0);
+  const port = (list: Edge[], key: (e: Edge) => string, other: (e: Edge) => string) => {
+    const at = new Map<Edge, number>();
+    const groups = new Map<string, Edge[]>();
+    for (const e of list) groups.set(key(e), [...(groups.get(key(e)) ?? []), e]);
+    for (const group of groups.values()) {
+      group.sort((x, y) => (pos.get(other(x))?.y ?? 0) - (pos.get(other(y))?.y ?? 0));
+      for (const [n, e] of group.entries()) at.set(e, ((n + 1) * H) / (group.length + 1));
+    }
+    return at;
+  };
+  const outPort = port(
+    forward.filter((e) => span(e) === 1),
+    (e) => e.from,
+    (e) => e.to,
+  );
+  const inPort = port(
+    forward,
+    (e) => e.to,
+    (e) => e.from,
+  );
+  let lane = 0;
+  for (const e of forward) {
     const a = pos.get(e.from) as { x: number; y: number };
     const b = pos.get(e.to) as { x: number; y: number };
-    const [x1, y1, x2, y2] = [a.x + W, a.y + H / 2, b.x, b.y + H / 2];
+    const label = escapeHtml(e.events.join(' / '));
+    const [x2, y2] = [b.x, b.y + (inPort.get(e) ?? H / 2)];
+    if (span(e) === 1) {
+      const [x1, y1] = [a.x + W, a.y + (outPort.get(e) ?? H / 2)];
+      // A steep arrow is labelled beside its lower half, clear of the lanes above it.
+      const steep = Math.abs(y2 - y1) > H / 2;
+      const [lx, ly] = steep
+        ? [x1 + (x2 - x1) * 0.75 - 6, y1 + (y2 - y1) * 0.75 + 4]
+        : [(x1 + x2) / 2, (y1 + y2) / 2 - 5];
+      parts.push(
+        `<line class="edge" x1="${x1}" y1="${y1}" x2="${x2 - 2}" y2="${y2}" marker-end="url(#arrow)"/>`,
+        `<text class="edge-label" x="${lx}" y="${ly}" text-anchor="${steep ? 'end' : 'middle'}">${label}</text>`,
+      );
+      continue;
+    }
+    lane++;
+    const ly = a.y + H + (lane * GAP_Y) / 3;
+    const x1 = a.x + W - 18;
     parts.push(
-      `<line class="edge" x1="${x1}" y1="${y1}" x2="${x2 - 2}" y2="${y2}" marker-end="url(#arrow)"/>`,
-      `<text class="edge-label" x="${(x1 + x2) / 2}" y="${(y1 + y2) / 2 - 5}" text-anchor="middle">${escapeHtml(e.events.join(' / '))}</text>`,
+      `<path class="edge" d="M${x1},${a.y + H} L${x1},${ly - 6} Q${x1},${ly} ${x1 + 6},${ly} L${x2 - 30},${ly} C${x2 - 12},${ly} ${x2 - 16},${y2} ${x2 - 2},${y2}" marker-end="url(#arrow)"/>`,
+      `<text class="edge-label" x="${x1 + 8}" y="${ly - 3}" text-anchor="start">${label}</text>`,
     );
   }
   for (const s of graph.states) {
