@@ -13,7 +13,7 @@ import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts
 import { launchBrowser } from '../helpers/browser.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
-import { PLANT_TIMING, plantEveryState } from './plant.ts';
+import { HOSTILE_REASON, PLANT_TIMING, plantEveryState } from './plant.ts';
 
 /** The text a user sees in an element. */
 // biome-ignore lint/performance/useDomNodeTextContent: Playwright's innerText is the rendered text
@@ -147,6 +147,11 @@ describe('the operator dashboard over a database with operations in every state'
     expect(down[0]).toMatch(/raw_data_package .* at site-.*\/lta .*consumed by staging/);
     const up = await page.locator('ul[data-direction="up"] li').allInnerTexts();
     expect(up[0]).toMatch(/\/source .*registered, not produced by an operation/);
+    await page.goto(`${readOnly.url}/operations/${planted.ids.cancelled}`);
+    const cancel = page.locator('table.path tr[data-event="CANCEL"] td').nth(5);
+    expect(await cancel.textContent()).toBe(HOSTILE_REASON);
+    expect(await page.locator('table.path img, table.path b').count()).toBe(0);
+    expect(await page.title()).not.toBe('1');
     await page.goto(`${readOnly.url}/operations/${planted.ids.stuckStale}`);
     expect(await seen(page.locator('.heartbeat'))).toMatch(/^(35\d|36\d) s ago$|^6 min ago$/);
     expect(await seen(page.locator('li[data-category="stuck"]'))).toMatch(

@@ -8,6 +8,9 @@ import { inputFor, makeWorld } from '../persistence/fixtures.ts';
 
 const MIN = 60_000;
 
+/** A reason written by someone hostile: the pages must show it as text. */
+export const HOSTILE_REASON = 'duplicate <img src=x onerror="document.title=1"><b>request</b>';
+
 /** The timers the planted cases are judged against (the runtime's defaults). */
 export const PLANT_TIMING = { heartbeatTimeoutMs: 5 * MIN, reconcilerFloorMs: 60 * MIN };
 
@@ -75,7 +78,7 @@ export async function plantEveryState(database: Database) {
     error: { message: 'checksum mismatch in member 3', retryable: false },
   });
   const cancelled = await create(OperationKind.UNPACK);
-  await store.apply(cancelled, { type: 'CANCEL', reason: 'duplicate request' });
+  await store.apply(cancelled, { type: 'CANCEL', reason: HOSTILE_REASON });
 
   // Reset three times (monitor, reconciler, operator): PENDING at attempt 4, its budget spent.
   const retryCap = await create(OperationKind.DATA_TRANSFER_PACKAGE);
