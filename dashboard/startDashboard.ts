@@ -4,28 +4,19 @@ import type { Clock } from '../actors/Clock.ts';
 import { systemClock } from '../actors/Clock.ts';
 import type { Logger } from '../actors/Logger.ts';
 import type { Runtime } from '../actors/Runtime.ts';
-import {
-  type AttentionCategory,
-  type AttentionTiming,
-  classifyOperation,
-  type HeartbeatFacts,
-} from '../machines/attention.ts';
+import type { AttentionTiming } from '../machines/attention.ts';
 import { isOperationKind, OPERATION_KINDS } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OPERATION_STATUSES, type OperationStatus } from '../machines/operationMachine.ts';
 import { OPERATOR_ACTIONS, type OperatorAction, operatorEvent } from '../machines/operatorEvent.ts';
 import { checkId } from '../persistence/applyEvents.ts';
-import { inspectOperation } from '../persistence/inspectOperation.ts';
-import { loadAttention } from '../persistence/loadAttention.ts';
 import type { Database } from '../persistence/openDatabase.ts';
-import { type StatusCounts, selectStatusCounts } from '../persistence/sql/controlPlaneQueries.ts';
-import { selectAttentionRow } from '../persistence/sql/selectAttention.ts';
-import { selectLineage } from '../persistence/sql/selectLineage.ts';
-import { selectOperationList } from '../persistence/sql/selectOperationList.ts';
-import type { Heartbeat, Heartbeats } from '../transport/Transport.ts';
-import { html } from './html.ts';
+import type { Heartbeats } from '../transport/Transport.ts';
+import { createDashboardData } from './dashboardData.ts';
+import { html, type SafeHtml } from './html.ts';
 import { page } from './layout.ts';
 import { attentionCategoryPage, operationListPage } from './listPages.ts';
+import { createLiveUpdates } from './liveUpdates.ts';
 import { operationPage } from './operationPage.ts';
 import { overviewPage } from './overviewPage.ts';
 
@@ -62,16 +53,6 @@ export interface Dashboard {
   readonly url: string;
   readonly port: number;
   close(): Promise<void>;
-}
-
-const PAGE_SIZE = 50;
-
-function latestBeats(heartbeats: readonly Heartbeat[]): Map<string, number> {
-  const latest = new Map<string, number>();
-  for (const hb of heartbeats) {
-    latest.set(hb.key.operationId, Math.max(latest.get(hb.key.operationId) ?? 0, hb.at));
-  }
-  return latest;
 }
 
 function statusOf(err: OpstateError): number {
@@ -129,15 +110,20 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> 
  * ```
  */
 export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
-  const { database, timing, logger } = options;
-  const clock = options.clock ?? systemClock;
+  const { logger } = options;
   const allowActions = options.command !== null;
-
-  const heartbeatFacts = async (): Promise<{ facts: HeartbeatFacts; all: Heartbeat[] }> => {
-    if (options.heartbeats === null) return { facts: null, all: [] };
-    const all = await options.heartbeats.list();
-    return { facts: latestBeats(all), all };
-  };
+  const data = createDashboardData({
+    database: options.database,
+    timing: options.timing,
+    heartbeats: options.heartbeats,
+    clock: options.clock ?? systemClock,
+    countsMaxAgeMs: options.countsMaxAgeMs ?? 1_000,
+  });
+  const live = createLiveUpdates({
+    changeMark: data.changeMark,
+    pollMs: options.pollMs ?? 1_000,
+    logger,
+  });
 
   const send = (res: ServerResponse, status: number, type: string, body: string) => {
     res.writeHead(status, { 'content-type': type, 'cache-control': 'no-store' });
@@ -145,12 +131,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   };
   const sendJson = (res: ServerResponse, status: number, body: unknown) =>
     send(res, status, 'application/json; charset=utf-8', JSON.stringify(body));
-  const sendPage = (
-    res: ServerResponse,
-    url: URL,
-    title: string,
-    content: ReturnType<typeof overviewPage>,
-  ) =>
+  const sendPage = (res: ServerResponse, url: URL, title: string, content: SafeHtml) =>
     send(
       res,
       200,
@@ -159,83 +140,6 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         ? content.value
         : page(title, content, { allowActions }),
     );
-
-  /** Changes when a transition is written, a breaker moves or a deletion fails. */
-  const changeMark = async () => {
-    const [row] = await database.execute(
-      `select (select coalesce(max(id), 0) from operation_transition) as t,
-        (select coalesce(max(updated_at)::text, '') from circuit_breaker) as b,
-        (select count(*) from physical_copy where status = 'DELETION_FAILED') as d`,
-    );
-    return `${row?.t}|${row?.b}|${row?.d}`;
-  };
-
-  const countsMaxAgeMs = options.countsMaxAgeMs ?? 1_000;
-  let cachedCounts: { mark: string; at: number; counts: StatusCounts } | undefined;
-  const counts = async (): Promise<StatusCounts> => {
-    if (countsMaxAgeMs > 0) {
-      const mark = await changeMark();
-      const now = clock.now();
-      const kept = cachedCounts;
-      if (kept !== undefined && (kept.mark === mark || now - kept.at < countsMaxAgeMs)) {
-        return kept.counts;
-      }
-      const fresh = await selectStatusCounts(database);
-      cachedCounts = { mark, at: now, counts: fresh };
-      return fresh;
-    }
-    return selectStatusCounts(database);
-  };
-
-  const overview = async () => {
-    const { facts } = await heartbeatFacts();
-    const [statusCounts, attention] = await Promise.all([
-      counts(),
-      loadAttention(database, { now: clock.now(), timing, heartbeats: facts, limit: PAGE_SIZE }),
-    ]);
-    return { counts: statusCounts, attention };
-  };
-
-  const operation = async (id: string) => {
-    checkId(id);
-    const { facts, all } = await heartbeatFacts();
-    const [view, up, down, row] = await Promise.all([
-      inspectOperation(database, id),
-      selectLineage(database, id, 'up'),
-      selectLineage(database, id, 'down'),
-      selectAttentionRow(database, id),
-    ]);
-    const mine = all.filter((h) => h.key.operationId === id).sort((a, b) => b.at - a.at)[0];
-    const heartbeat =
-      options.heartbeats === null
-        ? null
-        : mine === undefined
-          ? ('none' as const)
-          : { at: mine.at, taskId: mine.key.taskId };
-    const attention =
-      row === undefined
-        ? []
-        : classifyOperation(row, { now: clock.now(), timing, heartbeats: facts });
-    return { view, up, down, heartbeat, attention, allowActions };
-  };
-
-  const listFilter = (url: URL) => {
-    const kind = url.searchParams.get('kind');
-    const status = url.searchParams.get('status');
-    if (!OPERATION_STATUSES.includes(status as OperationStatus)) {
-      throw new OpstateError(
-        OpstateErrorCode.BAD_INPUT,
-        `status must be one of ${OPERATION_STATUSES.join(', ')}`,
-      );
-    }
-    if (kind !== null && !isOperationKind(kind)) {
-      throw new OpstateError(
-        OpstateErrorCode.BAD_INPUT,
-        `kind must be one of ${OPERATION_KINDS.join(', ')}`,
-      );
-    }
-    return { kind, status: status as OperationStatus };
-  };
 
   const act = async (
     req: IncomingMessage,
@@ -278,39 +182,33 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     });
   };
 
-  // Live updates: one poll for the whole server, pushed to every open page.
-  const clients = new Set<ServerResponse>();
-  let lastMark = '';
-  let polling: NodeJS.Timeout | undefined;
-  const poll = async () => {
-    try {
-      const mark = await changeMark();
-      if (mark !== lastMark) {
-        lastMark = mark;
-        for (const c of clients) c.write(`event: change\ndata: ${JSON.stringify(mark)}\n\n`);
-      }
-    } catch (err) {
-      logger.log('WARNING', 'dashboard could not look for changes', {
-        error: err instanceof Error ? err.message : String(err),
-      });
+  const operations = async (url: URL): Promise<{ title: string; content: SafeHtml }> => {
+    const kind = url.searchParams.get('kind');
+    const status = url.searchParams.get('status') as OperationStatus;
+    if (!OPERATION_STATUSES.includes(status)) {
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        `status must be one of ${OPERATION_STATUSES.join(', ')}`,
+      );
     }
-  };
-  const events = (req: IncomingMessage, res: ServerResponse) => {
-    res.writeHead(200, {
-      'content-type': 'text/event-stream',
-      'cache-control': 'no-store',
-      connection: 'keep-alive',
-    });
-    res.write(': connected\n\n');
-    clients.add(res);
-    polling ??= setInterval(() => void poll(), options.pollMs ?? 1_000);
-    req.on('close', () => {
-      clients.delete(res);
-      if (clients.size === 0 && polling !== undefined) {
-        clearInterval(polling);
-        polling = undefined;
-      }
-    });
+    if (kind !== null && !isOperationKind(kind)) {
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        `kind must be one of ${OPERATION_KINDS.join(', ')}`,
+      );
+    }
+    if (kind === null) {
+      // Every kind: each kind's first page (one index range each).
+      const pages = await Promise.all(
+        OPERATION_KINDS.map(async (k) => ({ k, ...(await data.operations(k, status, null)) })),
+      );
+      const content = pages
+        .filter((p) => p.rows.length > 0)
+        .map((p) => operationListPage({ kind: p.k, status }, p.rows, p.next));
+      return { title: status, content: html`${content}` };
+    }
+    const { rows, next } = await data.operations(kind, status, url.searchParams.get('after'));
+    return { title: `${kind} ${status}`, content: operationListPage({ kind, status }, rows, next) };
   };
 
   const route = async (req: IncomingMessage, res: ServerResponse) => {
@@ -331,85 +229,34 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       return sendJson(res, 404, { code: 'NOT_FOUND', message: `no ${url.pathname}` });
     }
     if (method !== 'GET') return sendJson(res, 405, { code: 'BAD_INPUT', message: 'GET or POST' });
-    if (url.pathname === '/') return sendPage(res, url, 'Overview', overviewPage(await overview()));
-    if (url.pathname === '/events') return events(req, res);
-    if (url.pathname === '/api/overview') return sendJson(res, 200, await overview());
-    if (url.pathname === '/attention') {
-      const { facts } = await heartbeatFacts();
-      const category = (url.searchParams.get('category') ?? '') as AttentionCategory;
-      const list = await loadAttention(database, {
-        now: clock.now(),
-        timing,
-        heartbeats: facts,
-        limit: PAGE_SIZE,
-        category,
-        after: url.searchParams.get('after') ?? undefined,
-      });
-      return sendPage(res, url, 'Attention', attentionCategoryPage(list.sections[0] as never));
-    }
-    if (url.pathname === '/operations') {
-      const filter = listFilter(url);
-      const kinds = filter.kind === null ? OPERATION_KINDS : [filter.kind];
-      if (kinds.length > 1) {
-        // Across kinds: one index range per kind would interleave; show each kind's first page.
-        return sendPage(res, url, filter.status, await allKinds(filter.status));
-      }
-      const after = url.searchParams.get('after');
-      const [at, id] = (after ?? '').split(',');
-      const cursor =
-        after === null ? undefined : { createdAt: new Date(at ?? ''), id: checkId(id) };
-      if (cursor !== undefined && Number.isNaN(cursor.createdAt.getTime())) {
-        throw new OpstateError(
-          OpstateErrorCode.BAD_INPUT,
-          'after must be a token from a previous page',
-        );
-      }
-      const kind = kinds[0] as (typeof OPERATION_KINDS)[number];
-      const rows = await selectOperationList(
-        database,
-        { kind, status: filter.status },
-        { limit: PAGE_SIZE, after: cursor },
-      );
-      const last = rows.at(-1);
-      const next =
-        rows.length === PAGE_SIZE && last !== undefined
-          ? `${last.createdAt.toISOString()},${last.id}`
-          : null;
-      return sendPage(
-        res,
-        url,
-        `${kind} ${filter.status}`,
-        operationListPage({ kind, status: filter.status }, rows, next),
-      );
-    }
     const [first, second, third] = parts;
+    switch (url.pathname) {
+      case '/':
+        return sendPage(res, url, 'Overview', overviewPage(await data.overview()));
+      case '/events':
+        return live.attach(req, res);
+      case '/api/overview':
+        return sendJson(res, 200, await data.overview());
+      case '/attention': {
+        const section = await data.attention(
+          url.searchParams.get('category') ?? '',
+          url.searchParams.get('after') ?? undefined,
+        );
+        return sendPage(res, url, 'Attention', attentionCategoryPage(section));
+      }
+      case '/operations': {
+        const { title, content } = await operations(url);
+        return sendPage(res, url, title, content);
+      }
+    }
     if (first === 'operations' && second !== undefined && parts.length === 2) {
-      return sendPage(
-        res,
-        url,
-        `operation ${second.slice(0, 8)}`,
-        operationPage(await operation(second)),
-      );
+      const content = operationPage({ ...(await data.operation(second)), allowActions });
+      return sendPage(res, url, `operation ${second.slice(0, 8)}`, content);
     }
     if (first === 'api' && second === 'operations' && third !== undefined && parts.length === 3) {
-      return sendJson(res, 200, await operation(third));
+      return sendJson(res, 200, await data.operation(third));
     }
     return send(res, 404, 'text/plain; charset=utf-8', `no page at ${url.pathname}`);
-  };
-
-  const allKinds = async (status: OperationStatus) => {
-    const sections = await Promise.all(
-      OPERATION_KINDS.map(async (kind) => {
-        const rows = await selectOperationList(database, { kind, status }, { limit: PAGE_SIZE });
-        const last = rows.at(-1);
-        const next =
-          rows.length === PAGE_SIZE && last !== undefined
-            ? `${last.createdAt.toISOString()},${last.id}`
-            : null;
-        return rows.length === 0 ? html`` : operationListPage({ kind, status }, rows, next);
-      }),
-    );
-    return html`${sections}`;
   };
 
   const server = createServer((req, res) => {
@@ -442,9 +289,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     port,
     async close() {
-      if (polling !== undefined) clearInterval(polling);
-      for (const c of clients) c.end();
-      clients.clear();
+      live.close();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections?.();
     },

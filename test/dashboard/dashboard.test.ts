@@ -213,6 +213,39 @@ describe('the operator dashboard over a database with operations in every state'
     await page.close();
   });
 
+  it('pages every list: the pages of a category, read two at a time, are the whole category', async () => {
+    const { loadAttention } = await import('../../persistence/loadAttention.ts');
+    const facts = { now: Date.now(), timing: PLANT_TIMING, heartbeats: new Map<string, number>() };
+    for (const hb of await planted.heartbeats.list())
+      facts.heartbeats.set(hb.key.operationId, hb.at);
+    const whole = await loadAttention(database, { ...facts, category: 'stuck' });
+    expect(whole.sections[0]?.items).toHaveLength(4);
+    const paged: string[] = [];
+    let after: string | undefined;
+    for (let n = 0; n < 5; n++) {
+      const page = (await loadAttention(database, { ...facts, category: 'stuck', limit: 2, after }))
+        .sections[0];
+      paged.push(...(page?.items.map((i) => i.subject.id) ?? []));
+      if (page?.next == null) break;
+      after = page.next;
+    }
+    expect(paged).toEqual(whole.sections[0]?.items.map((i) => i.subject.id));
+    // The operations of one kind and status, and of one status across kinds.
+    const one = await fetch(`${readOnly.url}/operations?kind=transfer&status=SCHEDULED&fragment=1`);
+    expect(await one.text()).toContain(planted.ids.stuckScheduled);
+    const all = await (
+      await fetch(`${readOnly.url}/operations?status=IN_PROGRESS&fragment=1`)
+    ).text();
+    for (const id of [planted.ids.stuckNoBeat, planted.ids.beating, planted.ids.stuckStale]) {
+      expect(all).toContain(id);
+    }
+    const category = await (
+      await fetch(`${readOnly.url}/attention?category=retry_cap&fragment=1`)
+    ).text();
+    expect(category).toContain(planted.ids.retryCap);
+    expect((await fetch(`${readOnly.url}/operations?status=DONE`)).status).toBe(400);
+  });
+
   it('opstate status shows the same attention list, as text and as JSON', async () => {
     const { createStatusCommand } = await import('../../cli/commands/status.ts');
     const status = createStatusCommand(
