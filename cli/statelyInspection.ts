@@ -1,12 +1,12 @@
 import { connect } from 'node:net';
 import { createWebSocketInspector } from '@statelyai/inspect';
-import { createInspectorServer } from '@statelyai/inspect/server';
 import { systemClock } from '../actors/Clock.ts';
 import { startInspectionStream } from '../actors/InspectionStream.ts';
 import type { Logger } from '../actors/Logger.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
 import { type Io, UsageError } from './Command.ts';
+import { type InspectorRelay, startInspectorRelay } from './inspectorRelay.ts';
 
 /** The flags every command that streams to the Stately inspector takes. */
 export const INSPECT_FLAGS = {
@@ -55,7 +55,7 @@ async function reachable(url: string, timeoutMs: number): Promise<boolean> {
 
 /**
  * Connects a `@statelyai/inspect` WebSocket inspector to a relay: with `--inspect-url`, the relay
- * there; otherwise a relay this process runs (`@statelyai/inspect/server`) on `--inspect-port`,
+ * there; otherwise a relay this process runs on 127.0.0.1:`--inspect-port` (`startInspectorRelay`),
  * whose page embeds the Stately inspector (the page loads it from stately.ai, so the browser
  * needs internet; the events stay between this process and the browser). Events sent before the
  * connection opens are held, up to `maxDeferredEvents`.
@@ -73,7 +73,7 @@ export async function openStatelyInspection(
   maxDeferredEvents = 10_000,
 ): Promise<StatelyInspection> {
   let url = values['inspect-url'];
-  let relay: { stop(): void } | null = null;
+  let relay: InspectorRelay | null = null;
   let page: string | null = null;
   if (url !== undefined) {
     if (values['inspect-port'] !== undefined) {
@@ -86,20 +86,20 @@ export async function openStatelyInspection(
     }
   } else {
     const port = Number(values['inspect-port'] ?? '8080');
-    if (!Number.isInteger(port) || port < 1 || port > 65_535) {
+    if (!Number.isInteger(port) || port < 0 || port > 65_535) {
       throw new UsageError(`--inspect-port must be a port number, got '${values['inspect-port']}'`);
     }
-    relay = createInspectorServer({ port, autoOpen: false });
-    url = `ws://localhost:${port}`;
-    page = `http://localhost:${port}`;
+    relay = await startInspectorRelay({ port });
+    url = relay.url;
+    page = relay.page;
     io.out(
-      `Stately inspector: open ${page} in a browser (the inspector UI loads from stately.ai; the relay listens on port ${port} of every interface)`,
+      `Stately inspector: open ${page} in a browser (the inspector UI itself loads from stately.ai)`,
     );
   }
   // The inspector retries a refused connection only every 5 s, and without end: make sure the
   // relay is there first, so that it connects at once and a wrong URL fails here.
   if (!(await reachable(url, relay === null ? 0 : 5_000))) {
-    relay?.stop();
+    await relay?.stop();
     throw new OpstateError(
       OpstateErrorCode.TRANSPORT,
       `nothing accepts connections at ${url}; start an inspector relay there, or leave out --inspect-url to run one here`,
@@ -118,7 +118,7 @@ export async function openStatelyInspection(
       while (adapter.status !== 'open' && Date.now() < deadline) await pause(20);
       const connected = adapter.status === 'open';
       inspector.stop();
-      relay?.stop();
+      await relay?.stop();
       if (!connected) {
         throw new OpstateError(
           OpstateErrorCode.TRANSPORT,

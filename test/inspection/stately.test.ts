@@ -6,11 +6,13 @@ import {
 } from '@statelyai/inspect';
 import { createInspectorServer } from '@statelyai/inspect/server';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { WebSocket } from 'ws';
 import { systemClock } from '../../actors/Clock.ts';
-import { startInspectionStream } from '../../actors/InspectionStream.ts';
+import { replayOperation, startInspectionStream } from '../../actors/InspectionStream.ts';
 import { memoryLogger } from '../../actors/Logger.ts';
 import type { Io } from '../../cli/Command.ts';
 import { createInspectCommand } from '../../cli/commands/inspect.ts';
+import { openStatelyInspection } from '../../cli/statelyInspection.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
 import { applyEvents } from '../../persistence/applyEvents.ts';
@@ -194,6 +196,32 @@ describe('Stately inspection built from persisted transitions', () => {
       context: { attempt: record.attempt, retryCount: record.retryCount },
     });
     expect(lines.some((l) => l.includes('RESET') && l.includes('heartbeat_monitor'))).toBe(true);
+  });
+
+  it('the relay opstate runs serves the bridge page, forwards to receivers, and lets go of browsers when stopped', async () => {
+    const id = await walkedOperation();
+    const port = await freePort();
+    const lines: string[] = [];
+    const io: Io = { out: (l) => lines.push(l), err: (l) => lines.push(l) };
+    const inspection = await openStatelyInspection({ 'inspect-port': String(port) }, io);
+    expect(inspection.page).toBe(`http://127.0.0.1:${port}`);
+    expect(lines[0]).toContain(`open http://127.0.0.1:${port} in a browser`);
+    const bridge = await (await fetch(inspection.page as string)).text();
+    expect(bridge).toContain('<iframe id="inspector" src="https://stately.ai/inspect">');
+    const received: StatelyInspectionEvent[] = [];
+    const browser = new WebSocket(`ws://127.0.0.1:${port}`);
+    const closed = new Promise<void>((r) => browser.once('close', () => r()));
+    browser.on('message', (m) => received.push(JSON.parse(String(m))));
+    await new Promise((r) => browser.once('open', r));
+    await replayOperation(database, inspection.inspector, id);
+    const stored = await journal.listTransitions(id);
+    await waitFor(
+      () => of(received, id).length === 1 + 2 * stored.length,
+      'the events through the relay',
+    );
+    expectStoredPath(received, id, stored);
+    await inspection.close();
+    await closed; // the relay hung up on the browser: nothing keeps the process alive
   });
 
   it('an unreachable relay is an error that names the fix, and an unknown id is NOT_FOUND', async () => {
