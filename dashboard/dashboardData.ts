@@ -26,6 +26,9 @@ import type { OverviewData } from './overviewPage.ts';
 /** Rows per page, in every list. */
 export const PAGE_SIZE = 50;
 
+/** How long one listing of the heartbeat store serves the pages asked for. */
+const HEARTBEATS_MAX_AGE_MS = 1_000;
+
 export interface DashboardDataOptions {
   readonly database: Database;
   readonly timing: AttentionTiming;
@@ -57,9 +60,21 @@ function latestBeats(heartbeats: readonly Heartbeat[]): Map<string, number> {
 export function createDashboardData(options: DashboardDataOptions) {
   const { database, timing, clock } = options;
 
+  // Listing heartbeats reads every key of the store (O(active)): one listing serves every page
+  // asked for within a second.
+  let listed: { at: number; all: Promise<Heartbeat[]> } | undefined;
   const heartbeatFacts = async (): Promise<{ facts: HeartbeatFacts; all: Heartbeat[] }> => {
-    if (options.heartbeats === null) return { facts: null, all: [] };
-    const all = await options.heartbeats.list();
+    const store = options.heartbeats;
+    if (store === null) return { facts: null, all: [] };
+    const now = clock.now();
+    if (listed === undefined || now - listed.at >= HEARTBEATS_MAX_AGE_MS) {
+      const all = store.list();
+      listed = { at: now, all };
+      all.catch(() => {
+        if (listed?.all === all) listed = undefined;
+      });
+    }
+    const all = await listed.all;
     return { facts: latestBeats(all), all };
   };
 
