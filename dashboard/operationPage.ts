@@ -33,7 +33,7 @@ export function nextSafeAction(
     case OperationStatus.FAILED:
       return view.lastError?.code === 'CANCELLED'
         ? 'Nothing unless it should run after all: then Retry (a new attempt with a fresh retry budget).'
-        : 'Fix the cause named by the last error, then Retry (a new attempt with a fresh retry budget); or Cancel to acknowledge it.';
+        : 'Fix the cause named by the last error, then Retry (a new attempt with a fresh retry budget).';
     case OperationStatus.PENDING:
       return stuck
         ? 'Check that a control-plane leader runs and that its circuit breaker is closed; the operation itself needs nothing.'

@@ -11,7 +11,7 @@ export const AttentionCategory = {
   STUCK: 'stuck',
   /** A live operation that has spent its retry budget: its next failure or reset FAILS it. */
   RETRY_CAP: 'retry_cap',
-  /** FAILED and not cancelled by an operator: retry it, or cancel it to acknowledge. */
+  /** FAILED and not cancelled by an operator: it stays listed until it is retried. */
   FAILED: 'failed',
   /** A circuit breaker that is not CLOSED: the pair's PENDING operations are parked. */
   BREAKER_OPEN: 'breaker_open',
@@ -182,7 +182,7 @@ export function classifyOperation(
     items.push({
       ...base,
       category: AttentionCategory.FAILED,
-      why: `FAILED at attempt ${row.attempt}: ${row.lastError?.message ?? 'no error recorded'}; retry it once the cause is fixed, or cancel it to acknowledge`,
+      why: `FAILED at attempt ${row.attempt}: ${row.lastError?.message ?? 'no error recorded'}; retry it once the cause is fixed`,
     });
   }
   return items;
@@ -258,7 +258,7 @@ export function classifyCopy(row: AttentionCopyRow): AttentionItem | null {
 
 /**
  * Orders items the way an operator reads them: by category (in `ATTENTION_CATEGORIES` order),
- * then oldest first.
+ * then oldest first (failures newest first, as their pages are).
  *
  * @example
  * ```ts
@@ -267,10 +267,10 @@ export function classifyCopy(row: AttentionCopyRow): AttentionItem | null {
  */
 export function sortAttention(items: readonly AttentionItem[]): AttentionItem[] {
   const rank = new Map(ATTENTION_CATEGORIES.map((c, n) => [c, n]));
-  return [...items].sort(
-    (a, b) =>
-      (rank.get(a.category) ?? 0) - (rank.get(b.category) ?? 0) ||
-      a.since.localeCompare(b.since) ||
-      a.subject.id.localeCompare(b.subject.id),
-  );
+  return [...items].sort((a, b) => {
+    const byCategory = (rank.get(a.category) ?? 0) - (rank.get(b.category) ?? 0);
+    if (byCategory !== 0) return byCategory;
+    const order = a.category === AttentionCategory.FAILED ? -1 : 1;
+    return order * (a.since.localeCompare(b.since) || a.subject.id.localeCompare(b.subject.id));
+  });
 }

@@ -44,10 +44,10 @@ const PARKED = sql.raw(`exists (select 1 from circuit_breaker b where b.kind = o
 const COLUMNS = sql.raw(`o.id, o.kind, o.status, o.attempt, o.retry_count, o.max_retries,
   o.worker_id, o.last_error`);
 
-function after(page: AttentionPage, since: SQL): SQL {
-  return page.after === undefined
-    ? sql`true`
-    : sql`(${since}, o.id) > (${page.after.since.toISOString()}::timestamptz, ${page.after.id}::uuid)`;
+function after(page: AttentionPage, since: SQL, newestFirst = false): SQL {
+  if (page.after === undefined) return sql`true`;
+  const cursor = sql`(${page.after.since.toISOString()}::timestamptz, ${page.after.id}::uuid)`;
+  return newestFirst ? sql`(${since}, o.id) < ${cursor}` : sql`(${since}, o.id) > ${cursor}`;
 }
 
 function json<T>(value: unknown): T {
@@ -161,15 +161,18 @@ const FAILED = sql.raw(
   `o.status = 'FAILED' and coalesce(o.last_error->>'code', '') <> 'CANCELLED'`,
 );
 
-/** FAILED operations an operator has not cancelled, oldest failure first (partial index). */
+/**
+ * FAILED operations an operator has not cancelled, newest failure first (a failure stays FAILED
+ * until it is retried, so the oldest would otherwise fill the first page forever); partial index.
+ */
 export async function selectFailed(
   exec: Executor,
   page: AttentionPage,
 ): Promise<AttentionOperationRow[]> {
   const rows = await exec.execute(sql`
     select ${COLUMNS}, o.finished_at as since, false as parked from operation o
-    where ${FAILED} and ${after(page, sql.raw('o.finished_at'))}
-    order by o.finished_at, o.id limit ${page.limit}`);
+    where ${FAILED} and ${after(page, sql.raw('o.finished_at'), true)}
+    order by o.finished_at desc, o.id desc limit ${page.limit}`);
   return rows.map(toOperationRow);
 }
 

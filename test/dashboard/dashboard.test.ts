@@ -5,7 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime } from '../../actors/Runtime.ts';
 import { type Dashboard, startDashboard } from '../../dashboard/startDashboard.ts';
-import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
+import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
@@ -13,6 +13,7 @@ import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts
 import { launchBrowser } from '../helpers/browser.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
+import { inputFor } from '../persistence/fixtures.ts';
 import { HOSTILE_REASON, PLANT_TIMING, plantEveryState } from './plant.ts';
 
 /** The text a user sees in an element. */
@@ -314,5 +315,32 @@ describe('the operator dashboard over a database with operations in every state'
     const after = await planted.store.load(planted.ids.scheduledFresh);
     expect(after.version).toBe(before.version);
     expect(logger.lines.filter((l) => l.level === 'ERROR')).toEqual([]);
+  });
+  it('pages failures newest first (they stay FAILED until retried)', async () => {
+    const { loadAttention } = await import('../../persistence/loadAttention.ts');
+    const failures: string[] = [];
+    for (let n = 0; n < 3; n++) {
+      const id = await planted.store.create(inputFor(OperationKind.UNPACK, planted.world));
+      await planted.store.apply(id, { type: 'SCHEDULE' });
+      await planted.store.apply(id, { type: 'START', attempt: 1, workerId: 'w-page' });
+      await planted.store.apply(id, {
+        type: 'FAIL',
+        attempt: 1,
+        error: { message: `failure ${n}`, retryable: false },
+      });
+      failures.push(id);
+    }
+    const facts = { now: Date.now(), timing: PLANT_TIMING, heartbeats: null };
+    const paged: string[] = [];
+    let after: string | undefined;
+    for (let n = 0; n < 5; n++) {
+      const page = (
+        await loadAttention(database, { ...facts, category: 'failed', limit: 2, after })
+      ).sections[0];
+      paged.push(...(page?.items.map((i) => i.subject.id) ?? []));
+      if (page?.next == null) break;
+      after = page.next;
+    }
+    expect(paged).toEqual([...failures].reverse());
   });
 });

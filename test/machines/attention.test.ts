@@ -215,7 +215,7 @@ describe('attention rules', () => {
     expect(classifyCopy({ ...copy, status })?.category ?? null).toBe(expected);
   });
 
-  it('sorts by category, then oldest first', () => {
+  it('sorts by category, then oldest first (failures newest first)', () => {
     const failedOld = classifyOperation(row({ status: 'FAILED', since: ago(100 * MIN), id: ID }), {
       now: NOW,
       timing,
@@ -231,10 +231,16 @@ describe('attention rules', () => {
       timing,
       heartbeats: none,
     });
-    const sorted = sortAttention([...failedOld, ...stuckNew, ...stuckOld]);
+    const failedNew = classifyOperation(row({ status: 'FAILED', since: ago(5 * MIN), id: ID }), {
+      now: NOW,
+      timing,
+      heartbeats: none,
+    });
+    const sorted = sortAttention([...failedOld, ...stuckNew, ...failedNew, ...stuckOld]);
     expect(sorted.map((i) => [i.category, i.since])).toEqual([
       ['stuck', ago(90 * MIN).toISOString()],
       ['stuck', ago(61 * MIN).toISOString()],
+      ['failed', ago(5 * MIN).toISOString()],
       ['failed', ago(100 * MIN).toISOString()],
     ]);
   });
