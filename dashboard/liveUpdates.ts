@@ -1,5 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
+import type { Clock } from '../actors/Clock.ts';
 import type { Logger } from '../actors/Logger.ts';
+import { type Loop, startLoop } from '../actors/Loop.ts';
 
 /**
  * Server-sent events for open pages: one poll of `changeMark` for the whole server (only while a
@@ -10,29 +12,25 @@ import type { Logger } from '../actors/Logger.ts';
  * ```ts
  * const live = createLiveUpdates({ changeMark: data.changeMark, pollMs: 1000, logger });
  * live.attach(req, res); // GET /events
- * live.close();
+ * await live.close();
  * ```
  */
 export function createLiveUpdates(options: {
   readonly changeMark: () => Promise<string>;
   readonly pollMs: number;
+  readonly clock: Clock;
   readonly logger: Logger;
 }) {
   const clients = new Set<ServerResponse>();
   let lastMark = '';
-  let polling: NodeJS.Timeout | undefined;
+  let polling: Loop | undefined;
   const poll = async () => {
-    try {
-      const mark = await options.changeMark();
-      if (mark !== lastMark) {
-        lastMark = mark;
-        for (const c of clients) c.write(`event: change\ndata: ${JSON.stringify(mark)}\n\n`);
-      }
-    } catch (err) {
-      options.logger.log('WARNING', 'dashboard could not look for changes', {
-        error: err instanceof Error ? err.message : String(err),
-      });
+    const mark = await options.changeMark();
+    if (mark !== lastMark) {
+      lastMark = mark;
+      for (const c of clients) c.write(`event: change\ndata: ${JSON.stringify(mark)}\n\n`);
     }
+    return false;
   };
   return {
     attach(req: IncomingMessage, res: ServerResponse): void {
@@ -43,20 +41,27 @@ export function createLiveUpdates(options: {
       });
       res.write(': connected\n\n');
       clients.add(res);
-      polling ??= setInterval(() => void poll(), options.pollMs);
+      polling ??= startLoop({
+        name: 'dashboard live updates',
+        intervalMs: options.pollMs,
+        clock: options.clock,
+        logger: options.logger,
+        pass: poll,
+      });
       req.on('close', () => {
         clients.delete(res);
         if (clients.size === 0 && polling !== undefined) {
-          clearInterval(polling);
+          void polling.stop();
           polling = undefined;
         }
       });
     },
-    close(): void {
-      if (polling !== undefined) clearInterval(polling);
+    async close(): Promise<void> {
+      const loop = polling;
       polling = undefined;
       for (const c of clients) c.end();
       clients.clear();
+      await loop?.stop();
     },
   };
 }

@@ -112,16 +112,18 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> 
 export async function startDashboard(options: DashboardOptions): Promise<Dashboard> {
   const { logger } = options;
   const allowActions = options.command !== null;
+  const clock = options.clock ?? systemClock;
   const data = createDashboardData({
     database: options.database,
     timing: options.timing,
     heartbeats: options.heartbeats,
-    clock: options.clock ?? systemClock,
+    clock,
     countsMaxAgeMs: options.countsMaxAgeMs ?? 1_000,
   });
   const live = createLiveUpdates({
     changeMark: data.changeMark,
     pollMs: options.pollMs ?? 1_000,
+    clock,
     logger,
   });
 
@@ -289,7 +291,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     port,
     async close() {
-      live.close();
+      await live.close();
       await new Promise<void>((resolve) => server.close(() => resolve()));
       server.closeAllConnections?.();
     },
