@@ -90,6 +90,12 @@ export async function startInspectorRelay(options: {
     url: `ws://${name}:${port}`,
     page: `http://${name}:${port}`,
     async stop() {
+      // A close handshake first (what was sent to a browser still reaches it), then whoever did
+      // not answer within a second is cut off.
+      const clients = [...wss.clients];
+      const gone = clients.map((c) => new Promise<void>((r) => c.once('close', () => r())));
+      for (const client of clients) client.close(1001, 'opstate stopped');
+      await Promise.race([Promise.all(gone), new Promise((r) => setTimeout(r, 1_000))]);
       for (const client of wss.clients) client.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
       server.closeAllConnections();

@@ -107,7 +107,10 @@ export async function openStatelyInspection(
     );
   }
   const inspector = createWebSocketInspector({ url, maxDeferredEvents });
-  const adapter = inspector.adapter as unknown as { status: string };
+  const adapter = inspector.adapter as unknown as {
+    status: string;
+    ws?: { readyState: number };
+  };
   return {
     inspector,
     page,
@@ -118,6 +121,11 @@ export async function openStatelyInspection(
       while (adapter.status !== 'open' && Date.now() < deadline) await pause(20);
       const connected = adapter.status === 'open';
       inspector.stop();
+      // The close handshake completes after the relay has read (and forwarded) every event
+      // sent before it: only then may the relay go.
+      while (connected && adapter.ws?.readyState !== 3 && Date.now() < deadline + 1_000) {
+        await pause(10);
+      }
       await relay?.stop();
       if (!connected) {
         throw new OpstateError(
