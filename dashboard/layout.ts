@@ -88,6 +88,7 @@ const SCRIPT = `
       headers: { 'content-type': 'application/json', 'x-opstate-action': '1' },
       body: JSON.stringify({ reason: reason && reason.value ? reason.value : undefined }) });
     const body = await r.json().catch(() => ({ message: 'no answer' }));
+    if (r.ok && reason) reason.value = '';
     const box = document.createElement('div');
     box.className = 'result ' + (r.ok ? 'ok' : 'refused');
     box.setAttribute('role', 'status');

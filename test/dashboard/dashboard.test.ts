@@ -193,6 +193,7 @@ describe('the operator dashboard over a database with operations in every state'
       'PENDING on the page',
     );
     expect(await seen(page.locator('.result'))).toBe('retry: FAILED → PENDING (attempt 2)');
+    expect(await page.inputValue('form[data-action="retry"] input[name="reason"]')).toBe('');
     const record = await planted.store.load(planted.ids.failed);
     expect([record.status, record.attempt]).toEqual(['PENDING', 2]);
     const history = await runtime.journal.listTransitions(planted.ids.failed);
