@@ -3,6 +3,7 @@
 
 export type { Clock } from './actors/Clock.ts';
 export { systemClock } from './actors/Clock.ts';
+export type { CopyDeleter, CopyDeleterOptions } from './actors/CopyDeleter.ts';
 // The operator's face: Stately inspection from persisted transitions, the dashboard, attention.
 export type { InspectionStreamOptions, StatelyInspector } from './actors/InspectionStream.ts';
 export {
@@ -32,6 +33,12 @@ export type {
 export { isRetryable } from './actors/Worker.ts';
 export type { Dashboard, DashboardOptions } from './dashboard/startDashboard.ts';
 export { startDashboard } from './dashboard/startDashboard.ts';
+export {
+  ARCHIVE_STATES,
+  ArchiveState,
+  MEMBER_OUTCOMES,
+  MemberOutcome,
+} from './machines/ArchiveState.ts';
 export type {
   AttentionFacts,
   AttentionItem,
@@ -52,9 +59,13 @@ export {
   decide,
   parseOperationEvent,
 } from './machines/decide.ts';
+export type { CopyCommand, CopyDecision, CopyFacts, CopyState } from './machines/decideCopy.ts';
+export { acceptedCopyEvents, decideCopy } from './machines/decideCopy.ts';
 export { toMermaid } from './machines/diagram.ts';
 export type { GroupStatus } from './machines/groupStatus.ts';
 export { deriveGroupStatus } from './machines/groupStatus.ts';
+export type { ResumeFacts } from './machines/nextSafeAction.ts';
+export { nextSafeAction } from './machines/nextSafeAction.ts';
 export { isOperationKind, OPERATION_KINDS, OperationKind } from './machines/OperationKind.ts';
 export { OpstateError, OpstateErrorCode } from './machines/OpstateError.ts';
 export type {
@@ -75,8 +86,12 @@ export type { OperatorAction } from './machines/operatorEvent.ts';
 export { OPERATOR_ACTIONS, operatorEvent } from './machines/operatorEvent.ts';
 export type { PackageOperation } from './machines/packageState.ts';
 export { derivePackageState, PackageState } from './machines/packageState.ts';
-export type { PhysicalCopyEvent } from './machines/physicalCopyMachine.ts';
+export type {
+  PhysicalCopyEvent,
+  PhysicalCopyGuardFacts,
+} from './machines/physicalCopyMachine.ts';
 export {
+  DEFAULT_MAX_DELETION_FAILURES,
   PHYSICAL_COPY_STATUSES,
   PhysicalCopyStatus,
   physicalCopyMachine,
@@ -104,6 +119,9 @@ export {
   upgradeSnapshot,
   XSTATE_VERSION,
 } from './machines/snapshotEnvelope.ts';
+export type { ArchiveFields, ArchiveRecordEntry } from './persistence/ArchiveRecordRepository.ts';
+// Archive then delete: the archive record, every copy status change, the policy, the deletions.
+export { ArchiveRecordRepository } from './persistence/ArchiveRecordRepository.ts';
 export type {
   DataLocation,
   NewCopy,
@@ -115,7 +133,24 @@ export { ArtifactType } from './persistence/ArtifactType.ts';
 export type { CircuitBreakerView } from './persistence/CircuitBreakerRepository.ts';
 // Circuit breakers per (kind, location): read and reset them from a stage service or a tool.
 export { CircuitBreakerRepository, CircuitState } from './persistence/CircuitBreakerRepository.ts';
+export type {
+  AppliedCopyTransition,
+  CopyTransitionEntry,
+  CopyTransitionOptions,
+} from './persistence/CopyLifecycle.ts';
+export { CopyLifecycle } from './persistence/CopyLifecycle.ts';
 export type { CreateOperationInput } from './persistence/CreateOperationInput.ts';
+export type { DeletionPolicy } from './persistence/DeletionPolicyRepository.ts';
+export {
+  DEFAULT_DELETION_POLICY,
+  DeletionPolicyRepository,
+} from './persistence/DeletionPolicyRepository.ts';
+export type {
+  DeletionMemberRecord,
+  DeletionPlanRecord,
+  DeletionReceipt,
+} from './persistence/DeletionRepository.ts';
+export { DeletionRepository } from './persistence/DeletionRepository.ts';
 export { GroupRepository } from './persistence/GroupRepository.ts';
 export type { OperationInspection } from './persistence/inspectOperation.ts';
 export { inspectOperation } from './persistence/inspectOperation.ts';
@@ -129,6 +164,8 @@ export { OperationStore } from './persistence/OperationStore.ts';
 export type { OutputCopy } from './persistence/OutputCopy.ts';
 export type { Database, OpenDatabaseOptions } from './persistence/openDatabase.ts';
 export { openDatabase } from './persistence/openDatabase.ts';
+export type { ResumeRecord } from './persistence/resumeRecord.ts';
+export { loadResumeRecord } from './persistence/resumeRecord.ts';
 // Transport: the dispatch/heartbeat contract and its two implementations.
 export { createInProcessTransport } from './transport/inprocess/createInProcessTransport.ts';
 export { createJetStreamTransport } from './transport/jetstream/createJetStreamTransport.ts';

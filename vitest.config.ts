@@ -8,6 +8,7 @@ const DRILLS = [
   'test/actors/{recovery,longRunning,leadership,outbox,scale,badDispatch}.test.ts',
   'test/demo/demo.test.ts',
   'test/breaker/runtime.test.ts',
+  'test/archive/crashMatrix.test.ts',
 ];
 
 export default defineConfig({

@@ -1,4 +1,5 @@
 import type { Command } from '../Command.ts';
+import { archiveCommand } from './archive.ts';
 import { breakerCommand } from './breaker.ts';
 import { controlPlaneCommand } from './controlPlane.ts';
 import { dashboardCommand } from './dashboard.ts';
@@ -7,6 +8,7 @@ import { diagramCommand } from './diagram.ts';
 import { inspectCommand } from './inspect.ts';
 import { migrateCommand } from './migrate.ts';
 import { cancelCommand, resetCommand, retryCommand } from './operatorCommands.ts';
+import { policyCommand } from './policy.ts';
 import { statusCommand } from './status.ts';
 import { workerCommand } from './worker.ts';
 
@@ -22,6 +24,8 @@ export const commands: readonly Command[] = [
   resetCommand,
   cancelCommand,
   breakerCommand,
+  archiveCommand,
+  policyCommand,
   dashboardCommand,
   demoCommand,
 ];

@@ -1,16 +1,20 @@
 import { checkId } from '../../persistence/applyEvents.ts';
 import { inspectOperation } from '../../persistence/inspectOperation.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { loadResumeRecord } from '../../persistence/resumeRecord.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
 import { INSPECT_FLAGS, INSPECT_USAGE } from '../statelyInspection.ts';
 import { inspectStately } from './inspectStately.ts';
+import { printResumeRecord } from './printResumeRecord.ts';
 
 const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
 
 /**
  * `opstate inspect <id> [--json]`: one operation with its subtype fields, inputs, outputs,
  * transition history (`transitions: [{from, to, event, by, attempt, at}]`), journal steps and
- * failure breadcrumbs.
+ * failure breadcrumbs; for a long-term archive also its resume record (`resume`: last durable
+ * state, source and archive identity, deletion progress, receipt, `nextSafeAction`). Never shows a
+ * key: only the fingerprint of the key that sealed the archive.
  *
  * @example
  * ```ts
@@ -22,7 +26,8 @@ export function createInspectCommand(
 ): Command {
   return {
     name: 'inspect',
-    summary: 'Show one operation: state, fields, copies, transitions, journal steps',
+    summary:
+      "Show one operation: state, fields, copies, transitions, journal steps; an archive's resume record",
     usage: `opstate inspect <operation-id> [--json | --stately ${INSPECT_USAGE}]`,
     async run(args, io) {
       const { values, positionals } = parseFlags(args, {
@@ -41,10 +46,12 @@ export function createInspectCommand(
       try {
         if (values.stately === true) return await inspectStately(database, id, values, io);
         const view = await inspectOperation(database, id);
+        const resume = await loadResumeRecord(database, view);
         if (values.json === true) {
           io.out(
             JSON.stringify({
               ...view,
+              ...(resume === undefined ? {} : { resume }),
               transitions: view.transitions.map((t) => ({
                 from: t.from,
                 to: t.to,
@@ -90,11 +97,15 @@ export function createInspectCommand(
           );
         }
         io.out(`  steps (${view.steps.length})`);
-        for (const s of view.steps) io.out(`    ${iso(s.at)}  ${s.name} #${s.attempt} ${s.state}`);
+        for (const s of view.steps) {
+          const plan = s.generation > 1 ? ` (plan ${s.generation})` : '';
+          io.out(`    ${iso(s.at)}  ${s.name} #${s.attempt}${plan} ${s.state}`);
+        }
         if (view.failures.length > 0) {
           io.out(`  failures (${view.failures.length})`);
           for (const f of view.failures) io.out(`    #${f.attempt} ${JSON.stringify(f.error)}`);
         }
+        if (resume !== undefined) printResumeRecord(resume, io);
         return 0;
       } finally {
         await database.close();

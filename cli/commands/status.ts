@@ -6,6 +6,7 @@ import {
 } from '../../persistence/CircuitBreakerRepository.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
+import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
 import {
   type AttentionSource,
   attentionOf,
@@ -13,6 +14,7 @@ import {
   printAttention,
 } from '../attentionFromEnv.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { printCopyStatus } from './printCopyStatus.ts';
 
 /** A breaker in `opstate status --json`. */
 export interface CircuitBreakerStatus {
@@ -51,9 +53,11 @@ function table(rows: readonly string[][]): string[] {
 /**
  * `opstate status [--json]`: operation counts per kind × status, every kind and status shown,
  * then the circuit breakers that are not CLOSED (parked or probing (kind, location) pairs), then
+ * the physical copies per location type × status with the deletions in progress and failed, then
  * the attention list the dashboard shows (first page of each category).
  * JSON shape: `{"operations": {"<kind>": {"PENDING": n, …, "FAILED": n}},
  * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
+ * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]},
  * "attention": {at, heartbeatsVisible, sections: [{category, total, totalCapped, next,
  * items: [{category, subject: {type, id}, kind, state, since, why}]}]}}`.
  *
@@ -68,7 +72,8 @@ export function createStatusCommand(
 ): Command {
   return {
     name: 'status',
-    summary: 'Operation counts per kind and status, circuit breakers, and what needs attention',
+    summary:
+      'Operation counts per kind and status, breakers not closed, copies and their deletions, what needs attention',
     usage: 'opstate status [--json]',
     async run(args, io) {
       const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });
@@ -79,13 +84,22 @@ export function createStatusCommand(
         const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
           toStatus,
         );
+        const copies = await selectCopyStatus(database);
         // The dashboard's attention list, by the same rules.
         const source = await attentionSource();
         const now = Date.now();
         const attention = await attentionOf(database, source, now).finally(() => source.close());
         if (source.warning !== undefined) io.err(`opstate status: ${source.warning}`);
         if (values.json === true) {
-          io.out(JSON.stringify({ operations: counts, circuitBreakers: breakers, attention }));
+          io.out(
+            JSON.stringify({
+              operations: counts,
+              circuitBreakers: breakers,
+              copies: copies.copies,
+              deletions: { inProgress: copies.inProgress, failed: copies.failed },
+              attention,
+            }),
+          );
           return 0;
         }
         const width = Math.max(...OPERATION_KINDS.map((k) => k.length), 'kind'.length);
@@ -111,6 +125,7 @@ export function createStatusCommand(
           ]);
           for (const line of table([header, ...rows])) io.out(line);
         }
+        printCopyStatus(copies, io);
         io.out('');
         printAttention(attention, io, now);
         return 0;

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import type { DeleterFaults } from '../../actors/runDeletion.ts';
 import type { OperationHandler, WorkerFaults } from '../../actors/Worker.ts';
 import {
   isOperationKind,
@@ -11,7 +12,7 @@ import { runtimeFromEnv, untilSignal } from '../runtimeFromEnv.ts';
 
 interface HandlersModule {
   readonly table: Partial<Record<OperationKind, OperationHandler>>;
-  readonly faults: WorkerFaults | undefined;
+  readonly faults: (WorkerFaults & DeleterFaults) | undefined;
 }
 
 /**
@@ -21,7 +22,7 @@ interface HandlersModule {
 async function loadHandlers(path: string): Promise<HandlersModule> {
   const mod = (await import(pathToFileURL(resolve(path)).href)) as {
     default?: unknown;
-    faults?: WorkerFaults;
+    faults?: WorkerFaults & DeleterFaults;
   };
   const table = mod.default;
   if (typeof table !== 'object' || table === null) {
@@ -42,13 +43,16 @@ export const workerCommand: Command = {
   name: 'worker',
   summary: 'Run a worker for some operation kinds until SIGINT/SIGTERM',
   usage:
-    'opstate worker --kinds <kind,kind…|all> --handlers <module> [--concurrency N] [--id NAME]',
+    'opstate worker --kinds <kind,kind…|all> --handlers <module> [--concurrency N] [--id NAME] [--delete-copies [--deleter-lease-ms N] [--deleter-interval-ms N]]',
   async run(args, io) {
     const { values, positionals } = parseFlags(args, {
       kinds: { type: 'string' },
       handlers: { type: 'string' },
       concurrency: { type: 'string' },
       id: { type: 'string' },
+      'delete-copies': { type: 'boolean' },
+      'deleter-lease-ms': { type: 'string' },
+      'deleter-interval-ms': { type: 'string' },
     });
     if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
     if (values.kinds === undefined) throw new UsageError('--kinds is required');
@@ -67,6 +71,15 @@ export const workerCommand: Command = {
     if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
       throw new UsageError(`--concurrency must be a whole number ≥ 1, got '${values.concurrency}'`);
     }
+    const ms = (flag: string, value: string | undefined) => {
+      if (value === undefined) return undefined;
+      const n = Number(value);
+      if (!Number.isSafeInteger(n) || n < 1)
+        throw new UsageError(`${flag} must be a whole number ≥ 1`);
+      return n;
+    };
+    const leaseMs = ms('--deleter-lease-ms', values['deleter-lease-ms']);
+    const intervalMs = ms('--deleter-interval-ms', values['deleter-interval-ms']);
     const { table, faults } = await loadHandlers(values.handlers);
     const missing = (kinds as OperationKind[]).filter((k) => table[k] === undefined);
     if (missing.length > 0)
@@ -80,6 +93,15 @@ export const workerCommand: Command = {
       ...(faults === undefined ? {} : { faults }),
     });
     io.out(`worker ${worker.id} started for ${kinds.join(', ')}`);
+    if (values['delete-copies'] === true) {
+      const deleter = runtime.startCopyDeleter({
+        id: `${worker.id}-deleter`,
+        ...(leaseMs === undefined ? {} : { leaseMs }),
+        ...(intervalMs === undefined ? {} : { intervalMs }),
+        ...(faults === undefined ? {} : { faults }),
+      });
+      io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
+    }
     const signal = await untilSignal();
     io.out(`${signal}: stopping worker ${worker.id}`);
     await runtime.close();

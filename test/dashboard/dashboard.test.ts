@@ -110,7 +110,7 @@ describe('the operator dashboard over a database with operations in every state'
       /OPEN after 5 consecutive failures .*1 PENDING parked.*archive endpoint refused/,
     );
     expect(await seen(page.locator('[data-category="deletion_failed"] td.why'))).toMatch(
-      /failed 1 time\(s\), the copy is kept: EBUSY/,
+      /the copy is kept: 1 member\(s\) kept after revalidation: frame-0002.fits: open by another process/,
     );
     await page.screenshot({ path: join(SHOTS, 'overview.png'), fullPage: true });
     // The same list as JSON, for scripts.

@@ -1,15 +1,21 @@
+import { randomUUID } from 'node:crypto';
 import { OperationKind } from '../../machines/OperationKind.ts';
-import { PhysicalCopyStatus } from '../../machines/physicalCopyMachine.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
+import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
+import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
+import { archivedPackage } from '../persistence/copyFixtures.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
 
 const MIN = 60_000;
 
 /** A reason written by someone hostile: the pages must show it as text. */
 export const HOSTILE_REASON = 'duplicate <img src=x onerror="document.title=1"><b>request</b>';
+
+/** Why the deleter kept a member of the planted deletion. */
+export const KEPT_REASON = 'open by another process (pid 4242): kept, never deleted while in use';
 
 /** The timers the planted cases are judged against (the runtime's defaults). */
 export const PLANT_TIMING = { heartbeatTimeoutMs: 5 * MIN, reconcilerFloorMs: 60 * MIN };
@@ -153,31 +159,72 @@ export async function plantEveryState(database: Database) {
     },
   ]);
 
-  const { copy } = await w.artifacts.addCopy({
-    artifactType: 'raw_data_file',
-    artifactId: (
-      await database.execute(
-        `insert into raw_data_file (name, raw_data_package_id) values ('frame-0001.fits', '${w.pkg}') returning id`,
-      )
-    )[0]?.id as string,
-    locationId: w.source.id,
+  // A source deletion that kept a member (open by another process): the copy stays, the reason
+  // is recorded, and the copy is DELETION_FAILED for an operator.
+  const blocked = await archivedPackage(database, w, 'verified');
+  const copies = new CopyLifecycle(database);
+  const deletions = new DeletionRepository(database);
+  await copies.apply(
+    blocked.buffer.id,
+    { type: 'SCHEDULE_DELETION' },
+    { by: 'deleter-p', reason: 'eligible' },
+  );
+  const deletionId = randomUUID();
+  const member = (seq: number, name: string) => ({
+    seq,
+    name,
+    path: `/data/buffer/${blocked.pkg}/${name}`,
+    device: '1',
+    inode: String(10 + seq),
+    size: 10,
+    mtimeNs: '4',
+    sha256: 'x',
   });
-  await w.artifacts.setCopyStatus(
-    copy.id,
-    PhysicalCopyStatus.PRESENT,
-    PhysicalCopyStatus.DELETION_SCHEDULED,
+  await copies.apply(
+    blocked.buffer.id,
+    { type: 'START_DELETION' },
+    {
+      by: 'deleter-p',
+      plan: {
+        deletionId,
+        archiveOperationId: blocked.operationId as string,
+        archiveCopyId: blocked.archiveCopy?.id as string,
+        archiveDigest: blocked.digest,
+        archiveObjectSha256: blocked.digest.slice('sha256:'.length),
+        path: `/data/buffer/${blocked.pkg}`,
+        folder: true,
+        rootPath: '/data/buffer',
+        rootDevice: '1',
+        rootInode: '2',
+        holder: 'deleter-p',
+        leaseMs: 60_000,
+        members: [member(1, 'frame-0001.fits'), member(2, 'frame-0002.fits')],
+        outcomes: [],
+        detail: {},
+      },
+    },
   );
-  await w.artifacts.setCopyStatus(
-    copy.id,
-    PhysicalCopyStatus.DELETION_SCHEDULED,
-    PhysicalCopyStatus.DELETION_IN_PROGRESS,
+  const step = { deletionId, epoch: 1, holder: 'deleter-p', leaseMs: 60_000 };
+  await deletions.step({ ...step, previous: { seq: 1, outcome: 'DELETED', reason: null } });
+  await deletions.step({
+    ...step,
+    previous: { seq: 2, outcome: 'KEPT', reason: KEPT_REASON },
+    finish: true,
+  });
+  await copies.apply(
+    blocked.buffer.id,
+    {
+      type: 'DELETION_FAILED',
+      error: `1 member(s) kept after revalidation: frame-0002.fits: ${KEPT_REASON}`,
+    },
+    {
+      by: 'deleter-p',
+      reason: 'members kept; an operator reviews and may re-plan',
+      fence: { deletionId, epoch: 1, holder: 'deleter-p' },
+      record: { state: 'DELETION_FAILED', detail: { copyId: blocked.buffer.id } },
+    },
   );
-  await w.artifacts.setCopyStatus(
-    copy.id,
-    PhysicalCopyStatus.DELETION_IN_PROGRESS,
-    PhysicalCopyStatus.DELETION_FAILED,
-    'EBUSY: file is open by another process',
-  );
+  const copy = blocked.buffer;
 
   return {
     world: w,
