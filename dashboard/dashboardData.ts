@@ -12,6 +12,7 @@ import { checkId } from '../persistence/applyEvents.ts';
 import { inspectOperation } from '../persistence/inspectOperation.ts';
 import { type AttentionSection, loadAttention } from '../persistence/loadAttention.ts';
 import type { Database } from '../persistence/openDatabase.ts';
+import { loadResumeRecord } from '../persistence/resumeRecord.ts';
 import { type StatusCounts, selectStatusCounts } from '../persistence/sql/controlPlaneQueries.ts';
 import { selectAttentionRow } from '../persistence/sql/selectAttention.ts';
 import { selectLineage } from '../persistence/sql/selectLineage.ts';
@@ -78,14 +79,18 @@ export function createDashboardData(options: DashboardDataOptions) {
     return { facts: latestBeats(all), all };
   };
 
-  /** Changes when a transition is written, a breaker moves or a deletion fails. */
+  /**
+   * Changes when an operation or a copy moves, an archive records a step or a breaker changes
+   * (four index lookups).
+   */
   const changeMark = async (): Promise<string> => {
     const [row] = await database.execute(
       `select (select coalesce(max(id), 0) from operation_transition) as t,
-        (select coalesce(max(updated_at)::text, '') from circuit_breaker) as b,
-        (select count(*) from physical_copy where status = 'DELETION_FAILED') as d`,
+        (select coalesce(max(id), 0) from physical_copy_transition) as c,
+        (select coalesce(max(id), 0) from archive_record) as a,
+        (select coalesce(max(updated_at)::text, '') from circuit_breaker) as b`,
     );
-    return `${row?.t}|${row?.b}|${row?.d}`;
+    return `${row?.t}|${row?.c}|${row?.a}|${row?.b}`;
   };
 
   let cachedCounts: { mark: string; at: number; counts: StatusCounts } | undefined;
@@ -136,6 +141,8 @@ export function createDashboardData(options: DashboardDataOptions) {
         selectLineage(database, id, 'down'),
         selectAttentionRow(database, id),
       ]);
+      // A long-term archive's resume record: archive and source identity, deletion progress.
+      const resume = (await loadResumeRecord(database, view)) ?? null;
       const mine = all.filter((h) => h.key.operationId === id).sort((a, b) => b.at - a.at)[0];
       const heartbeat =
         options.heartbeats === null
@@ -147,7 +154,7 @@ export function createDashboardData(options: DashboardDataOptions) {
         row === undefined
           ? []
           : classifyOperation(row, { now: clock.now(), timing, heartbeats: facts });
-      return { view, up, down, heartbeat, attention };
+      return { view, up, down, heartbeat, attention, resume };
     },
 
     /** One page of a kind and status, and the token of the next page (null on the last). */

@@ -4,6 +4,7 @@ import { OperationStatus } from '../machines/operationMachine.ts';
 import { OPERATOR_ACTIONS } from '../machines/operatorEvent.ts';
 import type { OperationInspection } from '../persistence/inspectOperation.ts';
 import type { TransitionEntry } from '../persistence/JournalRepository.ts';
+import type { ResumeRecord } from '../persistence/resumeRecord.ts';
 import type { LineageLink } from '../persistence/sql/selectLineage.ts';
 import { html, type SafeHtml } from './html.ts';
 
@@ -16,6 +17,8 @@ export interface OperationPageData {
   readonly heartbeat: { readonly at: number; readonly taskId: string } | 'none' | null;
   /** The attention items of this operation now (same rules as the list). */
   readonly attention: readonly AttentionItem[];
+  /** A long-term archive's resume record (null for other kinds). */
+  readonly resume: ResumeRecord | null;
   readonly allowActions: boolean;
 }
 
@@ -73,6 +76,32 @@ function lineageList(links: readonly LineageLink[], direction: 'up' | 'down'): S
   )}</ul>`;
 }
 
+const at = (d: Date | null | undefined) => (d == null ? '-' : d.toISOString());
+
+/** A long-term archive's resume record: where it stands, what it is, what was deleted or kept. */
+function resumeSection(r: ResumeRecord): SafeHtml {
+  const last = r.lastDurable;
+  const d = r.deletion;
+  const members = (label: string, list: readonly { path: string; reason?: string | null }[]) =>
+    list.map(
+      (m) =>
+        html`<tr data-outcome="${label}"><td>${label}</td><td><code>${m.path}</code></td><td>${m.reason ?? ''}</td></tr>`,
+    );
+  return html`<section class="card resume"><h2>Resume record (archive then delete)</h2><dl class="facts">
+    <dt>last durable</dt><dd id="last-durable">${last === null ? 'nothing recorded' : `${last.state} at ${at(last.at)} by ${last.by}${last.attempt === null ? '' : ` (attempt ${last.attempt})`}`}</dd>
+    <dt>records</dt><dd>${r.records.map((x) => x.state).join(' → ') || '-'}</dd>
+    ${r.source === null ? '' : html`<dt>source</dt><dd>copy <code>${r.source.copyId}</code> (${r.source.locationType}) <code>${r.source.path ?? '-'}</code>, ${r.source.members ?? '?'} member(s), <span class="badge">${r.source.status}</span></dd>`}
+    ${r.archive === null ? '' : html`<dt>archive</dt><dd>key <code>${r.archive.key ?? '-'}</code>, version <code>${r.archive.objectVersion ?? '-'}</code>, object sha256 <code>${r.archive.objectSha256 ?? '-'}</code>; ${r.archive.encrypted === true ? `encrypted (key id ${r.archive.keyId})` : 'not encrypted'}; verification <b>${r.archive.verification ?? 'none'}</b></dd>`}
+    <dt>policy</dt><dd>${r.policy.cleaned ? `cleaned after archive, grace ${r.policy.graceSeconds} s${r.policy.eligibleAt === null ? '' : `, eligible at ${at(r.policy.eligibleAt)}`}` : 'kept after archive'}${r.retainedBy.length === 0 ? '' : `; held by group ${r.retainedBy.join(', ')}`}</dd>
+    ${d === null ? '' : html`<dt>deletion</dt><dd id="deletion">${d.status}, plan ${d.plans}, failures ${d.failures}/${d.maxFailures}; deleted ${d.deleted.length}, missing ${d.missing.length}, kept ${d.kept.length}, remaining ${d.remaining.length}${d.current === null ? '' : `; holder ${d.current.holder}, lease until ${at(d.current.leaseUntil)}${d.leaseExpired ? ' (expired)' : ''}`}</dd>`}
+    ${r.receipt === null ? '' : html`<dt>receipt</dt><dd>${at(r.receipt.at)} by ${r.receipt.by}: ${r.receipt.membersDeleted} deleted, ${r.receipt.membersMissing} missing, ${r.receipt.bytes} bytes</dd>`}
+  </dl>${
+    d === null || d.kept.length + d.missing.length + d.remaining.length === 0
+      ? ''
+      : html`<table class="members"><thead><tr><th>member</th><th>path</th><th>why</th></tr></thead><tbody>${members('kept', d.kept)}${members('missing', d.missing)}${members('remaining', d.remaining)}</tbody></table>`
+  }</section>`;
+}
+
 function heartbeatLine(data: OperationPageData): SafeHtml {
   if (data.heartbeat === null) {
     return html`<span class="muted">not visible from this process (in-process transport)</span>`;
@@ -119,10 +148,17 @@ export function operationPage(data: OperationPageData): SafeHtml {
     ${Object.entries(v.fields).map(([k, val]) => html`<dt>${k}</dt><dd><code>${val ?? '-'}</code></dd>`)}
   </dl></section>
   <section class="card"><h2>Attention and next safe action</h2>
-    ${data.attention.length === 0 ? html`<p class="muted">Nothing needs attention.</p>` : html`<ul>${data.attention.map((a) => html`<li data-category="${a.category}"><b>${a.category}</b>: ${a.why}</li>`)}</ul>`}
-    <p id="next-action"><b>Next safe action:</b> ${nextSafeAction(v, data.attention)}</p>
+    ${
+      data.attention.length > 0
+        ? html`<ul>${data.attention.map((a) => html`<li data-category="${a.category}"><b>${a.category}</b>: ${a.why}</li>`)}</ul>`
+        : /^(blocked|review|resume)/.test(data.resume?.nextSafeAction ?? '')
+          ? html`<p>The operation needs nothing, but its archive-then-delete batch does: see the resume record below.</p>`
+          : html`<p class="muted">Nothing needs attention.</p>`
+    }
+    <p id="next-action"><b>Next safe action:</b> ${data.resume?.nextSafeAction ?? nextSafeAction(v, data.attention)}</p>
     <p class="muted">The machine accepts in ${v.status}: ${accepted.length === 0 ? 'nothing (final state)' : accepted.join(', ')}.</p>
     ${actions}</section>
+  ${data.resume === null ? '' : resumeSection(data.resume)}
   <section class="card"><h2>Path <span class="muted">(${v.transitions.length} transitions, ${v.attempt} attempt${v.attempt === 1 ? '' : 's'})</span></h2>
     <table class="path"><thead><tr><th class="n">attempt</th><th>at</th><th>status</th><th>event</th><th>by</th><th>reason</th></tr></thead><tbody>${pathRows(v.transitions)}</tbody></table></section>
   <section class="card"><h2>Journal steps</h2>${

@@ -4,7 +4,7 @@ import { type OperationError, OperationStatus } from './operationMachine.ts';
 /**
  * What an operator must look at, by category. Each category is one rule below; the dashboard
  * and `opstate status` show the same list because both go through `classifyOperation`,
- * `classifyBreaker` and `classifyCopy`.
+ * `classifyBreaker`, `classifyArchive` and `classifyCopy`.
  */
 export const AttentionCategory = {
   /** A live operation past the timer that should have moved it (scheduler, monitor, reconciler). */
@@ -15,8 +15,18 @@ export const AttentionCategory = {
   FAILED: 'failed',
   /** A circuit breaker that is not CLOSED: the pair's PENDING operations are parked. */
   BREAKER_OPEN: 'breaker_open',
-  /** A copy whose deletion failed (the copy is kept; the deletion machine counts the failures). */
+  /**
+   * An archive that stopped short of VERIFIED: another object at its key (never overwritten) or
+   * an object that does not read back as written. The source is kept.
+   */
+  ARCHIVE_CONFLICT: 'archive_conflict',
+  /**
+   * A source deletion that failed or is blocked: members kept with their reasons, or interrupted
+   * too often. The copy is kept.
+   */
   DELETION_FAILED: 'deletion_failed',
+  /** A deletion in progress whose deleter's lease ran out and that no deleter took over. */
+  DELETION_STALLED: 'deletion_stalled',
 } as const;
 export type AttentionCategory = (typeof AttentionCategory)[keyof typeof AttentionCategory];
 export const ATTENTION_CATEGORIES: readonly AttentionCategory[] = Object.freeze(
@@ -29,7 +39,9 @@ export const ATTENTION_TITLES: Readonly<Record<AttentionCategory, string>> = Obj
   retry_cap: 'At the retry cap',
   failed: 'Failed',
   breaker_open: 'Circuit breakers open',
-  deletion_failed: 'Deletions failed',
+  archive_conflict: 'Archive conflicts',
+  deletion_failed: 'Deletions failed or blocked',
+  deletion_stalled: 'Deletions stalled',
 });
 
 /** One line of the attention list. */
@@ -223,7 +235,7 @@ export function classifyBreaker(row: AttentionBreakerRow): AttentionItem | null 
   };
 }
 
-/** A physical copy as the attention query selects it. */
+/** A physical copy as the attention queries select it. */
 export interface AttentionCopyRow {
   readonly id: string;
   readonly artifactType: string;
@@ -233,26 +245,93 @@ export interface AttentionCopyRow {
   readonly status: string;
   readonly deletionFailureCount: number;
   readonly lastError: string | null;
+  /** When it entered its status (DELETION_FAILED), or when its deleter's lease ran out (stalled). */
   readonly since: Date;
+  /** The archive operation its latest deletion plan relies on (its resume record says more). */
+  readonly archiveOperationId: string | null;
+  /** Members of the latest plan that were kept, with the reason each was kept. */
+  readonly kept: readonly { readonly name: string; readonly reason: string | null }[];
+  /** DELETION_IN_PROGRESS only: the deleter holding (or last holding) the lease. */
+  readonly holder: string | null;
 }
 
 /**
- * The attention item of a copy: a deletion that failed (the copy is kept).
+ * The attention item of a copy: a deletion that failed or is blocked (DELETION_FAILED: the copy is
+ * kept; with the kept members' reasons), or one stalled (DELETION_IN_PROGRESS whose lease ran out
+ * longer than the heartbeat timeout ago with no deleter taking over).
  *
  * @example
  * ```ts
- * classifyCopy({ ...row, status: 'DELETION_FAILED' })?.category; // 'deletion_failed'
+ * classifyCopy({ ...row, status: 'DELETION_FAILED' }, facts)?.category; // 'deletion_failed'
  * ```
  */
-export function classifyCopy(row: AttentionCopyRow): AttentionItem | null {
-  if (row.status !== 'DELETION_FAILED') return null;
-  return {
-    category: AttentionCategory.DELETION_FAILED,
-    subject: { type: 'copy', id: row.id },
+export function classifyCopy(
+  row: AttentionCopyRow,
+  facts: Pick<AttentionFacts, 'now' | 'timing'>,
+): AttentionItem | null {
+  const base = {
+    subject: { type: 'copy' as const, id: row.id },
     kind: null,
     state: row.status,
     since: row.since.toISOString(),
-    why: `deletion of the ${row.artifactType} copy at ${row.location} failed ${row.deletionFailureCount} time(s), the copy is kept: ${row.lastError ?? 'no error recorded'}`,
+  };
+  const review =
+    row.archiveOperationId === null
+      ? ''
+      : `; see \`opstate inspect ${row.archiveOperationId}\`, and after review \`opstate retry ${row.archiveOperationId} --replan\``;
+  if (row.status === 'DELETION_FAILED') {
+    const why =
+      row.kept.length > 0
+        ? `deletion of the ${row.artifactType} copy at ${row.location} is blocked, the copy is kept: ${row.kept.length} member(s) kept — ${row.kept.map((k) => `${k.name}: ${k.reason ?? 'no reason recorded'}`).join('; ')}`
+        : `deletion of the ${row.artifactType} copy at ${row.location} failed ${row.deletionFailureCount} time(s), the copy is kept: ${row.lastError ?? 'no error recorded'}`;
+    return { ...base, category: AttentionCategory.DELETION_FAILED, why: why + review };
+  }
+  if (row.status === 'DELETION_IN_PROGRESS') {
+    const lapsed = facts.now - row.since.getTime();
+    if (lapsed <= facts.timing.heartbeatTimeoutMs) return null;
+    return {
+      ...base,
+      category: AttentionCategory.DELETION_STALLED,
+      why: `deletion of the ${row.artifactType} copy at ${row.location} stalled: the lease of ${row.holder ?? 'its deleter'} ran out ${formatAge(lapsed)} ago and no deleter took over: is one running (\`opstate worker --delete-copies\`)?${review}`,
+    };
+  }
+  return null;
+}
+
+/** An archive operation whose last durable archive state stopped it short of VERIFIED. */
+export interface AttentionArchiveRow {
+  readonly operationId: string;
+  readonly kind: OperationKind;
+  readonly status: OperationStatus;
+  /** The last durable archive state: `CONFLICT` or `VERIFY_FAILED` (anything else is not listed). */
+  readonly archiveState: string;
+  readonly archiveKey: string | null;
+  readonly since: Date;
+  readonly lastError: OperationError | null;
+}
+
+/**
+ * The attention item of an archive that stopped short of VERIFIED: another object at its key
+ * (a conflict, never an overwrite) or an object that does not read back. The source is kept.
+ *
+ * @example
+ * ```ts
+ * classifyArchive({ ...row, archiveState: 'CONFLICT' })?.category; // 'archive_conflict'
+ * ```
+ */
+export function classifyArchive(row: AttentionArchiveRow): AttentionItem | null {
+  if (row.archiveState !== 'CONFLICT' && row.archiveState !== 'VERIFY_FAILED') return null;
+  const what =
+    row.archiveState === 'CONFLICT'
+      ? `another object is at the archive key ${row.archiveKey ?? '(unknown)'} and was never overwritten`
+      : `the archive at ${row.archiveKey ?? '(unknown key)'} does not read back as written and was never VERIFIED`;
+  return {
+    category: AttentionCategory.ARCHIVE_CONFLICT,
+    subject: { type: 'operation', id: row.operationId },
+    kind: row.kind,
+    state: row.archiveState,
+    since: row.since.toISOString(),
+    why: `${what}; the source is kept. Compare the object with the source and move it aside if it is wrong, then \`opstate retry ${row.operationId} --replan\`${row.lastError === null ? '' : ` (last error: ${row.lastError.message})`}`,
   };
 }
 

@@ -2,8 +2,10 @@ import {
   ATTENTION_CATEGORIES,
   AttentionCategory,
   type AttentionItem,
+  type AttentionOperationRow,
   type AttentionTiming,
   attentionCutoffs,
+  classifyArchive,
   classifyBreaker,
   classifyCopy,
   classifyOperation,
@@ -18,11 +20,17 @@ import {
   countStuck,
   type HeartbeatIds,
   selectBreakersNotClosed,
-  selectDeletionFailed,
   selectFailed,
   selectRetryCap,
   selectStuck,
 } from './sql/selectAttention.ts';
+import {
+  countArchiveConflicts,
+  countDeletionStalled,
+  selectArchiveConflicts,
+  selectDeletionFailed,
+  selectDeletionStalled,
+} from './sql/selectCopyAttention.ts';
 import { uuidSchema } from './subtypeFields.ts';
 
 export interface AttentionOptions {
@@ -56,6 +64,12 @@ export interface AttentionList {
   /** False when heartbeats are not visible here: IN_PROGRESS is judged by the floor alone. */
   readonly heartbeatsVisible: boolean;
   readonly sections: readonly AttentionSection[];
+}
+
+interface Loaded {
+  readonly items: AttentionItem[];
+  readonly total: number;
+  readonly next: string | null;
 }
 
 /** A page token: `<since ISO>,<id>` of the last row of a full page. */
@@ -120,51 +134,65 @@ export async function loadAttention(
   const beats = heartbeatIds(options.heartbeats, now, timing.heartbeatTimeoutMs);
   const facts = { now, timing, heartbeats: options.heartbeats };
   const page = { limit, after };
-  const only = (category: AttentionCategory) => (items: AttentionItem[]) =>
-    items.filter((i) => i.category === category);
 
+  const nonNull = (items: (AttentionItem | null)[]) =>
+    items.filter((i): i is AttentionItem => i !== null);
+  const ofOperations = (category: AttentionCategory, rows: AttentionOperationRow[]) =>
+    rows.flatMap((r) => classifyOperation(r, facts)).filter((i) => i.category === category);
+
+  // One loader per category: a page of rows through the rules, the total, the next page's token.
   const counts = await countIndexed(exec);
+  const loaders: Record<AttentionCategory, () => Promise<Loaded>> = {
+    [AttentionCategory.STUCK]: async () => {
+      const rows = await selectStuck(exec, cutoffs, beats, page);
+      return {
+        items: ofOperations(AttentionCategory.STUCK, rows),
+        total: await countStuck(exec, cutoffs, beats),
+        next: token(rows, limit),
+      };
+    },
+    [AttentionCategory.RETRY_CAP]: async () => {
+      const rows = await selectRetryCap(exec, page);
+      const items = ofOperations(AttentionCategory.RETRY_CAP, rows);
+      return { items, total: counts.retryCap, next: token(rows, limit) };
+    },
+    [AttentionCategory.FAILED]: async () => {
+      const rows = await selectFailed(exec, page);
+      const items = ofOperations(AttentionCategory.FAILED, rows);
+      return { items, total: counts.failed, next: token(rows, limit) };
+    },
+    [AttentionCategory.BREAKER_OPEN]: async () => {
+      const items = nonNull((await selectBreakersNotClosed(exec)).map(classifyBreaker));
+      return { items, total: items.length, next: null };
+    },
+    [AttentionCategory.ARCHIVE_CONFLICT]: async () => {
+      const rows = await selectArchiveConflicts(exec, page);
+      return {
+        items: nonNull(rows.map(classifyArchive)),
+        total: await countArchiveConflicts(exec),
+        next: token(
+          rows.map((r) => ({ since: r.since, id: r.operationId })),
+          limit,
+        ),
+      };
+    },
+    [AttentionCategory.DELETION_FAILED]: async () => {
+      const rows = await selectDeletionFailed(exec, page);
+      const items = nonNull(rows.map((r) => classifyCopy(r, facts)));
+      return { items, total: counts.deletionFailed, next: token(rows, limit) };
+    },
+    [AttentionCategory.DELETION_STALLED]: async () => {
+      const rows = await selectDeletionStalled(exec, cutoffs.heartbeatCutoff, page);
+      return {
+        items: nonNull(rows.map((r) => classifyCopy(r, facts))),
+        total: await countDeletionStalled(exec, cutoffs.heartbeatCutoff),
+        next: token(rows, limit),
+      };
+    },
+  };
   const sections = await Promise.all(
     wanted.map(async (category): Promise<AttentionSection> => {
-      let items: AttentionItem[];
-      let total: number;
-      let next: string | null = null;
-      switch (category) {
-        case AttentionCategory.STUCK: {
-          const rows = await selectStuck(exec, cutoffs, beats, page);
-          items = only(category)(rows.flatMap((r) => classifyOperation(r, facts)));
-          total = await countStuck(exec, cutoffs, beats);
-          next = token(rows, limit);
-          break;
-        }
-        case AttentionCategory.RETRY_CAP: {
-          const rows = await selectRetryCap(exec, page);
-          items = only(category)(rows.flatMap((r) => classifyOperation(r, facts)));
-          total = counts.retryCap;
-          next = token(rows, limit);
-          break;
-        }
-        case AttentionCategory.FAILED: {
-          const rows = await selectFailed(exec, page);
-          items = only(category)(rows.flatMap((r) => classifyOperation(r, facts)));
-          total = counts.failed;
-          next = token(rows, limit);
-          break;
-        }
-        case AttentionCategory.BREAKER_OPEN: {
-          const rows = await selectBreakersNotClosed(exec);
-          items = rows.map(classifyBreaker).filter((i): i is AttentionItem => i !== null);
-          total = items.length;
-          break;
-        }
-        case AttentionCategory.DELETION_FAILED: {
-          const rows = await selectDeletionFailed(exec, page);
-          items = rows.map(classifyCopy).filter((i): i is AttentionItem => i !== null);
-          total = counts.deletionFailed;
-          next = token(rows, limit);
-          break;
-        }
-      }
+      const { items, total, next } = await loaders[category]();
       return {
         category,
         total: Math.min(total, ATTENTION_COUNT_CAP),

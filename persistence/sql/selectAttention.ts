@@ -1,9 +1,5 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type {
-  AttentionBreakerRow,
-  AttentionCopyRow,
-  AttentionOperationRow,
-} from '../../machines/attention.ts';
+import type { AttentionBreakerRow, AttentionOperationRow } from '../../machines/attention.ts';
 import type { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationError, OperationStatus } from '../../machines/operationMachine.ts';
 import { toDate } from '../OperationRecord.ts';
@@ -126,7 +122,7 @@ export async function selectStuck(
  */
 export const ATTENTION_COUNT_CAP = 1_000;
 
-const capped = (from: SQL) =>
+export const capped = (from: SQL) =>
   sql`(select count(*)::int from (select 1 ${from} limit ${ATTENTION_COUNT_CAP + 1}) c)`;
 
 /** How many operations `selectStuck` lists over all its pages (each branch capped). */
@@ -212,34 +208,6 @@ export async function selectBreakersNotClosed(exec: Executor): Promise<Attention
     openedAt: toDate(r.opened_at),
     lastFailureMessage: r.last_message == null ? null : String(r.last_message),
     parked: Number(r.parked),
-  }));
-}
-
-/** Copies whose deletion failed, oldest first (partial index). */
-export async function selectDeletionFailed(
-  exec: Executor,
-  page: AttentionPage,
-): Promise<AttentionCopyRow[]> {
-  const since = sql.raw('c.updated_at');
-  const rows = await exec.execute(sql`
-    select c.id, c.artifact_type, c.artifact_id, c.status, c.deletion_failure_count,
-      c.last_error, c.updated_at as since, l.site, l.name
-    from physical_copy c left join data_location l on l.id = c.location_id
-    where c.status = 'DELETION_FAILED' and ${
-      page.after === undefined
-        ? sql`true`
-        : sql`(${since}, c.id) > (${page.after.since.toISOString()}::timestamptz, ${page.after.id}::uuid)`
-    }
-    order by c.updated_at, c.id limit ${page.limit}`);
-  return rows.map((r) => ({
-    id: String(r.id),
-    artifactType: String(r.artifact_type),
-    artifactId: String(r.artifact_id),
-    location: r.site == null ? '?' : `${String(r.site)}/${String(r.name)}`,
-    status: String(r.status),
-    deletionFailureCount: Number(r.deletion_failure_count),
-    lastError: r.last_error == null ? null : String(r.last_error),
-    since: toDate(r.since) as Date,
   }));
 }
 

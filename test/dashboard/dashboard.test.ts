@@ -14,7 +14,7 @@ import { launchBrowser } from '../helpers/browser.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor } from '../persistence/fixtures.ts';
-import { HOSTILE_REASON, PLANT_TIMING, plantEveryState } from './plant.ts';
+import { HOSTILE_REASON, KEPT_REASON, PLANT_TIMING, plantEveryState } from './plant.ts';
 
 /** The text a user sees in an element. */
 // biome-ignore lint/performance/useDomNodeTextContent: Playwright's innerText is the rendered text
@@ -109,8 +109,14 @@ describe('the operator dashboard over a database with operations in every state'
     expect(await seen(page.locator('[data-category="breaker_open"] td.why'))).toMatch(
       /OPEN after 5 consecutive failures .*1 PENDING parked.*archive endpoint refused/,
     );
-    expect(await seen(page.locator('[data-category="deletion_failed"] td.why'))).toMatch(
-      /the copy is kept: 1 member\(s\) kept after revalidation: frame-0002.fits: open by another process/,
+    expect(await seen(page.locator('[data-category="deletion_failed"] td.why'))).toBe(
+      `deletion of the raw_data_package copy at ${planted.world.buffer.site}/buffer is blocked, the copy is kept: 1 member(s) kept — frame-0002.fits: ${KEPT_REASON}; see \`opstate inspect ${planted.ids.blockedArchive}\`, and after review \`opstate retry ${planted.ids.blockedArchive} --replan\``,
+    );
+    expect(await seen(page.locator('[data-category="deletion_stalled"] td.why'))).toMatch(
+      /stalled: the lease of deleter-gone ran out 10 min ago and no deleter took over/,
+    );
+    expect(await seen(page.locator('[data-category="archive_conflict"] td.why'))).toMatch(
+      /another object is at the archive key [0-9a-f-]+\.tar and was never overwritten; the source is kept\. .*`opstate retry [0-9a-f-]+ --replan`/,
     );
     await page.screenshot({ path: join(SHOTS, 'overview.png'), fullPage: true });
     // The same list as JSON, for scripts.
@@ -148,6 +154,18 @@ describe('the operator dashboard over a database with operations in every state'
     expect(down[0]).toMatch(/raw_data_package .* at site-.*\/lta .*consumed by staging/);
     const up = await page.locator('ul[data-direction="up"] li').allInnerTexts();
     expect(up[0]).toMatch(/\/source .*registered, not produced by an operation/);
+    // An archive whose source deletion kept a member: its resume record and next safe action.
+    await page.goto(`${readOnly.url}/operations/${planted.ids.blockedArchive}`);
+    expect(await seen(page.locator('#last-durable'))).toMatch(/^DELETION_FAILED at /);
+    expect(await seen(page.locator('#deletion'))).toMatch(
+      /^DELETION_FAILED, plan 1, failures 1\/\d+; deleted 1, missing 0, kept 1, remaining 0/,
+    );
+    const kept = page.locator('table.members tr[data-outcome="kept"] td');
+    expect(await kept.nth(2).textContent()).toBe(KEPT_REASON);
+    expect(await seen(page.locator('#next-action'))).toMatch(
+      /^Next safe action: review: 1 member kept .*--replan/,
+    );
+    await page.screenshot({ path: join(SHOTS, 'operation-resume-record.png'), fullPage: true });
     await page.goto(`${readOnly.url}/operations/${planted.ids.cancelled}`);
     const cancel = page.locator('table.path tr[data-event="CANCEL"] td').nth(5);
     expect(await cancel.textContent()).toBe(HOSTILE_REASON);
@@ -342,6 +360,7 @@ describe('the operator dashboard over a database with operations in every state'
       if (page?.next == null) break;
       after = page.next;
     }
-    expect(paged).toEqual([...failures].reverse());
+    // The new ones first, then the archive conflict planted earlier (also FAILED).
+    expect(paged).toEqual([...[...failures].reverse(), planted.ids.conflict]);
   });
 });

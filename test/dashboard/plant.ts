@@ -1,5 +1,7 @@
 import { randomUUID } from 'node:crypto';
+import { ArchiveState } from '../../machines/ArchiveState.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
@@ -24,8 +26,10 @@ export const PLANT_TIMING = { heartbeatTimeoutMs: 5 * MIN, reconcilerFloorMs: 60
  * Operations in every state, and exactly these attention cases (by category, subject id): stuck
  * PENDING, stuck SCHEDULED, IN_PROGRESS with a stale heartbeat, IN_PROGRESS with none past the
  * floor; one at the retry cap; one FAILED (a cancelled one is not listed); one OPEN breaker
- * (parking one old PENDING operation, which is therefore not listed as stuck); one copy whose
- * deletion failed. Healthy ones (fresh, beating for hours, completed) are not listed.
+ * (parking one old PENDING operation, which is therefore not listed as stuck); an archive that
+ * found another object at its key (listed as a conflict and as failed); a source deletion blocked
+ * by a kept member; a deletion whose deleter's lease lapsed ten minutes ago. Healthy ones (fresh,
+ * beating for hours, completed, a deletion in progress under a live lease) are not listed.
  */
 export async function plantEveryState(database: Database) {
   let now = Date.now();
@@ -226,6 +230,72 @@ export async function plantEveryState(database: Database) {
   );
   const copy = blocked.buffer;
 
+  // A deletion whose deleter's lease ran out ten minutes ago and that nobody took over.
+  const stalled = await archivedPackage(database, w, 'verified');
+  await copies.apply(stalled.buffer.id, { type: 'SCHEDULE_DELETION' }, { by: 'deleter-gone' });
+  await copies.apply(
+    stalled.buffer.id,
+    { type: 'START_DELETION' },
+    {
+      by: 'deleter-gone',
+      plan: {
+        deletionId: randomUUID(),
+        archiveOperationId: stalled.operationId as string,
+        archiveCopyId: stalled.archiveCopy?.id as string,
+        archiveDigest: stalled.digest,
+        archiveObjectSha256: stalled.digest.slice('sha256:'.length),
+        path: `/data/buffer/${stalled.pkg}`,
+        folder: false,
+        rootPath: '/data/buffer',
+        rootDevice: '1',
+        rootInode: '2',
+        holder: 'deleter-gone',
+        leaseMs: -10 * MIN,
+        members: [member(1, 'only.tar')],
+        outcomes: [],
+        detail: {},
+      },
+    },
+  );
+
+  // An archive that found another object at its key: never overwritten, FAILED for an operator.
+  const conflictPkg = await w.artifacts.addRawDataPackage({ name: `rdp-conflict-${randomUUID()}` });
+  const conflict = await store.create({
+    kind: OperationKind.LONG_TERM_ARCHIVE,
+    fields: {
+      rawDataPackageId: conflictPkg,
+      sourceLocationId: w.buffer.id,
+      destinationLocationId: w.processing.id,
+    },
+  });
+  await startOf(conflict, 1, 'worker-e');
+  const records = new ArchiveRecordRepository(database);
+  const identity = {
+    operationId: conflict,
+    attempt: 1,
+    by: 'worker-e',
+    archiveKey: `${conflictPkg}.tar`,
+  };
+  await records.append({
+    ...identity,
+    state: ArchiveState.PLANNED,
+    manifest: { members: [], package: [] },
+  });
+  await records.append({
+    ...identity,
+    state: ArchiveState.CONFLICT,
+    detail: { found: 'another object' },
+  });
+  await store.apply(conflict, {
+    type: 'FAIL',
+    attempt: 1,
+    error: {
+      message: `another object is at the archive key ${conflictPkg}.tar; never overwritten`,
+      retryable: false,
+      code: 'CONFLICT',
+    },
+  });
+
   return {
     world: w,
     store: new OperationStore(database),
@@ -245,9 +315,12 @@ export async function plantEveryState(database: Database) {
       beating,
       parked,
       stuckStale,
+      conflict,
+      blockedArchive: blocked.operationId as string,
     },
     archiveCopy,
     deletionFailedCopy: copy.id,
+    stalledCopy: stalled.buffer.id,
     /** Exactly what the attention list must hold: `<category> <subject id>`. */
     expected: [
       `stuck ${stuckPending}`,
@@ -258,6 +331,9 @@ export async function plantEveryState(database: Database) {
       `failed ${failed}`,
       `breaker_open ${OperationKind.LONG_TERM_ARCHIVE}|${w.archive.id}`,
       `deletion_failed ${copy.id}`,
+      `deletion_stalled ${stalled.buffer.id}`,
+      `archive_conflict ${conflict}`,
+      `failed ${conflict}`,
     ].sort(),
   };
 }

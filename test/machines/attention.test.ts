@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import {
   type AttentionOperationRow,
+  classifyArchive,
   classifyBreaker,
   classifyCopy,
   classifyOperation,
@@ -201,18 +202,80 @@ describe('attention rules', () => {
     id: ID,
     artifactType: 'raw_data_package',
     artifactId: ID,
-    location: 'cologne/source',
+    location: 'cologne/buffer',
     deletionFailureCount: 2,
-    lastError: 'EBUSY',
+    lastError: 'interrupted 2 times',
     since: ago(MIN),
+    archiveOperationId: ID,
+    kept: [] as { name: string; reason: string | null }[],
+    holder: 'deleter-1',
+  };
+  // [what, copy, expected category]
+  const copies: [string, Parameters<typeof classifyCopy>[0], string | null][] = [
+    ['PRESENT', { ...copy, status: 'PRESENT' }, null],
+    ['DELETION_SCHEDULED', { ...copy, status: 'DELETION_SCHEDULED' }, null],
+    ['DELETED', { ...copy, status: 'DELETED' }, null],
+    ['DELETION_FAILED, interrupted', { ...copy, status: 'DELETION_FAILED' }, 'deletion_failed'],
+    [
+      'DELETION_FAILED, members kept',
+      { ...copy, status: 'DELETION_FAILED', kept: [{ name: 'a.fits', reason: 'open by pid 7' }] },
+      'deletion_failed',
+    ],
+    [
+      'in progress, lease running',
+      { ...copy, status: 'DELETION_IN_PROGRESS', since: ago(-MIN) },
+      null,
+    ],
+    [
+      'in progress, lease just lapsed',
+      { ...copy, status: 'DELETION_IN_PROGRESS', since: ago(MIN) },
+      null,
+    ],
+    [
+      'in progress, lapsed past the heartbeat timeout',
+      { ...copy, status: 'DELETION_IN_PROGRESS', since: ago(6 * MIN) },
+      'deletion_stalled',
+    ],
+  ];
+  it.each(copies)('a copy %s', (_what, c, expected) => {
+    expect(classifyCopy(c, { now: NOW, timing })?.category ?? null).toBe(expected);
+  });
+
+  it('a blocked deletion names every kept member and its reason, and how to re-plan', () => {
+    const item = classifyCopy(
+      {
+        ...copy,
+        status: 'DELETION_FAILED',
+        kept: [
+          { name: 'a.fits', reason: 'open by pid 7' },
+          { name: 'b.fits', reason: 'tracked by git' },
+        ],
+      },
+      { now: NOW, timing },
+    );
+    expect(item?.why).toMatch(
+      /is blocked, the copy is kept: 2 member\(s\) kept — a.fits: open by pid 7; b.fits: tracked by git/,
+    );
+    expect(item?.why).toContain(`opstate retry ${ID} --replan`);
+  });
+
+  const archive = {
+    operationId: ID,
+    kind: OperationKind.LONG_TERM_ARCHIVE,
+    status: 'FAILED' as const,
+    archiveKey: 'rdp-1.tar',
+    since: ago(MIN),
+    lastError: null,
   };
   it.each([
-    ['PRESENT', null],
-    ['DELETION_SCHEDULED', null],
-    ['DELETED', null],
-    ['DELETION_FAILED', 'deletion_failed'],
-  ])('a copy %s → %s', (status, expected) => {
-    expect(classifyCopy({ ...copy, status })?.category ?? null).toBe(expected);
+    ['CONFLICT', 'archive_conflict', /another object is at the archive key rdp-1.tar/],
+    ['VERIFY_FAILED', 'archive_conflict', /does not read back as written/],
+    ['VERIFIED', null, null],
+    ['UPLOADED', null, null],
+  ])('an archive whose last state is %s → %s', (archiveState, expected, why) => {
+    const item = classifyArchive({ ...archive, archiveState });
+    expect(item?.category ?? null).toBe(expected);
+    if (why !== null) expect(item?.why).toMatch(why);
   });
 
   it('sorts by category, then oldest first (failures newest first)', () => {
