@@ -16,6 +16,8 @@ export interface Command {
   readonly name: string;
   readonly summary: string;
   readonly usage: string;
+  /** More lines for `opstate <command> --help`: what each option means. */
+  readonly help?: readonly string[];
   run(args: string[], io: Io): Promise<number>;
 }
 

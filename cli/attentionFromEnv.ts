@@ -1,5 +1,10 @@
 import { resolveRuntimeTiming } from '../actors/Runtime.ts';
-import { ATTENTION_TITLES, type AttentionTiming, formatAge } from '../machines/attention.ts';
+import {
+  ATTENTION_TITLES,
+  type AttentionTiming,
+  formatAge,
+  heartbeatFacts,
+} from '../machines/attention.ts';
 import { type AttentionList, loadAttention } from '../persistence/loadAttention.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
@@ -65,13 +70,8 @@ export async function attentionOf(
   source: AttentionSource,
   now: number,
 ): Promise<AttentionList> {
-  let heartbeats: Map<string, number> | null = null;
-  if (source.heartbeats !== null) {
-    heartbeats = new Map();
-    for (const hb of await source.heartbeats.list()) {
-      heartbeats.set(hb.key.operationId, Math.max(heartbeats.get(hb.key.operationId) ?? 0, hb.at));
-    }
-  }
+  const heartbeats =
+    source.heartbeats === null ? null : heartbeatFacts(await source.heartbeats.list());
   return loadAttention(database, { now, timing: source.timing, heartbeats });
 }
 

@@ -39,6 +39,7 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
   if (rest.includes('--help') || rest.includes('-h')) {
     io.out(`Usage: ${command.usage}`);
     io.out(command.summary);
+    for (const line of command.help ?? []) io.out(line);
     return 0;
   }
   try {

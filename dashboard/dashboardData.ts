@@ -4,6 +4,7 @@ import {
   type AttentionTiming,
   classifyOperation,
   type HeartbeatFacts,
+  heartbeatFacts,
 } from '../machines/attention.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
@@ -20,7 +21,7 @@ import {
   type OperationListRow,
   selectOperationList,
 } from '../persistence/sql/selectOperationList.ts';
-import type { Heartbeat, Heartbeats } from '../transport/Transport.ts';
+import type { Heartbeats, WorkerHeartbeat } from '../transport/Transport.ts';
 import type { OperationPageData } from './operationPage.ts';
 import type { OverviewData } from './overviewPage.ts';
 
@@ -39,14 +40,6 @@ export interface DashboardDataOptions {
   readonly countsMaxAgeMs: number;
 }
 
-function latestBeats(heartbeats: readonly Heartbeat[]): Map<string, number> {
-  const latest = new Map<string, number>();
-  for (const hb of heartbeats) {
-    latest.set(hb.key.operationId, Math.max(latest.get(hb.key.operationId) ?? 0, hb.at));
-  }
-  return latest;
-}
-
 /**
  * What the dashboard's pages show, read from the database (every query paged and indexed) and
  * the heartbeat store. Counts per kind × status cost one index scan over every operation, so they
@@ -63,8 +56,8 @@ export function createDashboardData(options: DashboardDataOptions) {
 
   // Listing heartbeats reads every key of the store (O(active)): one listing serves every page
   // asked for within a second.
-  let listed: { at: number; all: Promise<Heartbeat[]> } | undefined;
-  const heartbeatFacts = async (): Promise<{ facts: HeartbeatFacts; all: Heartbeat[] }> => {
+  let listed: { at: number; all: Promise<WorkerHeartbeat[]> } | undefined;
+  const heartbeats = async (): Promise<{ facts: HeartbeatFacts; all: WorkerHeartbeat[] }> => {
     const store = options.heartbeats;
     if (store === null) return { facts: null, all: [] };
     const now = clock.now();
@@ -76,7 +69,7 @@ export function createDashboardData(options: DashboardDataOptions) {
       });
     }
     const all = await listed.all;
-    return { facts: latestBeats(all), all };
+    return { facts: heartbeatFacts(all), all };
   };
 
   /**
@@ -111,7 +104,7 @@ export function createDashboardData(options: DashboardDataOptions) {
     changeMark,
 
     async overview(): Promise<OverviewData> {
-      const { facts } = await heartbeatFacts();
+      const { facts } = await heartbeats();
       const [statusCounts, attention] = await Promise.all([
         counts(),
         loadAttention(database, { now: clock.now(), timing, heartbeats: facts, limit: PAGE_SIZE }),
@@ -120,7 +113,7 @@ export function createDashboardData(options: DashboardDataOptions) {
     },
 
     async attention(category: string, after: string | undefined): Promise<AttentionSection> {
-      const { facts } = await heartbeatFacts();
+      const { facts } = await heartbeats();
       const list = await loadAttention(database, {
         now: clock.now(),
         timing,
@@ -134,7 +127,7 @@ export function createDashboardData(options: DashboardDataOptions) {
 
     async operation(id: string): Promise<Omit<OperationPageData, 'allowActions'>> {
       checkId(id);
-      const { facts, all } = await heartbeatFacts();
+      const { facts, all } = await heartbeats();
       const [view, up, down, row] = await Promise.all([
         inspectOperation(database, id),
         selectLineage(database, id, 'up'),
@@ -143,13 +136,16 @@ export function createDashboardData(options: DashboardDataOptions) {
       ]);
       // A long-term archive's resume record: archive and source identity, deletion progress.
       const resume = (await loadResumeRecord(database, view)) ?? null;
-      const mine = all.filter((h) => h.key.operationId === id).sort((a, b) => b.at - a.at)[0];
+      // The newest heartbeat of a worker holding its current attempt.
+      const mine = all
+        .filter((b) => b.held.some((h) => h.operationId === id && h.attempt === view.attempt))
+        .sort((a, b) => b.at - a.at)[0];
       const heartbeat =
         options.heartbeats === null
           ? null
           : mine === undefined
             ? ('none' as const)
-            : { at: mine.at, taskId: mine.key.taskId };
+            : { at: mine.at, workerId: mine.workerId };
       const attention =
         row === undefined
           ? []

@@ -48,13 +48,14 @@ const SCRIPT = `
       const url = new URL(location.href); url.searchParams.set('fragment', '1');
       const r = await fetch(url, { headers: { accept: 'text/html' } });
       if (r.ok) {
+        const html = await r.text();
+        // What the operator is typing survives the refresh, and so does the focus: read both at
+        // the last moment, with no await between reading and swapping.
         const keep = document.querySelector('.result');
-        // What the operator is typing survives the refresh, and so does the focus.
         const typed = new Map([...main().querySelectorAll('form[data-action] input')]
           .map((i) => [i.closest('form').dataset.action + ':' + i.name, i.value]));
         const active = document.activeElement && document.activeElement.closest('form[data-action]')
           ? document.activeElement.closest('form').dataset.action + ':' + document.activeElement.name : null;
-        const html = await r.text();
         main().innerHTML = html;
         for (const i of main().querySelectorAll('form[data-action] input')) {
           const key = i.closest('form').dataset.action + ':' + i.name;

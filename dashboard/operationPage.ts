@@ -14,7 +14,7 @@ export interface OperationPageData {
   readonly up: readonly LineageLink[];
   readonly down: readonly LineageLink[];
   /** Null when heartbeats are not visible from the dashboard's process. */
-  readonly heartbeat: { readonly at: number; readonly taskId: string } | 'none' | null;
+  readonly heartbeat: { readonly at: number; readonly workerId: string } | 'none' | null;
   /** The attention items of this operation now (same rules as the list). */
   readonly attention: readonly AttentionItem[];
   /** A long-term archive's resume record (null for other kinds). */
@@ -106,8 +106,10 @@ function heartbeatLine(data: OperationPageData): SafeHtml {
   if (data.heartbeat === null) {
     return html`<span class="muted">not visible from this process (in-process transport)</span>`;
   }
-  if (data.heartbeat === 'none') return html`<span class="muted">none</span>`;
-  return html`<span class="heartbeat" data-since="${new Date(data.heartbeat.at).toISOString()}" data-suffix=" ago"></span> <span class="muted">(task ${data.heartbeat.taskId})</span>`;
+  if (data.heartbeat === 'none') {
+    return html`<span class="muted">no worker holds attempt ${data.view.attempt}</span>`;
+  }
+  return html`<span class="heartbeat" data-since="${new Date(data.heartbeat.at).toISOString()}" data-suffix=" ago"></span> <span class="muted">(worker ${data.heartbeat.workerId}, holding attempt ${data.view.attempt})</span>`;
 }
 
 /**

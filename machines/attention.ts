@@ -84,11 +84,42 @@ export interface AttentionOperationRow {
 }
 
 /**
- * What is known about heartbeats where the list is computed: the latest heartbeat per operation
- * id (ms), or `null` when heartbeats are not visible from here (an in-process transport in
- * another process); then only the reconciler floor can say an IN_PROGRESS operation is stuck.
+ * What is known about heartbeats where the list is computed: per operation attempt
+ * (`heldKey(id, attempt)`), the newest heartbeat of a worker that holds it (ms); or `null` when
+ * heartbeats are not visible from here (an in-process transport in another process), so that
+ * only the reconciler floor can say a SCHEDULED or IN_PROGRESS operation is stuck.
  */
 export type HeartbeatFacts = ReadonlyMap<string, number> | null;
+
+/** The key of one operation attempt in `HeartbeatFacts`. */
+export function heldKey(operationId: string, attempt: number): string {
+  return `${operationId}:${attempt}`;
+}
+
+/** A worker heartbeat as the heartbeat store lists it: when, and which attempts it holds. */
+export interface HeldBeat {
+  readonly at: number;
+  readonly held: readonly { readonly operationId: string; readonly attempt: number }[];
+}
+
+/**
+ * Folds worker heartbeats into `HeartbeatFacts`: for each attempt held, its newest heartbeat.
+ *
+ * @example
+ * ```ts
+ * const facts = heartbeatFacts(await runtime.transport.heartbeats.list());
+ * ```
+ */
+export function heartbeatFacts(beats: readonly HeldBeat[]): Map<string, number> {
+  const facts = new Map<string, number>();
+  for (const beat of beats) {
+    for (const h of beat.held) {
+      const key = heldKey(h.operationId, h.attempt);
+      facts.set(key, Math.max(facts.get(key) ?? 0, beat.at));
+    }
+  }
+  return facts;
+}
 
 export interface AttentionFacts {
   readonly now: number;
@@ -134,30 +165,28 @@ function stuckReason(row: AttentionOperationRow, facts: AttentionFacts): string 
   const { now, timing, heartbeats } = facts;
   const floor = timing.reconcilerFloorMs;
   const age = now - row.since.getTime();
-  const beat = heartbeats?.get(row.id);
-  const beating = beat !== undefined && now - beat < timing.heartbeatTimeoutMs;
-  switch (row.status) {
-    case OperationStatus.PENDING: {
-      if (row.parked) return null; // the breaker is the item to look at
-      if (age <= floor) return null;
-      return `PENDING and due for ${formatAge(age)} (longer than the reconciler floor, ${formatAge(floor)}) without being scheduled: is a control-plane leader running, or is the backlog deeper than maxScheduled lets through?`;
-    }
-    case OperationStatus.SCHEDULED:
-      if (beating || age <= floor) return null;
-      return `SCHEDULED for ${formatAge(age)} and no worker started it; the reconciler resets after ${formatAge(floor)}: is a control-plane leader running, and a worker for ${row.kind}?`;
-    case OperationStatus.IN_PROGRESS: {
-      if (beating) return null;
-      if (beat !== undefined && age > timing.heartbeatTimeoutMs) {
-        return `IN_PROGRESS on ${row.workerId ?? 'an unknown worker'} with its last heartbeat ${formatAge(now - beat)} ago (timeout ${formatAge(timing.heartbeatTimeoutMs)}); the heartbeat monitor should have reset it: is a control-plane leader running?`;
-      }
-      if (age <= floor) return null;
-      return heartbeats === null
-        ? `IN_PROGRESS on ${row.workerId ?? 'an unknown worker'} for ${formatAge(age)} (longer than the reconciler floor, ${formatAge(floor)}); heartbeats are not visible from here, so check the worker`
-        : `IN_PROGRESS on ${row.workerId ?? 'an unknown worker'} for ${formatAge(age)} with no heartbeat (reconciler floor ${formatAge(floor)}); the reconciler should have reset it: is a control-plane leader running?`;
-    }
-    default:
-      return null;
+  if (row.status === OperationStatus.PENDING) {
+    if (row.parked || age <= floor) return null; // a parked pair's breaker is the item to look at
+    return `PENDING and due for ${formatAge(age)} (longer than the reconciler floor, ${formatAge(floor)}) without being scheduled: is a control-plane leader running, or is the backlog deeper than maxScheduled lets through?`;
   }
+  if (row.status !== OperationStatus.SCHEDULED && row.status !== OperationStatus.IN_PROGRESS) {
+    return null;
+  }
+  // Held by a worker (a dispatch pulled, or running): the heartbeat monitor's case; held by none:
+  // the reconciler's. Both judge the current attempt only.
+  const beat = heartbeats?.get(heldKey(row.id, row.attempt));
+  const what =
+    row.status === OperationStatus.SCHEDULED
+      ? 'SCHEDULED'
+      : `IN_PROGRESS on ${row.workerId ?? 'an unknown worker'}`;
+  if (beat !== undefined) {
+    if (now - beat < timing.heartbeatTimeoutMs || age <= timing.heartbeatTimeoutMs) return null;
+    return `${what} and held by a worker whose last heartbeat was ${formatAge(now - beat)} ago (timeout ${formatAge(timing.heartbeatTimeoutMs)}); the heartbeat monitor should have reset it: is a control-plane leader running?`;
+  }
+  if (age <= floor) return null;
+  return heartbeats === null
+    ? `${what} for ${formatAge(age)} (longer than the reconciler floor, ${formatAge(floor)}); heartbeats are not visible from here, so check the workers`
+    : `${what} for ${formatAge(age)} and held by no live worker (reconciler floor ${formatAge(floor)}); the reconciler should have reset it: is a control-plane leader running${row.status === OperationStatus.SCHEDULED ? `, and a worker for ${row.kind}` : ''}?`;
 }
 
 /**

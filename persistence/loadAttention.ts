@@ -93,13 +93,15 @@ function parseToken(value: string | undefined): AttentionCursor | undefined {
   return { since: new Date(at), id: id as string };
 }
 
+/** Splits the held attempts into those with a live heartbeat and those whose beats went stale. */
 function heartbeatIds(facts: HeartbeatFacts, now: number, timeoutMs: number): HeartbeatIds | null {
   if (facts === null) return null;
   const alive: string[] = [];
   const stale: string[] = [];
-  for (const [id, at] of facts) {
-    if (!uuidSchema.safeParse(id).success) continue;
-    (now - at < timeoutMs ? alive : stale).push(id);
+  for (const [key, at] of facts) {
+    const [id, attempt] = key.split(':');
+    if (!uuidSchema.safeParse(id).success || !/^\d+$/.test(attempt ?? '')) continue;
+    (now - at < timeoutMs ? alive : stale).push(key);
   }
   return { alive, stale };
 }

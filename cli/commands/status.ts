@@ -4,6 +4,7 @@ import {
   CircuitBreakerRepository,
   type CircuitBreakerView,
 } from '../../persistence/CircuitBreakerRepository.ts';
+import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
 import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
@@ -42,6 +43,21 @@ function toStatus(b: CircuitBreakerView): CircuitBreakerStatus {
   };
 }
 
+/** A control plane's leadership in `opstate status --json`. */
+export interface LeaderStatus {
+  /** The deployment (`OPSTATE_PREFIX`) the lease is for. */
+  readonly name: string;
+  /** The leading replica: `<host>:<pid>:<random>`. */
+  readonly holder: string;
+  readonly epoch: number;
+  /** When this holder took the lease (leads since), ISO. */
+  readonly since: string;
+  readonly renewedAt: string;
+  readonly expiresAt: string;
+  /** The lease lapsed and no standby has taken it yet: nobody leads. */
+  readonly expired: boolean;
+}
+
 /** Left-aligned columns, two spaces apart. */
 function table(rows: readonly string[][]): string[] {
   const widths = (rows[0] ?? []).map((_, n) => Math.max(...rows.map((r) => (r[n] ?? '').length)));
@@ -51,11 +67,12 @@ function table(rows: readonly string[][]): string[] {
 }
 
 /**
- * `opstate status [--json]`: operation counts per kind × status, every kind and status shown,
- * then the circuit breakers that are not CLOSED (parked or probing (kind, location) pairs), then
- * the physical copies per location type × status with the deletions in progress and failed, then
- * the attention list the dashboard shows (first page of each category).
- * JSON shape: `{"operations": {"<kind>": {"PENDING": n, …, "FAILED": n}},
+ * `opstate status [--json]`: who leads each control plane and since when, operation counts per
+ * kind × status (every kind and status shown), the circuit breakers that are not CLOSED (parked
+ * or probing (kind, location) pairs), the physical copies per location type × status with the
+ * deletions in progress and failed, then the attention list the dashboard shows (first page of
+ * each category). JSON shape: `{"leaders": [{name, holder, epoch, since, renewedAt, expiresAt,
+ * expired}], "operations": {"<kind>": {"PENDING": n, …}},
  * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
  * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]},
  * "attention": {at, heartbeatsVisible, sections: [{category, total, totalCapped, next,
@@ -73,7 +90,7 @@ export function createStatusCommand(
   return {
     name: 'status',
     summary:
-      'Operation counts per kind and status, breakers not closed, copies and their deletions, what needs attention',
+      'Who leads the control plane, operation counts per kind and status, breakers not closed, copies and their deletions, what needs attention',
     usage: 'opstate status [--json]',
     async run(args, io) {
       const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });
@@ -84,6 +101,15 @@ export function createStatusCommand(
         const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
           toStatus,
         );
+        const leaders: LeaderStatus[] = (await new LeaseRepository(database).list()).map((l) => ({
+          name: l.name,
+          holder: l.holder,
+          epoch: l.epoch,
+          since: l.acquiredAt.toISOString(),
+          renewedAt: l.renewedAt.toISOString(),
+          expiresAt: l.expiresAt.toISOString(),
+          expired: l.expired,
+        }));
         const copies = await selectCopyStatus(database);
         // The dashboard's attention list, by the same rules.
         const source = await attentionSource();
@@ -93,6 +119,7 @@ export function createStatusCommand(
         if (values.json === true) {
           io.out(
             JSON.stringify({
+              leaders,
               operations: counts,
               circuitBreakers: breakers,
               copies: copies.copies,
@@ -102,6 +129,7 @@ export function createStatusCommand(
           );
           return 0;
         }
+
         const width = Math.max(...OPERATION_KINDS.map((k) => k.length), 'kind'.length);
         const cols = OPERATION_STATUSES.map((s) => s.length);
         io.out(['kind'.padEnd(width), ...OPERATION_STATUSES].join('  '));
@@ -110,6 +138,15 @@ export function createStatusCommand(
             String(counts[kind][s]).padStart(cols[n] as number),
           );
           io.out([kind.padEnd(width), ...cells].join('  '));
+        }
+        io.out('');
+        if (leaders.length === 0) io.out('leader: none (no control plane has run)');
+        for (const l of leaders) {
+          io.out(
+            l.expired
+              ? `leader of ${l.name}: none (the lease of ${l.holder} lapsed at ${l.expiresAt}; a standby takes over at its next poll)`
+              : `leader of ${l.name}: ${l.holder} since ${l.since} (epoch ${l.epoch}, lease renewed ${l.renewedAt}, until ${l.expiresAt})`,
+          );
         }
         if (breakers.length > 0) {
           io.out('');

@@ -8,7 +8,7 @@ import {
   type OperationKind,
 } from '../../machines/OperationKind.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
-import { runtimeFromEnv, untilSignal } from '../runtimeFromEnv.ts';
+import { runtimeFromEnv, surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
 
 interface HandlersModule {
   readonly table: Partial<Record<OperationKind, OperationHandler>>;
@@ -44,6 +44,24 @@ export const workerCommand: Command = {
   summary: 'Run a worker for some operation kinds until SIGINT/SIGTERM',
   usage:
     'opstate worker --kinds <kind,kind…|all> --handlers <module> [--concurrency N] [--id NAME] [--delete-copies [--deleter-lease-ms N] [--deleter-interval-ms N]]',
+  help: [
+    '',
+    '  --kinds <kind,kind…|all>  operation kinds to serve (one queue per kind and location type)',
+    '  --handlers <module>       a module that default-exports { <kind>: async (ctx) => ({ outputs }) }',
+    '  --concurrency N           operations this worker process holds at once, across all its',
+    '                            queues, pulled or running (default 4); with fewer than its',
+    '                            queues, the queues take turns',
+    '  --id NAME                 the worker id in transitions and in its heartbeat (letters,',
+    '                            digits, - _ =; default worker-<random>)',
+    '  --delete-copies           also run a copy deleter: source copies eligible under the',
+    '                            deletion policy are revalidated and deleted after their',
+    '                            verified archive (this host must see their storage)',
+    '  --deleter-lease-ms N      how long a deleter holds a deletion between renewals',
+    '  --deleter-interval-ms N   how often the deleter looks for eligible copies',
+    '',
+    'Starts without the database or the broker: it waits for them and retries, and exits only',
+    'on a configuration error.',
+  ],
   async run(args, io) {
     const { values, positionals } = parseFlags(args, {
       kinds: { type: 'string' },
@@ -84,7 +102,8 @@ export const workerCommand: Command = {
     const missing = (kinds as OperationKind[]).filter((k) => table[k] === undefined);
     if (missing.length > 0)
       throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
-    const runtime = await runtimeFromEnv();
+    surviveStrayRejections();
+    const runtime = await runtimeFromEnv({ waitForServers: true });
     const worker = runtime.startWorker({
       kinds: kinds as OperationKind[],
       handlers: table as Record<OperationKind, OperationHandler>,

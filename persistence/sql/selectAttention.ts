@@ -16,13 +16,17 @@ export interface AttentionPage {
   readonly after?: AttentionCursor | undefined;
 }
 
-/** The heartbeats the stuck rule knows: ids beating now, and ids whose last beat went stale. */
+/**
+ * The heartbeats the stuck rule knows, as held attempts (`<operation id>:<attempt>`): those a
+ * worker with a live heartbeat holds, and those held only by workers whose heartbeats went stale.
+ */
 export interface HeartbeatIds {
   readonly alive: readonly string[];
   readonly stale: readonly string[];
 }
 
-const uuids = (ids: readonly string[]) => `{${ids.join(',')}}`;
+/** A text[] literal of keys that hold only letters, digits, '-' and ':' (checked by the caller). */
+const texts = (keys: readonly string[]) => `{${keys.join(',')}}`;
 
 /**
  * When a PENDING operation became due: when it entered PENDING, or its backoff's end if later
@@ -67,16 +71,21 @@ function toOperationRow(r: Row): AttentionOperationRow {
 
 type StuckCutoffs = { readonly floorCutoff: Date; readonly heartbeatCutoff: Date };
 
+/** `<operation id>:<attempt>` of row `o`, as heartbeats name what they hold. */
+const HELD = sql.raw(`(o.id::text || ':' || o.attempt::text)`);
+
 /** The three branches of the stuck rule, each with its own since column and index. */
 function stuckBranches(cutoffs: StuckCutoffs, heartbeats: HeartbeatIds | null) {
   const floor = cutoffs.floorCutoff.toISOString();
-  const alive = uuids(heartbeats?.alive ?? []);
-  const inProgress =
+  // SCHEDULED and IN_PROGRESS alike: held by no live worker, and past the floor — or, held by
+  // workers whose heartbeats went stale, past the heartbeat timeout.
+  const held = (since: string) =>
     heartbeats === null
-      ? sql`o.started_at < ${floor}::timestamptz`
-      : sql`o.id <> all(${alive}::uuid[]) and (o.started_at < ${floor}::timestamptz
-          or (o.started_at < ${cutoffs.heartbeatCutoff.toISOString()}::timestamptz
-              and o.id = any(${uuids(heartbeats.stale)}::uuid[])))`;
+      ? sql`${sql.raw(since)} < ${floor}::timestamptz`
+      : sql`not (${HELD} = any(${texts(heartbeats.alive)}::text[]))
+          and (${sql.raw(since)} < ${floor}::timestamptz
+            or (${sql.raw(since)} < ${cutoffs.heartbeatCutoff.toISOString()}::timestamptz
+                and ${HELD} = any(${texts(heartbeats.stale)}::text[])))`;
   return [
     {
       since: PENDING_SINCE,
@@ -85,18 +94,20 @@ function stuckBranches(cutoffs: StuckCutoffs, heartbeats: HeartbeatIds | null) {
     },
     {
       since: sql.raw('o.scheduled_at'),
-      where: sql`o.status = 'SCHEDULED' and o.scheduled_at < ${floor}::timestamptz
-        and o.id <> all(${alive}::uuid[])`,
+      where: sql`o.status = 'SCHEDULED' and ${held('o.scheduled_at')}`,
     },
-    { since: sql.raw('o.started_at'), where: sql`o.status = 'IN_PROGRESS' and ${inProgress}` },
+    {
+      since: sql.raw('o.started_at'),
+      where: sql`o.status = 'IN_PROGRESS' and ${held('o.started_at')}`,
+    },
   ];
 }
 
 /**
  * Live operations past the timer that should have moved them, oldest first: PENDING due before
- * `floorCutoff` and not parked by a breaker; SCHEDULED since before `floorCutoff` with no live
- * heartbeat; IN_PROGRESS with no live heartbeat that started before `floorCutoff`, or before
- * `heartbeatCutoff` with a stale heartbeat (with `heartbeats` null, only the floor applies).
+ * `floorCutoff` and not parked by a breaker; SCHEDULED or IN_PROGRESS held by no live worker
+ * since before `floorCutoff`, or held only by stale workers since before `heartbeatCutoff` (with
+ * `heartbeats` null, only the floor applies).
  * Each branch starts from an index (the due and active partial indexes); `classifyOperation`
  * decides the same from each row.
  */

@@ -325,6 +325,7 @@ export function breakerSuite(backend: BreakerBackend): void {
       circuitBreakers: CircuitBreakerStatus[];
     };
     expect(Object.keys(parsed)).toEqual([
+      'leaders',
       'operations',
       'circuitBreakers',
       'copies',

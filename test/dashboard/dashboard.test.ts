@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime } from '../../actors/Runtime.ts';
 import { type Dashboard, startDashboard } from '../../dashboard/startDashboard.ts';
+import { heartbeatFacts } from '../../machines/attention.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
 import { migrate } from '../../persistence/migrate.ts';
@@ -174,7 +175,7 @@ describe('the operator dashboard over a database with operations in every state'
     await page.goto(`${readOnly.url}/operations/${planted.ids.stuckStale}`);
     expect(await seen(page.locator('.heartbeat'))).toMatch(/^(35\d|36\d) s ago$|^6 min ago$/);
     expect(await seen(page.locator('li[data-category="stuck"]'))).toMatch(
-      /last heartbeat 6 min ago/,
+      /held by a worker whose last heartbeat was 6 min ago/,
     );
     await page.close();
   });
@@ -235,11 +236,13 @@ describe('the operator dashboard over a database with operations in every state'
 
   it('pages every list: the pages of a category, read two at a time, are the whole category', async () => {
     const { loadAttention } = await import('../../persistence/loadAttention.ts');
-    const facts = { now: Date.now(), timing: PLANT_TIMING, heartbeats: new Map<string, number>() };
-    for (const hb of await planted.heartbeats.list())
-      facts.heartbeats.set(hb.key.operationId, hb.at);
+    const facts = {
+      now: Date.now(),
+      timing: PLANT_TIMING,
+      heartbeats: heartbeatFacts(await planted.heartbeats.list()),
+    };
     const whole = await loadAttention(database, { ...facts, category: 'stuck' });
-    expect(whole.sections[0]?.items).toHaveLength(4);
+    expect(whole.sections[0]?.items).toHaveLength(5);
     const paged: string[] = [];
     let after: string | undefined;
     for (let n = 0; n < 5; n++) {
@@ -297,7 +300,7 @@ describe('the operator dashboard over a database with operations in every state'
         e,
       ).toBe(true);
     }
-    expect(out.slice(start)).toContain('  Stuck past their timers (4)');
+    expect(out.slice(start)).toContain('  Stuck past their timers (5)');
   });
 
   it('is read-only unless actions are allowed, and refuses bad requests with a clear error', async () => {

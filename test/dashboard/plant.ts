@@ -24,8 +24,8 @@ export const PLANT_TIMING = { heartbeatTimeoutMs: 5 * MIN, reconcilerFloorMs: 60
 
 /**
  * Operations in every state, and exactly these attention cases (by category, subject id): stuck
- * PENDING, stuck SCHEDULED, IN_PROGRESS with a stale heartbeat, IN_PROGRESS with none past the
- * floor; one at the retry cap; one FAILED (a cancelled one is not listed); one OPEN breaker
+ * PENDING, stuck SCHEDULED (held by no worker), a SCHEDULED dispatch and an IN_PROGRESS operation
+ * held by workers whose heartbeats went stale, IN_PROGRESS held by no worker past the floor; one at the retry cap; one FAILED (a cancelled one is not listed); one OPEN breaker
  * (parking one old PENDING operation, which is therefore not listed as stuck); an archive that
  * found another object at its key (listed as a conflict and as failed); a source deletion blocked
  * by a kept member; a deletion whose deleter's lease lapsed ten minutes ago. Healthy ones (fresh,
@@ -126,22 +126,19 @@ export async function plantEveryState(database: Database) {
   // An OPEN breaker on (long_term_archive, archive) parks this old PENDING one.
   const parked = await create(OperationKind.LONG_TERM_ARCHIVE);
 
-  // IN_PROGRESS for ten minutes, last heartbeat six minutes ago.
+  // IN_PROGRESS for ten minutes on worker-d, and a dispatch SCHEDULED ten minutes ago that
+  // worker-f pulled: both workers' last heartbeats are six minutes old (the monitor's case).
   at(10 * MIN);
   const stuckStale = await create(OperationKind.RAW_DATA_PACKAGE);
   await startOf(stuckStale, 1, 'worker-d');
+  const stuckHeld = await create(OperationKind.UNPACK);
+  await store.apply(stuckHeld, { type: 'SCHEDULE' });
   at(6 * MIN);
-  await transport.heartbeats.put({
-    kind: OperationKind.RAW_DATA_PACKAGE,
-    operationId: stuckStale,
-    taskId: 't-stale',
-  });
+  const held = (operationId: string, kind: OperationKind) => [{ kind, operationId, attempt: 1 }];
+  await transport.heartbeats.beat('worker-d', held(stuckStale, OperationKind.RAW_DATA_PACKAGE));
+  await transport.heartbeats.beat('worker-f', held(stuckHeld, OperationKind.UNPACK));
   at(0);
-  await transport.heartbeats.put({
-    kind: OperationKind.RAW_DATA_PACKAGE,
-    operationId: beating,
-    taskId: 't-beating',
-  });
+  await transport.heartbeats.beat('worker-c', held(beating, OperationKind.RAW_DATA_PACKAGE));
 
   const breakers = new CircuitBreakerRepository(database);
   await breakers.write([
@@ -315,6 +312,7 @@ export async function plantEveryState(database: Database) {
       beating,
       parked,
       stuckStale,
+      stuckHeld,
       conflict,
       blockedArchive: blocked.operationId as string,
     },
@@ -327,6 +325,7 @@ export async function plantEveryState(database: Database) {
       `stuck ${stuckScheduled}`,
       `stuck ${stuckNoBeat}`,
       `stuck ${stuckStale}`,
+      `stuck ${stuckHeld}`,
       `retry_cap ${retryCap}`,
       `failed ${failed}`,
       `breaker_open ${OperationKind.LONG_TERM_ARCHIVE}|${w.archive.id}`,

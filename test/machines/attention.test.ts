@@ -7,6 +7,8 @@ import {
   classifyOperation,
   formatAge,
   type HeartbeatFacts,
+  heartbeatFacts,
+  heldKey,
   sortAttention,
 } from '../../machines/attention.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
@@ -33,7 +35,9 @@ function row(over: Partial<AttentionOperationRow> & { status: OperationStatus })
   } satisfies AttentionOperationRow;
 }
 
-const beats = (ms: number): HeartbeatFacts => new Map([[ID, NOW - ms]]);
+/** A worker holding attempt `attempt` (default 1) beat `ms` ago. */
+const beats = (ms: number, attempt = 1): HeartbeatFacts =>
+  new Map([[heldKey(ID, attempt), NOW - ms]]);
 const none: HeartbeatFacts = new Map();
 
 describe('attention rules', () => {
@@ -63,6 +67,24 @@ describe('attention rules', () => {
       'SCHEDULED past the floor with a live heartbeat',
       row({ status: 'SCHEDULED', since: ago(61 * MIN) }),
       beats(10_000),
+      [],
+    ],
+    [
+      'SCHEDULED ten minutes, held by a worker whose heartbeat went stale',
+      row({ status: 'SCHEDULED', since: ago(10 * MIN) }),
+      beats(6 * MIN),
+      ['stuck'],
+    ],
+    [
+      'SCHEDULED ten minutes, held by no worker (within the floor)',
+      row({ status: 'SCHEDULED', since: ago(10 * MIN) }),
+      none,
+      [],
+    ],
+    [
+      'IN_PROGRESS whose only beat holds an older attempt (the reconciler’s case, within the floor)',
+      row({ status: 'IN_PROGRESS', since: ago(10 * MIN), attempt: 2, retryCount: 1 }),
+      beats(6 * MIN, 1),
       [],
     ],
     [
@@ -168,7 +190,9 @@ describe('attention rules', () => {
       row({ status: 'IN_PROGRESS', since: ago(6 * MIN), workerId: 'worker-7' }),
       { now: NOW, timing, heartbeats: beats(5.5 * MIN) },
     );
-    expect(stale?.why).toMatch(/worker-7 with its last heartbeat 6 min ago \(timeout 5 min\)/);
+    expect(stale?.why).toMatch(
+      /IN_PROGRESS on worker-7 and held by a worker whose last heartbeat was 6 min ago \(timeout 5 min\)/,
+    );
     const [failed] = classifyOperation(
       row({ status: 'FAILED', attempt: 2, lastError: { message: 'disk full', retryable: false } }),
       { now: NOW, timing, heartbeats: none },
@@ -305,6 +329,25 @@ describe('attention rules', () => {
       ['stuck', ago(61 * MIN).toISOString()],
       ['failed', ago(5 * MIN).toISOString()],
       ['failed', ago(100 * MIN).toISOString()],
+    ]);
+  });
+
+  it('folds worker heartbeats into the newest beat per held attempt', () => {
+    const facts = heartbeatFacts([
+      { at: 5, held: [{ operationId: 'a', attempt: 1 }] },
+      {
+        at: 9,
+        held: [
+          { operationId: 'a', attempt: 1 },
+          { operationId: 'b', attempt: 2 },
+        ],
+      },
+      { at: 7, held: [{ operationId: 'a', attempt: 2 }] },
+    ]);
+    expect([...facts].sort()).toEqual([
+      ['a:1', 9],
+      ['a:2', 7],
+      ['b:2', 9],
     ]);
   });
 
