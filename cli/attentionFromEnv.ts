@@ -82,7 +82,9 @@ export function printAttention(list: AttentionList, io: Io, now: number): void {
     `attention (${total}${list.sections.some((s) => s.totalCapped) ? '+' : ''})${total === 0 ? ': nothing needs an operator' : ''}`,
   );
   if (!list.heartbeatsVisible) {
-    io.out('  (heartbeats not visible here: IN_PROGRESS is judged by the reconciler floor alone)');
+    io.out(
+      '  (heartbeats not visible here: SCHEDULED and IN_PROGRESS are judged by the reconciler floor alone)',
+    );
   }
   for (const section of list.sections) {
     if (section.total === 0) continue;

@@ -36,6 +36,6 @@ export function attentionView(list: AttentionList): SafeHtml {
   const capped = list.sections.some((s) => s.totalCapped);
   return html`<section class="card attention" data-total="${total}">
     <h2>Attention <span class="count">(${total.toLocaleString('en-US')}${capped ? '+' : ''})</span></h2>
-    ${list.heartbeatsVisible ? '' : html`<p class="muted">Heartbeats are not visible from this process (in-process transport): an IN_PROGRESS operation is listed only past the reconciler floor.</p>`}
+    ${list.heartbeatsVisible ? '' : html`<p class="muted">Heartbeats are not visible from this process (in-process transport): a SCHEDULED or IN_PROGRESS operation is listed only past the reconciler floor.</p>`}
     ${list.sections.map(attentionSection)}</section>`;
 }

@@ -61,7 +61,7 @@ export interface AttentionSection {
 export interface AttentionList {
   /** When it was computed (ISO). */
   readonly at: string;
-  /** False when heartbeats are not visible here: IN_PROGRESS is judged by the floor alone. */
+  /** False when heartbeats are not visible here: SCHEDULED and IN_PROGRESS are judged by the floor alone. */
   readonly heartbeatsVisible: boolean;
   readonly sections: readonly AttentionSection[];
 }
