@@ -4,6 +4,13 @@
 export type { Clock } from './actors/Clock.ts';
 export { systemClock } from './actors/Clock.ts';
 export type { CopyDeleter, CopyDeleterOptions } from './actors/CopyDeleter.ts';
+// The operator's face: Stately inspection from persisted transitions, the dashboard, attention.
+export type { InspectionStreamOptions, StatelyInspector } from './actors/InspectionStream.ts';
+export {
+  replayOperation,
+  sendOperationSteps,
+  startInspectionStream,
+} from './actors/InspectionStream.ts';
 export type { Logger, LogLevel } from './actors/Logger.ts';
 export { consoleLogger, memoryLogger } from './actors/Logger.ts';
 export type {
@@ -24,6 +31,8 @@ export type {
   WorkerFaults,
 } from './actors/Worker.ts';
 export { isRetryable } from './actors/Worker.ts';
+export type { Dashboard, DashboardOptions } from './dashboard/startDashboard.ts';
+export { startDashboard } from './dashboard/startDashboard.ts';
 export {
   ARCHIVE_STATES,
   ArchiveState,
@@ -35,6 +44,19 @@ export {
   ArtifactType,
   isArtifactType,
 } from './machines/ArtifactType.ts';
+export type {
+  AttentionFacts,
+  AttentionItem,
+  AttentionOperationRow,
+  AttentionTiming,
+} from './machines/attention.ts';
+export {
+  ATTENTION_CATEGORIES,
+  AttentionCategory,
+  classifyBreaker,
+  classifyCopy,
+  classifyOperation,
+} from './machines/attention.ts';
 export type { Decision, OperationEffect, PersistedOperationSnapshot } from './machines/decide.ts';
 export {
   acceptedEvents,
@@ -77,6 +99,8 @@ export {
   operationMachine,
   retryBackoffMs,
 } from './machines/operationMachine.ts';
+export type { OperatorAction } from './machines/operatorEvent.ts';
+export { OPERATOR_ACTIONS, operatorEvent } from './machines/operatorEvent.ts';
 export type {
   ContractField,
   KindContract,
@@ -96,6 +120,8 @@ export {
   PhysicalCopyStatus,
   physicalCopyMachine,
 } from './machines/physicalCopyMachine.ts';
+export type { ReplayStep, StoredTransition } from './machines/replayTransitions.ts';
+export { replayTransitions } from './machines/replayTransitions.ts';
 export type { Route } from './machines/routing.ts';
 export {
   allRoutes,
@@ -154,6 +180,8 @@ export type { OperationInspection } from './persistence/inspectOperation.ts';
 export { inspectOperation } from './persistence/inspectOperation.ts';
 export { JournalRepository } from './persistence/JournalRepository.ts';
 export { LineageRepository } from './persistence/LineageRepository.ts';
+export type { AttentionList, AttentionSection } from './persistence/loadAttention.ts';
+export { loadAttention } from './persistence/loadAttention.ts';
 export { migrate } from './persistence/migrate.ts';
 export type { OperationRecord } from './persistence/OperationRecord.ts';
 export { OperationStore } from './persistence/OperationStore.ts';
