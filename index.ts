@@ -2,6 +2,13 @@
 // internal and may change without notice.
 
 export type { CopyDeleter, CopyDeleterOptions } from './actors/CopyDeleter.ts';
+// The operator's face: Stately inspection from persisted transitions, the dashboard, attention.
+export type { InspectionStreamOptions, StatelyInspector } from './actors/InspectionStream.ts';
+export {
+  replayOperation,
+  sendOperationSteps,
+  startInspectionStream,
+} from './actors/InspectionStream.ts';
 export type { Logger, LogLevel } from './actors/Logger.ts';
 export { consoleLogger, memoryLogger } from './actors/Logger.ts';
 export type {
@@ -22,12 +29,32 @@ export type {
   WorkerFaults,
 } from './actors/Worker.ts';
 export { isRetryable } from './actors/Worker.ts';
+export type { Dashboard, DashboardOptions } from './dashboard/startDashboard.ts';
+export { startDashboard } from './dashboard/startDashboard.ts';
 export {
   ARCHIVE_STATES,
   ArchiveState,
   MEMBER_OUTCOMES,
   MemberOutcome,
 } from './machines/ArchiveState.ts';
+export {
+  ARTIFACT_TYPES,
+  ArtifactType,
+  isArtifactType,
+} from './machines/ArtifactType.ts';
+export type {
+  AttentionFacts,
+  AttentionItem,
+  AttentionOperationRow,
+  AttentionTiming,
+} from './machines/attention.ts';
+export {
+  ATTENTION_CATEGORIES,
+  AttentionCategory,
+  classifyBreaker,
+  classifyCopy,
+  classifyOperation,
+} from './machines/attention.ts';
 export type { Clock, TimerHandle } from './machines/Clock.ts';
 export { systemClock } from './machines/Clock.ts';
 export type { Decision, OperationEffect, PersistedOperationSnapshot } from './machines/decide.ts';
@@ -42,6 +69,18 @@ export { acceptedCopyEvents, decideCopy } from './machines/decideCopy.ts';
 export { toMermaid } from './machines/diagram.ts';
 export type { GroupStatus } from './machines/groupStatus.ts';
 export { deriveGroupStatus } from './machines/groupStatus.ts';
+export type {
+  ContractFacts,
+  MissingOutput,
+  ProducedCopy,
+  RequiredOutput,
+} from './machines/missingOutputs.ts';
+// What each kind must produce, checked at every completion.
+export {
+  missingOutputs,
+  outputContractError,
+  requiredOutputs,
+} from './machines/missingOutputs.ts';
 export type { ResumeFacts } from './machines/nextSafeAction.ts';
 export { nextSafeAction } from './machines/nextSafeAction.ts';
 export { isOperationKind, OPERATION_KINDS, OperationKind } from './machines/OperationKind.ts';
@@ -60,6 +99,15 @@ export {
   operationMachine,
   retryBackoffMs,
 } from './machines/operationMachine.ts';
+export type { OperatorAction } from './machines/operatorEvent.ts';
+export { OPERATOR_ACTIONS, operatorEvent } from './machines/operatorEvent.ts';
+export type {
+  ContractField,
+  KindContract,
+  OutputRequirement,
+} from './machines/outputContract.ts';
+export { membersFieldOf, OUTPUT_CONTRACT } from './machines/outputContract.ts';
+export { outputContractTable } from './machines/outputContractTable.ts';
 export type { PackageOperation } from './machines/packageState.ts';
 export { derivePackageState, PackageState } from './machines/packageState.ts';
 export type {
@@ -72,6 +120,8 @@ export {
   PhysicalCopyStatus,
   physicalCopyMachine,
 } from './machines/physicalCopyMachine.ts';
+export type { ReplayStep, StoredTransition } from './machines/replayTransitions.ts';
+export { replayTransitions } from './machines/replayTransitions.ts';
 export type { Route } from './machines/routing.ts';
 export {
   allRoutes,
@@ -98,14 +148,13 @@ export {
 export type { ArchiveFields, ArchiveRecordEntry } from './persistence/ArchiveRecordRepository.ts';
 // Archive then delete: the archive record, every copy status change, the policy, the deletions.
 export { ArchiveRecordRepository } from './persistence/ArchiveRecordRepository.ts';
+// Persistence: the store and repositories a stage service registers its artifacts through.
 export type {
   DataLocation,
   NewCopy,
   PhysicalCopyRecord,
 } from './persistence/ArtifactRepository.ts';
 export { ArtifactRepository } from './persistence/ArtifactRepository.ts';
-// Persistence: the store and repositories a stage service registers its artifacts through.
-export { ArtifactType } from './persistence/ArtifactType.ts';
 export type { CircuitBreakerView } from './persistence/CircuitBreakerRepository.ts';
 // Circuit breakers per (kind, location): read and reset them from a stage service or a tool.
 export { CircuitBreakerRepository, CircuitState } from './persistence/CircuitBreakerRepository.ts';
@@ -128,10 +177,13 @@ export type {
 } from './persistence/DeletionRepository.ts';
 export { DeletionRepository } from './persistence/DeletionRepository.ts';
 export { GroupRepository } from './persistence/GroupRepository.ts';
+export type { InputRelations } from './persistence/inputRelations.ts';
 export type { OperationInspection } from './persistence/inspectOperation.ts';
 export { inspectOperation } from './persistence/inspectOperation.ts';
 export { JournalRepository } from './persistence/JournalRepository.ts';
 export { LineageRepository } from './persistence/LineageRepository.ts';
+export type { AttentionList, AttentionSection } from './persistence/loadAttention.ts';
+export { loadAttention } from './persistence/loadAttention.ts';
 export { migrate } from './persistence/migrate.ts';
 export type { OperationRecord } from './persistence/OperationRecord.ts';
 export { OperationStore } from './persistence/OperationStore.ts';

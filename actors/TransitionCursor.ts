@@ -4,11 +4,11 @@ export const LATE_COMMIT_GRACE_MS = 10_000;
 export const MAX_GAPS = 10_000;
 
 /**
- * Where the circuit breaker's reading of `operation_transition` stands, in id order from where it
+ * Where a reading of `operation_transition` stands, in id order from where it
  * started. Identity ids are handed out at insert but become visible at commit, so a lower id can
  * appear after a higher one was read: each id stepped over is remembered for a grace period and
- * asked for again, so an outcome that commits late is still counted. Pure bookkeeping: time comes
- * in as `now`.
+ * asked for again, so an outcome that commits late is still counted. Used by the circuit breaker
+ * and the inspection stream. Pure bookkeeping: time comes in as `now`.
  *
  * @example
  * ```ts

@@ -3,6 +3,7 @@ import type { Clock } from '../machines/Clock.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { defaultRoute, queueName, type Route } from '../machines/routing.ts';
+import type { InputRelations } from '../persistence/inputRelations.ts';
 import type { OperationInspection } from '../persistence/inspectOperation.ts';
 import type { JournalRepository } from '../persistence/JournalRepository.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
@@ -40,6 +41,30 @@ export interface HandlerContext {
   readonly signal: AbortSignal;
   /** The whole operation: subtype fields, input copies, history (one read, on demand). */
   inspect(): Promise<OperationInspection>;
+  /**
+   * Each input copy with its artifact's relations (one indexed query, on demand): the raw data
+   * packages a data transfer package holds, the files of a raw data package, and the package a
+   * file or a package belongs to.
+   *
+   * @example
+   * ```ts
+   * const [bundle] = await ctx.relations();
+   * for (const pkg of bundle?.members ?? []) await unpackOne(bundle.path, pkg.id);
+   * ```
+   */
+  relations(): Promise<readonly InputRelations[]>;
+  /**
+   * What this operation must return among its outputs by its kind's output contract
+   * (`OUTPUT_CONTRACT`): the completion fails the attempt for good (`OUTPUT_CONTRACT`) when one
+   * is missing. One query, on demand.
+   *
+   * @example
+   * ```ts
+   * const required = await ctx.requiredOutputs(); // [{ artifactType, artifactId, locationId }]
+   * return { outputs: required.map((c) => ({ ...c, path: pathOf(c), checksum })) };
+   * ```
+   */
+  requiredOutputs(): Promise<readonly OutputCopy[]>;
 }
 
 /** What a handler returns: the copies it produced, created with the completion. */
@@ -103,7 +128,8 @@ export interface Worker {
  * holder (a broker redelivery after the holder died) → RESET by `broker`, so the next attempt is
  * dispatched fenced. Once the handler is done the pure `afterRun` decides: on success it creates
  * the output copies and COMPLETEs in one transaction, then acks; on failure it FAILs (retryable
- * or not) and acks; reset, cancelled or stopping, it lets go or hands the operation back. The I/O
+ * or not) and acks; reset, cancelled or stopping, it lets go or hands the operation back. A result
+ * that lacks what the kind must produce (`OUTPUT_CONTRACT`) is a failure, never retried. The I/O
  * around those decisions is `handleDelivery`'s.
  *
  * The worker beats once per heartbeat interval for everything it holds (one key in the heartbeat
@@ -115,7 +141,7 @@ export interface Worker {
  * @example
  * ```ts
  * const worker = startWorker({ store, transport, clock, logger, kinds: [OperationKind.TRANSFER],
- *   handlers: { [OperationKind.TRANSFER]: async (ctx) => ({ outputs: [] }) } });
+ *   handlers: { [OperationKind.TRANSFER]: async (ctx) => ({ outputs: await copyOver(ctx) }) } });
  * await worker.stop();
  * ```
  */

@@ -98,14 +98,15 @@ export function afterRun(input: {
 }
 
 /** What a worker does when the store refuses one of its writes (see `onRefusal`). */
-export type Refusal = 'retriage' | 'term' | 'raise';
+export type Refusal = 'retriage' | 'term' | 'fail' | 'raise';
 
 /**
  * How the worker takes a refused write, pure, by phase. A START that lost its compare-and-set
  * (someone moved the operation between the read and the write) is judged again; a write of a
- * superseded attempt, or an event the state no longer takes, is fenced: term the delivery. Any
- * other failure (the database unreachable) is raised, so the delivery stays unsettled and the
- * broker brings it back.
+ * superseded attempt, or an event the state no longer takes, is fenced: term the delivery. A
+ * completion refused by the kind's output contract is the handler's failure: FAIL the attempt
+ * (for good: it would return the same again). Any other failure (the database unreachable) is
+ * raised, so the delivery stays unsettled and the broker brings it back.
  *
  * @example
  * ```ts
@@ -115,6 +116,7 @@ export type Refusal = 'retriage' | 'term' | 'raise';
 export function onRefusal(err: unknown, phase: 'start' | 'finish'): Refusal {
   const code = codeOf(err);
   if (code === OpstateErrorCode.CONFLICT && phase === 'start') return 'retriage';
+  if (code === OpstateErrorCode.OUTPUT_CONTRACT && phase === 'finish') return 'fail';
   if (code === OpstateErrorCode.STALE_ATTEMPT || code === OpstateErrorCode.INVALID_EVENT) {
     return 'term';
   }

@@ -3,11 +3,13 @@ import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { inputRelations } from '../persistence/inputRelations.ts';
 import { inspectOperation } from '../persistence/inspectOperation.ts';
 import type { JournalRepository } from '../persistence/JournalRepository.ts';
 import type { OperationRecord } from '../persistence/OperationRecord.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
+import { requiredOutputsOf } from '../persistence/requiredOutputsOf.ts';
 import type { Delivery, Transport } from '../transport/Transport.ts';
 import { afterRun, type HandlerOutcome, movedOn, onRefusal } from './decideRun.ts';
 import type { Logger } from './Logger.ts';
@@ -183,7 +185,7 @@ async function run(w: WorkerCore, d: Delivery, scheduled: OperationRecord): Prom
     });
     switch (next.action) {
       case 'complete':
-        await completed(w, d, op, next.outputs);
+        await completed(w, d, op, lease, next.outputs);
         return;
       case 'fail':
         await failed(w, d, op, next.event, next.line);
@@ -260,6 +262,8 @@ function handlerContext(w: WorkerCore, op: OperationView, lease: Lease): Handler
     heartbeat: () => w.heartbeat.cover(),
     step: (name, fn) => journalStep(w, op, name, fn),
     inspect: () => inspectOperation(w.store.database, op.id),
+    relations: () => inputRelations(w.store.database, op.id),
+    requiredOutputs: () => requiredOutputsOf(w.store.database, op.id),
   };
 }
 
@@ -268,12 +272,29 @@ async function completed(
   w: WorkerCore,
   d: Delivery,
   op: OperationView,
+  lease: Lease,
   outputs: readonly OutputCopy[],
 ): Promise<void> {
   try {
     await w.batches.complete({ id: op.id, attempt: op.attempt, outputs, by: w.id });
   } catch (err) {
-    if (onRefusal(err, 'finish') !== 'term') throw err;
+    const refusal = onRefusal(err, 'finish');
+    if (refusal === 'fail') {
+      // The result lacks what the kind must produce: the handler's failure, not the completion's,
+      // and running it again would return the same (the error is not retryable).
+      const signal = lease.abort.signal;
+      const next = afterRun({
+        operation: op,
+        outcome: { ok: false, error: err },
+        abort: signal.aborted ? { reason: signal.reason } : undefined,
+        stopping: w.state.stopping,
+        now: w.clock.now(),
+      });
+      if (next.action === 'fail') await failed(w, d, op, next.event, next.line);
+      else d.term();
+      return;
+    }
+    if (refusal !== 'term') throw err;
     // Reset while we worked: our attempt is fenced and its completion refused.
     w.logger.log('WARNING', 'completion of a superseded attempt refused', {
       operationId: op.id,

@@ -10,7 +10,15 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const BENCHES = ['persistence', 'transport', 'e2e', 'peers', 'recovery', 'deletion'] as const;
+const BENCHES = [
+  'persistence',
+  'transport',
+  'e2e',
+  'peers',
+  'recovery',
+  'deletion',
+  'dashboard',
+] as const;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
 function runOne(name: string): Promise<number> {

@@ -16,6 +16,7 @@ import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { type Command, type Io, parseFlags, UsageError } from '../Command.ts';
+import { INSPECT_FLAGS, INSPECT_USAGE, openStatelyStream } from '../statelyInspection.ts';
 import { startDeletionDemo } from './demoDeletion.ts';
 import { describePath, recoveryOf, stepsOf } from './demoReport.ts';
 import { createStatusCommand } from './status.ts';
@@ -85,10 +86,18 @@ interface Stage {
 export const demoCommand: Command = {
   name: 'demo',
   summary: 'Run the pipeline embedded, crash a worker part-way, show how every operation got home',
-  usage: 'opstate demo [--data-dir DIR]   (default: a fresh temporary folder, removed at the end)',
+  usage: `opstate demo [--data-dir DIR] [--inspect ${INSPECT_USAGE}]   (default: a fresh temporary folder, removed at the end)`,
   async run(args, io) {
-    const { values, positionals } = parseFlags(args, { 'data-dir': { type: 'string' } });
+    const { values, positionals } = parseFlags(args, {
+      'data-dir': { type: 'string' },
+      inspect: { type: 'boolean' },
+      ...INSPECT_FLAGS,
+    });
     if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
+    if (values.inspect !== true && (values['inspect-port'] ?? values['inspect-url'])) {
+      throw new UsageError('--inspect-port and --inspect-url go with --inspect');
+    }
+    const inspect = values.inspect === true ? values : undefined;
     const keep = values['data-dir'] !== undefined;
     const dir = keep
       ? resolve(values['data-dir'] as string)
@@ -103,7 +112,7 @@ export const demoCommand: Command = {
     };
     if (!keep) process.once('SIGINT', interrupted);
     try {
-      return await demo(dir, keep, io);
+      return await demo(dir, keep, io, inspect);
     } finally {
       process.off('SIGINT', interrupted);
       if (!keep) await rm(dir, { recursive: true, force: true });
@@ -111,7 +120,12 @@ export const demoCommand: Command = {
   },
 };
 
-async function demo(dir: string, keep: boolean, io: Io): Promise<number> {
+async function demo(
+  dir: string,
+  keep: boolean,
+  io: Io,
+  inspect?: { 'inspect-port'?: string | undefined; 'inspect-url'?: string | undefined },
+): Promise<number> {
   const out = (line = '') => io.out(line);
   out('opstate demo: one pipeline, run embedded (PGlite database + in-process transport).');
   out(`Data folder: ${dir}${keep ? ' (kept)' : ' (removed at the end; --data-dir DIR keeps it)'}`);
@@ -119,15 +133,24 @@ async function demo(dir: string, keep: boolean, io: Io): Promise<number> {
     out('DATABASE_URL / NATS_URL are set, but the demo always runs embedded and ignores them.');
   }
   out();
-  out('Opening the embedded database (PGlite takes several seconds to create; please wait)...');
-  const opened = systemClock.now();
   const logger = memoryLogger();
-  const runtime = await createEmbeddedRuntime(dir, logger);
-  out(`  ready after ${seconds(systemClock.now() - opened)}, migrations applied.`);
+  // --inspect: every operation's transitions stream live to the Stately inspector.
+  const inspection = inspect === undefined ? null : await openStatelyStream(inspect, io, logger);
   try {
-    return await pipeline(runtime, dir, keep, logger, out);
-  } finally {
-    await runtime.close();
+    out('Opening the embedded database (PGlite takes several seconds to create; please wait)...');
+    const opened = systemClock.now();
+    const runtime = await createEmbeddedRuntime(dir, logger);
+    out(`  ready after ${seconds(systemClock.now() - opened)}, migrations applied.`);
+    try {
+      inspection?.follow(runtime.database);
+      return await pipeline(runtime, dir, keep, logger, out);
+    } finally {
+      await inspection?.stop();
+      await runtime.close();
+    }
+  } catch (err) {
+    await inspection?.stop();
+    throw err;
   }
 }
 
@@ -336,7 +359,14 @@ async function pipeline(
 
   out();
   out('7. Operation counts (as `opstate status` prints them)');
-  const status = createStatusCommand(async () => ({ ...runtime.database, close: async () => {} }));
+  const status = createStatusCommand(
+    async () => ({ ...runtime.database, close: async () => {} }),
+    async () => ({
+      timing: runtime.timing,
+      heartbeats: runtime.transport.heartbeats,
+      close: async () => {},
+    }),
+  );
   await status.run([], { out: (l) => out(`  ${l}`), err: (l) => out(`  ${l}`) });
 
   const archives = (await viewsOf(ids))

@@ -2,6 +2,7 @@ import type { Command } from '../Command.ts';
 import { archiveCommand } from './archive.ts';
 import { breakerCommand } from './breaker.ts';
 import { controlPlaneCommand } from './controlPlane.ts';
+import { dashboardCommand } from './dashboard.ts';
 import { demoCommand } from './demo.ts';
 import { diagramCommand } from './diagram.ts';
 import { inspectCommand } from './inspect.ts';
@@ -25,5 +26,6 @@ export const commands: readonly Command[] = [
   breakerCommand,
   archiveCommand,
   policyCommand,
+  dashboardCommand,
   demoCommand,
 ];

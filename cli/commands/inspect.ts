@@ -3,6 +3,8 @@ import { inspectOperation } from '../../persistence/inspectOperation.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { loadResumeRecord } from '../../persistence/resumeRecord.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { INSPECT_FLAGS, INSPECT_USAGE } from '../statelyInspection.ts';
+import { inspectStately } from './inspectStately.ts';
 import { printResumeRecord } from './printResumeRecord.ts';
 
 const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
@@ -26,15 +28,23 @@ export function createInspectCommand(
     name: 'inspect',
     summary:
       "Show one operation: state, fields, copies, transitions, journal steps; an archive's resume record",
-    usage: 'opstate inspect <operation-id> [--json]',
+    usage: `opstate inspect <operation-id> [--json | --stately ${INSPECT_USAGE}]`,
     async run(args, io) {
-      const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });
+      const { values, positionals } = parseFlags(args, {
+        json: { type: 'boolean' },
+        stately: { type: 'boolean' },
+        ...INSPECT_FLAGS,
+      });
       const [id, extra] = positionals;
       if (id === undefined) throw new UsageError('missing the operation id');
       if (extra !== undefined) throw new UsageError(`unexpected argument '${extra}'`);
+      if (values.stately !== true && (values['inspect-port'] ?? values['inspect-url'])) {
+        throw new UsageError('--inspect-port and --inspect-url go with --stately');
+      }
       checkId(id);
       const database = await open();
       try {
+        if (values.stately === true) return await inspectStately(database, id, values, io);
         const view = await inspectOperation(database, id);
         const resume = await loadResumeRecord(database, view);
         if (values.json === true) {

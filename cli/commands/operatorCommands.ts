@@ -1,13 +1,9 @@
 import { replan } from '../../actors/replan.ts';
-import type { OperationEvent } from '../../machines/operationMachine.ts';
+import { type OperatorAction, operatorEvent } from '../../machines/operatorEvent.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
 import { runtimeFromEnv } from '../runtimeFromEnv.ts';
 
-function operatorCommand(
-  name: 'retry' | 'reset' | 'cancel',
-  summary: string,
-  toEvent: (reason: string | undefined) => OperationEvent,
-): Command {
+function operatorCommand(name: OperatorAction, summary: string): Command {
   return {
     name,
     summary,
@@ -31,7 +27,7 @@ function operatorCommand(
           );
           return 0;
         }
-        const t = await runtime.command(id, toEvent(values.reason));
+        const t = await runtime.command(id, operatorEvent(name, values.reason));
         io.out(`${id}: ${t.from} → ${t.status} (attempt ${t.context.attempt})`);
         return 0;
       } finally {
@@ -44,15 +40,12 @@ function operatorCommand(
 export const retryCommand = operatorCommand(
   'retry',
   'Send a FAILED operation back to PENDING with a fresh retry budget (--replan: plan it anew)',
-  (reason) => ({ type: 'RETRY', ...(reason === undefined ? {} : { reason }) }),
 );
 export const resetCommand = operatorCommand(
   'reset',
   'Send a SCHEDULED or IN_PROGRESS operation back to PENDING (a new, fenced attempt)',
-  (reason) => ({ type: 'RESET', by: 'operator', reason: reason ?? 'reset by an operator' }),
 );
 export const cancelCommand = operatorCommand(
   'cancel',
   'Move a live operation to FAILED with the reason',
-  (reason) => ({ type: 'CANCEL', reason: reason ?? 'cancelled by an operator' }),
 );

@@ -1,3 +1,4 @@
+import { systemClock } from '../../machines/Clock.ts';
 import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
 import {
@@ -8,6 +9,12 @@ import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
 import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
+import {
+  type AttentionSource,
+  attentionOf,
+  attentionSourceFromEnv,
+  printAttention,
+} from '../attentionFromEnv.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
 import { printCopyStatus } from './printCopyStatus.ts';
 
@@ -63,22 +70,28 @@ function table(rows: readonly string[][]): string[] {
 /**
  * `opstate status [--json]`: who leads each control plane and since when, operation counts per
  * kind × status (every kind and status shown), the circuit breakers that are not CLOSED (parked
- * or probing (kind, location) pairs), then the physical copies per location type × status with
- * the deletions in progress and failed. JSON shape: `{"leaders": [{name, holder, epoch, since,
- * renewedAt, expiresAt, expired}], "operations": {"<kind>": {"PENDING": n, …}},
+ * or probing (kind, location) pairs), the physical copies per location type × status with the
+ * deletions in progress and failed, then the attention list the dashboard shows (first page of
+ * each category). JSON shape: `{"leaders": [{name, holder, epoch, since, renewedAt, expiresAt,
+ * expired}], "operations": {"<kind>": {"PENDING": n, …}},
  * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
- * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]}}`.
+ * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]},
+ * "attention": {at, heartbeatsVisible, sections: [{category, total, totalCapped, next,
+ * items: [{category, subject: {type, id}, kind, state, since, why}]}]}}`.
  *
  * @example
  * ```ts
  * await createStatusCommand(() => Promise.resolve(database)).run(['--json'], io);
  * ```
  */
-export function createStatusCommand(open: () => Promise<Database> = () => openDatabase()): Command {
+export function createStatusCommand(
+  open: () => Promise<Database> = () => openDatabase(),
+  attentionSource: () => Promise<AttentionSource> = attentionSourceFromEnv,
+): Command {
   return {
     name: 'status',
     summary:
-      'Who leads the control plane since when, operation counts per kind and status, circuit breakers not closed, copies and their deletions',
+      'Who leads the control plane, operation counts per kind and status, breakers not closed, copies and their deletions, what needs attention',
     usage: 'opstate status [--json]',
     async run(args, io) {
       const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });
@@ -99,6 +112,11 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
           expired: l.expired,
         }));
         const copies = await selectCopyStatus(database);
+        // The dashboard's attention list, by the same rules.
+        const source = await attentionSource();
+        const now = systemClock.now();
+        const attention = await attentionOf(database, source, now).finally(() => source.close());
+        if (source.warning !== undefined) io.err(`opstate status: ${source.warning}`);
         if (values.json === true) {
           io.out(
             JSON.stringify({
@@ -107,6 +125,7 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
               circuitBreakers: breakers,
               copies: copies.copies,
               deletions: { inProgress: copies.inProgress, failed: copies.failed },
+              attention,
             }),
           );
           return 0;
@@ -145,6 +164,8 @@ export function createStatusCommand(open: () => Promise<Database> = () => openDa
           for (const line of table([header, ...rows])) io.out(line);
         }
         printCopyStatus(copies, io);
+        io.out('');
+        printAttention(attention, io, now);
         return 0;
       } finally {
         await database.close();

@@ -48,6 +48,8 @@ export const workerCommand: Command = {
     '',
     '  --kinds <kind,kind…|all>  operation kinds to serve (one queue per kind and location type)',
     '  --handlers <module>       a module that default-exports { <kind>: async (ctx) => ({ outputs }) }',
+    '                            whose outputs include what each kind must produce, else the',
+    '                            attempt fails for good (the README lists it per kind)',
     '  --concurrency N           operations this worker process holds at once, across all its',
     '                            queues, pulled or running (default 4); with fewer than its',
     '                            queues, the queues take turns',

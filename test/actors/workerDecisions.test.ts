@@ -280,6 +280,12 @@ describe('onRefusal', () => {
       'finish',
       'raise',
     ],
+    [
+      'a completion refused by the kind’s output contract: the handler’s failure',
+      e(OpstateErrorCode.OUTPUT_CONTRACT),
+      'finish',
+      'fail',
+    ],
     ['something else: raise', new Error('boom'), 'finish', 'raise'],
   ];
   it.each(rows)('%s', (_, err, phase, refusal) => {

@@ -9,6 +9,7 @@ import { SimulatedClock } from '../../machines/SimulatedClock.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+import { requiredOutputsOf } from '../../persistence/requiredOutputsOf.ts';
 import { inputFor, makeWorld, type World } from '../persistence/fixtures.ts';
 
 export interface BreakerBackend {
@@ -66,7 +67,8 @@ async function setup(database: Database) {
     if (status === 'PENDING') await store.apply(id, { type: 'SCHEDULE' });
     const { attempt } = await store.load(id);
     await store.apply(id, { type: 'START', attempt, workerId: 'w-test' });
-    if (outcome === 'complete') await store.complete(id, attempt, []);
+    if (outcome === 'complete')
+      await store.complete(id, attempt, await requiredOutputsOf(store.database, id));
     else {
       await store.apply(id, {
         type: 'FAIL',
@@ -221,7 +223,11 @@ export function breakerSuite(backend: BreakerBackend): void {
     await t.breaker.pass();
     expect(await t.claim(parked)).toEqual([]);
 
-    await t.store.complete(probe as string, 1, []);
+    await t.store.complete(
+      probe as string,
+      1,
+      await requiredOutputsOf(t.store.database, probe as string),
+    );
     await t.breaker.pass();
     expect(await t.breakerOf(OperationKind.LONG_TERM_ARCHIVE, t.w.archive.id)).toBeUndefined();
     expect(t.released()).toBe(2);
@@ -316,6 +322,7 @@ export function breakerSuite(backend: BreakerBackend): void {
       'circuitBreakers',
       'copies',
       'deletions',
+      'attention',
     ]);
     expect(parsed.operations[OperationKind.LONG_TERM_ARCHIVE]?.PENDING).toBeGreaterThanOrEqual(1);
     const mine = parsed.circuitBreakers.filter((b) => b.locationId === t.w.archive.id);

@@ -582,7 +582,9 @@ export function storeSuite(backend: SuiteBackend): void {
     expect(await groups.status(group.id)).toBe('SCHEDULED');
     await store.apply(a as string, { type: 'START', attempt: 1, workerId: 'w' });
     expect(await groups.status(group.id)).toBe('IN_PROGRESS');
-    await store.complete(a as string, 1, []);
+    await store.complete(a as string, 1, [
+      { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.processing.id },
+    ]);
     expect(await groups.status(group.id)).toBe('IN_PROGRESS');
     await store.apply(b as string, { type: 'CANCEL', reason: 'operator gave up' });
     expect(await groups.status(group.id)).toBe('FAILED');
@@ -655,6 +657,7 @@ export function storeSuite(backend: SuiteBackend): void {
       'circuitBreakers',
       'copies',
       'deletions',
+      'attention',
     ]);
     expect(parsed.leaders.find((l) => l.name === `status-${id}`)).toEqual({
       name: `status-${id}`,
@@ -684,6 +687,8 @@ export function storeSuite(backend: SuiteBackend): void {
     const copiesAt = table.out.indexOf('physical copies (deletion after archive)');
     expect(copiesAt).toBeGreaterThan(1 + OPERATION_KINDS.length);
     expect(table.out[copiesAt + 1]).toMatch(/^location type\s+PRESENT\s+DELETION_SCHEDULED/);
+    // Then the attention list.
+    expect(table.out.some((l) => /^attention \(\d+\+?\)/.test(l))).toBe(true);
 
     const inspect = capture();
     expect(await createInspectCommand(shared).run([id, '--json'], inspect.io)).toBe(0);
