@@ -34,7 +34,7 @@ import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
-import { cpuMsPer, cpuSample } from './lib/cpu.ts';
+import { cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.ts';
 import { print } from './lib/figure.ts';
 import { prepareRawCommitRate, RAW_CONNECTIONS, rawCommitRate } from './lib/rawCommitRate.ts';
 
@@ -351,6 +351,7 @@ async function main(): Promise<void> {
         const cpuBefore = cpuSample();
         const seconds = await drain(contender, JOBS);
         const cpuAfter = cpuSample();
+        const postgresPids = await postgresPidsOf(admin, [databases.at(-1) as string]);
         await contender.checkCompleted(WARM_UP + JOBS);
         const rawAfter = await rawCommitRate(rawSql, SECONDS);
         const rate = JOBS / seconds;
@@ -363,12 +364,12 @@ async function main(): Promise<void> {
           note: `${JOBS} no-op jobs, wall clock from the first create call to the last job done (creation inside the timing); baseline = raw single-row commit rate of the same Postgres before and after; ${contender.note}`,
           raw_commits_per_s_before_after: [Math.round(rawBefore), Math.round(rawAfter)],
         });
-        const cpu = cpuMsPer(cpuBefore, cpuAfter, JOBS);
+        const cpu = cpuMsPer(cpuBefore, cpuAfter, JOBS, postgresPids);
         print({
           name: `peers_${contender.name}_cpu_ms_per_job`,
           value: cpu.total,
           unit: 'cpu ms/job',
-          note: 'CPU (user+system) of this process (client and workers), every Postgres backend and nats-server over the timed drain, ÷ jobs',
+          note: 'CPU (user+system) over the timed drain ÷ jobs: this process (client and workers), the Postgres backends of this system’s database plus the server’s WAL writer, checkpointer and background writer (other databases’ backends on the shared server left out), and nats-server (shared; opstate only)',
           bench_process: cpu.bench_process,
           postgres: cpu.postgres,
           nats_server: cpu.nats_server,
