@@ -136,10 +136,12 @@ function relayLoop(shell: Shell): Loop {
     name: 'outbox relay',
     intervalMs: timing.relayIntervalMs,
     pass: async () => {
+      const now = clock.now();
+      const graceMs = relayGraceMs(timing.relayIntervalMs);
       const plan = planRelay({
-        rows: await store.fetchOutbox(timing.batchSize),
-        now: clock.now(),
-        graceMs: relayGraceMs(timing.relayIntervalMs),
+        rows: await store.fetchOutbox(timing.batchSize, new Date(now - graceMs)),
+        now,
+        graceMs,
         batchSize: timing.batchSize,
       });
       if (plan.drop.length > 0) await store.deleteOutbox(plan.drop, shell.term?.fence);

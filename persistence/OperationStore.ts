@@ -261,15 +261,17 @@ export class OperationStore {
   }
 
   /**
-   * The oldest queued dispatches, for the relay.
+   * The oldest queued dispatches, for the relay; with `writtenBy`, only those written at or before
+   * it (the relay leaves the newest to the scheduler that is publishing them: reading them too,
+   * at every pass, was most of what an idle relay cost).
    *
    * @example
    * ```ts
    * for (const e of await store.fetchOutbox(256)) if (!e.stale) await publish(e.route, e.payload);
    * ```
    */
-  async fetchOutbox(limit: number): Promise<OutboxEntry[]> {
-    return selectOutbox(this.database, Math.max(0, Math.floor(limit)));
+  async fetchOutbox(limit: number, writtenBy?: Date): Promise<OutboxEntry[]> {
+    return selectOutbox(this.database, Math.max(0, Math.floor(limit)), writtenBy);
   }
 
   /**

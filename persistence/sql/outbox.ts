@@ -5,12 +5,24 @@ import { toDate } from '../OperationRecord.ts';
 import type { OutboxEntry, OutboxPayload } from '../OutboxEntry.ts';
 import type { Executor } from '../openDatabase.ts';
 
-/** The oldest `limit` outbox rows, with whether their operation has moved on since. */
-export async function selectOutbox(exec: Executor, limit: number): Promise<OutboxEntry[]> {
+/**
+ * The oldest `limit` outbox rows written at or before `writtenBy` (all when not given), with
+ * whether their operation has moved on since.
+ */
+export async function selectOutbox(
+  exec: Executor,
+  limit: number,
+  writtenBy?: Date,
+): Promise<OutboxEntry[]> {
+  const cutoff =
+    writtenBy === undefined
+      ? sql`true`
+      : sql`b.created_at <= ${writtenBy.toISOString()}::timestamptz`;
   const rows = await exec.execute(sql`
     select b.id, b.operation_id, b.attempt, b.queue, b.operation_type, b.location_type, b.payload,
       b.created_at, (o.status <> 'SCHEDULED' or o.attempt <> b.attempt) as stale
     from dispatch_outbox b join operation o on o.id = b.operation_id
+    where ${cutoff}
     order by b.id
     limit ${limit}`);
   return rows.map((r) => ({

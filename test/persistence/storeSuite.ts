@@ -171,6 +171,11 @@ export function storeSuite(backend: SuiteBackend): void {
       stale: false,
       payload: { operationId: id, kind: 'transfer', operationType: 'data_transfer', attempt: 1 },
     });
+    // Written at 00:00:00: left out when asking for rows written before, kept from then on.
+    const before = await store.fetchOutbox(100, new Date('2029-12-31T23:59:59Z'));
+    expect(before.some((e) => e.operationId === id)).toBe(false);
+    const since = await store.fetchOutbox(100, new Date('2030-01-01T00:00:00Z'));
+    expect(since.some((e) => e.operationId === id)).toBe(true);
 
     now = new Date('2030-01-01T00:00:05Z');
     const started = await store.apply(id, { type: 'START', attempt: 1, workerId: 'w-1' });
