@@ -62,18 +62,16 @@ export function createCircuitBreaker(options: CircuitBreakerOptions): CircuitBre
     async pass() {
       if (!cursor.started) cursor.start(await repo.latestTransitionId());
       const now = new Date(clock.now());
-      const rows = await repo.readOutcomes(cursor.after, cursor.gaps(now.getTime()), batchSize);
+      const read = await repo.readOutcomes(cursor.after, cursor.gaps(now.getTime()), batchSize);
+      const rows = read.outcomes;
       const loaded = await repo.loadForPass(breakerPairs(rows));
       const writes = planBreakerPass({ rows, loaded, now, policy });
       const written = await repo.write(writes, options.term?.fence);
       const report = reportBreakerWrites({ written, planned: writes.length, loaded, policy });
       writeLines(logger, report.lines);
-      cursor.advance(
-        rows.map((r) => r.id),
-        now.getTime(),
-      );
+      cursor.advance(read.ids, now.getTime());
       if (report.released) onRelease?.();
-      return rows.length >= batchSize;
+      return read.ids.length >= batchSize;
     },
   };
 }

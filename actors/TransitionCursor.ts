@@ -14,8 +14,8 @@ export const MAX_GAPS = 10_000;
  * ```ts
  * const cursor = new TransitionCursor();
  * cursor.start(await repo.latestTransitionId());
- * const rows = await repo.readOutcomes(cursor.after, cursor.gaps(now), 1024);
- * cursor.advance(rows.map((r) => r.id), now);
+ * const { ids } = await repo.readOutcomes(cursor.after, cursor.gaps(now), 1024);
+ * cursor.advance(ids, now);
  * ```
  */
 export class TransitionCursor {

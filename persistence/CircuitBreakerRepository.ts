@@ -160,19 +160,22 @@ export class CircuitBreakerRepository {
   }
 
   /**
-   * Transition rows with an id above `after` (at most `limit`, in id order), plus the rows whose
-   * ids are listed in `gaps` (ids the caller skipped over because they were not yet committed).
+   * Reads the transition rows with an id above `after` (at most `limit`, in id order), plus the
+   * rows whose ids are listed in `gaps` (ids the caller skipped over because they were not yet
+   * committed): every id read (so the caller can tell a gap from a row of another event), and
+   * the FAIL and COMPLETE rows among them with their pair and failure. One statement, one row
+   * back: the other events (three of an operation's four transitions) cost only their id.
    *
    * @example
    * ```ts
-   * const rows = await breakers.readOutcomes(cursor, [], 1024);
+   * const { ids, outcomes } = await breakers.readOutcomes(cursor, [], 1024);
    * ```
    */
   async readOutcomes(
     after: number,
     gaps: readonly number[],
     limit: number,
-  ): Promise<TransitionOutcome[]> {
+  ): Promise<{ ids: number[]; outcomes: TransitionOutcome[] }> {
     const gapIds = gaps.filter((g) => Number.isSafeInteger(g) && g > 0);
     // Two index range/point lookups on the primary key, never one OR (which would scan).
     const ids =
@@ -182,16 +185,25 @@ export class CircuitBreakerRepository {
             union all
             (select id from operation_transition where id in (${sql.raw(gapIds.join(', '))})
               and id <= ${after})`;
-    const rows = await this.#exec.execute(sql`
-      select t.id, t.event, t.operation_id, t.attempt, t.at, t.reason, o.kind,
-        o.target_location_id, fe.error
-      from (${ids}) ids
-      join operation_transition t on t.id = ids.id
-      left join operation o on t.event in ('FAIL', 'COMPLETE') and o.id = t.operation_id
-      left join operation_failure_event fe on t.event = 'FAIL' and fe.kind = o.kind
-        and fe.operation_id = t.operation_id and fe.attempt = t.attempt
-      order by t.id`);
-    return rows.map((r): TransitionOutcome => {
+    const [read] = await this.#exec.execute(sql`
+      with t as (
+        select t.id, t.event, t.operation_id, t.attempt, t.at, t.reason
+        from (${ids}) ids join operation_transition t on t.id = ids.id
+      )
+      select
+        (select coalesce(array_agg(id order by id), '{}') from t) as ids,
+        (select coalesce(jsonb_agg(jsonb_build_object('id', t.id, 'event', t.event,
+            'operation_id', t.operation_id, 'attempt', t.attempt, 'at', t.at, 'reason', t.reason,
+            'kind', o.kind, 'target_location_id', o.target_location_id, 'error', fe.error)
+            order by t.id), '[]')
+          from t
+          left join operation o on o.id = t.operation_id
+          left join operation_failure_event fe on t.event = 'FAIL' and fe.kind = o.kind
+            and fe.operation_id = t.operation_id and fe.attempt = t.attempt
+          where t.event in ('FAIL', 'COMPLETE')) as outcomes`);
+    const idList = (read?.ids ?? []) as unknown[];
+    const rows = json<Row[]>(read?.outcomes ?? []);
+    const outcomes = rows.map((r): TransitionOutcome => {
       const event = String(r.event);
       const known = (event === 'FAIL' || event === 'COMPLETE') && r.target_location_id != null;
       const error =
@@ -211,6 +223,7 @@ export class CircuitBreakerRepository {
         error,
       };
     });
+    return { ids: idList.map(Number), outcomes };
   }
 
   /**

@@ -256,8 +256,10 @@ function memoryBreakers(outcomes: TransitionOutcome[]) {
   const rows = new Map<string, CircuitBreakerView>();
   const repo: BreakerRepository = {
     latestTransitionId: async () => 0,
-    readOutcomes: async (after, gaps) =>
-      outcomes.filter((o) => o.id > after || gaps.includes(o.id)),
+    readOutcomes: async (after, gaps) => {
+      const read = outcomes.filter((o) => o.id > after || gaps.includes(o.id));
+      return { ids: read.map((o) => o.id), outcomes: read.filter((o) => o.outcome !== null) };
+    },
     loadForPass: async (pairs) =>
       [...rows.values()].filter(
         (r) =>

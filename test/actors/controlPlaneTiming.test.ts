@@ -109,7 +109,7 @@ function deployment() {
     timing: PLANE,
     breakers: {
       latestTransitionId: async () => 0,
-      readOutcomes: async () => [],
+      readOutcomes: async () => ({ ids: [], outcomes: [] }),
       loadForPass: async () => [],
       write: async () => [],
     },
