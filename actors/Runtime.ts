@@ -16,32 +16,17 @@ import { OperationStore } from '../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 import { createInProcessTransport } from '../transport/inprocess/createInProcessTransport.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
-import type { Transport, TransportTiming } from '../transport/Transport.ts';
-import { resolveTiming } from '../transport/TransportTiming.ts';
-import {
-  type ControlPlaneLoops,
-  type ControlPlaneTiming,
-  DEFAULT_CONTROL_PLANE_TIMING,
-  startControlPlaneLoops,
-} from './ControlPlane.ts';
+import type { Transport } from '../transport/Transport.ts';
+import { type ControlPlaneLoops, startControlPlaneLoops } from './ControlPlane.ts';
 import { type CopyDeleter, type CopyDeleterOptions, startCopyDeleter } from './CopyDeleter.ts';
 import { startLeadership } from './Leadership.ts';
 import { consoleLogger, type Logger } from './Logger.ts';
 import { logTransportEvents } from './logTransportEvents.ts';
+import { type RuntimeTiming, resolveRuntimeTiming } from './RuntimeTiming.ts';
 import { untilReachable } from './untilReachable.ts';
 import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
 
-/** Every timer of a runtime: the transport's (validated in order) plus the control plane's. */
-export type RuntimeTiming = TransportTiming &
-  ControlPlaneTiming & {
-    /** How often the leader renews its lease and a standby tries to take a lapsed one [1 s]. */
-    readonly leaderPollMs: number;
-    /**
-     * How long the leadership lease runs without renewal [10 s]: a frozen or dead leader is
-     * replaced within this plus one poll. More than two polls.
-     */
-    readonly leaderLeaseMs: number;
-  };
+export { type RuntimeTiming, resolveRuntimeTiming };
 
 export interface RuntimeOptions {
   /** Postgres URL; default `DATABASE_URL`, else embedded PGlite in `dataDir`. */
@@ -88,47 +73,6 @@ export interface ControlPlane {
 function fromEnv(name: string): string | undefined {
   const v = process.env[name];
   return v === undefined || v === '' ? undefined : v;
-}
-
-/** Resolves and validates every timer; a broken order is refused with `CONFIG`. */
-export function resolveRuntimeTiming(overrides: Partial<RuntimeTiming> = {}): RuntimeTiming {
-  const transport = resolveTiming(overrides);
-  const plane: ControlPlaneTiming & { leaderPollMs: number; leaderLeaseMs: number } = {
-    ...DEFAULT_CONTROL_PLANE_TIMING,
-    monitorIntervalMs: Math.max(
-      1,
-      Math.min(transport.heartbeatIntervalMs, DEFAULT_CONTROL_PLANE_TIMING.monitorIntervalMs),
-    ),
-    reconcilerIntervalMs: Math.max(
-      1,
-      Math.min(
-        Math.floor(transport.reconcilerFloorMs / 4),
-        DEFAULT_CONTROL_PLANE_TIMING.reconcilerIntervalMs,
-      ),
-    ),
-    leaderPollMs: 1_000,
-    leaderLeaseMs: 10_000,
-  };
-  const picked = Object.fromEntries(
-    Object.entries(overrides).filter(([k, v]) => v !== undefined && k in plane),
-  );
-  const merged = { ...transport, ...plane, ...picked } as RuntimeTiming;
-  for (const k of Object.keys(plane) as (keyof typeof plane)[]) {
-    const v = merged[k];
-    if (!Number.isSafeInteger(v) || v <= 0) {
-      throw new OpstateError(
-        OpstateErrorCode.CONFIG,
-        `timer ${k} must be a positive integer; got ${String(v)}`,
-      );
-    }
-  }
-  if (!(merged.leaderLeaseMs > 2 * merged.leaderPollMs)) {
-    throw new OpstateError(
-      OpstateErrorCode.CONFIG,
-      `leaderLeaseMs (${merged.leaderLeaseMs}) must exceed two leader polls (leaderPollMs ${merged.leaderPollMs}): a leader renews at every poll and must not lose its lease to one slow renewal; raise leaderLeaseMs`,
-    );
-  }
-  return merged;
 }
 
 /** The embedded runtime of one deployment: the database, the transport and the actors on them. */
@@ -187,6 +131,104 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   const logger = options.logger ?? consoleLogger;
   const clock = options.clock ?? systemClock;
   const timing = resolveRuntimeTiming(options.timing);
+  const { prefix, natsUrl } = deploymentOf(options);
+  const { database, transport } = await openServers(options, {
+    prefix,
+    natsUrl,
+    timing,
+    logger,
+    clock,
+  });
+  const stopLogging = logTransportEvents(transport, logger, clock);
+  const store = new OperationStore(database, { clock });
+  const shared: Shared = {
+    database,
+    store,
+    journal: new JournalRepository(database),
+    transport,
+    clock,
+    logger,
+    timing,
+    prefix,
+    inProcess: natsUrl === undefined,
+    workers: new Set(),
+    planes: new Set(),
+    deleters: new Set(),
+    wakers: new Set(),
+  };
+  const wake = () => {
+    for (const w of shared.wakers) w.wake();
+  };
+  const withDefaults = (input: CreateOperationInput): CreateOperationInput =>
+    input.maxRetries === undefined && options.maxRetries !== undefined
+      ? { ...input, maxRetries: options.maxRetries }
+      : input;
+  return {
+    database,
+    store,
+    artifacts: new ArtifactRepository(database),
+    groups: new GroupRepository(database),
+    lineage: new LineageRepository(database),
+    journal: shared.journal,
+    transport,
+    timing,
+    logger,
+    mode: { database: database.dialect, transport: shared.inProcess ? 'in-process' : 'jetstream' },
+    migrate: () => migrate(database),
+    async submit(input) {
+      const id = await store.create(withDefaults(input));
+      wake();
+      return id;
+    },
+    async submitMany(inputs) {
+      const ids = await store.createMany(inputs.map(withDefaults));
+      wake();
+      return ids;
+    },
+    get: (id) => inspectOperation(database, id),
+    async command(id, event) {
+      const applied = await operatorCommand(store, clock, id, event);
+      wake();
+      return applied;
+    },
+    startControlPlane: () => startPlane(shared),
+    startWorker: (workerOptions) => startTrackedWorker(shared, workerOptions),
+    startCopyDeleter(deleterOptions = {}) {
+      const deleter = startCopyDeleter({ database, clock, logger, ...deleterOptions });
+      shared.deleters.add(deleter);
+      return deleter;
+    },
+    async close() {
+      await Promise.all([...shared.deleters].map((d) => d.stop()));
+      await Promise.all([...shared.workers].map((w) => w.stop()));
+      await Promise.all([...shared.planes].map((p) => p.stop()));
+      await transport.close();
+      stopLogging();
+      await database.close();
+    },
+  };
+}
+
+/** What a runtime's parts share: its servers, its clock and logger, and what it started. */
+interface Shared {
+  readonly database: Database;
+  readonly store: OperationStore;
+  readonly journal: JournalRepository;
+  readonly transport: Transport;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly timing: RuntimeTiming;
+  readonly prefix: string;
+  readonly inProcess: boolean;
+  readonly workers: Set<Worker>;
+  readonly planes: Set<ControlPlane>;
+  readonly deleters: Set<CopyDeleter>;
+  /** The control-plane loops of this process while it leads: woken when work is submitted. */
+  readonly wakers: Set<ControlPlaneLoops>;
+}
+
+/** The deployment's name on NATS and the broker's URL, checked; `CONFIG` when they clash. */
+function deploymentOf(options: RuntimeOptions): { prefix: string; natsUrl: string | undefined } {
   const prefix = options.prefix ?? fromEnv('OPSTATE_PREFIX') ?? 'opstate';
   if (!/^[A-Za-z0-9_-]+$/.test(prefix)) {
     throw new OpstateError(
@@ -204,6 +246,25 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     );
   }
   const natsUrl = options.embedded === true ? undefined : (options.natsUrl ?? fromEnv('NATS_URL'));
+  return { prefix, natsUrl };
+}
+
+/**
+ * Opens the database (migrated unless told not to) and the transport (its stream and bucket
+ * ensured), waiting for unreachable servers when `waitForServers` says so. Closes the database
+ * again when the transport cannot be opened.
+ */
+async function openServers(
+  options: RuntimeOptions,
+  at: {
+    prefix: string;
+    natsUrl: string | undefined;
+    timing: RuntimeTiming;
+    logger: Logger;
+    clock: Clock;
+  },
+): Promise<{ database: Database; transport: Transport }> {
+  const { prefix, natsUrl, timing, logger, clock } = at;
   const database = await openDatabase({
     ...(options.databaseUrl === undefined ? {} : { databaseUrl: options.databaseUrl }),
     ...(options.embedded === true
@@ -216,142 +277,91 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     const problem = missingDriverGuard();
     if (problem !== undefined) logger.log('WARNING', problem);
   }
-  let transport: Transport;
   const reach = <T>(what: string, attempt: () => Promise<T>) =>
     options.waitForServers === true ? untilReachable(what, attempt, { logger, clock }) : attempt();
   try {
     if (options.migrate !== false) await reach('Postgres', () => migrate(database));
-    transport =
+    const transport =
       natsUrl === undefined
         ? createInProcessTransport({ timing, clock })
         : await reach('NATS', () => createJetStreamTransport({ servers: natsUrl, prefix, timing }));
-    const ready = transport;
-    await reach('NATS JetStream', () => ready.ensure(allRoutes()));
+    await reach('NATS JetStream', () => transport.ensure(allRoutes()));
+    return { database, transport };
   } catch (err) {
     await database.close().catch(() => undefined);
     throw err;
   }
-  const stopLogging = logTransportEvents(transport, logger, clock);
-  const store = new OperationStore(database, { clock });
-  const journal = new JournalRepository(database);
-  const workers = new Set<Worker>();
-  const planes = new Set<ControlPlane>();
-  const deleters = new Set<CopyDeleter>();
-  const wakers = new Set<ControlPlaneLoops>();
-  const inProcess = natsUrl === undefined;
-  const withDefaults = (input: CreateOperationInput): CreateOperationInput =>
-    input.maxRetries === undefined && options.maxRetries !== undefined
-      ? { ...input, maxRetries: options.maxRetries }
-      : input;
+}
 
-  const runtime: Runtime = {
+/** An operator command (RETRY, RESET or CANCEL), stamped with the runtime's clock. */
+async function operatorCommand(
+  store: OperationStore,
+  clock: Clock,
+  id: string,
+  event: OperationEvent,
+): Promise<AppliedTransition> {
+  if (event.type !== 'RETRY' && event.type !== 'RESET' && event.type !== 'CANCEL') {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `${event.type} is a worker or scheduler event; an operator may send RETRY, RESET or CANCEL`,
+    );
+  }
+  return store.apply(id, { ...event, at: new Date(clock.now()).toISOString() }, { by: 'operator' });
+}
+
+/** Contends for leadership; while it leads, runs the control-plane loops and lets them be woken. */
+function startPlane(shared: Shared): ControlPlane {
+  const { database, store, transport, clock, logger, timing } = shared;
+  const leadership = startLeadership({
     database,
-    store,
-    artifacts: new ArtifactRepository(database),
-    groups: new GroupRepository(database),
-    lineage: new LineageRepository(database),
-    journal,
-    transport,
-    timing,
+    name: shared.prefix,
+    pollMs: timing.leaderPollMs,
+    leaseMs: timing.leaderLeaseMs,
+    clock,
     logger,
-    mode: { database: database.dialect, transport: inProcess ? 'in-process' : 'jetstream' },
-    migrate: () => migrate(database),
-    async submit(input) {
-      const id = await store.create(withDefaults(input));
-      for (const w of wakers) w.wake();
-      return id;
-    },
-    async submitMany(inputs) {
-      const ids = await store.createMany(inputs.map(withDefaults));
-      for (const w of wakers) w.wake();
-      return ids;
-    },
-    get: (id) => inspectOperation(database, id),
-    async command(id, event) {
-      if (event.type !== 'RETRY' && event.type !== 'RESET' && event.type !== 'CANCEL') {
-        throw new OpstateError(
-          OpstateErrorCode.BAD_INPUT,
-          `${event.type} is a worker or scheduler event; an operator may send RETRY, RESET or CANCEL`,
-        );
-      }
-      const applied = await store.apply(
-        id,
-        { ...event, at: new Date(clock.now()).toISOString() },
-        { by: 'operator' },
-      );
-      for (const w of wakers) w.wake();
-      return applied;
-    },
-    startControlPlane() {
-      let loops: ControlPlaneLoops | undefined;
-      const leadership = startLeadership({
-        database,
-        name: prefix,
-        pollMs: timing.leaderPollMs,
-        leaseMs: timing.leaderLeaseMs,
-        clock,
-        logger,
-        onElected: async (term) => {
-          if (inProcess) await redispatchScheduled(store, transport, logger, clock);
-          loops = startControlPlaneLoops({ store, transport, clock, logger, timing, term });
-          wakers.add(loops);
-          const mine = loops;
-          return async () => {
-            wakers.delete(mine);
-            await mine.stop();
-          };
-        },
-      });
-      const plane: ControlPlane = {
-        holder: leadership.holder,
-        get isLeader() {
-          return leadership.isLeader;
-        },
-        async stop() {
-          planes.delete(plane);
-          await leadership.stop();
-        },
-      };
-      planes.add(plane);
-      return plane;
-    },
-    startWorker(workerOptions) {
-      const worker = startWorker({
-        store,
-        journal,
-        transport,
-        clock,
-        logger,
-        ...workerOptions,
-      });
-      workers.add(worker);
-      return {
-        ...worker,
-        async stop() {
-          workers.delete(worker);
-          await worker.stop();
-        },
-        async crash() {
-          workers.delete(worker);
-          await worker.crash();
-        },
+    onElected: async (term) => {
+      if (shared.inProcess) await redispatchScheduled(store, transport, logger, clock);
+      const loops = startControlPlaneLoops({ store, transport, clock, logger, timing, term });
+      shared.wakers.add(loops);
+      return async () => {
+        shared.wakers.delete(loops);
+        await loops.stop();
       };
     },
-    startCopyDeleter(deleterOptions = {}) {
-      const deleter = startCopyDeleter({ database, clock, logger, ...deleterOptions });
-      deleters.add(deleter);
-      return deleter;
+  });
+  const plane: ControlPlane = {
+    holder: leadership.holder,
+    get isLeader() {
+      return leadership.isLeader;
     },
-    async close() {
-      await Promise.all([...deleters].map((d) => d.stop()));
-      await Promise.all([...workers].map((w) => w.stop()));
-      await Promise.all([...planes].map((p) => p.stop()));
-      await transport.close();
-      stopLogging();
-      await database.close();
+    async stop() {
+      shared.planes.delete(plane);
+      await leadership.stop();
     },
   };
-  return runtime;
+  shared.planes.add(plane);
+  return plane;
+}
+
+/** A worker the runtime stops on close (until it is stopped or crashed on its own). */
+function startTrackedWorker<K extends OperationKind>(
+  shared: Shared,
+  workerOptions: StartWorkerOptions<K>,
+): Worker {
+  const { store, journal, transport, clock, logger } = shared;
+  const worker = startWorker({ store, journal, transport, clock, logger, ...workerOptions });
+  shared.workers.add(worker);
+  return {
+    ...worker,
+    async stop() {
+      shared.workers.delete(worker);
+      await worker.stop();
+    },
+    async crash() {
+      shared.workers.delete(worker);
+      await worker.crash();
+    },
+  };
 }
 
 /**
