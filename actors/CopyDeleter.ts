@@ -79,203 +79,240 @@ function routine(err: unknown): boolean {
  */
 export function startCopyDeleter(options: CopyDeleterOptions): CopyDeleter {
   const { database, clock, logger } = options;
-  const id = options.id ?? `deleter-${randomUUID().slice(0, 8)}`;
-  const leaseMs = options.leaseMs ?? 60_000;
-  const batch = options.batchSize ?? 16;
-  const copies = new CopyLifecycle(database);
-  const deletions = new DeletionRepository(database);
-  const policies = new DeletionPolicyRepository(database);
-  let alive = true;
-
-  const here = async (root: { rootPath: string; rootDevice: string; rootInode: string }) => {
-    try {
-      const now = await rootIdentity(root.rootPath);
-      return now.device === root.rootDevice && now.inode === root.rootInode;
-    } catch {
-      return false;
-    }
+  const d: Deleter = {
+    options,
+    id: options.id ?? `deleter-${randomUUID().slice(0, 8)}`,
+    leaseMs: options.leaseMs ?? 60_000,
+    batch: options.batchSize ?? 16,
+    copies: new CopyLifecycle(database),
+    deletions: new DeletionRepository(database),
+    policies: new DeletionPolicyRepository(database),
+    state: { alive: true },
   };
-
-  /** Runs a deletion with a renewal timer beside it, and logs how it ended. */
-  const run = async (
-    copyId: string,
-    deletionId: string,
-    epoch: number,
-  ): Promise<DeletionRunResult> => {
-    const renewal = new AbortController();
-    const renewing = (async () => {
-      while (!renewal.signal.aborted) {
-        await clock.sleep(Math.max(50, Math.floor(leaseMs / 3)), renewal.signal);
-        if (renewal.signal.aborted || !alive) break;
-        await deletions.renew(deletionId, epoch, id, leaseMs).catch(() => undefined);
-      }
-    })();
-    try {
-      const result = await runDeletion({
-        deletions,
-        copies,
-        copyId,
-        deletionId,
-        epoch,
-        holder: id,
-        leaseMs,
-        alive: () => alive,
-        ...(options.faults === undefined ? {} : { faults: options.faults }),
-      });
-      if (result.result === 'failed') {
-        logger.log('WARNING', 'copy deletion kept members; an operator must review', {
-          deleter: id,
-          copyId,
-          kept: result.kept,
-          reasons: result.reasons,
-        });
-      } else if (result.result === 'deleted') {
-        logger.log('INFO', 'copy deleted with a receipt', { deleter: id, copyId, ...result });
-      } else if (alive) {
-        logger.log('INFO', 'deleter stopped a deletion', { deleter: id, copyId, why: result.why });
-      }
-      return result;
-    } finally {
-      renewal.abort();
-      await renewing;
-    }
-  };
-
-  const schedule = async () => {
-    const policy = await policies.get();
-    for (const c of await deletions.eligible(policy, batch)) {
-      if (!alive) return;
-      try {
-        await copies.apply(
-          c.copyId,
-          { type: 'SCHEDULE_DELETION' },
-          {
-            by: id,
-            reason: `archived and verified by operation ${c.archiveOperationId}; the policy cleans ${c.locationType} copies ${policy.graceSeconds} s after the archive`,
-          },
-        );
-      } catch (err) {
-        if (!routine(err)) throw err;
-        logger.log('DEBUG', 'deletion not scheduled', { copyId: c.copyId, error: messageOf(err) });
-      }
-    }
-  };
-
-  const startScheduled = async () => {
-    for (const copy of await deletions.scheduled(batch)) {
-      if (!alive) return;
-      try {
-        await rootIdentity(copy.storageRoot);
-      } catch {
-        continue; // not mounted here: another deleter plans it
-      }
-      try {
-        const facts = await copies.facts(copy.id);
-        const archive = facts.facts.archive;
-        const archived =
-          archive === null ? null : await deletions.archivedManifest(archive.operationId);
-        if (archive === null || archived === null || facts.archiveObjectSha256 === null) {
-          // The guard refuses START_DELETION with the reason; the copy stays scheduled.
-          await copies.apply(copy.id, { type: 'START_DELETION' }, { by: id });
-          continue;
-        }
-        const gone = new Set<string>();
-        for (const earlier of await deletions.plansOf(copy.id)) {
-          const loaded = await deletions.load(earlier.id);
-          for (const m of loaded?.members ?? []) {
-            if (m.outcome === 'DELETED' || m.outcome === 'MISSING') gone.add(m.path);
-          }
-        }
-        const plan = await planDeletion({
-          copy,
-          archive: { ...archive, objectSha256: facts.archiveObjectSha256 },
-          archived,
-          alreadyGone: gone,
-          holder: id,
-          leaseMs,
-        });
-        if (!alive) return;
-        const started = await copies.apply(
-          copy.id,
-          { type: 'START_DELETION' },
-          { by: id, reason: `plan of ${plan.members.length} member(s) written`, plan },
-        );
-        await options.faults?.afterPlan?.({
-          copyId: copy.id,
-          deletionId: plan.deletionId,
-          epoch: started.epoch ?? 1,
-          path: plan.path,
-        });
-        await run(copy.id, plan.deletionId, started.epoch ?? 1);
-      } catch (err) {
-        if (!routine(err)) throw err;
-        logger.log('DEBUG', 'deletion not started', { copyId: copy.id, error: messageOf(err) });
-      }
-    }
-  };
-
-  const resumeLapsed = async () => {
-    for (const lapsed of await deletions.lapsed(batch)) {
-      if (!alive) return;
-      if (!(await here(lapsed))) continue;
-      try {
-        const taken = await copies.apply(
-          lapsed.copyId,
-          { type: 'RESUME_DELETION' },
-          {
-            by: id,
-            reason: `the lease of ${lapsed.holder} ran out; resuming where it stood`,
-            takeover: { holder: id, leaseMs },
-          },
-        );
-        if (taken.status === PhysicalCopyStatus.DELETION_FAILED) {
-          logger.log('WARNING', 'copy deletion interrupted too often; an operator must review', {
-            deleter: id,
-            copyId: lapsed.copyId,
-            error: taken.context.lastError,
-          });
-          continue;
-        }
-        logger.log('INFO', 'deleter took over a deletion whose lease ran out', {
-          deleter: id,
-          copyId: lapsed.copyId,
-          from: lapsed.holder,
-          epoch: taken.epoch,
-        });
-        await run(lapsed.copyId, lapsed.deletionId, taken.epoch ?? 0);
-      } catch (err) {
-        if (!routine(err)) throw err;
-        logger.log('DEBUG', 'takeover lost', { copyId: lapsed.copyId, error: messageOf(err) });
-      }
-    }
-  };
-
   const loop = startLoop({
-    name: `copy deleter ${id}`,
+    name: `copy deleter ${d.id}`,
     intervalMs: options.intervalMs ?? 5_000,
     clock,
     logger,
     pass: async () => {
-      if (!alive) return false;
-      await schedule();
-      await startScheduled();
-      await resumeLapsed();
+      if (!d.state.alive) return false;
+      await scheduleEligible(d);
+      await startScheduled(d);
+      await resumeLapsed(d);
       return false;
     },
   });
-  logger.log('INFO', 'copy deleter started', { deleter: id, leaseMs });
-
+  logger.log('INFO', 'copy deleter started', { deleter: d.id, leaseMs: d.leaseMs });
   return {
-    id,
+    id: d.id,
     wake: () => loop.wake(),
     async stop() {
-      alive = false;
+      d.state.alive = false;
       await loop.stop();
     },
     async crash() {
-      alive = false;
+      d.state.alive = false;
       await loop.stop();
-      logger.log('WARNING', 'copy deleter crashed (drill)', { deleter: id });
+      logger.log('WARNING', 'copy deleter crashed (drill)', { deleter: d.id });
     },
   };
+}
+
+/** What one deleter's passes work with. */
+interface Deleter {
+  readonly options: CopyDeleterOptions;
+  readonly id: string;
+  readonly leaseMs: number;
+  readonly batch: number;
+  readonly copies: CopyLifecycle;
+  readonly deletions: DeletionRepository;
+  readonly policies: DeletionPolicyRepository;
+  /** False once the deleter stops or crashes. */
+  readonly state: { alive: boolean };
+}
+
+/** Whether a storage root is mounted here as it was when planned (same device and inode). */
+async function mountedHere(root: { rootPath: string; rootDevice: string; rootInode: string }) {
+  try {
+    const now = await rootIdentity(root.rootPath);
+    return now.device === root.rootDevice && now.inode === root.rootInode;
+  } catch {
+    return false;
+  }
+}
+
+/** Runs a deletion with a lease renewal beside it, and logs how it ended. */
+async function runRenewed(
+  d: Deleter,
+  copyId: string,
+  deletionId: string,
+  epoch: number,
+): Promise<DeletionRunResult> {
+  const { clock, logger } = d.options;
+  const renewal = new AbortController();
+  const renewing = (async () => {
+    while (!renewal.signal.aborted) {
+      await clock.sleep(Math.max(50, Math.floor(d.leaseMs / 3)), renewal.signal);
+      if (renewal.signal.aborted || !d.state.alive) break;
+      await d.deletions.renew(deletionId, epoch, d.id, d.leaseMs).catch(() => undefined);
+    }
+  })();
+  try {
+    const result = await runDeletion({
+      deletions: d.deletions,
+      copies: d.copies,
+      copyId,
+      deletionId,
+      epoch,
+      holder: d.id,
+      leaseMs: d.leaseMs,
+      alive: () => d.state.alive,
+      ...(d.options.faults === undefined ? {} : { faults: d.options.faults }),
+    });
+    if (result.result === 'failed') {
+      logger.log('WARNING', 'copy deletion kept members; an operator must review', {
+        deleter: d.id,
+        copyId,
+        kept: result.kept,
+        reasons: result.reasons,
+      });
+    } else if (result.result === 'deleted') {
+      logger.log('INFO', 'copy deleted with a receipt', { deleter: d.id, copyId, ...result });
+    } else if (d.state.alive) {
+      logger.log('INFO', 'deleter stopped a deletion', { deleter: d.id, copyId, why: result.why });
+    }
+    return result;
+  } finally {
+    renewal.abort();
+    await renewing;
+  }
+}
+
+/** 1. Schedules the deletion of eligible copies; the copy machine's guard decides. */
+async function scheduleEligible(d: Deleter): Promise<void> {
+  const policy = await d.policies.get();
+  for (const c of await d.deletions.eligible(policy, d.batch)) {
+    if (!d.state.alive) return;
+    try {
+      await d.copies.apply(
+        c.copyId,
+        { type: 'SCHEDULE_DELETION' },
+        {
+          by: d.id,
+          reason: `archived and verified by operation ${c.archiveOperationId}; the policy cleans ${c.locationType} copies ${policy.graceSeconds} s after the archive`,
+        },
+      );
+    } catch (err) {
+      if (!routine(err)) throw err;
+      d.options.logger.log('DEBUG', 'deletion not scheduled', {
+        copyId: c.copyId,
+        error: messageOf(err),
+      });
+    }
+  }
+}
+
+type ScheduledCopy = Awaited<ReturnType<DeletionRepository['scheduled']>>[number];
+
+/** 2. Plans each scheduled deletion mounted here, starts it (plan and lease first) and runs it. */
+async function startScheduled(d: Deleter): Promise<void> {
+  for (const copy of await d.deletions.scheduled(d.batch)) {
+    if (!d.state.alive) return;
+    try {
+      await rootIdentity(copy.storageRoot);
+    } catch {
+      continue; // not mounted here: another deleter plans it
+    }
+    try {
+      const plan = await planFor(d, copy);
+      if (plan === undefined || !d.state.alive) continue;
+      const started = await d.copies.apply(
+        copy.id,
+        { type: 'START_DELETION' },
+        { by: d.id, reason: `plan of ${plan.members.length} member(s) written`, plan },
+      );
+      await d.options.faults?.afterPlan?.({
+        copyId: copy.id,
+        deletionId: plan.deletionId,
+        epoch: started.epoch ?? 1,
+        path: plan.path,
+      });
+      await runRenewed(d, copy.id, plan.deletionId, started.epoch ?? 1);
+    } catch (err) {
+      if (!routine(err)) throw err;
+      d.options.logger.log('DEBUG', 'deletion not started', {
+        copyId: copy.id,
+        error: messageOf(err),
+      });
+    }
+  }
+}
+
+/**
+ * The plan of a scheduled copy against its verified archive, leaving out members earlier plans
+ * already removed; undefined when there is no archive to plan against (START_DELETION is then
+ * sent without a plan, and the guard refuses it with the reason: the copy stays scheduled).
+ */
+async function planFor(d: Deleter, copy: ScheduledCopy) {
+  const facts = await d.copies.facts(copy.id);
+  const archive = facts.facts.archive;
+  const archived =
+    archive === null ? null : await d.deletions.archivedManifest(archive.operationId);
+  if (archive === null || archived === null || facts.archiveObjectSha256 === null) {
+    await d.copies.apply(copy.id, { type: 'START_DELETION' }, { by: d.id });
+    return undefined;
+  }
+  const gone = new Set<string>();
+  for (const earlier of await d.deletions.plansOf(copy.id)) {
+    const loaded = await d.deletions.load(earlier.id);
+    for (const m of loaded?.members ?? []) {
+      if (m.outcome === 'DELETED' || m.outcome === 'MISSING') gone.add(m.path);
+    }
+  }
+  return planDeletion({
+    copy,
+    archive: { ...archive, objectSha256: facts.archiveObjectSha256 },
+    archived,
+    alreadyGone: gone,
+    holder: d.id,
+    leaseMs: d.leaseMs,
+  });
+}
+
+/** 3. Takes over deletions whose lease ran out (mounted here) and resumes them where they stood. */
+async function resumeLapsed(d: Deleter): Promise<void> {
+  const { logger } = d.options;
+  for (const lapsed of await d.deletions.lapsed(d.batch)) {
+    if (!d.state.alive) return;
+    if (!(await mountedHere(lapsed))) continue;
+    try {
+      const taken = await d.copies.apply(
+        lapsed.copyId,
+        { type: 'RESUME_DELETION' },
+        {
+          by: d.id,
+          reason: `the lease of ${lapsed.holder} ran out; resuming where it stood`,
+          takeover: { holder: d.id, leaseMs: d.leaseMs },
+        },
+      );
+      if (taken.status === PhysicalCopyStatus.DELETION_FAILED) {
+        logger.log('WARNING', 'copy deletion interrupted too often; an operator must review', {
+          deleter: d.id,
+          copyId: lapsed.copyId,
+          error: taken.context.lastError,
+        });
+        continue;
+      }
+      logger.log('INFO', 'deleter took over a deletion whose lease ran out', {
+        deleter: d.id,
+        copyId: lapsed.copyId,
+        from: lapsed.holder,
+        epoch: taken.epoch,
+      });
+      await runRenewed(d, lapsed.copyId, lapsed.deletionId, taken.epoch ?? 0);
+    } catch (err) {
+      if (!routine(err)) throw err;
+      logger.log('DEBUG', 'takeover lost', { copyId: lapsed.copyId, error: messageOf(err) });
+    }
+  }
 }

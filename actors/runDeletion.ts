@@ -76,9 +76,6 @@ class Stopped extends Error {}
  * ```
  */
 export async function runDeletion(o: RunDeletionOptions): Promise<DeletionRunResult> {
-  const live = () => {
-    if (!o.alive()) throw new Stopped('the deleter stopped');
-  };
   try {
     const loaded = await o.deletions.load(o.deletionId);
     if (loaded === undefined) return { result: 'stopped', why: 'the plan is gone' };
@@ -88,109 +85,9 @@ export async function runDeletion(o: RunDeletionOptions): Promise<DeletionRunRes
       epoch: o.epoch,
       path: loaded.plan.path,
     };
-    const remaining = loaded.members.filter((m) => m.outcome === null);
-    let previous: OutcomeInput | undefined;
-    const step = async (finish: boolean) => {
-      live();
-      const facts = await o.deletions.step({
-        deletionId: o.deletionId,
-        epoch: o.epoch,
-        holder: o.holder,
-        leaseMs: o.leaseMs,
-        ...(previous === undefined ? {} : { previous }),
-        finish,
-      });
-      if (!facts.leaseHeld) throw new Stopped('the lease passed to another deleter');
-      previous = undefined;
-      return facts;
-    };
-    for (const member of remaining) {
-      const facts = await step(false);
-      let verdict: { outcome: MemberOutcome; reason: string | null };
-      if (!facts.archiveOk) {
-        verdict = {
-          outcome: Outcome.KEPT,
-          reason: `the archive is no longer VERIFIED as planned: ${facts.archiveProblem}`,
-        };
-      } else if (!facts.cleaned) {
-        verdict = {
-          outcome: Outcome.KEPT,
-          reason: `the deletion policy no longer cleans ${facts.locationType} locations`,
-        };
-      } else if (facts.retainedBy.length > 0) {
-        verdict = {
-          outcome: Outcome.KEPT,
-          reason: `a retention claim holds the copy (group ${facts.retainedBy.join(', ')})`,
-        };
-      } else {
-        const checked = await revalidateMember(member, facts.protectedPrefixes, o.count);
-        verdict = checked.ok ? await unlinkMember(member, o, live) : checked;
-      }
-      previous = { seq: member.seq, outcome: verdict.outcome, reason: verdict.reason };
-      await o.faults?.afterMember?.({ ...at, seq: member.seq, outcome: verdict.outcome });
-    }
-    const final = await step(true);
-    if (final.kept > 0) {
-      const latest = await o.deletions.load(o.deletionId);
-      const kept = (latest?.members ?? []).filter((m) => m.outcome === Outcome.KEPT);
-      const reasons = kept.map((m) => `${m.name}: ${m.reason}`);
-      live();
-      await o.copies.apply(
-        o.copyId,
-        {
-          type: 'DELETION_FAILED',
-          error: `${kept.length} member(s) kept after revalidation: ${reasons.join('; ')}`.slice(
-            0,
-            2000,
-          ),
-        },
-        {
-          by: o.holder,
-          reason: 'members kept; an operator reviews and may re-plan',
-          fence: { deletionId: o.deletionId, epoch: o.epoch, holder: o.holder },
-          record: { state: 'DELETION_FAILED', detail: { copyId: o.copyId, kept: reasons } },
-        },
-      );
-      return { result: 'failed', kept: kept.length, reasons };
-    }
-    let folderRemoved: boolean | string = false;
-    if (loaded.plan.folder) {
-      live();
-      o.count?.add('rmdir');
-      folderRemoved = await rmdir(loaded.plan.path).then(
-        () => true,
-        (err: NodeJS.ErrnoException) =>
-          err.code === 'ENOENT'
-            ? 'already gone'
-            : `left in place (${err.code}: it holds files the package does not name)`,
-      );
-    }
-    await o.faults?.beforeReceipt?.(at);
-    live();
-    const receipt = await o.deletions.receipt({
-      deletionId: o.deletionId,
-      epoch: o.epoch,
-      holder: o.holder,
-      detail: { folder: loaded.plan.folder ? loaded.plan.path : null, folderRemoved },
-    });
-    if (receipt === undefined)
-      throw new Stopped('the receipt could not be written under this lease');
-    await o.faults?.afterReceipt?.(at);
-    live();
-    await o.copies.apply(
-      o.copyId,
-      { type: 'DELETION_SUCCEEDED' },
-      {
-        by: o.holder,
-        reason: `receipt written: ${receipt.membersDeleted} deleted, ${receipt.membersMissing} missing`,
-      },
-    );
-    return {
-      result: 'deleted',
-      deleted: receipt.membersDeleted,
-      missing: receipt.membersMissing,
-      bytes: receipt.bytes,
-    };
+    const final = await runMembers(o, loaded.members, at);
+    if (final.kept > 0) return await keepForOperator(o);
+    return await receiptThenDeleted(o, loaded.plan, at);
   } catch (err) {
     if (err instanceof Stopped) return { result: 'stopped', why: err.message };
     if (err instanceof OpstateError && err.code === OpstateErrorCode.CONFLICT) {
@@ -198,6 +95,156 @@ export async function runDeletion(o: RunDeletionOptions): Promise<DeletionRunRes
     }
     throw err;
   }
+}
+
+type Verdict = { outcome: MemberOutcome; reason: string | null };
+type Loaded = NonNullable<Awaited<ReturnType<DeletionRepository['load']>>>;
+
+/** Throws `Stopped` once the deleter stopped: nothing is unlinked or written after that. */
+function live(o: RunDeletionOptions): void {
+  if (!o.alive()) throw new Stopped('the deleter stopped');
+}
+
+/**
+ * What the facts read with a member's step say about every member, pure: kept (with the reason)
+ * when the archive is no longer VERIFIED as planned, the policy no longer cleans the location, or
+ * a retention claim holds the copy; undefined when the member may be revalidated and unlinked.
+ *
+ * @example
+ * ```ts
+ * const kept = keptByFacts(await deletions.step(input)); // { outcome: 'KEPT', reason } | undefined
+ * ```
+ */
+export function keptByFacts(facts: {
+  readonly archiveOk: boolean;
+  readonly archiveProblem: string | null;
+  readonly cleaned: boolean;
+  readonly locationType: string;
+  readonly retainedBy: readonly string[];
+}): Verdict | undefined {
+  if (!facts.archiveOk) {
+    return {
+      outcome: Outcome.KEPT,
+      reason: `the archive is no longer VERIFIED as planned: ${facts.archiveProblem}`,
+    };
+  }
+  if (!facts.cleaned) {
+    return {
+      outcome: Outcome.KEPT,
+      reason: `the deletion policy no longer cleans ${facts.locationType} locations`,
+    };
+  }
+  if (facts.retainedBy.length > 0) {
+    return {
+      outcome: Outcome.KEPT,
+      reason: `a retention claim holds the copy (group ${facts.retainedBy.join(', ')})`,
+    };
+  }
+  return undefined;
+}
+
+/**
+ * Every member without an outcome: one step (records the previous member's outcome, renews the
+ * lease, reads the facts), then kept by the facts or revalidated and unlinked. Returns the facts of
+ * the final step, which records the last outcome.
+ */
+async function runMembers(o: RunDeletionOptions, members: Loaded['members'], at: FaultPoint) {
+  let previous: OutcomeInput | undefined;
+  const step = async (finish: boolean) => {
+    live(o);
+    const facts = await o.deletions.step({
+      deletionId: o.deletionId,
+      epoch: o.epoch,
+      holder: o.holder,
+      leaseMs: o.leaseMs,
+      ...(previous === undefined ? {} : { previous }),
+      finish,
+    });
+    if (!facts.leaseHeld) throw new Stopped('the lease passed to another deleter');
+    previous = undefined;
+    return facts;
+  };
+  for (const member of members.filter((m) => m.outcome === null)) {
+    const facts = await step(false);
+    let verdict = keptByFacts(facts);
+    if (verdict === undefined) {
+      const checked = await revalidateMember(member, facts.protectedPrefixes, o.count);
+      verdict = checked.ok ? await unlinkMember(member, o, () => live(o)) : checked;
+    }
+    previous = { seq: member.seq, outcome: verdict.outcome, reason: verdict.reason };
+    await o.faults?.afterMember?.({ ...at, seq: member.seq, outcome: verdict.outcome });
+  }
+  return step(true);
+}
+
+/** Members were kept: the copy becomes DELETION_FAILED with every kept member's reason. */
+async function keepForOperator(o: RunDeletionOptions): Promise<DeletionRunResult> {
+  const latest = await o.deletions.load(o.deletionId);
+  const kept = (latest?.members ?? []).filter((m) => m.outcome === Outcome.KEPT);
+  const reasons = kept.map((m) => `${m.name}: ${m.reason}`);
+  live(o);
+  await o.copies.apply(
+    o.copyId,
+    {
+      type: 'DELETION_FAILED',
+      error: `${kept.length} member(s) kept after revalidation: ${reasons.join('; ')}`.slice(
+        0,
+        2000,
+      ),
+    },
+    {
+      by: o.holder,
+      reason: 'members kept; an operator reviews and may re-plan',
+      fence: { deletionId: o.deletionId, epoch: o.epoch, holder: o.holder },
+      record: { state: 'DELETION_FAILED', detail: { copyId: o.copyId, kept: reasons } },
+    },
+  );
+  return { result: 'failed', kept: kept.length, reasons };
+}
+
+/** Every member is gone: remove the (now empty) folder, write the receipt, then DELETED. */
+async function receiptThenDeleted(
+  o: RunDeletionOptions,
+  plan: Loaded['plan'],
+  at: FaultPoint,
+): Promise<DeletionRunResult> {
+  let folderRemoved: boolean | string = false;
+  if (plan.folder) {
+    live(o);
+    o.count?.add('rmdir');
+    folderRemoved = await rmdir(plan.path).then(
+      () => true,
+      (err: NodeJS.ErrnoException) =>
+        err.code === 'ENOENT'
+          ? 'already gone'
+          : `left in place (${err.code}: it holds files the package does not name)`,
+    );
+  }
+  await o.faults?.beforeReceipt?.(at);
+  live(o);
+  const receipt = await o.deletions.receipt({
+    deletionId: o.deletionId,
+    epoch: o.epoch,
+    holder: o.holder,
+    detail: { folder: plan.folder ? plan.path : null, folderRemoved },
+  });
+  if (receipt === undefined) throw new Stopped('the receipt could not be written under this lease');
+  await o.faults?.afterReceipt?.(at);
+  live(o);
+  await o.copies.apply(
+    o.copyId,
+    { type: 'DELETION_SUCCEEDED' },
+    {
+      by: o.holder,
+      reason: `receipt written: ${receipt.membersDeleted} deleted, ${receipt.membersMissing} missing`,
+    },
+  );
+  return {
+    result: 'deleted',
+    deleted: receipt.membersDeleted,
+    missing: receipt.membersMissing,
+    bytes: receipt.bytes,
+  };
 }
 
 /** Checks the identity once more, right before the unlink, then unlinks. */
