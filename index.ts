@@ -1,10 +1,11 @@
 // The public entry of opstate. Names are re-exported one by one; anything not listed here is
-// internal and may change without notice.
+// internal and may change without notice. What only tests and crash drills need is in testing.ts
+// (`opstate/testing`).
 
 export type { Clock } from './actors/Clock.ts';
 export { systemClock } from './actors/Clock.ts';
 export type { Logger, LogLevel } from './actors/Logger.ts';
-export { consoleLogger, memoryLogger } from './actors/Logger.ts';
+export { consoleLogger } from './actors/Logger.ts';
 export type {
   ControlPlane,
   Runtime,
@@ -20,7 +21,6 @@ export type {
   OperationHandler,
   OperationView,
   Worker,
-  WorkerFaults,
 } from './actors/Worker.ts';
 export { isRetryable } from './actors/Worker.ts';
 export type { Decision, OperationEffect, PersistedOperationSnapshot } from './machines/decide.ts';

@@ -34,6 +34,7 @@ import { LocationType } from '../machines/routing.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { migrate } from '../persistence/migrate.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
+import { opstateArgs } from '../test/helpers/opstateCli.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 
 const env = (name: string, fallback: number) => {
@@ -61,7 +62,6 @@ const TIMING: Partial<RuntimeTiming> = {
 };
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const BIN = fileURLToPath(new URL('../bin/opstate.js', import.meta.url));
 const HANDLERS = fileURLToPath(new URL('./fixtures/noopHandlers.ts', import.meta.url));
 
 interface Figure {
@@ -286,7 +286,7 @@ interface Child {
 }
 
 function spawnCli(args: string[], childEnv: Record<string, string>): Child {
-  const proc = spawn(process.execPath, [BIN, ...args], {
+  const proc = spawn(process.execPath, opstateArgs(args), {
     cwd: ROOT,
     env: { ...process.env, ...childEnv },
     stdio: ['ignore', 'pipe', 'pipe'],

@@ -18,12 +18,12 @@ import { memoryLogger } from '../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../actors/Runtime.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
+import { opstateArgs, REPO_ROOT } from '../test/helpers/opstateCli.ts';
 import type { JetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 
 const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const SAMPLES = Number(process.env.OPSTATE_BENCH_RECOVERY_SAMPLES ?? 3);
-const BIN = fileURLToPath(new URL('../bin/opstate.js', import.meta.url));
 const HANDLERS = fileURLToPath(new URL('./fixtures/holdHandlers.ts', import.meta.url));
 
 const TIMING: Partial<RuntimeTiming> = {
@@ -48,10 +48,15 @@ async function until(cond: () => Promise<boolean>, what: string, ms = 120_000) {
 }
 
 function startWorker(env: Record<string, string>, extra: Record<string, string>) {
-  const proc = spawn(process.execPath, [BIN, 'worker', '--kinds', 'all', '--handlers', HANDLERS], {
-    env: { ...process.env, ...env, ...extra },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const proc = spawn(
+    process.execPath,
+    opstateArgs(['worker', '--kinds', 'all', '--handlers', HANDLERS, '--faults']),
+    {
+      cwd: REPO_ROOT,
+      env: { ...process.env, ...env, ...extra },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
   const out: string[] = [];
   proc.stdout?.on('data', (b: Buffer) => out.push(b.toString()));
   proc.stderr?.on('data', (b: Buffer) => out.push(b.toString()));

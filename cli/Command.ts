@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { type ParseArgsConfig, parseArgs } from 'node:util';
 
 /** Where a command writes: injected so tests can capture output without spawning a process. */
 export interface Io {
@@ -28,10 +28,12 @@ export class UsageError extends Error {
 }
 
 /** `parseArgs` with strict flags, turning its errors into usage errors. */
-export function parseFlags<const T extends NonNullable<Parameters<typeof parseArgs>[0]>['options']>(
+type Flags<T> = { args: string[]; options: T; allowPositionals: true; strict: true };
+
+export function parseFlags<const T extends NonNullable<ParseArgsConfig['options']>>(
   args: string[],
   options: T,
-) {
+): ReturnType<typeof parseArgs<Flags<T>>> {
   try {
     return parseArgs({ args, options, allowPositionals: true, strict: true });
   } catch (err) {

@@ -15,14 +15,28 @@ interface HandlersModule {
 }
 
 /**
- * A handlers module: `export default { <kind>: async (ctx) => ({ outputs }), … }`, and, for crash
- * drills only, `export const faults = { beforeStart() {…} }`.
+ * A handlers module: JavaScript (`.js`/`.mjs`) that default-exports handlers keyed by operation
+ * kind, `export default { <kind>: async (ctx) => ({ outputs }), … }`. A crash drill's module may
+ * also `export const faults = { beforeStart() {…} }`; those are honoured only with `--faults`.
  */
 async function loadHandlers(path: string): Promise<HandlersModule> {
-  const mod = (await import(pathToFileURL(resolve(path)).href)) as {
-    default?: unknown;
-    faults?: WorkerFaults;
-  };
+  let mod: { default?: unknown; faults?: WorkerFaults };
+  try {
+    mod = (await import(pathToFileURL(resolve(path)).href)) as typeof mod;
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code === 'ERR_UNKNOWN_FILE_EXTENSION') {
+      throw new UsageError(
+        `${path} is not JavaScript; compile it to .js or .mjs (e.g. with tsc) and pass that file`,
+      );
+    }
+    if (code === 'ERR_MODULE_NOT_FOUND' && String((err as Error).message).includes(resolve(path))) {
+      throw new UsageError(
+        `${path} does not exist; pass the path of a .js or .mjs handlers module`,
+      );
+    }
+    throw err;
+  }
   const table = mod.default;
   if (typeof table !== 'object' || table === null) {
     throw new UsageError(
@@ -42,13 +56,14 @@ export const workerCommand: Command = {
   name: 'worker',
   summary: 'Run a worker for some operation kinds until SIGINT/SIGTERM',
   usage:
-    'opstate worker --kinds <kind,kind…|all> --handlers <module> [--concurrency N] [--id NAME]',
+    'opstate worker --kinds <kind,kind…|all> --handlers <module.js> [--concurrency N] [--id NAME] [--faults]',
   async run(args, io) {
     const { values, positionals } = parseFlags(args, {
       kinds: { type: 'string' },
       handlers: { type: 'string' },
       concurrency: { type: 'string' },
       id: { type: 'string' },
+      faults: { type: 'boolean' },
     });
     if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
     if (values.kinds === undefined) throw new UsageError('--kinds is required');
@@ -77,8 +92,17 @@ export const workerCommand: Command = {
       handlers: table as Record<OperationKind, OperationHandler>,
       concurrency,
       ...(values.id === undefined ? {} : { workerId: values.id }),
-      ...(faults === undefined ? {} : { faults }),
+      ...(faults === undefined || values.faults !== true ? {} : { faults }),
     });
+    if (faults !== undefined && values.faults !== true) {
+      runtime.logger.log(
+        'WARNING',
+        'the handlers module exports faults; ignored without --faults',
+        {
+          handlers: values.handlers,
+        },
+      );
+    }
     io.out(`worker ${worker.id} started for ${kinds.join(', ')}`);
     const signal = await untilSignal();
     io.out(`${signal}: stopping worker ${worker.id}`);
