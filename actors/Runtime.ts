@@ -5,15 +5,17 @@ import { allRoutes } from '../machines/routing.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import type { AppliedTransition } from '../persistence/applyEvents.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
+import type { DatabaseTls } from '../persistence/databaseTls.ts';
 import { GroupRepository } from '../persistence/GroupRepository.ts';
 import { inspectOperation, type OperationInspection } from '../persistence/inspectOperation.ts';
 import { JournalRepository } from '../persistence/JournalRepository.ts';
 import { LineageRepository } from '../persistence/LineageRepository.ts';
 import { type MigrateResult, migrate } from '../persistence/migrate.ts';
-import { OperationStore } from '../persistence/OperationStore.ts';
+import type { OperationStore } from '../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 import { createInProcessTransport } from '../transport/inprocess/createInProcessTransport.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import type { NatsCredentials } from '../transport/jetstream/natsCredentials.ts';
 import type { Transport, TransportTiming } from '../transport/Transport.ts';
 import { resolveTiming } from '../transport/TransportTiming.ts';
 import { type Clock, systemClock } from './Clock.ts';
@@ -24,7 +26,10 @@ import {
   startControlPlaneLoops,
 } from './ControlPlane.ts';
 import { startLeadership } from './Leadership.ts';
-import { consoleLogger, type Logger } from './Logger.ts';
+import type { Logger } from './Logger.ts';
+import { ObservedOperationStore } from './ObservedOperationStore.ts';
+import { createPinoLogger } from './pinoLogger.ts';
+import { composeObservers, loggingObserver, type RuntimeObserver } from './RuntimeObserver.ts';
 import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
 
 /** Every timer of a runtime: the transport's (validated in order) plus the control plane's. */
@@ -38,15 +43,27 @@ export interface RuntimeOptions {
   readonly dataDir?: string;
   /** NATS URL; default `NATS_URL`, else the in-process transport (one process). */
   readonly natsUrl?: string;
+  /** NATS credentials (user and password, token, NKey or `.creds`) and TLS. */
+  readonly natsCredentials?: NatsCredentials;
+  /** TLS to Postgres. */
+  readonly databaseTls?: DatabaseTls;
   /** Names the deployment on NATS (stream, subjects, consumers, bucket) and the leader lock. */
   readonly prefix?: string;
   readonly timing?: Partial<RuntimeTiming>;
   /** Returns to PENDING an operation may take before it FAILS, unless it says (default 3). */
   readonly maxRetries?: number;
+  /** Default: JSON lines on stderr (pino) at `OPSTATE_LOG_LEVEL`. */
   readonly logger?: Logger;
+  /** Told of every committed transition (metrics); logging of transitions is built in. */
+  readonly observer?: RuntimeObserver;
   readonly clock?: Clock;
   /** Apply migrations on open (default true). */
   readonly migrate?: boolean;
+  /**
+   * Create or update the dispatch stream and its consumers on open (default true). A worker
+   * with least-privilege NATS credentials passes false: the control plane creates them.
+   */
+  readonly ensureTransport?: boolean;
   /**
    * Run embedded whatever the environment says: PGlite in `dataDir` and the in-process transport,
    * ignoring `DATABASE_URL` and `NATS_URL` (the demo, tests of the embedded mode).
@@ -153,7 +170,7 @@ export interface Runtime {
  * ```
  */
 export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
-  const logger = options.logger ?? consoleLogger;
+  const logger = options.logger ?? createPinoLogger();
   const clock = options.clock ?? systemClock;
   const timing = resolveRuntimeTiming(options.timing);
   const prefix = options.prefix ?? fromEnv('OPSTATE_PREFIX') ?? 'opstate';
@@ -175,6 +192,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   const natsUrl = options.embedded === true ? undefined : (options.natsUrl ?? fromEnv('NATS_URL'));
   const database = await openDatabase({
     ...(options.databaseUrl === undefined ? {} : { databaseUrl: options.databaseUrl }),
+    ...(options.databaseTls === undefined ? {} : { tls: options.databaseTls }),
     ...(options.embedded === true
       ? { dataDir: options.dataDir ?? fromEnv('OPSTATE_DATA_DIR') ?? './.opstate', embedded: true }
       : options.dataDir === undefined
@@ -187,13 +205,23 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     transport =
       natsUrl === undefined
         ? createInProcessTransport({ timing })
-        : await createJetStreamTransport({ servers: natsUrl, prefix, timing });
-    await transport.ensure(allRoutes());
+        : await createJetStreamTransport({
+            servers: natsUrl,
+            prefix,
+            timing,
+            ...(options.natsCredentials === undefined
+              ? {}
+              : { credentials: options.natsCredentials }),
+          });
+    if (options.ensureTransport !== false) await transport.ensure(allRoutes());
   } catch (err) {
     await database.close().catch(() => undefined);
     throw err;
   }
-  const store = new OperationStore(database, { clock: () => new Date(clock.now()) });
+  const store: OperationStore = new ObservedOperationStore(database, {
+    clock: () => new Date(clock.now()),
+    observer: composeObservers(loggingObserver(logger), options.observer),
+  });
   const journal = new JournalRepository(database);
   const workers = new Set<Worker>();
   const planes = new Set<ControlPlane>();

@@ -1,4 +1,4 @@
-import { OpstateError } from '../machines/OpstateError.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { type Command, type Io, processIo, UsageError } from './Command.ts';
 import { commands } from './commands/index.ts';
 
@@ -51,7 +51,8 @@ export async function main(argv: string[], io: Io = processIo): Promise<number> 
     }
     if (err instanceof OpstateError) {
       io.err(`opstate ${name}: ${err.message} [${err.code}]`);
-      return 1;
+      // A bad setting is a usage error: the message says what to set instead.
+      return err.code === OpstateErrorCode.CONFIG ? 2 : 1;
     }
     throw err;
   }

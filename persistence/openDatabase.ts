@@ -6,6 +6,7 @@ import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
 import postgres from 'postgres';
 import { toOpstateError } from './databaseError.ts';
+import { type DatabaseTls, databaseSsl } from './databaseTls.ts';
 import * as schema from './schema/index.ts';
 
 export type Dialect = 'postgres' | 'pglite';
@@ -55,6 +56,8 @@ export interface OpenDatabaseOptions {
   max?: number;
   /** Use PGlite even when `DATABASE_URL` is set. */
   embedded?: boolean;
+  /** TLS to Postgres (default: what the URL's `sslmode` says). */
+  tls?: DatabaseTls;
 }
 
 const dialect = new PgDialect();
@@ -98,8 +101,10 @@ function pgliteExecutor(client: PgliteLike): Executor {
   };
 }
 
-function openPostgres(url: string, max: number): Database {
-  const client = postgres(url, { max, onnotice: () => {} });
+function openPostgres(url: string, max: number, tls?: DatabaseTls): Database {
+  const ssl = databaseSsl(tls);
+  const tlsOption = ssl === false ? {} : { ssl };
+  const client = postgres(url, { max, onnotice: () => {}, ...tlsOption });
   const sessions = new Set<postgres.Sql>();
   const exec = postgresExecutor(client);
   return {
@@ -124,7 +129,7 @@ function openPostgres(url: string, max: number): Database {
       return { execute: r.execute, release: async () => reserved.release() };
     },
     async session() {
-      const own = postgres(url, { max: 1, onnotice: () => {} });
+      const own = postgres(url, { max: 1, onnotice: () => {}, ...tlsOption });
       sessions.add(own);
       const r = postgresExecutor(own);
       return {
@@ -191,7 +196,7 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<D
     options.embedded === true
       ? undefined
       : (options.databaseUrl ?? nonEmpty(process.env.DATABASE_URL));
-  if (url !== undefined) return openPostgres(url, options.max ?? 8);
+  if (url !== undefined) return openPostgres(url, options.max ?? 8, options.tls);
   const dataDir = options.dataDir ?? nonEmpty(process.env.OPSTATE_DATA_DIR) ?? './.opstate';
   return openPglite(dataDir);
 }

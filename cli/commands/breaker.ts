@@ -1,6 +1,7 @@
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
-import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
 
 /**
  * `opstate breaker reset <kind> <location id>`: an operator closes a circuit breaker (failures to
@@ -13,9 +14,7 @@ import { type Command, parseFlags, UsageError } from '../Command.ts';
  *   .run(['reset', 'long_term_archive', archiveId], io);
  * ```
  */
-export function createBreakerCommand(
-  open: () => Promise<Database> = () => openDatabase(),
-): Command {
+export function createBreakerCommand(open: () => Promise<Database> = databaseFromEnv): Command {
   return {
     name: 'breaker',
     summary: 'Close a circuit breaker by hand (scheduling of its kind and location resumes)',

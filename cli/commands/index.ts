@@ -1,5 +1,6 @@
 import type { Command } from '../Command.ts';
 import { breakerCommand } from './breaker.ts';
+import { configCommand } from './config.ts';
 import { controlPlaneCommand } from './controlPlane.ts';
 import { demoCommand } from './demo.ts';
 import { diagramCommand } from './diagram.ts';
@@ -21,5 +22,6 @@ export const commands: readonly Command[] = [
   resetCommand,
   cancelCommand,
   breakerCommand,
+  configCommand,
   demoCommand,
 ];

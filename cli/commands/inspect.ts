@@ -1,7 +1,8 @@
 import { checkId } from '../../persistence/applyEvents.ts';
 import { inspectOperation } from '../../persistence/inspectOperation.ts';
-import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
 
 const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
 
@@ -15,9 +16,7 @@ const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
  * await createInspectCommand(() => Promise.resolve(database)).run([id, '--json'], io);
  * ```
  */
-export function createInspectCommand(
-  open: () => Promise<Database> = () => openDatabase(),
-): Command {
+export function createInspectCommand(open: () => Promise<Database> = databaseFromEnv): Command {
   return {
     name: 'inspect',
     summary: 'Show one operation: state, fields, copies, transitions, journal steps',

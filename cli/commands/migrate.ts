@@ -1,6 +1,7 @@
 import { migrate } from '../../persistence/migrate.ts';
-import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
 
 /**
  * `opstate migrate`: applies the committed migrations (harmless to repeat, safe to race).
@@ -11,9 +12,7 @@ import { type Command, parseFlags, UsageError } from '../Command.ts';
  * await createMigrateCommand(() => openDatabase({ dataDir: 'memory://' })).run([], io);
  * ```
  */
-export function createMigrateCommand(
-  open: () => Promise<Database> = () => openDatabase(),
-): Command {
+export function createMigrateCommand(open: () => Promise<Database> = databaseFromEnv): Command {
   return {
     name: 'migrate',
     summary: 'Apply the database migrations (DATABASE_URL, else PGlite in OPSTATE_DATA_DIR)',

@@ -4,9 +4,10 @@ import {
   CircuitBreakerRepository,
   type CircuitBreakerView,
 } from '../../persistence/CircuitBreakerRepository.ts';
-import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
 
 /** A breaker in `opstate status --json`. */
 export interface CircuitBreakerStatus {
@@ -53,7 +54,7 @@ function table(rows: readonly string[][]): string[] {
  * await createStatusCommand(() => Promise.resolve(database)).run(['--json'], io);
  * ```
  */
-export function createStatusCommand(open: () => Promise<Database> = () => openDatabase()): Command {
+export function createStatusCommand(open: () => Promise<Database> = databaseFromEnv): Command {
   return {
     name: 'status',
     summary: 'Operation counts per kind and status, and circuit breakers that are not closed',

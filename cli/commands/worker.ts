@@ -7,7 +7,8 @@ import {
   type OperationKind,
 } from '../../machines/OperationKind.ts';
 import { type Command, parseFlags, UsageError } from '../Command.ts';
-import { runtimeFromEnv, untilSignal } from '../runtimeFromEnv.ts';
+import { openProcessRuntime } from '../processRuntime.ts';
+import { untilSignal } from '../runtimeFromEnv.ts';
 
 interface HandlersModule {
   readonly table: Partial<Record<OperationKind, OperationHandler>>;
@@ -56,7 +57,7 @@ export const workerCommand: Command = {
   name: 'worker',
   summary: 'Run a worker for some operation kinds until SIGINT/SIGTERM',
   usage:
-    'opstate worker --kinds <kind,kind…|all> --handlers <module.js> [--concurrency N] [--id NAME] [--faults]',
+    'opstate worker --kinds <kind,kind…|all> --handlers <module.js> [--concurrency N] [--id NAME] [--faults] [--metrics-port PORT]',
   async run(args, io) {
     const { values, positionals } = parseFlags(args, {
       kinds: { type: 'string' },
@@ -64,6 +65,7 @@ export const workerCommand: Command = {
       concurrency: { type: 'string' },
       id: { type: 'string' },
       faults: { type: 'boolean' },
+      'metrics-port': { type: 'string' },
     });
     if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
     if (values.kinds === undefined) throw new UsageError('--kinds is required');
@@ -86,7 +88,8 @@ export const workerCommand: Command = {
     const missing = (kinds as OperationKind[]).filter((k) => table[k] === undefined);
     if (missing.length > 0)
       throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
-    const runtime = await runtimeFromEnv();
+    const proc = await openProcessRuntime('worker', { metricsPort: values['metrics-port'] });
+    const { runtime } = proc;
     const worker = runtime.startWorker({
       kinds: kinds as OperationKind[],
       handlers: table as Record<OperationKind, OperationHandler>,
@@ -103,10 +106,13 @@ export const workerCommand: Command = {
         },
       );
     }
-    io.out(`worker ${worker.id} started for ${kinds.join(', ')}`);
+    const server = await proc.serve({ worker });
+    io.out(
+      `worker ${worker.id} started for ${kinds.join(', ')}${server === undefined ? '' : `; metrics on port ${server.port}`}`,
+    );
     const signal = await untilSignal();
     io.out(`${signal}: stopping worker ${worker.id}`);
-    await runtime.close();
+    await proc.close();
     return 0;
   },
 };
