@@ -22,7 +22,7 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import type { SQL } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
@@ -36,6 +36,13 @@ import { migrate } from '../persistence/migrate.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
 import { opstateArgs } from '../test/helpers/opstateCli.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import { type CpuSample, cpuSample } from './lib/cpu.ts';
+import { print } from './lib/figure.ts';
+import {
+  rawCommitRate as measureRawCommitRate,
+  prepareRawCommitRate,
+  RAW_CONNECTIONS,
+} from './lib/rawCommitRate.ts';
 
 const env = (name: string, fallback: number) => {
   const v = process.env[name];
@@ -51,7 +58,6 @@ const TRICKLE = env('OPSTATE_BENCH_TRICKLE', 200);
 const SECONDS = env('OPSTATE_BENCH_SECONDS', 3);
 const MEMORY_ROWS = env('OPSTATE_BENCH_MEMORY_ROWS', 1_000_000);
 const PROFILE = process.env.OPSTATE_BENCH_PROFILE === '1';
-const CONNECTIONS = 8;
 const DONE_TIMEOUT_MS = 120_000;
 
 /** Control-plane loops tuned for throughput; the transport keeps its defaults. */
@@ -63,26 +69,6 @@ const TIMING: Partial<RuntimeTiming> = {
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 const HANDLERS = fileURLToPath(new URL('./fixtures/noopHandlers.ts', import.meta.url));
-
-interface Figure {
-  name: string;
-  value: number;
-  unit: string;
-  baseline?: number;
-  ratio?: number;
-  note?: string;
-  [extra: string]: unknown;
-}
-
-function print(f: Figure): void {
-  const round = (x: number) => Math.round(x * 100) / 100;
-  const out: Figure = { ...f, value: round(f.value) };
-  if (f.baseline !== undefined) {
-    out.baseline = round(f.baseline);
-    out.ratio = round(f.value / f.baseline);
-  }
-  process.stdout.write(`${JSON.stringify(out)}\n`);
-}
 
 /** WARNING and ERROR lines go to stderr; the rest would only cost time. */
 const quietLogger: Logger = {
@@ -240,43 +226,6 @@ function printProfile(label: string, before: StatementCounter, after: StatementC
 }
 
 // ---------------------------------------------------------------------------------------------
-// CPU of this process, of Postgres and of nats-server, from /proc.
-
-function procCpuSeconds(match: (pid: number, comm: string) => boolean): number {
-  let ticks = 0;
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const comm = readFileSync(`/proc/${entry}/comm`, 'utf8').trim();
-      if (!match(Number(entry), comm)) continue;
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-      ticks += Number(fields[11]) + Number(fields[12]);
-    } catch {
-      // the process ended meanwhile
-    }
-  }
-  return ticks / 100;
-}
-
-interface CpuSample {
-  node: number;
-  postgres: number;
-  nats: number;
-  children: number;
-}
-
-function cpuSample(childPids: readonly number[] = []): CpuSample {
-  const self = process.cpuUsage();
-  return {
-    node: (self.user + self.system) / 1e6,
-    postgres: procCpuSeconds((_, comm) => comm === 'postgres'),
-    nats: procCpuSeconds((_, comm) => comm === 'nats-server'),
-    children: childPids.length === 0 ? 0 : procCpuSeconds((pid) => childPids.includes(pid)),
-  };
-}
-
-// ---------------------------------------------------------------------------------------------
 // Child processes.
 
 interface Child {
@@ -340,7 +289,7 @@ async function main(): Promise<void> {
   await admin.unsafe(`create database ${name}_raw`);
   const rawUrl = new URL(ADMIN);
   rawUrl.pathname = `/${name}_raw`;
-  const rawBench = postgres(rawUrl.toString(), { max: CONNECTIONS, onnotice: () => {} });
+  const rawBench = postgres(rawUrl.toString(), { max: RAW_CONNECTIONS, onnotice: () => {} });
   /** Queries this bench sends to the bench database, subtracted from the server's counts. */
   let ownQueries = 0;
   const own = async <T extends postgres.Row>(text: string, params: unknown[] = []) => {
@@ -370,24 +319,8 @@ async function main(): Promise<void> {
   let plane: Runtime | undefined;
   try {
     // 1. Baseline: raw single-row UPDATE by primary key, one commit each, 8 connections.
-    await rawBench.unsafe('create table bench_raw (id int primary key, n int not null)');
-    await rawBench.unsafe('insert into bench_raw select g, 0 from generate_series(0, 1023) g');
-    let next = 0;
-    /** Raw commits/s for `seconds`: single-row UPDATE by primary key on 8 connections. */
-    const rawCommitRate = async (seconds: number) => {
-      const deadline = performance.now() + seconds * 1000;
-      const t0 = performance.now();
-      let updates = 0;
-      await Promise.all(
-        Array.from({ length: CONNECTIONS }, async () => {
-          while (performance.now() < deadline) {
-            await rawBench`update bench_raw set n = n + 1 where id = ${next++ % 1024}`;
-            updates++;
-          }
-        }),
-      );
-      return updates / ((performance.now() - t0) / 1000);
-    };
+    await prepareRawCommitRate(rawBench);
+    const rawCommitRate = (seconds: number) => measureRawCommitRate(rawBench, seconds);
     const rawRate = await rawCommitRate(SECONDS);
     print({
       name: 'raw_single_row_update',

@@ -18,30 +18,13 @@ import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import { migrate } from '../persistence/migrate.ts';
 import { OperationStore } from '../persistence/OperationStore.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
+import { type Figure, print } from './lib/figure.ts';
 
 const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const OPS = Number(process.env.OPSTATE_BENCH_OPS ?? 20_000);
 const SECONDS = Number(process.env.OPSTATE_BENCH_SECONDS ?? 3);
 const CONNECTIONS = 8;
 const BATCH = Number(process.env.OPSTATE_BENCH_BATCH ?? 100);
-
-interface Figure {
-  name: string;
-  value: number;
-  unit: string;
-  baseline?: number;
-  ratio?: number;
-}
-
-function print(f: Figure): void {
-  const round = (x: number) => Math.round(x * 100) / 100;
-  const out: Figure = { ...f, value: round(f.value) };
-  if (f.baseline !== undefined) {
-    out.baseline = round(f.baseline);
-    out.ratio = round(f.value / f.baseline);
-  }
-  process.stdout.write(`${JSON.stringify(out)}\n`);
-}
 
 /** Counts round trips: every execute is one statement, a transaction adds BEGIN and COMMIT. */
 function counting(database: Database): { database: Database; count: () => number } {
@@ -122,7 +105,7 @@ async function main(): Promise<void> {
       return 1;
     });
     print({ name: 'raw_single_row_update', value: rawUpdate, unit: 'rows/s' });
-    const vs = (f: Omit<Figure, 'baseline'>) => print({ ...f, baseline: rawUpdate });
+    const vs = (f: Pick<Figure, 'name' | 'value' | 'unit'>) => print({ ...f, baseline: rawUpdate });
 
     // A world: locations and one raw data package per operation (distinct output copies).
     const artifacts = new ArtifactRepository(opened);
