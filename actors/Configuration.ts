@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { OpenDatabaseOptions } from '../persistence/openDatabase.ts';
 import { type NatsAuth, redactUrl, type TlsFiles } from '../transport/jetstream/natsCredentials.ts';
 import type { RuntimeTiming } from './Runtime.ts';
 
@@ -286,5 +287,21 @@ export function redactConfiguration(config: Configuration): Configuration {
             ? { ...auth, token: '***' }
             : auth,
     },
+  };
+}
+
+/**
+ * How to open the configured database (URL or data folder, and TLS), for `openDatabase`.
+ *
+ * @example
+ * ```ts
+ * const database = await openDatabase(databaseOptionsOf(loadConfiguration()));
+ * ```
+ */
+export function databaseOptionsOf(config: Configuration): OpenDatabaseOptions {
+  return {
+    ...(config.database.url === undefined ? {} : { databaseUrl: config.database.url }),
+    dataDir: config.database.dataDir,
+    tls: { mode: config.database.tls, ...config.database.tlsFiles },
   };
 }

@@ -1,6 +1,7 @@
 import {
   type Configuration,
   type ConfigurationFlags,
+  databaseOptionsOf,
   loadConfiguration,
 } from '../actors/Configuration.ts';
 import type { Logger } from '../actors/Logger.ts';
@@ -83,12 +84,7 @@ export function runtimeFromEnv(
 
 /** The database alone (for commands that need no transport), from the same configuration. */
 export function databaseFromEnv(): Promise<Database> {
-  const config = loadConfiguration();
-  return openDatabase({
-    ...(config.database.url === undefined ? {} : { databaseUrl: config.database.url }),
-    dataDir: config.database.dataDir,
-    tls: { mode: config.database.tls, ...config.database.tlsFiles },
-  });
+  return openDatabase(databaseOptionsOf(loadConfiguration()));
 }
 
 /** Resolves on the first SIGINT or SIGTERM. */

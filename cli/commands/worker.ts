@@ -13,6 +13,8 @@ import { untilSignal } from '../runtimeFromEnv.ts';
 interface HandlersModule {
   readonly table: Partial<Record<OperationKind, OperationHandler>>;
   readonly faults: WorkerFaults | undefined;
+  /** The module's own `close()`, called when the worker stops (its connections, files). */
+  readonly close: (() => Promise<void>) | undefined;
 }
 
 /**
@@ -21,7 +23,7 @@ interface HandlersModule {
  * also `export const faults = { beforeStart() {…} }`; those are honoured only with `--faults`.
  */
 async function loadHandlers(path: string): Promise<HandlersModule> {
-  let mod: { default?: unknown; faults?: WorkerFaults };
+  let mod: { default?: unknown; faults?: WorkerFaults; close?: unknown };
   try {
     mod = (await import(pathToFileURL(resolve(path)).href)) as typeof mod;
   } catch (err) {
@@ -49,7 +51,8 @@ async function loadHandlers(path: string): Promise<HandlersModule> {
     if (typeof fn !== 'function')
       throw new UsageError(`${path}: the handler for '${key}' is not a function`);
   }
-  return { table: table as HandlersModule['table'], faults: mod.faults };
+  const close = typeof mod.close === 'function' ? (mod.close as () => Promise<void>) : undefined;
+  return { table: table as HandlersModule['table'], faults: mod.faults, close };
 }
 
 /** `opstate worker --kinds a,b --handlers ./handlers.ts`: runs handlers for those kinds. */
@@ -84,7 +87,7 @@ export const workerCommand: Command = {
     if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
       throw new UsageError(`--concurrency must be a whole number ≥ 1, got '${values.concurrency}'`);
     }
-    const { table, faults } = await loadHandlers(values.handlers);
+    const { table, faults, close } = await loadHandlers(values.handlers);
     const missing = (kinds as OperationKind[]).filter((k) => table[k] === undefined);
     if (missing.length > 0)
       throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
@@ -113,6 +116,7 @@ export const workerCommand: Command = {
     const signal = await untilSignal();
     io.out(`${signal}: stopping worker ${worker.id}`);
     await proc.close();
+    await close?.();
     return 0;
   },
 };
