@@ -6,7 +6,7 @@ import { defineConfig } from 'vitest/config';
 // streams, so nothing collides).
 const DRILLS = [
   'test/actors/{recovery,longRunning,leadership,outbox,scale,badDispatch}.test.ts',
-  'test/cli/{workerFaults,observability,natsAuthorization,stageHandlersModule}.test.ts',
+  'test/cli/{workerFaults,observability,natsAuthorization,stageHandlersModule,operatorCli}.test.ts',
   'test/demo/demo.test.ts',
   'test/breaker/runtime.test.ts',
 ];

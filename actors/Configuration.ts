@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import type { OpenDatabaseOptions } from '../persistence/openDatabase.ts';
+import type { EmbeddedEngine, OpenDatabaseOptions } from '../persistence/openDatabase.ts';
 import { type NatsAuth, redactUrl, type TlsFiles } from '../transport/jetstream/natsCredentials.ts';
 import type { RuntimeTiming } from './Runtime.ts';
 
@@ -14,6 +14,8 @@ export interface Configuration {
     /** Postgres; absent: embedded in `dataDir`. */
     readonly url?: string;
     readonly dataDir: string;
+    /** The embedded database without a URL: `postgres` (a private server) or `pglite`. */
+    readonly engine: EmbeddedEngine;
     /** `disable` (the URL decides), `require` (encrypted), `verify-full` (encrypted, verified). */
     readonly tls: 'disable' | 'require' | 'verify-full';
     readonly tlsFiles: TlsFiles;
@@ -49,6 +51,11 @@ export interface Setting {
 export const SETTINGS: readonly Setting[] = [
   { variable: 'DATABASE_URL', allowed: 'postgres://user:password@host:port/db', secret: false },
   { variable: 'OPSTATE_DATA_DIR', allowed: 'a folder (default ./.opstate)', secret: false },
+  {
+    variable: 'OPSTATE_EMBEDDED_ENGINE',
+    allowed: 'postgres | pglite (default postgres)',
+    secret: false,
+  },
   {
     variable: 'OPSTATE_DATABASE_TLS',
     allowed: 'disable | require | verify-full (default disable)',
@@ -129,6 +136,7 @@ const schemas: Record<string, z.ZodType> = {
       .optional(),
   ),
   OPSTATE_DATABASE_TLS: nonEmpty.pipe(z.enum(['disable', 'require', 'verify-full']).optional()),
+  OPSTATE_EMBEDDED_ENGINE: nonEmpty.pipe(z.enum(['postgres', 'pglite']).optional()),
   NATS_URL: nonEmpty.pipe(
     z
       .string()
@@ -243,6 +251,7 @@ export function loadConfiguration(
     database: {
       ...(databaseUrl === undefined ? {} : { url: databaseUrl }),
       dataDir: get('OPSTATE_DATA_DIR') ?? './.opstate',
+      engine: (get('OPSTATE_EMBEDDED_ENGINE') ?? 'postgres') as EmbeddedEngine,
       tls: databaseTls,
       tlsFiles: databaseTlsFiles,
     },
@@ -302,6 +311,7 @@ export function databaseOptionsOf(config: Configuration): OpenDatabaseOptions {
   return {
     ...(config.database.url === undefined ? {} : { databaseUrl: config.database.url }),
     dataDir: config.database.dataDir,
+    engine: config.database.engine,
     tls: { mode: config.database.tls, ...config.database.tlsFiles },
   };
 }

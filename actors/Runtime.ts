@@ -12,7 +12,12 @@ import { JournalRepository } from '../persistence/JournalRepository.ts';
 import { LineageRepository } from '../persistence/LineageRepository.ts';
 import { type MigrateResult, migrate } from '../persistence/migrate.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
-import { type Database, openDatabase } from '../persistence/openDatabase.ts';
+import {
+  type Database,
+  type EmbeddedEngine,
+  type OpenDatabaseOptions,
+  openDatabase,
+} from '../persistence/openDatabase.ts';
 import { createInProcessTransport } from '../transport/inprocess/createInProcessTransport.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 import type { NatsCredentials } from '../transport/jetstream/natsCredentials.ts';
@@ -37,9 +42,9 @@ export type RuntimeTiming = TransportTiming &
   ControlPlaneTiming & { readonly leaderPollMs: number };
 
 export interface RuntimeOptions {
-  /** Postgres URL; default `DATABASE_URL`, else embedded PGlite in `dataDir`. */
+  /** Postgres URL; default `DATABASE_URL`, else an embedded database in `dataDir`. */
   readonly databaseUrl?: string;
-  /** PGlite data folder when no URL (default `OPSTATE_DATA_DIR`, else `./.opstate`). */
+  /** The embedded database's folder when no URL (default `OPSTATE_DATA_DIR`, else `./.opstate`). */
   readonly dataDir?: string;
   /** NATS URL; default `NATS_URL`, else the in-process transport (one process). */
   readonly natsUrl?: string;
@@ -47,6 +52,10 @@ export interface RuntimeOptions {
   readonly natsCredentials?: NatsCredentials;
   /** TLS to Postgres. */
   readonly databaseTls?: DatabaseTls;
+  /** The embedded database without a URL: a private Postgres server (default) or PGlite. */
+  readonly embeddedEngine?: EmbeddedEngine;
+  /** Settings of embedded PGlite. */
+  readonly pglite?: OpenDatabaseOptions['pglite'];
   /** Names the deployment on NATS (stream, subjects, consumers, bucket) and the leader lock. */
   readonly prefix?: string;
   readonly timing?: Partial<RuntimeTiming>;
@@ -65,7 +74,7 @@ export interface RuntimeOptions {
    */
   readonly ensureTransport?: boolean;
   /**
-   * Run embedded whatever the environment says: PGlite in `dataDir` and the in-process transport,
+   * Run embedded whatever the environment says: the embedded database in `dataDir` and the in-process transport,
    * ignoring `DATABASE_URL` and `NATS_URL` (the demo, tests of the embedded mode).
    */
   readonly embedded?: boolean;
@@ -186,13 +195,15 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   ) {
     throw new OpstateError(
       OpstateErrorCode.CONFIG,
-      'embedded: true runs on PGlite and the in-process transport; drop databaseUrl and natsUrl',
+      'embedded: true runs on the embedded database and the in-process transport; drop databaseUrl and natsUrl',
     );
   }
   const natsUrl = options.embedded === true ? undefined : (options.natsUrl ?? fromEnv('NATS_URL'));
   const database = await openDatabase({
     ...(options.databaseUrl === undefined ? {} : { databaseUrl: options.databaseUrl }),
     ...(options.databaseTls === undefined ? {} : { tls: options.databaseTls }),
+    ...(options.pglite === undefined ? {} : { pglite: options.pglite }),
+    ...(options.embeddedEngine === undefined ? {} : { engine: options.embeddedEngine }),
     ...(options.embedded === true
       ? { dataDir: options.dataDir ?? fromEnv('OPSTATE_DATA_DIR') ?? './.opstate', embedded: true }
       : options.dataDir === undefined

@@ -10,7 +10,7 @@
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const BENCHES = ['persistence', 'transport', 'e2e', 'peers', 'recovery'] as const;
+const BENCHES = ['persistence', 'transport', 'e2e', 'peers', 'recovery', 'embedded'] as const;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
 function runOne(name: string): Promise<number> {

@@ -13,6 +13,7 @@ import {
   type RuntimeTiming,
 } from '../actors/Runtime.ts';
 import type { RuntimeObserver } from '../actors/RuntimeObserver.ts';
+import { migrate } from '../persistence/migrate.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 
 /** Every secret of a configuration, so that the logger can keep each out of every line. */
@@ -53,6 +54,7 @@ export function runtimeOptionsOf(
     ...(extra.ensureTransport === undefined ? {} : { ensureTransport: extra.ensureTransport }),
     ...(config.database.url === undefined ? {} : { databaseUrl: config.database.url }),
     dataDir: config.database.dataDir,
+    embeddedEngine: config.database.engine,
     databaseTls: { mode: config.database.tls, ...config.database.tlsFiles },
     ...(config.nats.url === undefined ? {} : { natsUrl: config.nats.url }),
     natsCredentials: {
@@ -82,9 +84,23 @@ export function runtimeFromEnv(
   return createRuntime(runtimeOptionsOf(config, options));
 }
 
-/** The database alone (for commands that need no transport), from the same configuration. */
-export function databaseFromEnv(): Promise<Database> {
-  return openDatabase(databaseOptionsOf(loadConfiguration()));
+/**
+ * The database alone (for commands that need no transport), from the same configuration. The
+ * embedded database is migrated on open, as the embedded runtime is; a server's is migrated by
+ * `opstate migrate`.
+ */
+export async function databaseFromEnv(): Promise<Database> {
+  const config = loadConfiguration();
+  const database = await openDatabase(databaseOptionsOf(config));
+  if (config.database.url === undefined) {
+    try {
+      await migrate(database);
+    } catch (err) {
+      await database.close();
+      throw err;
+    }
+  }
+  return database;
 }
 
 /** Resolves on the first SIGINT or SIGTERM. */

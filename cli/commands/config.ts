@@ -1,6 +1,9 @@
 import { loadConfiguration, redactConfiguration, SETTINGS } from '../../actors/Configuration.ts';
+import { resolveRuntimeTiming } from '../../actors/Runtime.ts';
 import { redactUrl } from '../../transport/jetstream/natsCredentials.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { defineCommand, optionsOf } from '../Command.ts';
+
+const SUMMARY = 'Show the resolved configuration (environment and flags), secrets redacted';
 
 /**
  * `opstate config [--json]`: the configuration this process would run with, resolved from the
@@ -12,46 +15,55 @@ import { type Command, parseFlags, UsageError } from '../Command.ts';
  * await configCommand.run(['--json'], io);
  * ```
  */
-export const configCommand: Command = {
-  name: 'config',
-  summary: 'Show the resolved configuration (environment and flags), secrets redacted',
-  usage: 'opstate config [--json] [--metrics-port PORT]',
-  async run(args, io) {
-    const { values, positionals } = parseFlags(args, {
-      json: { type: 'boolean' },
-      'metrics-port': { type: 'string' },
-    });
-    if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-    const metricsPort = values['metrics-port'];
-    const config = loadConfiguration(process.env, metricsPort === undefined ? {} : { metricsPort });
-    if (values.json === true) {
-      io.out(JSON.stringify(redactConfiguration(config)));
-      return 0;
-    }
-    const width = Math.max(...SETTINGS.map((s) => s.variable.length));
-    for (const s of SETTINGS) {
-      const raw = process.env[s.variable];
-      const shown =
-        raw === undefined || raw === ''
-          ? '(not set)'
-          : s.secret
-            ? '***'
-            : s.variable.endsWith('_URL')
-              ? raw.split(',').map(redactUrl).join(',')
-              : raw;
-      io.out(`${s.variable.padEnd(width)}  ${shown}`);
-    }
-    const r = redactConfiguration(config);
-    io.out('');
-    io.out(
-      `database   ${r.database.url ?? `embedded PGlite in ${r.database.dataDir}`}${r.database.tls === 'disable' ? '' : ` (TLS ${r.database.tls})`}`,
+export const configCommand = defineCommand('config', SUMMARY, (program, ctx) => {
+  program
+    .command('config')
+    .description(SUMMARY)
+    .option('--json', 'print the configuration as one JSON object')
+    .option('--metrics-port <port>', 'as control-plane and worker take it')
+    .action(
+      ctx.action(async (cmd) => {
+        const io = ctx.io;
+        const values = optionsOf<{ json?: boolean; metricsPort?: string }>(cmd);
+        const metricsPort = values.metricsPort;
+        const config = loadConfiguration(
+          process.env,
+          metricsPort === undefined ? {} : { metricsPort },
+        );
+        // The timers' order is checked here as at start.
+        const timing = resolveRuntimeTiming(config.timing);
+        if (values.json === true) {
+          io.out(JSON.stringify({ ...redactConfiguration(config), resolvedTiming: timing }));
+          return 0;
+        }
+        const width = Math.max(...SETTINGS.map((s) => s.variable.length));
+        for (const s of SETTINGS) {
+          const raw = process.env[s.variable];
+          const shown =
+            raw === undefined || raw === ''
+              ? '(not set)'
+              : s.secret
+                ? '***'
+                : s.variable.endsWith('_URL')
+                  ? raw.split(',').map(redactUrl).join(',')
+                  : raw;
+          io.out(`${s.variable.padEnd(width)}  ${shown}`);
+        }
+        const r = redactConfiguration(config);
+        io.out('');
+        io.out(
+          `database   ${r.database.url ?? `embedded ${r.database.engine === 'pglite' ? 'PGlite' : 'Postgres server'} in ${r.database.dataDir}`}${r.database.tls === 'disable' ? '' : ` (TLS ${r.database.tls})`}`,
+        );
+        io.out(
+          `transport  ${r.nats.url ?? 'in-process'}${r.nats.url === undefined ? '' : ` (auth ${r.nats.auth.type}${r.nats.tls === undefined ? '' : ', TLS'})`}`,
+        );
+        io.out(`prefix     ${r.prefix}`);
+        io.out(`log level  ${r.logLevel}`);
+        io.out(`metrics    ${r.metricsPort === undefined ? 'off' : `port ${r.metricsPort}`}`);
+        io.out(
+          `timers     heartbeat ${timing.heartbeatIntervalMs} ms < timeout ${timing.heartbeatTimeoutMs} ms < reconciler floor ${timing.reconcilerFloorMs} ms < ack-wait ${timing.ackWaitMs} ms`,
+        );
+        return 0;
+      }),
     );
-    io.out(
-      `transport  ${r.nats.url ?? 'in-process'}${r.nats.url === undefined ? '' : ` (auth ${r.nats.auth.type}${r.nats.tls === undefined ? '' : ', TLS'})`}`,
-    );
-    io.out(`prefix     ${r.prefix}`);
-    io.out(`log level  ${r.logLevel}`);
-    io.out(`metrics    ${r.metricsPort === undefined ? 'off' : `port ${r.metricsPort}`}`);
-    return 0;
-  },
-};
+});

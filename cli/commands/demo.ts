@@ -1,5 +1,5 @@
 import { rmSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type LogLevel, memoryLogger } from '../../actors/Logger.ts';
@@ -15,7 +15,7 @@ import type { TransitionEntry } from '../../persistence/JournalRepository.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
-import { type Command, type Io, parseFlags, UsageError } from '../Command.ts';
+import { defineCommand, type Io, optionsOf, UsageError } from '../Command.ts';
 import { createStatusCommand } from './status.ts';
 
 /** Small timers, in the order the runtime demands, so a crash is noticed within seconds. */
@@ -63,7 +63,7 @@ const aborted = (signal: AbortSignal) =>
 function createEmbeddedRuntime(dir: string, logger: ReturnType<typeof memoryLogger>) {
   return createRuntime({
     embedded: true,
-    dataDir: join(dir, 'pglite'),
+    dataDir: join(dir, 'data'),
     prefix: 'opstate_demo',
     timing: DEMO_TIMING,
     logger,
@@ -117,8 +117,11 @@ interface Stage {
   readonly inputs: CreateOperationInput[];
 }
 
+const SUMMARY =
+  'Run the pipeline embedded, crash a worker part-way, show how every operation got home';
+
 /**
- * `opstate demo [--data-dir DIR]`: the whole pipeline, embedded (PGlite + the in-process
+ * `opstate demo [--data-dir DIR]`: the whole pipeline, embedded (a private Postgres + the in-process
  * transport), with two workers, one of which is crashed part-way. Prints every operation's path
  * through the lifecycle and how it was recovered; exit 0 when all COMPLETED with no duplicate
  * copy.
@@ -128,44 +131,51 @@ interface Stage {
  * process.exitCode = await demoCommand.run([], processIo);
  * ```
  */
-export const demoCommand: Command = {
-  name: 'demo',
-  summary: 'Run the pipeline embedded, crash a worker part-way, show how every operation got home',
-  usage: 'opstate demo [--data-dir DIR]   (default: a fresh temporary folder, removed at the end)',
-  async run(args, io) {
-    const { values, positionals } = parseFlags(args, { 'data-dir': { type: 'string' } });
-    if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-    const keep = values['data-dir'] !== undefined;
-    const dir = keep
-      ? resolve(values['data-dir'] as string)
-      : await mkdtemp(join(tmpdir(), 'opstate-demo-'));
-    if (keep && (await readdir(dir).catch(() => [])).length > 0) {
-      throw new UsageError(`--data-dir ${dir} is not empty; give a new or empty folder`);
-    }
-    // Ctrl-C while PGlite is being created should not leave a temporary database behind.
-    const interrupted = () => {
-      rmSync(dir, { recursive: true, force: true });
-      process.exit(130);
-    };
-    if (!keep) process.once('SIGINT', interrupted);
-    try {
-      return await demo(dir, keep, io);
-    } finally {
-      process.off('SIGINT', interrupted);
-      if (!keep) await rm(dir, { recursive: true, force: true });
-    }
-  },
-};
+export const demoCommand = defineCommand('demo', SUMMARY, (program, ctx) => {
+  program
+    .command('demo')
+    .description(SUMMARY)
+    .option(
+      '--data-dir <dir>',
+      'keep everything in this new or empty folder (default: a temporary one, removed at the end)',
+    )
+    .action(
+      ctx.action(async (cmd) => {
+        const given = optionsOf<{ dataDir?: string }>(cmd).dataDir;
+        const keep = given !== undefined;
+        const dir = keep ? resolve(given) : await mkdtemp(join(tmpdir(), 'opstate-demo-'));
+        if (keep && (await readdir(dir).catch(() => [])).length > 0) {
+          throw new UsageError(`--data-dir ${dir} is not empty; give a new or empty folder`);
+        }
+        // The embedded Postgres server of a root process runs as another user, who must reach it.
+        if (!keep) await chmod(dir, 0o711);
+        // Ctrl-C while the database is being created should not leave a temporary one behind.
+        const interrupted = () => {
+          rmSync(dir, { recursive: true, force: true });
+          process.exit(130);
+        };
+        if (!keep) process.once('SIGINT', interrupted);
+        try {
+          return await demo(dir, keep, ctx.io);
+        } finally {
+          process.off('SIGINT', interrupted);
+          if (!keep) await rm(dir, { recursive: true, force: true });
+        }
+      }),
+    );
+});
 
 async function demo(dir: string, keep: boolean, io: Io): Promise<number> {
   const out = (line = '') => io.out(line);
-  out('opstate demo: one pipeline, run embedded (PGlite database + in-process transport).');
+  out(
+    'opstate demo: one pipeline, run embedded (a private Postgres server + in-process transport).',
+  );
   out(`Data folder: ${dir}${keep ? ' (kept)' : ' (removed at the end; --data-dir DIR keeps it)'}`);
   if (process.env.DATABASE_URL || process.env.NATS_URL) {
     out('DATABASE_URL / NATS_URL are set, but the demo always runs embedded and ignores them.');
   }
   out();
-  out('Opening the embedded database (PGlite takes several seconds to create; please wait)...');
+  out('Opening the embedded database (creating it takes a few seconds; please wait)...');
   const opened = Date.now();
   const logger = memoryLogger();
   const runtime = await createEmbeddedRuntime(dir, logger);
@@ -392,7 +402,7 @@ async function pipeline(
   );
   if (keep) {
     out(`Data kept in ${dir}: storage/ holds the files; to look again:`);
-    out(`  OPSTATE_DATA_DIR=${join(dir, 'pglite')} node bin/opstate.js status`);
+    out(`  OPSTATE_DATA_DIR=${join(dir, 'data')} node bin/opstate.js status`);
   }
   return ok ? 0 : 1;
 }

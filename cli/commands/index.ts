@@ -5,23 +5,33 @@ import { controlPlaneCommand } from './controlPlane.ts';
 import { demoCommand } from './demo.ts';
 import { diagramCommand } from './diagram.ts';
 import { inspectCommand } from './inspect.ts';
+import { listCommand } from './list.ts';
 import { migrateCommand } from './migrate.ts';
 import { cancelCommand, resetCommand, retryCommand } from './operatorCommands.ts';
+import { artifactCommand, copyCommand, locationCommand } from './registry.ts';
 import { statusCommand } from './status.ts';
+import { submitCommand } from './submit.ts';
+import { waitCommand } from './wait.ts';
 import { workerCommand } from './worker.ts';
 
-/** Every sub-command, in the order `opstate --help` lists them. One file per command. */
+/** Every sub-command, in the order `opstate --help` lists them. */
 export const commands: readonly Command[] = [
-  diagramCommand,
-  migrateCommand,
+  locationCommand,
+  artifactCommand,
+  copyCommand,
+  submitCommand,
+  listCommand,
+  waitCommand,
   statusCommand,
   inspectCommand,
-  controlPlaneCommand,
-  workerCommand,
   retryCommand,
   resetCommand,
   cancelCommand,
   breakerCommand,
+  migrateCommand,
+  controlPlaneCommand,
+  workerCommand,
   configCommand,
+  diagramCommand,
   demoCommand,
 ];

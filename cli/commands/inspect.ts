@@ -1,10 +1,12 @@
 import { checkId } from '../../persistence/applyEvents.ts';
 import { inspectOperation } from '../../persistence/inspectOperation.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { argumentsOf, type Command, defineCommand, optionsOf } from '../Command.ts';
 import { databaseFromEnv } from '../runtimeFromEnv.ts';
 
 const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
+
+const SUMMARY = 'Show one operation: state, fields, copies, transitions, journal steps';
 
 /**
  * `opstate inspect <id> [--json]`: one operation with its subtype fields, inputs, outputs,
@@ -17,79 +19,85 @@ const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
  * ```
  */
 export function createInspectCommand(open: () => Promise<Database> = databaseFromEnv): Command {
-  return {
-    name: 'inspect',
-    summary: 'Show one operation: state, fields, copies, transitions, journal steps',
-    usage: 'opstate inspect <operation-id> [--json]',
-    async run(args, io) {
-      const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });
-      const [id, extra] = positionals;
-      if (id === undefined) throw new UsageError('missing the operation id');
-      if (extra !== undefined) throw new UsageError(`unexpected argument '${extra}'`);
-      checkId(id);
-      const database = await open();
-      try {
-        const view = await inspectOperation(database, id);
-        if (values.json === true) {
-          io.out(
-            JSON.stringify({
-              ...view,
-              transitions: view.transitions.map((t) => ({
-                from: t.from,
-                to: t.to,
-                event: t.event,
-                by: t.by,
-                attempt: t.attempt,
-                at: t.at,
-                reason: t.reason,
-              })),
-            }),
-          );
-          return 0;
-        }
-        io.out(`operation ${view.id}`);
-        io.out(`  kind        ${view.kind}`);
-        io.out(`  status      ${view.status}`);
-        io.out(`  attempt     ${view.attempt}  (retries ${view.retryCount}/${view.maxRetries})`);
-        io.out(`  queue       ${view.queue}`);
-        io.out(`  worker      ${view.workerId ?? '-'}`);
-        io.out(`  group       ${view.groupId ?? '-'}`);
-        io.out(`  created     ${iso(view.createdAt)}`);
-        io.out(`  scheduled   ${iso(view.scheduledAt)}`);
-        io.out(`  started     ${iso(view.startedAt)}`);
-        io.out(`  finished    ${iso(view.finishedAt)}`);
-        io.out(`  not before  ${iso(view.notBefore)}`);
-        if (view.lastError !== null) io.out(`  last error  ${view.lastError.message}`);
-        io.out('  fields');
-        for (const [k, v] of Object.entries(view.fields)) io.out(`    ${k}: ${v ?? '-'}`);
-        for (const [label, copies] of [
-          ['inputs', view.inputs],
-          ['outputs', view.outputs],
-        ] as const) {
-          io.out(`  ${label} (${copies.length})`);
-          for (const c of copies) {
-            io.out(`    ${c.artifactType} ${c.artifactId} @ ${c.locationId} ${c.status}`);
+  return defineCommand('inspect', SUMMARY, (program, ctx) => {
+    program
+      .command('inspect')
+      .description(SUMMARY)
+      .argument('<operation-id>', 'the operation (a uuid, as `opstate list` prints it)')
+      .option('--json', 'print the operation as one JSON object')
+      .action(
+        ctx.action(async (cmd) => {
+          const io = ctx.io;
+          const [id] = argumentsOf(cmd) as [string];
+          const values = optionsOf<{ json?: boolean }>(cmd);
+          checkId(id);
+          const database = await open();
+          try {
+            const view = await inspectOperation(database, id);
+            if (values.json === true) {
+              io.out(
+                JSON.stringify({
+                  ...view,
+                  transitions: view.transitions.map((t) => ({
+                    from: t.from,
+                    to: t.to,
+                    event: t.event,
+                    by: t.by,
+                    attempt: t.attempt,
+                    at: t.at,
+                    reason: t.reason,
+                  })),
+                }),
+              );
+              return 0;
+            }
+            io.out(`operation ${view.id}`);
+            io.out(`  kind        ${view.kind}`);
+            io.out(`  status      ${view.status}`);
+            io.out(
+              `  attempt     ${view.attempt}  (retries ${view.retryCount}/${view.maxRetries})`,
+            );
+            io.out(`  queue       ${view.queue}`);
+            io.out(`  worker      ${view.workerId ?? '-'}`);
+            io.out(`  group       ${view.groupId ?? '-'}`);
+            io.out(`  created     ${iso(view.createdAt)}`);
+            io.out(`  scheduled   ${iso(view.scheduledAt)}`);
+            io.out(`  started     ${iso(view.startedAt)}`);
+            io.out(`  finished    ${iso(view.finishedAt)}`);
+            io.out(`  not before  ${iso(view.notBefore)}`);
+            if (view.lastError !== null) io.out(`  last error  ${view.lastError.message}`);
+            io.out('  fields');
+            for (const [k, v] of Object.entries(view.fields)) io.out(`    ${k}: ${v ?? '-'}`);
+            for (const [label, copies] of [
+              ['inputs', view.inputs],
+              ['outputs', view.outputs],
+            ] as const) {
+              io.out(`  ${label} (${copies.length})`);
+              for (const c of copies) {
+                io.out(`    ${c.artifactType} ${c.artifactId} @ ${c.locationId} ${c.status}`);
+              }
+            }
+            io.out(`  transitions (${view.transitions.length})`);
+            for (const t of view.transitions) {
+              const reason = t.reason === null ? '' : `: ${t.reason}`;
+              io.out(
+                `    ${iso(t.at)}  ${t.from ?? '∅'} → ${t.to}  ${t.event} #${t.attempt} by ${t.by}${reason}`,
+              );
+            }
+            io.out(`  steps (${view.steps.length})`);
+            for (const s of view.steps)
+              io.out(`    ${iso(s.at)}  ${s.name} #${s.attempt} ${s.state}`);
+            if (view.failures.length > 0) {
+              io.out(`  failures (${view.failures.length})`);
+              for (const f of view.failures) io.out(`    #${f.attempt} ${JSON.stringify(f.error)}`);
+            }
+            return 0;
+          } finally {
+            await database.close();
           }
-        }
-        io.out(`  transitions (${view.transitions.length})`);
-        for (const t of view.transitions) {
-          const reason = t.reason === null ? '' : `: ${t.reason}`;
-          io.out(
-            `    ${iso(t.at)}  ${t.from ?? '∅'} → ${t.to}  ${t.event} #${t.attempt} by ${t.by}${reason}`,
-          );
-        }
-        io.out(`  steps (${view.steps.length})`);
-        for (const s of view.steps) io.out(`    ${iso(s.at)}  ${s.name} #${s.attempt} ${s.state}`);
-        if (view.failures.length > 0) {
-          io.out(`  failures (${view.failures.length})`);
-          for (const f of view.failures) io.out(`    #${f.attempt} ${JSON.stringify(f.error)}`);
-        }
-        return 0;
-      } finally {
-        await database.close();
-      }
-    },
-  };
+        }),
+      );
+  });
 }
 
 export const inspectCommand: Command = createInspectCommand();

@@ -1,31 +1,38 @@
 import type { OperationEvent } from '../../machines/operationMachine.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { argumentsOf, defineCommand, optionsOf } from '../Command.ts';
 import { runtimeFromEnv } from '../runtimeFromEnv.ts';
 
 function operatorCommand(
   name: 'retry' | 'reset' | 'cancel',
   summary: string,
   toEvent: (reason: string | undefined) => OperationEvent,
-): Command {
-  return {
-    name,
-    summary,
-    usage: `opstate ${name} <operation id> [--reason TEXT]`,
-    async run(args, io) {
-      const { values, positionals } = parseFlags(args, { reason: { type: 'string' } });
-      const [id, extra] = positionals;
-      if (id === undefined) throw new UsageError('the operation id is required');
-      if (extra !== undefined) throw new UsageError(`unexpected argument '${extra}'`);
-      const runtime = await runtimeFromEnv();
-      try {
-        const t = await runtime.command(id, toEvent(values.reason));
-        io.out(`${id}: ${t.from} → ${t.status} (attempt ${t.context.attempt})`);
-        return 0;
-      } finally {
-        await runtime.close();
-      }
-    },
-  };
+) {
+  return defineCommand(name, summary, (program, ctx) => {
+    program
+      .command(name)
+      .description(summary)
+      .argument('<operation-id>', 'the operation')
+      .option('--reason <text>', 'why, kept in the transition history')
+      .option('--json', 'print {"id", "from", "to", "attempt"}')
+      .action(
+        ctx.action(async (cmd) => {
+          const [id] = argumentsOf(cmd) as [string];
+          const { reason, json } = optionsOf<{ reason?: string; json?: boolean }>(cmd);
+          const runtime = await runtimeFromEnv();
+          try {
+            const t = await runtime.command(id, toEvent(reason));
+            ctx.io.out(
+              json === true
+                ? JSON.stringify({ id, from: t.from, to: t.status, attempt: t.context.attempt })
+                : `${id}: ${t.from} → ${t.status} (attempt ${t.context.attempt})`,
+            );
+            return 0;
+          } finally {
+            await runtime.close();
+          }
+        }),
+      );
+  });
 }
 
 export const retryCommand = operatorCommand(

@@ -6,7 +6,7 @@ import {
 } from '../../persistence/CircuitBreakerRepository.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { type Command, defineCommand, optionsOf } from '../Command.ts';
 import { databaseFromEnv } from '../runtimeFromEnv.ts';
 
 /** A breaker in `opstate status --json`. */
@@ -54,53 +54,58 @@ function table(rows: readonly string[][]): string[] {
  * await createStatusCommand(() => Promise.resolve(database)).run(['--json'], io);
  * ```
  */
+const SUMMARY = 'Operation counts per kind and status, and circuit breakers that are not closed';
+
 export function createStatusCommand(open: () => Promise<Database> = databaseFromEnv): Command {
-  return {
-    name: 'status',
-    summary: 'Operation counts per kind and status, and circuit breakers that are not closed',
-    usage: 'opstate status [--json]',
-    async run(args, io) {
-      const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });
-      if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-      const database = await open();
-      try {
-        const counts = await selectStatusCounts(database);
-        const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
-          toStatus,
-        );
-        if (values.json === true) {
-          io.out(JSON.stringify({ operations: counts, circuitBreakers: breakers }));
-          return 0;
-        }
-        const width = Math.max(...OPERATION_KINDS.map((k) => k.length), 'kind'.length);
-        const cols = OPERATION_STATUSES.map((s) => s.length);
-        io.out(['kind'.padEnd(width), ...OPERATION_STATUSES].join('  '));
-        for (const kind of OPERATION_KINDS) {
-          const cells = OPERATION_STATUSES.map((s, n) =>
-            String(counts[kind][s]).padStart(cols[n] as number),
-          );
-          io.out([kind.padEnd(width), ...cells].join('  '));
-        }
-        if (breakers.length > 0) {
-          io.out('');
-          io.out('circuit breakers (not closed: scheduling parked or probing)');
-          const header = ['kind', 'location', 'state', 'failures', 'since', 'last error'];
-          const rows = breakers.map((b) => [
-            b.kind,
-            `${b.location} (${b.locationId})`,
-            b.state,
-            String(b.consecutiveFailures),
-            b.openedAt ?? '',
-            b.lastError?.message ?? '',
-          ]);
-          for (const line of table([header, ...rows])) io.out(line);
-        }
-        return 0;
-      } finally {
-        await database.close();
-      }
-    },
-  };
+  return defineCommand('status', SUMMARY, (program, ctx) => {
+    program
+      .command('status')
+      .description(SUMMARY)
+      .option('--json', 'print {"operations": {kind: {status: n}}, "circuitBreakers": […]}')
+      .action(
+        ctx.action(async (cmd) => {
+          const { json } = optionsOf<{ json?: boolean }>(cmd);
+          const io = ctx.io;
+          const database = await open();
+          try {
+            const counts = await selectStatusCounts(database);
+            const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
+              toStatus,
+            );
+            if (json === true) {
+              io.out(JSON.stringify({ operations: counts, circuitBreakers: breakers }));
+              return 0;
+            }
+            const width = Math.max(...OPERATION_KINDS.map((k) => k.length), 'kind'.length);
+            const cols = OPERATION_STATUSES.map((s) => s.length);
+            io.out(['kind'.padEnd(width), ...OPERATION_STATUSES].join('  '));
+            for (const kind of OPERATION_KINDS) {
+              const cells = OPERATION_STATUSES.map((s, n) =>
+                String(counts[kind][s]).padStart(cols[n] as number),
+              );
+              io.out([kind.padEnd(width), ...cells].join('  '));
+            }
+            if (breakers.length > 0) {
+              io.out('');
+              io.out('circuit breakers (not closed: scheduling parked or probing)');
+              const header = ['kind', 'location', 'state', 'failures', 'since', 'last error'];
+              const rows = breakers.map((b) => [
+                b.kind,
+                `${b.location} (${b.locationId})`,
+                b.state,
+                String(b.consecutiveFailures),
+                b.openedAt ?? '',
+                b.lastError?.message ?? '',
+              ]);
+              for (const line of table([header, ...rows])) io.out(line);
+            }
+            return 0;
+          } finally {
+            await database.close();
+          }
+        }),
+      );
+  });
 }
 
 export const statusCommand: Command = createStatusCommand();

@@ -1,12 +1,13 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { InvalidArgumentError } from 'commander';
 import type { OperationHandler, WorkerFaults } from '../../actors/Worker.ts';
 import {
   isOperationKind,
   OPERATION_KINDS,
   type OperationKind,
 } from '../../machines/OperationKind.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';
 import { openProcessRuntime } from '../processRuntime.ts';
 import { untilSignal } from '../runtimeFromEnv.ts';
 
@@ -55,68 +56,77 @@ async function loadHandlers(path: string): Promise<HandlersModule> {
   return { table: table as HandlersModule['table'], faults: mod.faults, close };
 }
 
-/** `opstate worker --kinds a,b --handlers ./handlers.ts`: runs handlers for those kinds. */
-export const workerCommand: Command = {
-  name: 'worker',
-  summary: 'Run a worker for some operation kinds until SIGINT/SIGTERM',
-  usage:
-    'opstate worker --kinds <kind,kind…|all> --handlers <module.js> [--concurrency N] [--id NAME] [--faults] [--metrics-port PORT]',
-  async run(args, io) {
-    const { values, positionals } = parseFlags(args, {
-      kinds: { type: 'string' },
-      handlers: { type: 'string' },
-      concurrency: { type: 'string' },
-      id: { type: 'string' },
-      faults: { type: 'boolean' },
-      'metrics-port': { type: 'string' },
-    });
-    if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-    if (values.kinds === undefined) throw new UsageError('--kinds is required');
-    if (values.handlers === undefined)
-      throw new UsageError(
-        '--handlers is required (a module that default-exports handlers by kind)',
-      );
-    const kinds =
-      values.kinds === 'all' ? [...OPERATION_KINDS] : values.kinds.split(',').map((k) => k.trim());
-    for (const k of kinds) {
-      if (!isOperationKind(k)) {
-        throw new UsageError(`'${k}' is not an operation kind; use ${OPERATION_KINDS.join(', ')}`);
-      }
-    }
-    const concurrency = values.concurrency === undefined ? 4 : Number(values.concurrency);
-    if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
-      throw new UsageError(`--concurrency must be a whole number ≥ 1, got '${values.concurrency}'`);
-    }
-    const { table, faults, close } = await loadHandlers(values.handlers);
-    const missing = (kinds as OperationKind[]).filter((k) => table[k] === undefined);
-    if (missing.length > 0)
-      throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
-    const proc = await openProcessRuntime('worker', { metricsPort: values['metrics-port'] });
-    const { runtime } = proc;
-    const worker = runtime.startWorker({
-      kinds: kinds as OperationKind[],
-      handlers: table as Record<OperationKind, OperationHandler>,
-      concurrency,
-      ...(values.id === undefined ? {} : { workerId: values.id }),
-      ...(faults === undefined || values.faults !== true ? {} : { faults }),
-    });
-    if (faults !== undefined && values.faults !== true) {
-      runtime.logger.log(
-        'WARNING',
-        'the handlers module exports faults; ignored without --faults',
-        {
-          handlers: values.handlers,
-        },
+const SUMMARY = 'Run a worker for some operation kinds until SIGINT/SIGTERM';
+
+function kindsOf(value: string): OperationKind[] {
+  const kinds = value === 'all' ? [...OPERATION_KINDS] : value.split(',').map((k) => k.trim());
+  for (const k of kinds) {
+    if (!isOperationKind(k)) {
+      throw new InvalidArgumentError(
+        `'${k}' is not an operation kind; use ${OPERATION_KINDS.join(', ')} or all`,
       );
     }
-    const server = await proc.serve({ worker });
-    io.out(
-      `worker ${worker.id} started for ${kinds.join(', ')}${server === undefined ? '' : `; metrics on port ${server.port}`}`,
+  }
+  return kinds as OperationKind[];
+}
+
+/** `opstate worker --kinds a,b --handlers ./handlers.js`: runs handlers for those kinds. */
+export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => {
+  program
+    .command('worker')
+    .description(SUMMARY)
+    .requiredOption('--kinds <kinds>', 'kinds to serve: kind,kind… or all', kindsOf)
+    .requiredOption(
+      '--handlers <module>',
+      'a .js/.mjs module that default-exports handlers keyed by operation kind',
+    )
+    .option('--concurrency <n>', 'operations run at once per queue', wholeNumber(1), 4)
+    .option('--id <name>', 'the worker id in transitions and heartbeats')
+    .option('--faults', "honour the module's faults export (crash drills only)")
+    .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
+    .action(
+      ctx.action(async (cmd) => {
+        const values = optionsOf<{
+          kinds: OperationKind[];
+          handlers: string;
+          concurrency: number;
+          id?: string;
+          faults?: boolean;
+          metricsPort?: string;
+        }>(cmd);
+        const { kinds } = values;
+        const { table, faults, close } = await loadHandlers(values.handlers);
+        const missing = kinds.filter((k) => table[k] === undefined);
+        if (missing.length > 0) {
+          throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
+        }
+        const proc = await openProcessRuntime('worker', { metricsPort: values.metricsPort });
+        const { runtime } = proc;
+        const worker = runtime.startWorker({
+          kinds,
+          handlers: table as Record<OperationKind, OperationHandler>,
+          concurrency: values.concurrency,
+          ...(values.id === undefined ? {} : { workerId: values.id }),
+          ...(faults === undefined || values.faults !== true ? {} : { faults }),
+        });
+        if (faults !== undefined && values.faults !== true) {
+          runtime.logger.log(
+            'WARNING',
+            'the handlers module exports faults; ignored without --faults',
+            {
+              handlers: values.handlers,
+            },
+          );
+        }
+        const server = await proc.serve({ worker });
+        ctx.io.out(
+          `worker ${worker.id} started for ${kinds.join(', ')}${server === undefined ? '' : `; metrics on port ${server.port}`}`,
+        );
+        const signal = await untilSignal();
+        ctx.io.out(`${signal}: stopping worker ${worker.id}`);
+        await proc.close();
+        await close?.();
+        return 0;
+      }),
     );
-    const signal = await untilSignal();
-    io.out(`${signal}: stopping worker ${worker.id}`);
-    await proc.close();
-    await close?.();
-    return 0;
-  },
-};
+});

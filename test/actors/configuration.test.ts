@@ -16,7 +16,7 @@ function refusal(env: NodeJS.ProcessEnv, flags = {}): OpstateError {
 describe('loadConfiguration', () => {
   it('defaults to the embedded deployment', () => {
     expect(loadConfiguration({})).toEqual({
-      database: { dataDir: './.opstate', tls: 'disable', tlsFiles: {} },
+      database: { dataDir: './.opstate', engine: 'postgres', tls: 'disable', tlsFiles: {} },
       nats: { auth: { type: 'none' } },
       prefix: 'opstate',
       timing: {},
@@ -43,6 +43,7 @@ describe('loadConfiguration', () => {
       database: {
         url: 'postgres://app:pw@db:5432/app',
         dataDir: './.opstate',
+        engine: 'postgres',
         tls: 'verify-full',
         tlsFiles: { caFile: '/etc/ca.pem' },
       },

@@ -3,6 +3,7 @@ import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { SETTINGS } from '../../actors/Configuration.ts';
 import { resolveRuntimeTiming } from '../../actors/Runtime.ts';
+import { createProgram } from '../../cli/Command.ts';
 import { commands } from '../../cli/commands/index.ts';
 import { isOperationKind, type OperationKind } from '../../machines/OperationKind.ts';
 import { defaultRoute, queueName } from '../../machines/routing.ts';
@@ -33,11 +34,12 @@ const services = compose.services;
 const opstateServices = Object.entries(services).filter(([, s]) => s.build === '.');
 const natsConf = read('deploy/nats.conf');
 
-/** `--flag` names a command's usage line shows. */
+/** The `--flag`s a command takes, from the CLI's own definition. */
 function flagsOf(name: string): string[] {
-  const command = commands.find((c) => c.name === name);
+  const { program } = createProgram(commands, { out: () => {}, err: () => {} });
+  const command = program.commands.find((c) => c.name() === name);
   if (command === undefined) throw new Error(`opstate has no command '${name}'`);
-  return [...command.usage.matchAll(/--[a-z-]+/g)].map((m) => m[0]);
+  return command.options.map((o) => o.long as string);
 }
 
 /** The allow list of a user in deploy/nats.conf. */

@@ -1,5 +1,5 @@
 import { execFile } from 'node:child_process';
-import { mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
@@ -98,6 +98,8 @@ let packed: {
 
 beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'opstate-pack-'));
+  // As root, the embedded Postgres server runs as another user, who must reach the projects.
+  await chmod(work, 0o711);
   // A fresh build, so that a stale dist/ can never be what gets packed.
   await sh('npm', ['run', 'build', '--silent'], REPO_ROOT);
   const { stdout } = await sh(
@@ -165,7 +167,7 @@ describe('installed from the tarball', () => {
       deepImport: string;
     };
     expect(result.status).toBe('COMPLETED');
-    expect(result.mode).toEqual({ database: 'pglite', transport: 'in-process' });
+    expect(result.mode).toEqual({ database: 'postgres', transport: 'in-process' });
     // Only `opstate` and `opstate/testing` are importable.
     expect(result.deepImport).toBe('ERR_PACKAGE_PATH_NOT_EXPORTED');
     const help = await sh('npx', ['--no-install', 'opstate', '--help'], dir);

@@ -27,7 +27,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
   it('a PGlite data folder keeps its data and schema across a reopen', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'opstate-pglite-'));
     try {
-      const first = await openDatabase({ dataDir: dir });
+      const first = await openDatabase({ dataDir: dir, engine: 'pglite' });
       expect(await migrate(first)).toEqual({ applied: 3, total: 3 });
       await new ArtifactRepository(first).addLocation({
         site: 'disk',
@@ -36,7 +36,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
         storageRoot: '/b',
       });
       await first.close();
-      const again = await openDatabase({ dataDir: dir });
+      const again = await openDatabase({ dataDir: dir, engine: 'pglite' });
       try {
         expect(await migrate(again)).toEqual({ applied: 0, total: 3 });
         expect(await new ArtifactRepository(again).findLocation('disk', 'buffer')).toBeDefined();
