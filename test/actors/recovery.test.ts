@@ -69,6 +69,12 @@ describe('recovery paths', () => {
       () => dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
       'a heartbeat from the first worker',
     );
+    // The heartbeat comes before the handler's first step: wait for the step this test checks.
+    await waitFor(
+      async () =>
+        (await dep.runtime.get(op.id)).steps.some((s) => s.name === 'started' && s.attempt === 1),
+      'the first worker to record its first step',
+    );
     await kill9(first);
     await dep.readyWorker();
     await waitFor(
