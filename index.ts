@@ -4,8 +4,27 @@
 
 export type { Clock } from './actors/Clock.ts';
 export { systemClock } from './actors/Clock.ts';
+export type {
+  Configuration,
+  ConfigurationFlags,
+  LogLevelName,
+} from './actors/Configuration.ts';
+// Configuration: the environment and flags an opstate process reads, validated and redacted.
+export {
+  databaseOptionsOf,
+  LOG_LEVELS,
+  loadConfiguration,
+  redactConfiguration,
+} from './actors/Configuration.ts';
 export type { Logger, LogLevel } from './actors/Logger.ts';
 export { consoleLogger } from './actors/Logger.ts';
+export type { Metrics } from './actors/Metrics.ts';
+// Operating it: Prometheus metrics, health and readiness endpoints, JSON logs.
+export { createMetrics } from './actors/Metrics.ts';
+export type { MetricsServer, MetricsServerOptions, Readiness } from './actors/metricsServer.ts';
+export { readinessOf, startMetricsServer } from './actors/metricsServer.ts';
+export type { PinoLoggerOptions } from './actors/pinoLogger.ts';
+export { createPinoLogger } from './actors/pinoLogger.ts';
 export type {
   ControlPlane,
   Runtime,
@@ -15,6 +34,8 @@ export type {
 } from './actors/Runtime.ts';
 // Runtime: embed opstate in a stage service.
 export { createRuntime, resolveRuntimeTiming } from './actors/Runtime.ts';
+export type { ObservedTransition, RuntimeObserver } from './actors/RuntimeObserver.ts';
+export { composeObservers, RECOVERY_PATHS } from './actors/RuntimeObserver.ts';
 export type {
   HandlerContext,
   HandlerResult,
@@ -90,6 +111,9 @@ export type { CircuitBreakerView } from './persistence/CircuitBreakerRepository.
 // Circuit breakers per (kind, location): read and reset them from a stage service or a tool.
 export { CircuitBreakerRepository, CircuitState } from './persistence/CircuitBreakerRepository.ts';
 export type { CreateOperationInput } from './persistence/CreateOperationInput.ts';
+export type { DatabaseTls } from './persistence/databaseTls.ts';
+export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './persistence/embeddedPostgres.ts';
+export { startEmbeddedPostgres } from './persistence/embeddedPostgres.ts';
 export { GroupRepository } from './persistence/GroupRepository.ts';
 export type { OperationInspection } from './persistence/inspectOperation.ts';
 export { inspectOperation } from './persistence/inspectOperation.ts';
@@ -99,11 +123,17 @@ export { migrate } from './persistence/migrate.ts';
 export type { OperationRecord } from './persistence/OperationRecord.ts';
 export { OperationStore } from './persistence/OperationStore.ts';
 export type { OutputCopy } from './persistence/OutputCopy.ts';
-export type { Database, OpenDatabaseOptions } from './persistence/openDatabase.ts';
+export type {
+  Database,
+  EmbeddedEngine,
+  OpenDatabaseOptions,
+  PgliteSettings,
+} from './persistence/openDatabase.ts';
 export { openDatabase } from './persistence/openDatabase.ts';
 // Transport: the dispatch/heartbeat contract and its two implementations.
 export { createInProcessTransport } from './transport/inprocess/createInProcessTransport.ts';
 export { createJetStreamTransport } from './transport/jetstream/createJetStreamTransport.ts';
+export type { NatsAuth, NatsCredentials, TlsFiles } from './transport/jetstream/natsCredentials.ts';
 export type {
   Delivery,
   DispatchMessage,
