@@ -16,6 +16,7 @@ export {
   loadConfiguration,
   redactConfiguration,
 } from './actors/Configuration.ts';
+export type { CopyDeleter, CopyDeleterOptions } from './actors/CopyDeleter.ts';
 export type { Logger, LogLevel } from './actors/Logger.ts';
 export { consoleLogger } from './actors/Logger.ts';
 export type { Metrics } from './actors/Metrics.ts';
@@ -44,6 +45,12 @@ export type {
   Worker,
 } from './actors/Worker.ts';
 export { isRetryable } from './actors/Worker.ts';
+export {
+  ARCHIVE_STATES,
+  ArchiveState,
+  MEMBER_OUTCOMES,
+  MemberOutcome,
+} from './machines/ArchiveState.ts';
 export type { Decision, OperationEffect, PersistedOperationSnapshot } from './machines/decide.ts';
 export {
   acceptedEvents,
@@ -51,9 +58,13 @@ export {
   decide,
   parseOperationEvent,
 } from './machines/decide.ts';
+export type { CopyCommand, CopyDecision, CopyFacts, CopyState } from './machines/decideCopy.ts';
+export { acceptedCopyEvents, decideCopy } from './machines/decideCopy.ts';
 export { toMermaid } from './machines/diagram.ts';
 export type { GroupStatus } from './machines/groupStatus.ts';
 export { deriveGroupStatus } from './machines/groupStatus.ts';
+export type { ResumeFacts } from './machines/nextSafeAction.ts';
+export { nextSafeAction } from './machines/nextSafeAction.ts';
 export { isOperationKind, OPERATION_KINDS, OperationKind } from './machines/OperationKind.ts';
 export { OpstateError, OpstateErrorCode } from './machines/OpstateError.ts';
 export type {
@@ -72,8 +83,12 @@ export {
 } from './machines/operationMachine.ts';
 export type { PackageOperation } from './machines/packageState.ts';
 export { derivePackageState, PackageState } from './machines/packageState.ts';
-export type { PhysicalCopyEvent } from './machines/physicalCopyMachine.ts';
+export type {
+  PhysicalCopyEvent,
+  PhysicalCopyGuardFacts,
+} from './machines/physicalCopyMachine.ts';
 export {
+  DEFAULT_MAX_DELETION_FAILURES,
   PHYSICAL_COPY_STATUSES,
   PhysicalCopyStatus,
   physicalCopyMachine,
@@ -99,6 +114,9 @@ export {
   upgradeSnapshot,
   XSTATE_VERSION,
 } from './machines/snapshotEnvelope.ts';
+export type { ArchiveFields, ArchiveRecordEntry } from './persistence/ArchiveRecordRepository.ts';
+// Archive then delete: the archive record, every copy status change, the policy, the deletions.
+export { ArchiveRecordRepository } from './persistence/ArchiveRecordRepository.ts';
 export type {
   DataLocation,
   NewCopy,
@@ -110,7 +128,24 @@ export { ArtifactType } from './persistence/ArtifactType.ts';
 export type { CircuitBreakerView } from './persistence/CircuitBreakerRepository.ts';
 // Circuit breakers per (kind, location): read and reset them from a stage service or a tool.
 export { CircuitBreakerRepository, CircuitState } from './persistence/CircuitBreakerRepository.ts';
+export type {
+  AppliedCopyTransition,
+  CopyTransitionEntry,
+  CopyTransitionOptions,
+} from './persistence/CopyLifecycle.ts';
+export { CopyLifecycle } from './persistence/CopyLifecycle.ts';
 export type { CreateOperationInput } from './persistence/CreateOperationInput.ts';
+export type { DeletionPolicy } from './persistence/DeletionPolicyRepository.ts';
+export {
+  DEFAULT_DELETION_POLICY,
+  DeletionPolicyRepository,
+} from './persistence/DeletionPolicyRepository.ts';
+export type {
+  DeletionMemberRecord,
+  DeletionPlanRecord,
+  DeletionReceipt,
+} from './persistence/DeletionRepository.ts';
+export { DeletionRepository } from './persistence/DeletionRepository.ts';
 export type { DatabaseTls } from './persistence/databaseTls.ts';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './persistence/embeddedPostgres.ts';
 export { startEmbeddedPostgres } from './persistence/embeddedPostgres.ts';
@@ -130,6 +165,8 @@ export type {
   PgliteSettings,
 } from './persistence/openDatabase.ts';
 export { openDatabase } from './persistence/openDatabase.ts';
+export type { ResumeRecord } from './persistence/resumeRecord.ts';
+export { loadResumeRecord } from './persistence/resumeRecord.ts';
 // Transport: the dispatch/heartbeat contract and its two implementations.
 export { createInProcessTransport } from './transport/inprocess/createInProcessTransport.ts';
 export { createJetStreamTransport } from './transport/jetstream/createJetStreamTransport.ts';

@@ -9,6 +9,7 @@ const DRILLS = [
   'test/cli/{workerFaults,observability,natsAuthorization,stageHandlersModule,operatorCli}.test.ts',
   'test/demo/demo.test.ts',
   'test/breaker/runtime.test.ts',
+  'test/archive/crashMatrix.test.ts',
 ];
 
 export default defineConfig({

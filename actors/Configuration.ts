@@ -86,6 +86,11 @@ export const SETTINGS: readonly Setting[] = [
   { variable: 'OPSTATE_NATS_CERT_FILE', allowed: 'a PEM file', secret: false },
   { variable: 'OPSTATE_NATS_KEY_FILE', allowed: 'a PEM file', secret: false },
   {
+    variable: 'OPSTATE_ARCHIVE_KEY_FILE',
+    allowed: 'a file holding the archive encryption key (archives are encrypted at rest)',
+    secret: false,
+  },
+  {
     variable: 'OPSTATE_PREFIX',
     allowed: "letters, digits, '-' and '_' (default opstate)",
     secret: false,

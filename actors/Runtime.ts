@@ -30,6 +30,7 @@ import {
   DEFAULT_CONTROL_PLANE_TIMING,
   startControlPlaneLoops,
 } from './ControlPlane.ts';
+import { type CopyDeleter, type CopyDeleterOptions, startCopyDeleter } from './CopyDeleter.ts';
 import { startLeadership } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
 import { ObservedOperationStore } from './ObservedOperationStore.ts';
@@ -160,7 +161,11 @@ export interface Runtime {
   /** Contends for leadership and runs the control-plane loops while leader. */
   startControlPlane(): ControlPlane;
   startWorker<K extends OperationKind>(options: StartWorkerOptions<K>): Worker;
-  /** Stops workers and the control plane, then closes the transport and the database. */
+  /** Starts a deleter: deletes copies the deletion policy cleans once their archive is verified. */
+  startCopyDeleter(
+    options?: Omit<CopyDeleterOptions, 'database' | 'clock' | 'logger'>,
+  ): CopyDeleter;
+  /** Stops workers, deleters and the control plane, then closes the transport and the database. */
   close(): Promise<void>;
 }
 
@@ -236,6 +241,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   const journal = new JournalRepository(database);
   const workers = new Set<Worker>();
   const planes = new Set<ControlPlane>();
+  const deleters = new Set<CopyDeleter>();
   const wakers = new Set<ControlPlaneLoops>();
   const inProcess = natsUrl === undefined;
   const withDefaults = (input: CreateOperationInput): CreateOperationInput =>
@@ -334,7 +340,13 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         },
       };
     },
+    startCopyDeleter(deleterOptions = {}) {
+      const deleter = startCopyDeleter({ database, clock, logger, ...deleterOptions });
+      deleters.add(deleter);
+      return deleter;
+    },
     async close() {
+      await Promise.all([...deleters].map((d) => d.stop()));
       await Promise.all([...workers].map((w) => w.stop()));
       await Promise.all([...planes].map((p) => p.stop()));
       await transport.close();

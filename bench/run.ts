@@ -4,13 +4,21 @@
  * on stdout and their diagnostics on stderr. Exits non-zero if any of them failed, after running
  * the rest.
  *
- *   npm run bench                        # persistence, transport, e2e, peers, recovery
+ *   npm run bench                        # persistence, transport, e2e, peers, recovery, deletion
  *   npm run bench -- e2e                 # only the named ones
  */
 import { spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 
-const BENCHES = ['persistence', 'transport', 'e2e', 'peers', 'recovery', 'embedded'] as const;
+const BENCHES = [
+  'persistence',
+  'transport',
+  'e2e',
+  'peers',
+  'recovery',
+  'deletion',
+  'embedded',
+] as const;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
 function runOne(name: string): Promise<number> {

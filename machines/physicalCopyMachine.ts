@@ -1,4 +1,4 @@
-import { assign, setup } from 'xstate';
+import { and, assign, setup } from 'xstate';
 
 /**
  * Deletion is a state machine on the copy, not an operation: it runs in the destroy direction and
@@ -17,31 +17,58 @@ export const PHYSICAL_COPY_STATUSES: readonly PhysicalCopyStatus[] = Object.free
 );
 
 export interface PhysicalCopyContext {
-  /** Failed deletion attempts so far (the counter the seeds' #90 asked for). */
+  /** Interruptions and failures of the deletion so far (the one counter, as `retryCount` is for operations). */
   readonly deletionFailureCount: number;
+  /** Interruptions a deletion may take before it ends DELETION_FAILED for an operator. */
   readonly maxDeletionFailures: number;
   readonly lastError: string | null;
 }
 
 /**
- * The facts a deletion needs, passed in by the caller who read them in the same transaction.
- * The machine refuses to schedule a deletion unless another verified copy exists and no active
- * retention claim holds this one.
+ * What the store read about a copy in the same snapshot as the write it guards. The machine's
+ * guards decide on these alone; the store re-reads them in the statement that writes, so a fact
+ * that changed in between makes the write miss instead of landing on a stale decision.
  */
+export interface PhysicalCopyGuardFacts {
+  /** A live, VERIFIED archive copy of the same artifact with the same digest is at a long-term-archive location. */
+  readonly verifiedArchive: boolean;
+  /** An active retention claim (an operation group) holds this copy. */
+  readonly retained: boolean;
+  /** Members of this copy some deletion plan already removed (a partly deleted copy is never PRESENT again). */
+  readonly removedMembers: number;
+  /** The current deletion plan has its durable receipt. */
+  readonly receipted: boolean;
+  /** The current deletion's lease has run out (its deleter stopped renewing it). */
+  readonly leaseExpired: boolean;
+}
+
 export type PhysicalCopyEvent =
-  | {
-      readonly type: 'SCHEDULE_DELETION';
-      /** A verified copy of the same artifact exists elsewhere (for a source: the LTA archive). */
-      readonly verifiedCopyElsewhere: boolean;
-      /** An active retention claim (a staging job) holds this copy. */
-      readonly retained: boolean;
-    }
-  | { readonly type: 'START_DELETION' }
-  | { readonly type: 'DELETION_SUCCEEDED' }
+  /** Decide to delete: only with a verified archive elsewhere and no retention claim. */
+  | { readonly type: 'SCHEDULE_DELETION'; readonly facts: PhysicalCopyGuardFacts }
+  /** A deleter takes a scheduled deletion and writes its plan: the same facts must still hold. */
+  | { readonly type: 'START_DELETION'; readonly facts: PhysicalCopyGuardFacts }
+  /** Another deleter takes over a deletion whose lease ran out: counts one interruption. */
+  | { readonly type: 'RESUME_DELETION'; readonly facts: PhysicalCopyGuardFacts }
+  /** Every planned member is accounted for and the receipt is durable. */
+  | { readonly type: 'DELETION_SUCCEEDED'; readonly facts: PhysicalCopyGuardFacts }
+  /** A member was kept (it failed revalidation) or the run could not go on. */
   | { readonly type: 'DELETION_FAILED'; readonly error: string }
-  | { readonly type: 'RETRY_DELETION' }
-  /** Withdraw a deletion that has not started (a claim appeared, an operator changed their mind). */
-  | { readonly type: 'CANCEL_DELETION' };
+  /** An operator re-plans a failed deletion after review, with a fresh budget. */
+  | { readonly type: 'REPLAN_DELETION'; readonly facts: PhysicalCopyGuardFacts }
+  /** Withdraw a deletion that removed nothing (a claim appeared, an operator changed their mind). */
+  | { readonly type: 'CANCEL_DELETION'; readonly facts: PhysicalCopyGuardFacts };
+
+export type PhysicalCopyEventType = PhysicalCopyEvent['type'];
+
+export const PHYSICAL_COPY_EVENT_TYPES: readonly PhysicalCopyEventType[] = Object.freeze([
+  'SCHEDULE_DELETION',
+  'START_DELETION',
+  'RESUME_DELETION',
+  'DELETION_SUCCEEDED',
+  'DELETION_FAILED',
+  'REPLAN_DELETION',
+  'CANCEL_DELETION',
+]);
 
 export interface PhysicalCopyInput {
   readonly maxDeletionFailures?: number;
@@ -49,16 +76,22 @@ export interface PhysicalCopyInput {
 
 export const DEFAULT_MAX_DELETION_FAILURES = 3;
 
+const factsOf = (event: PhysicalCopyEvent): PhysicalCopyGuardFacts | undefined =>
+  'facts' in event ? event.facts : undefined;
+
 /**
- * `PRESENT → DELETION_SCHEDULED → DELETION_IN_PROGRESS → DELETED`, with `DELETION_FAILED` counting
- * failures; a failed deletion may be retried while under the cap, and a deletion that has not
- * started may be withdrawn back to PRESENT.
+ * `PRESENT → DELETION_SCHEDULED → DELETION_IN_PROGRESS → DELETED`, with `DELETION_FAILED` for a
+ * deletion that kept a member or was interrupted too often. Every step towards deletion is guarded
+ * by facts the store reads in the same snapshot as its write: a verified archive copy elsewhere,
+ * no retention claim. A deletion whose deleter died is resumed by another (one interruption
+ * counted); at the cap it fails for an operator, who may re-plan it. A copy that lost any member
+ * never returns to PRESENT.
  *
  * @example
  * ```ts
+ * const facts = { verifiedArchive: true, retained: false, removedMembers: 0, receipted: false, leaseExpired: false };
  * const [s0] = initialTransition(physicalCopyMachine, {});
- * const [s1] = transition(physicalCopyMachine, s0,
- *   { type: 'SCHEDULE_DELETION', verifiedCopyElsewhere: true, retained: false });
+ * const [s1] = transition(physicalCopyMachine, s0, { type: 'SCHEDULE_DELETION', facts });
  * s1.value; // 'DELETION_SCHEDULED'
  * ```
  */
@@ -70,12 +103,27 @@ export const physicalCopyMachine = setup({
   },
   guards: {
     safeToDelete: ({ event }) =>
-      event.type === 'SCHEDULE_DELETION' && event.verifiedCopyElsewhere && !event.retained,
+      factsOf(event)?.verifiedArchive === true && factsOf(event)?.retained === false,
+    leaseExpired: ({ event }) => factsOf(event)?.leaseExpired === true,
     underFailureCap: ({ context }) => context.deletionFailureCount < context.maxDeletionFailures,
+    receipted: ({ event }) => factsOf(event)?.receipted === true,
+    nothingRemoved: ({ event }) => factsOf(event)?.removedMembers === 0,
+  },
+  actions: {
+    countInterruption: assign({
+      deletionFailureCount: ({ context }) => context.deletionFailureCount + 1,
+      lastError: ({ context }) =>
+        `deletion interrupted (its deleter's lease ran out); interruption ${context.deletionFailureCount + 1} of ${context.maxDeletionFailures}`,
+    }),
+    countFailure: assign({
+      deletionFailureCount: ({ context }) => context.deletionFailureCount + 1,
+      lastError: ({ event }) => (event.type === 'DELETION_FAILED' ? event.error : null),
+    }),
+    freshBudget: assign({ deletionFailureCount: 0, lastError: null }),
   },
 }).createMachine({
   id: 'physical_copy',
-  version: '1',
+  version: '2',
   initial: PhysicalCopyStatus.PRESENT,
   context: ({ input }) => ({
     deletionFailureCount: 0,
@@ -90,26 +138,38 @@ export const physicalCopyMachine = setup({
     },
     [PhysicalCopyStatus.DELETION_SCHEDULED]: {
       on: {
-        START_DELETION: PhysicalCopyStatus.DELETION_IN_PROGRESS,
+        START_DELETION: {
+          guard: 'safeToDelete',
+          target: PhysicalCopyStatus.DELETION_IN_PROGRESS,
+        },
         CANCEL_DELETION: PhysicalCopyStatus.PRESENT,
       },
     },
     [PhysicalCopyStatus.DELETION_IN_PROGRESS]: {
       on: {
-        DELETION_SUCCEEDED: PhysicalCopyStatus.DELETED,
+        RESUME_DELETION: [
+          { guard: and(['leaseExpired', 'underFailureCap']), actions: 'countInterruption' },
+          {
+            guard: 'leaseExpired',
+            target: PhysicalCopyStatus.DELETION_FAILED,
+            actions: 'countInterruption',
+          },
+        ],
+        DELETION_SUCCEEDED: { guard: 'receipted', target: PhysicalCopyStatus.DELETED },
         DELETION_FAILED: {
           target: PhysicalCopyStatus.DELETION_FAILED,
-          actions: assign({
-            deletionFailureCount: ({ context }) => context.deletionFailureCount + 1,
-            lastError: ({ event }) => event.error,
-          }),
+          actions: 'countFailure',
         },
       },
     },
     [PhysicalCopyStatus.DELETION_FAILED]: {
       on: {
-        RETRY_DELETION: { guard: 'underFailureCap', target: PhysicalCopyStatus.DELETION_SCHEDULED },
-        CANCEL_DELETION: PhysicalCopyStatus.PRESENT,
+        REPLAN_DELETION: {
+          guard: 'safeToDelete',
+          target: PhysicalCopyStatus.DELETION_SCHEDULED,
+          actions: 'freshBudget',
+        },
+        CANCEL_DELETION: { guard: 'nothingRemoved', target: PhysicalCopyStatus.PRESENT },
       },
     },
     [PhysicalCopyStatus.DELETED]: { type: 'final' },

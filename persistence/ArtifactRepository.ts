@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import { PhysicalCopyStatus } from '../machines/physicalCopyMachine.ts';
+import type { PhysicalCopyStatus } from '../machines/physicalCopyMachine.ts';
 import { isLocationType, type LocationType } from '../machines/routing.ts';
 import type { ArtifactType } from './ArtifactType.ts';
 import { checkId } from './applyEvents.ts';
@@ -27,6 +27,8 @@ export interface PhysicalCopyRecord {
   readonly size: number | null;
   readonly deletionFailureCount: number;
   readonly lastError: string | null;
+  /** Compare-and-set counter of the copy's status (see `CopyLifecycle`). */
+  readonly version: number;
   readonly createdAt: Date;
 }
 
@@ -62,6 +64,7 @@ export function toCopyRecord(r: Row): PhysicalCopyRecord {
     size: r.size == null ? null : Number(r.size),
     deletionFailureCount: Number(r.deletion_failure_count),
     lastError: r.last_error == null ? null : String(r.last_error),
+    version: Number(r.version ?? 0),
     createdAt: toDate(r.created_at) as Date,
   };
 }
@@ -337,31 +340,5 @@ export class ArtifactRepository {
       where artifact_type = ${artifactType} and artifact_id = ${checkId(artifactId, 'artifactId')}::uuid
       order by created_at`);
     return rows.map(toCopyRecord);
-  }
-
-  /**
-   * Moves a copy's deletion status with a compare-and-set on its current status (the
-   * `physicalCopyMachine` decides whether the step is allowed; this records it). A move to
-   * DELETION_FAILED counts the failure. Returns false when the copy was not in `from`.
-   *
-   * @example
-   * ```ts
-   * await artifacts.setCopyStatus(copy.id, 'DELETION_IN_PROGRESS', 'DELETED');
-   * ```
-   */
-  async setCopyStatus(
-    copyId: string,
-    from: PhysicalCopyStatus,
-    to: PhysicalCopyStatus,
-    error?: string,
-  ): Promise<boolean> {
-    const failed = to === PhysicalCopyStatus.DELETION_FAILED;
-    const rows = await this.database.execute(sql`
-      update physical_copy set status = ${to}, updated_at = now(),
-        deletion_failure_count = deletion_failure_count + ${failed ? 1 : 0},
-        last_error = ${failed ? (error ?? null) : null}
-      where id = ${checkId(copyId, 'copy id')}::uuid and status = ${from}
-      returning id`);
-    return rows.length === 1;
   }
 }

@@ -60,7 +60,9 @@ export class GroupRepository {
   }
 
   /**
-   * Holds or releases the retention claim. Returns false when the group does not exist.
+   * Holds or releases the retention claim. Returns false when the group does not exist. Holding
+   * it bumps every copy the group's operations consume or produce (so no deletion decided before
+   * it can land), and is refused with `CONFLICT` while one of them is being deleted.
    *
    * @example
    * ```ts
@@ -102,9 +104,10 @@ export class GroupRepository {
   }
 
   /**
-   * Whether an active retention claim holds a copy: an active group has an operation that
-   * consumes it, or stages the raw data package it is a copy of. The deletion path must not
-   * delete a copy while this is true.
+   * Whether an active retention claim holds a copy: an active group has an operation that consumes
+   * it or produced it (a staging job holds what it stages from and what it staged). The deletion
+   * path reads the same fact in the statement that writes each of its steps (`CopyLifecycle`), and
+   * taking a claim on a copy whose deletion was decided is refused by the database.
    *
    * @example
    * ```ts
@@ -115,17 +118,12 @@ export class GroupRepository {
     const id = checkId(copyId, 'physical copy id');
     const [r] = await this.database.execute<{ held: boolean }>(sql`
       select exists (
-        select 1 from operation_input i
-        join operation o on o.id = i.operation_id
+        select 1 from (
+          select operation_id from operation_input where physical_copy_id = ${id}::uuid
+          union select operation_id from operation_output where physical_copy_id = ${id}::uuid
+        ) l
+        join operation o on o.id = l.operation_id
         join operation_group g on g.id = o.group_id and g.active
-        where i.physical_copy_id = ${id}::uuid
-      ) or exists (
-        select 1 from physical_copy c
-        join staging_operation s on c.artifact_type = 'raw_data_package'
-          and s.raw_data_package_id = c.artifact_id
-        join operation o on o.id = s.operation_id
-        join operation_group g on g.id = o.group_id and g.active
-        where c.id = ${id}::uuid
       ) as held`);
     return r?.held === true;
   }

@@ -10,6 +10,8 @@ import type { Database, Row } from './openDatabase.ts';
 export interface OperationStep {
   readonly operationId: string;
   readonly attempt: number;
+  /** The plan generation the step belongs to: 1, then one more for each operator re-plan. */
+  readonly generation: number;
   readonly name: string;
   readonly state: string;
   readonly result: unknown;
@@ -40,10 +42,15 @@ function json(value: unknown): unknown {
   return typeof value === 'string' ? JSON.parse(value) : value;
 }
 
+/** The current plan generation of an operation: 1, or the last operator re-plan's. */
+const generationOf = (id: string) =>
+  sql`coalesce((select max(generation) from operation_replan where operation_id = ${id}::uuid), 1)`;
+
 function toStep(r: Row): OperationStep {
   return {
     operationId: String(r.operation_id),
     attempt: Number(r.attempt),
+    generation: Number(r.generation ?? 1),
     name: String(r.name),
     state: String(r.state),
     result: r.result === undefined ? null : json(r.result),
@@ -92,19 +99,21 @@ export class JournalRepository {
     }
     for (let round = 0; round < 3; round++) {
       const [row] = await this.database.execute(sql`
-        with o as (select status, attempt from operation where id = ${id}::uuid),
+        with o as (select status, attempt, ${generationOf(id)} as generation
+          from operation where id = ${id}::uuid),
         ins as (
-          insert into operation_step (operation_id, attempt, name, state, result)
-          select ${id}::uuid, ${input.attempt}::int, ${input.name}, ${input.state},
+          insert into operation_step (operation_id, attempt, generation, name, state, result)
+          select ${id}::uuid, ${input.attempt}::int, o.generation, ${input.name}, ${input.state},
             ${JSON.stringify(input.result ?? null)}::jsonb
           from o where o.status = 'IN_PROGRESS' and o.attempt = ${input.attempt}::int
-          on conflict (operation_id, name) do nothing
-          returning operation_id, attempt, name, state, result, at
+          on conflict (operation_id, generation, name) do nothing
+          returning operation_id, attempt, generation, name, state, result, at
         )
         select (select row_to_json(o) from o) as op,
           (select row_to_json(ins) from ins) as inserted,
-          (select row_to_json(s) from (select operation_id, attempt, name, state, result, at
-             from operation_step where operation_id = ${id}::uuid and name = ${input.name}) s)
+          (select row_to_json(s) from (select operation_id, attempt, generation, name, state,
+             result, at from operation_step where operation_id = ${id}::uuid
+             and name = ${input.name} and generation = (select generation from o)) s)
             as existing`);
       const inserted = json(row?.inserted) as Row | null;
       const existing = json(row?.existing) as Row | null;
@@ -131,7 +140,7 @@ export class JournalRepository {
   }
 
   /**
-   * The recorded step of that name, if any.
+   * The recorded step of that name in the current plan generation, if any.
    *
    * @example
    * ```ts
@@ -140,13 +149,14 @@ export class JournalRepository {
    */
   async getStep(operationId: string, name: string): Promise<OperationStep | undefined> {
     const [r] = await this.database.execute(sql`
-      select operation_id, attempt, name, state, result, at from operation_step
-      where operation_id = ${checkId(operationId)}::uuid and name = ${name}`);
+      select operation_id, attempt, generation, name, state, result, at from operation_step
+      where operation_id = ${checkId(operationId)}::uuid and name = ${name}
+        and generation = ${generationOf(operationId)}`);
     return r === undefined ? undefined : toStep(r);
   }
 
   /**
-   * Every recorded step, in the order they were recorded.
+   * Every recorded step of every plan generation, in the order they were recorded.
    *
    * @example
    * ```ts
@@ -155,9 +165,48 @@ export class JournalRepository {
    */
   async listSteps(operationId: string): Promise<OperationStep[]> {
     const rows = await this.database.execute(sql`
-      select operation_id, attempt, name, state, result, at from operation_step
+      select operation_id, attempt, generation, name, state, result, at from operation_step
       where operation_id = ${checkId(operationId)}::uuid order by id`);
     return rows.map(toStep);
+  }
+
+  /**
+   * Starts a new plan generation of a FAILED operation, for an operator who found its plan stale:
+   * the journal's earlier steps stay as history, and the next attempt records its steps (its plan
+   * first) beside them instead of resuming the old ones. Returns the new generation. `INVALID_EVENT`
+   * unless the operation is FAILED (re-plan, then RETRY).
+   *
+   * @example
+   * ```ts
+   * const generation = await journal.replan(operationId, { by: 'operator', reason: 'source changed' });
+   * await store.apply(operationId, { type: 'RETRY' }, { by: 'operator' });
+   * ```
+   */
+  async replan(
+    operationId: string,
+    input: { by: string; reason?: string },
+  ): Promise<{ generation: number }> {
+    const id = checkId(operationId);
+    const [row] = await this.database.execute(sql`
+      with o as (select status, ${generationOf(id)} as generation from operation where id = ${id}::uuid),
+      ins as (
+        insert into operation_replan (operation_id, generation, by, reason)
+        select ${id}::uuid, o.generation + 1, ${input.by}, ${input.reason ?? null}
+        from o where o.status = 'FAILED'
+        on conflict do nothing
+        returning generation
+      )
+      select (select row_to_json(o) from o) as op, (select generation from ins) as generation`);
+    const op = json(row?.op) as { status: string } | null;
+    if (op === null) throw notFound(id);
+    if (row?.generation == null) {
+      throw new OpstateError(
+        OpstateErrorCode.INVALID_EVENT,
+        `re-plan refused: operation ${id} is ${op.status}; only a FAILED operation is re-planned (then retried)`,
+        { details: { id, status: op.status } },
+      );
+    }
+    return { generation: Number(row.generation) };
   }
 
   /**

@@ -17,6 +17,8 @@ export const SqlState = {
   UNDEFINED_TABLE: '42P01',
   ADMIN_SHUTDOWN: '57P01',
   CANNOT_CONNECT_NOW: '57P03',
+  /** Raised by opstate's own trigger: a retention claim on a copy whose deletion was decided. */
+  CLAIM_REFUSED: 'OPS01',
 } as const;
 
 interface DriverError {
@@ -87,6 +89,8 @@ export function toOpstateError(err: unknown): OpstateError {
         `concurrent writers clashed, try again: ${message}`,
         true,
       );
+    case SqlState.CLAIM_REFUSED:
+      return make(OpstateErrorCode.CONFLICT, message);
     case SqlState.UNDEFINED_TABLE:
       return make(
         OpstateErrorCode.DATABASE,

@@ -4,17 +4,39 @@ import type { PhysicalCopyRecord } from '../persistence/ArtifactRepository.ts';
 import type { ArtifactType } from '../persistence/ArtifactType.ts';
 import type { OperationInspection } from '../persistence/inspectOperation.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
+import type { Database } from '../persistence/openDatabase.ts';
+import type { ArchiveCipher } from './archiveCipher.ts';
 import { checksumOf, type StoredObject } from './storage.ts';
+
+/**
+ * Where a crash drill may stop the archive handler. Each runs at its point inside the attempt; a
+ * drill makes it kill the process. Never set in normal operation.
+ */
+export interface ArchiveFaults {
+  /** The plan is recorded; nothing is written to the archive yet. */
+  beforeUpload?(ctx: HandlerContext): void | Promise<void>;
+  /** Half the object is in its temporary file; the key is still free. */
+  midUpload?(ctx: HandlerContext): void | Promise<void>;
+  /** The object is at its key and UPLOADED recorded, the upload step not yet (a slow confirmation). */
+  afterStore?(ctx: HandlerContext): void | Promise<void>;
+  /** The upload step is recorded, the read-back not started (a drill may damage the object here). */
+  afterUpload?(ctx: HandlerContext, path: string): void | Promise<void>;
+  /** The object was read back (READ_BACK recorded), its members not yet VERIFIED. */
+  duringReadBack?(ctx: HandlerContext): void | Promise<void>;
+  /** VERIFIED and the verify step are recorded; the operation is not yet COMPLETED. */
+  afterVerified?(ctx: HandlerContext): void | Promise<void>;
+}
 
 /** What the reference stage handlers need from where they run. */
 export interface StageEnvironment {
   /** The local folder behind a location (its `storageRoot`); throws for an unknown location. */
   storageRootOf(locationId: string): string;
-  /**
-   * Drills only: runs inside the archive's upload step after the object is written and before the
-   * step is recorded (a slow storage confirmation, the window where a crash hurts most).
-   */
-  afterArchiveWrite?(ctx: HandlerContext): Promise<void>;
+  /** Where the archive handler appends its archive record (the resume record of the batch). */
+  readonly database: Database;
+  /** Encrypts archives at rest when given (see `archiveCipherFromEnv`). */
+  readonly cipher?: ArchiveCipher;
+  /** Drills only: crash points of the archive handler. */
+  readonly faults?: ArchiveFaults;
 }
 
 /**

@@ -12,9 +12,12 @@ import { OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.t
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
+import { archiveCipherFromEnv } from './archiveCipher.ts';
 import { createStageHandlers } from './createStageHandlers.ts';
 
 let database: Promise<Database> | undefined;
+/** Archives are encrypted at rest with the key in `OPSTATE_ARCHIVE_KEY_FILE`, when it is set. */
+const cipher = archiveCipherFromEnv();
 
 /** The storage roots of every location an operation names in its fields or its inputs. */
 async function storageRoots(ctx: HandlerContext): Promise<Map<string, string>> {
@@ -25,15 +28,21 @@ async function storageRoots(ctx: HandlerContext): Promise<Map<string, string>> {
       if (typeof value === 'string') ids.add(value);
     }
   }
-  database ??= openDatabase({ ...databaseOptionsOf(loadConfiguration()), max: 2 });
-  const locations = await new ArtifactRepository(await database).locationsById([...ids]);
+  const locations = await new ArtifactRepository(await databaseOf()).locationsById([...ids]);
   return new Map(locations.map((l) => [l.id, l.storageRoot]));
+}
+
+function databaseOf(): Promise<Database> {
+  database ??= openDatabase({ ...databaseOptionsOf(loadConfiguration()), max: 2 });
+  return database;
 }
 
 function handlerFor(kind: OperationKind): OperationHandler {
   return async (ctx) => {
     const roots = await storageRoots(ctx);
     const table = createStageHandlers({
+      database: await databaseOf(),
+      ...(cipher === undefined ? {} : { cipher }),
       storageRootOf(id) {
         const root = roots.get(id);
         if (root === undefined) {

@@ -23,6 +23,16 @@ export function sha256(data: Uint8Array): string {
 }
 
 /**
+ * How a copy's checksum is written in `physical_copy.checksum`.
+ *
+ * @example
+ * ```ts
+ * checksumOf(sha256(bytes)); // 'sha256:ba7816bf…'
+ * ```
+ */
+export const checksumOf = (hex: string): string => `sha256:${hex}`;
+
+/**
  * The manifest of some members, in the order given.
  *
  * @example
@@ -65,7 +75,12 @@ export function readPackage(bytes: Uint8Array): { manifest: Manifest; members: T
   if (head?.name !== MANIFEST_NAME) {
     throw new OpstateError(OpstateErrorCode.BAD_INPUT, `package has no leading ${MANIFEST_NAME}`);
   }
-  const manifest = JSON.parse(Buffer.from(head.data).toString('utf8')) as Manifest;
+  let manifest: Manifest;
+  try {
+    manifest = JSON.parse(Buffer.from(head.data).toString('utf8')) as Manifest;
+  } catch {
+    throw new OpstateError(OpstateErrorCode.BAD_INPUT, `package ${MANIFEST_NAME} is not JSON`);
+  }
   const actual = manifestOf(members);
   const expected = JSON.stringify(manifest.members);
   if (JSON.stringify(actual.members) !== expected) {

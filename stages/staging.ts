@@ -6,7 +6,8 @@ import { fieldOf, inputOf, outputCopy, type StageEnvironment } from './StageEnvi
 import { putOnce, readCopy } from './storage.ts';
 
 /**
- * Staging: the package's archive copy is read, checked against its record and its manifest, and
+ * Staging: the package's archive copy is read (decrypted with the environment's key when it was
+ * sealed), checked against its record and its manifest, and
  * its files are extracted (create-if-absent) into `<processing root>/<package id>/`. The copy it
  * reports is that folder, with the archived package's digest and size. One durable step,
  * `extract`.
@@ -27,7 +28,7 @@ export function stagingHandler(env: StageEnvironment): OperationHandler {
       fieldOf(view, 'sourceLocationId'),
     );
     const staged = await ctx.step('extract', async () => {
-      const data = await readCopy(archived);
+      const data = await readCopy(archived, env.cipher);
       const { members } = readPackage(data);
       const folder = join(env.storageRootOf(to), packageId);
       for (const m of members) await putOnce(join(folder, m.name), m.data);

@@ -1,41 +1,66 @@
 import { randomUUID } from 'node:crypto';
-import { link, mkdir, open, readFile, unlink } from 'node:fs/promises';
+import { link, lstat, mkdir, open, readFile, unlink } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { PhysicalCopyRecord } from '../persistence/ArtifactRepository.ts';
-import { sha256 } from './packageFormat.ts';
+import { ARCHIVE_KEY_FILE_ENV, type ArchiveCipher, isSealed } from './archiveCipher.ts';
+import { checksumOf, sha256 } from './packageFormat.ts';
+import { readPackageSource } from './packageSource.ts';
+
+export { checksumOf };
 
 /** A file a stage wrote (or found already written with the same bytes). */
 export interface StoredObject {
   readonly path: string;
   readonly sha256: string;
   readonly size: number;
-  /** `created` by this call, or `identical`: already there with the same digest, left as it was. */
+  /** `created` by this call, or `identical`: already there with the same content, left as it was. */
   readonly outcome: 'created' | 'identical';
 }
 
-/** How a copy's checksum is written in `physical_copy.checksum`. */
-export const checksumOf = (hex: string) => `sha256:${hex}`;
+/** How `putOnce` judges an object already at the path, and a drill's hook. */
+export interface PutOnceOptions {
+  /**
+   * Whether the bytes already at the path hold the same content as `data` (default: the same
+   * sha256). An encrypted archive compares plaintexts: the same package sealed twice differs.
+   */
+  readonly sameContent?: (existing: Buffer) => boolean;
+  /** Drills only: called after half the bytes reached the temporary file. */
+  readonly afterPartialWrite?: () => void | Promise<void>;
+}
 
 /**
  * Writes `data` at `path` only if nothing is there (create-if-absent). The bytes go first to a
  * private temporary file opened with `wx`, are synced, then linked to `path` — `link` fails when
  * `path` exists, so the object appears whole or not at all and is never replaced. An existing
- * object is read back: the same sha256 is success (`identical`: an earlier attempt got this far),
- * a different one is a non-retryable `CONFLICT` for an operator, never an overwrite.
+ * object is read back: the same content is success (`identical`: an earlier attempt got this
+ * far), a different one is a non-retryable `CONFLICT` for an operator, never an overwrite. A
+ * process killed mid-write leaves only a `<path>.partial-*` file, never a partial object.
  *
  * @example
  * ```ts
  * const { outcome } = await putOnce('/archive/obs-1.tar', bytes); // 'created' | 'identical'
  * ```
  */
-export async function putOnce(path: string, data: Uint8Array): Promise<StoredObject> {
+export async function putOnce(
+  path: string,
+  data: Uint8Array,
+  options: PutOnceOptions = {},
+): Promise<StoredObject> {
   const digest = sha256(data);
   await mkdir(dirname(path), { recursive: true });
   const temporary = `${path}.partial-${randomUUID().slice(0, 8)}`;
   const handle = await open(temporary, 'wx');
   try {
-    await handle.writeFile(data);
+    if (options.afterPartialWrite === undefined) {
+      await handle.writeFile(data);
+    } else {
+      const half = Math.floor(data.length / 2);
+      await handle.write(data, 0, half, 0);
+      await handle.sync();
+      await options.afterPartialWrite();
+      await handle.write(data, half, data.length - half, half);
+    }
     await handle.sync();
   } finally {
     await handle.close();
@@ -50,11 +75,13 @@ export async function putOnce(path: string, data: Uint8Array): Promise<StoredObj
     await unlink(temporary);
   }
   if (outcome === 'identical') {
-    const found = sha256(await readFile(path));
-    if (found !== digest) {
+    const existing = await readFile(path);
+    const same = options.sameContent ?? ((bytes: Buffer) => sha256(bytes) === digest);
+    if (!same(existing)) {
+      const found = sha256(existing);
       throw new OpstateError(
         OpstateErrorCode.CONFLICT,
-        `${path} already holds different content (sha256 ${found}, expected ${digest}); it was not overwritten: an operator must decide which one is right, then retry`,
+        `${path} already holds different content (sha256 ${found}, expected content ${digest}); it was not overwritten: an operator must decide which one is right, then retry`,
         { details: { path, found, expected: digest } },
       );
     }
@@ -63,22 +90,35 @@ export async function putOnce(path: string, data: Uint8Array): Promise<StoredObj
 }
 
 /**
- * Reads the file of a physical copy and checks it against the copy's recorded checksum and size.
- * A copy without a path, or bytes that differ from the record, is a non-retryable `BAD_INPUT`.
+ * Reads the content of a physical copy and checks it against the copy's recorded checksum and
+ * size: a package folder is read as the package it unpacks (`readPackageSource`), a sealed archive
+ * object is decrypted with `cipher`. A copy without a path, bytes that differ from the record, or
+ * a sealed object without a key is a non-retryable `BAD_INPUT`.
  *
  * @example
  * ```ts
  * const bytes = await readCopy(view.inputs[0]);
  * ```
  */
-export async function readCopy(copy: PhysicalCopyRecord): Promise<Buffer> {
+export async function readCopy(copy: PhysicalCopyRecord, cipher?: ArchiveCipher): Promise<Buffer> {
   if (copy.path === null) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
       `copy ${copy.id} of ${copy.artifactType} ${copy.artifactId} has no path to read`,
     );
   }
-  const data = await readFile(copy.path);
+  if ((await lstat(copy.path)).isDirectory()) return (await readPackageSource(copy)).bytes;
+  let data: Buffer = await readFile(copy.path);
+  if (isSealed(data)) {
+    if (cipher === undefined) {
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        `${copy.path} is encrypted; set ${ARCHIVE_KEY_FILE_ENV} to the key file that sealed it`,
+        { details: { copyId: copy.id } },
+      );
+    }
+    data = cipher.open(data);
+  }
   const digest = checksumOf(sha256(data));
   if (
     (copy.checksum !== null && copy.checksum !== digest) ||

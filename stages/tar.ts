@@ -1,4 +1,5 @@
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { checkMemberName } from './memberName.ts';
 
 /** One file inside a tar archive. */
 export interface TarMember {
@@ -39,12 +40,7 @@ function checksumOf(header: Buffer): number {
 export function packTar(members: readonly TarMember[]): Buffer {
   const parts: Buffer[] = [];
   for (const m of members) {
-    if (Buffer.byteLength(m.name) > 99 || m.name.includes('/') || m.name === '') {
-      throw new OpstateError(
-        OpstateErrorCode.BAD_INPUT,
-        `tar member name '${m.name}' must be a plain file name of 1–99 bytes`,
-      );
-    }
+    checkMemberName(m.name, 'tar');
     const header = Buffer.alloc(BLOCK);
     field(header, 0, 100, m.name);
     field(header, 100, 8, octal(0o644, 8));
@@ -66,7 +62,8 @@ export function packTar(members: readonly TarMember[]): Buffer {
 
 /**
  * Reads the regular-file members of a ustar archive written by `packTar`, checking every header
- * checksum. A truncated or damaged archive is refused with `BAD_INPUT`.
+ * checksum and every member name (`checkMemberName`). A truncated or damaged archive, or one with a
+ * hostile member name, is refused with `BAD_INPUT`.
  *
  * @example
  * ```ts
@@ -83,13 +80,19 @@ export function unpackTar(tar: Uint8Array): TarMember[] {
     if (header.every((b) => b === 0)) return members;
     const stored = Number.parseInt(header.toString('ascii', 148, 156).replace(/\0.*$/s, ''), 8);
     if (stored !== checksumOf(header)) throw corrupt(`header checksum mismatch at byte ${offset}`);
-    const name = header.toString('utf8', 0, 100).replace(/\0.*$/s, '');
+    const raw = header.subarray(0, 100);
+    const end = raw.indexOf(0);
+    const name = raw.toString('utf8', 0, end === -1 ? 100 : end);
+    if (end !== -1 && raw.subarray(end).some((b) => b !== 0)) {
+      throw corrupt(`a member name at byte ${offset} has bytes after a NUL`);
+    }
     const size = Number.parseInt(header.toString('ascii', 124, 136).replace(/\0.*$/s, ''), 8);
     const start = offset + BLOCK;
     if (!Number.isSafeInteger(size) || start + size > buf.length) {
       throw corrupt(`member '${name}' runs past the end`);
     }
     if (header[156] === 0x30 || header[156] === 0) {
+      checkMemberName(name, 'archive member');
       members.push({ name, data: buf.subarray(start, start + size) });
     }
     offset = start + Math.ceil(size / BLOCK) * BLOCK;

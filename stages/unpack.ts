@@ -2,16 +2,19 @@ import { join } from 'node:path';
 import type { OperationHandler } from '../actors/Worker.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { ArtifactType } from '../persistence/ArtifactType.ts';
-import { readPackage } from './packageFormat.ts';
+import { MANIFEST_NAME, readPackage, sha256, writePackage } from './packageFormat.ts';
 import { fieldOf, inputOf, outputCopy, type StageEnvironment } from './StageEnvironment.ts';
-import { putOnce, readCopy, type StoredObject } from './storage.ts';
+import { putOnce, readCopy } from './storage.ts';
+import { unpackTar } from './tar.ts';
 
 const MEMBER = /^([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})\.tar$/;
 
 /**
  * Unpack: the data transfer package's copy at the location is read and checked against its
- * manifest, and each member package is written to `raw_data_package/<id>.tar` there: one raw data
- * package copy per member (fan-out). One durable step, `unpack`.
+ * manifest, and each member package is unpacked into the folder `raw_data_package/<id>/` there
+ * (its `MANIFEST.json` and its files, each created if absent): one raw data package copy per
+ * member (fan-out), whose path is the folder and whose checksum is the package's. A package that
+ * does not rebuild to the same bytes from its folder is refused. One durable step, `unpack`.
  *
  * @example
  * ```ts
@@ -25,7 +28,7 @@ export function unpackHandler(env: StageEnvironment): OperationHandler {
     const bundle = inputOf(view, ArtifactType.DATA_TRANSFER_PACKAGE, locationId);
     const unpacked = await ctx.step('unpack', async () => {
       const { members } = readPackage(await readCopy(bundle));
-      const written: (StoredObject & { packageId: string })[] = [];
+      const written: { packageId: string; path: string; sha256: string; size: number }[] = [];
       for (const m of members) {
         const packageId = MEMBER.exec(m.name)?.[1];
         if (packageId === undefined) {
@@ -34,8 +37,18 @@ export function unpackHandler(env: StageEnvironment): OperationHandler {
             `member '${m.name}' of data transfer package ${fieldOf(view, 'dataTransferPackageId')} is not '<raw data package id>.tar'`,
           );
         }
-        const path = join(env.storageRootOf(locationId), 'raw_data_package', m.name);
-        written.push({ packageId, ...(await putOnce(path, m.data)) });
+        const inner = readPackage(m.data).members;
+        if (!writePackage(inner).equals(Buffer.from(m.data))) {
+          throw new OpstateError(
+            OpstateErrorCode.BAD_INPUT,
+            `package ${m.name} is not in the canonical package form; it cannot be unpacked and rebuilt to the same bytes`,
+          );
+        }
+        const [head] = unpackTar(m.data);
+        const folder = join(env.storageRootOf(locationId), 'raw_data_package', packageId);
+        await putOnce(join(folder, MANIFEST_NAME), head?.data ?? Buffer.alloc(0));
+        for (const file of inner) await putOnce(join(folder, file.name), file.data);
+        written.push({ packageId, path: folder, sha256: sha256(m.data), size: m.data.length });
       }
       return written;
     });

@@ -5,17 +5,18 @@ import { join, resolve } from 'node:path';
 import { type LogLevel, memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
 import type { HandlerContext } from '../../actors/Worker.ts';
-import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
+import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
 import type { PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import type { OperationInspection } from '../../persistence/inspectOperation.ts';
-import type { TransitionEntry } from '../../persistence/JournalRepository.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { defineCommand, type Io, optionsOf, UsageError } from '../Command.ts';
+import { startDeletionDemo } from './demoDeletion.ts';
+import { describePath, recoveryOf, stepsOf } from './demoReport.ts';
 import { createStatusCommand } from './status.ts';
 
 /** Small timers, in the order the runtime demands, so a crash is noticed within seconds. */
@@ -35,12 +36,6 @@ const DEMO_TIMING: Partial<RuntimeTiming> = {
 const DEADLINE_MS = 120_000;
 
 const TERMINAL = new Set<string>([OperationStatus.COMPLETED, OperationStatus.FAILED]);
-const WHO: Record<string, string> = {
-  heartbeat_monitor: 'heartbeat monitor',
-  reconciler: 'reconciler',
-  broker: 'broker redelivery',
-  operator: 'operator',
-};
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 const short = (id: string) => id.slice(0, 8);
@@ -68,48 +63,6 @@ function createEmbeddedRuntime(dir: string, logger: ReturnType<typeof memoryLogg
     timing: DEMO_TIMING,
     logger,
   });
-}
-
-/** A transition history, one attempt a line: `PENDING → SCHEDULED → IN_PROGRESS (worker-A) → …`. */
-function describePath(transitions: readonly TransitionEntry[]): string[] {
-  const lines: string[] = [];
-  let parts: string[] = [];
-  for (const t of transitions) {
-    let label: string = t.to;
-    if (t.event === 'RESET') label += ` (RESET by ${t.by}: ${t.reason ?? 'no reason given'})`;
-    else if (t.event === 'FAIL') label += ` (FAIL: ${t.reason ?? 'no reason given'})`;
-    else if (t.to === OperationStatus.IN_PROGRESS) label += ` (${t.by})`;
-    parts.push(label);
-    if (t.to === OperationStatus.PENDING && t.from !== null) {
-      lines.push(parts.join(' → '));
-      parts = [];
-    }
-  }
-  if (parts.length > 0) lines.push(parts.join(' → '));
-  return lines.map((l, i) => (i === 0 ? l : `→ ${l}`));
-}
-
-/** Which recovery path(s) brought an operation home, from its history. */
-function recoveryOf(transitions: readonly TransitionEntry[]): string {
-  const paths = transitions.flatMap((t) => {
-    if (t.event === 'RESET') return [WHO[t.by] ?? t.by];
-    if (t.event === 'FAIL' && t.to === OperationStatus.PENDING) return ['retry after a failure'];
-    return [];
-  });
-  return paths.length === 0 ? 'none needed' : paths.join(', then ');
-}
-
-function stepsOf(view: OperationInspection): string {
-  return view.steps
-    .map((s) => {
-      const outcome = (s.result as { outcome?: unknown } | null)?.outcome;
-      const note =
-        outcome === 'identical'
-          ? ' (the object was already there from an earlier attempt with the same sha256: kept, not rewritten)'
-          : '';
-      return `${s.name} #${s.attempt}${note}`;
-    })
-    .join(' · ');
 }
 
 interface Stage {
@@ -222,17 +175,23 @@ async function pipeline(
   });
   const gone = deferred<void>();
   runtime.startControlPlane();
+  const deletion = await startDeletionDemo(runtime, dir, sample, out);
+  const { cipher } = deletion;
   const workerA = runtime.startWorker({
     kinds: OPERATION_KINDS,
     workerId: 'worker-A',
     handlers: createStageHandlers({
       storageRootOf,
-      // worker-A's archive storage is slow to confirm a write: the object is on disk, the journal
-      // step not yet recorded, when the worker dies.
-      async afterArchiveWrite(ctx: HandlerContext) {
-        reached.resolve(ctx.operation.id);
-        await Promise.race([gone.promise, aborted(ctx.signal)]);
-        throw new Error('worker-A is gone');
+      database: runtime.database,
+      cipher,
+      faults: {
+        // worker-A's archive storage is slow to confirm a write: the object is on disk, the
+        // journal step not yet recorded, when the worker dies.
+        async afterStore(ctx: HandlerContext) {
+          reached.resolve(ctx.operation.id);
+          await Promise.race([gone.promise, aborted(ctx.signal)]);
+          throw new Error('worker-A is gone');
+        },
       },
     }),
   });
@@ -240,7 +199,7 @@ async function pipeline(
     kinds: OPERATION_KINDS,
     workerId: 'worker-B',
     concurrency: 1,
-    handlers: createStageHandlers({ storageRootOf }),
+    handlers: createStageHandlers({ storageRootOf, database: runtime.database, cipher }),
   });
   out(`  ${workerA.id}: its archive storage is slow to confirm writes`);
   out(`  ${workerB.id}: fast, one operation at a time`);
@@ -300,6 +259,7 @@ async function pipeline(
   let previous: PhysicalCopyRecord[] = [];
   for (const stage of SAMPLE_PIPELINE) {
     const inputs = stage.inputs(sample, previous).map((i) => ({ ...i, createdBy: 'demo' }));
+    if (stage.kind === OperationKind.LONG_TERM_ARCHIVE) await deletion.beforeArchive();
     const views = await run({ title: `${stage.title} (${stage.kind}) x${inputs.length}`, inputs });
     if (views === undefined) {
       ok = false;
@@ -388,6 +348,11 @@ async function pipeline(
   const status = createStatusCommand(async () => ({ ...runtime.database, close: async () => {} }));
   await status.run([], { out: (l) => out(`  ${l}`), err: (l) => out(`  ${l}`) });
 
+  const archives = (await viewsOf(ids))
+    .filter((v) => v.kind === OperationKind.LONG_TERM_ARCHIVE)
+    .map((v) => v.id);
+  ok = (await deletion.report(archives)) && ok;
+
   const views = await viewsOf(ids);
   const kindsDone = new Set(
     views.filter((v) => v.status === OperationStatus.COMPLETED).map((v) => v.kind),
@@ -397,8 +362,8 @@ async function pipeline(
   out();
   out(
     ok
-      ? `OK: all ${views.length} operations COMPLETED, every kind ran, no artifact has two live copies.`
-      : 'NOT OK: some operation did not complete, or an artifact has two live copies (see above).',
+      ? `OK: all ${views.length} operations COMPLETED, every kind ran, no artifact has two live copies, every buffer copy was deleted after its verified archive with a receipt.`
+      : 'NOT OK: some operation did not complete, an artifact has two live copies, or a buffer deletion did not finish (see above).',
   );
   if (keep) {
     out(`Data kept in ${dir}: storage/ holds the files; to look again:`);

@@ -1,4 +1,5 @@
 import type { Command } from '../Command.ts';
+import { archiveCommand } from './archive.ts';
 import { artifactCommand } from './artifact.ts';
 import { breakerCommand } from './breaker.ts';
 import { configCommand } from './config.ts';
@@ -11,6 +12,7 @@ import { listCommand } from './list.ts';
 import { locationCommand } from './location.ts';
 import { migrateCommand } from './migrate.ts';
 import { cancelCommand, resetCommand, retryCommand } from './operatorCommands.ts';
+import { policyCommand } from './policy.ts';
 import { statusCommand } from './status.ts';
 import { submitCommand } from './submit.ts';
 import { waitCommand } from './wait.ts';
@@ -30,6 +32,8 @@ export const commands: readonly Command[] = [
   resetCommand,
   cancelCommand,
   breakerCommand,
+  archiveCommand,
+  policyCommand,
   migrateCommand,
   controlPlaneCommand,
   workerCommand,

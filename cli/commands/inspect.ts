@@ -1,17 +1,19 @@
 import { checkId } from '../../persistence/applyEvents.ts';
 import { inspectOperation } from '../../persistence/inspectOperation.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+import { loadResumeRecord } from '../../persistence/resumeRecord.ts';
 import { argumentsOf, type Command, defineCommand, optionsOf } from '../Command.ts';
 import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { printResumeRecord } from './printResumeRecord.ts';
 
 const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
-
-const SUMMARY = 'Show one operation: state, fields, copies, transitions, journal steps';
 
 /**
  * `opstate inspect <id> [--json]`: one operation with its subtype fields, inputs, outputs,
  * transition history (`transitions: [{from, to, event, by, attempt, at}]`), journal steps and
- * failure breadcrumbs.
+ * failure breadcrumbs; for a long-term archive also its resume record (`resume`: last durable
+ * state, source and archive identity, deletion progress, receipt, `nextSafeAction`). Never shows a
+ * key: only the fingerprint of the key that sealed the archive.
  *
  * @example
  * ```ts
@@ -19,10 +21,12 @@ const SUMMARY = 'Show one operation: state, fields, copies, transitions, journal
  * ```
  */
 export function createInspectCommand(open: () => Promise<Database> = databaseFromEnv): Command {
-  return defineCommand('inspect', SUMMARY, (program, ctx) => {
+  const summary =
+    "Show one operation: state, fields, copies, transitions, journal steps; an archive's resume record";
+  return defineCommand('inspect', summary, (program, ctx) => {
     program
       .command('inspect')
-      .description(SUMMARY)
+      .description(summary)
       .argument('<operation-id>', 'the operation (a uuid, as `opstate list` prints it)')
       .option('--json', 'print the operation as one JSON object')
       .action(
@@ -34,10 +38,12 @@ export function createInspectCommand(open: () => Promise<Database> = databaseFro
           const database = await open();
           try {
             const view = await inspectOperation(database, id);
+            const resume = await loadResumeRecord(database, view);
             if (values.json === true) {
               io.out(
                 JSON.stringify({
                   ...view,
+                  ...(resume === undefined ? {} : { resume }),
                   transitions: view.transitions.map((t) => ({
                     from: t.from,
                     to: t.to,
@@ -85,12 +91,15 @@ export function createInspectCommand(open: () => Promise<Database> = databaseFro
               );
             }
             io.out(`  steps (${view.steps.length})`);
-            for (const s of view.steps)
-              io.out(`    ${iso(s.at)}  ${s.name} #${s.attempt} ${s.state}`);
+            for (const s of view.steps) {
+              const plan = s.generation > 1 ? ` (plan ${s.generation})` : '';
+              io.out(`    ${iso(s.at)}  ${s.name} #${s.attempt}${plan} ${s.state}`);
+            }
             if (view.failures.length > 0) {
               io.out(`  failures (${view.failures.length})`);
               for (const f of view.failures) io.out(`    #${f.attempt} ${JSON.stringify(f.error)}`);
             }
+            if (resume !== undefined) printResumeRecord(resume, io);
             return 0;
           } finally {
             await database.close();

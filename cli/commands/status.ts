@@ -6,8 +6,10 @@ import {
 } from '../../persistence/CircuitBreakerRepository.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
+import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
 import { type Command, defineCommand, optionsOf } from '../Command.ts';
 import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { printCopyStatus } from './printCopyStatus.ts';
 
 /** A breaker in `opstate status --json`. */
 export interface CircuitBreakerStatus {
@@ -45,26 +47,31 @@ function table(rows: readonly string[][]): string[] {
 
 /**
  * `opstate status [--json]`: operation counts per kind × status, every kind and status shown,
- * then the circuit breakers that are not CLOSED (parked or probing (kind, location) pairs).
+ * then the circuit breakers that are not CLOSED (parked or probing (kind, location) pairs), then
+ * the physical copies per location type × status with the deletions in progress and failed.
  * JSON shape: `{"operations": {"<kind>": {"PENDING": n, …, "FAILED": n}},
- * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}]}`.
+ * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
+ * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]}}`.
  *
  * @example
  * ```ts
  * await createStatusCommand(() => Promise.resolve(database)).run(['--json'], io);
  * ```
  */
-const SUMMARY = 'Operation counts per kind and status, and circuit breakers that are not closed';
-
 export function createStatusCommand(open: () => Promise<Database> = databaseFromEnv): Command {
-  return defineCommand('status', SUMMARY, (program, ctx) => {
+  const summary =
+    'Operation counts per kind and status, circuit breakers not closed, copies and their deletions';
+  return defineCommand('status', summary, (program, ctx) => {
     program
       .command('status')
-      .description(SUMMARY)
-      .option('--json', 'print {"operations": {kind: {status: n}}, "circuitBreakers": […]}')
+      .description(summary)
+      .option(
+        '--json',
+        'print operations, circuitBreakers, copies and deletions as one JSON object',
+      )
       .action(
         ctx.action(async (cmd) => {
-          const { json } = optionsOf<{ json?: boolean }>(cmd);
+          const values = optionsOf<{ json?: boolean }>(cmd);
           const io = ctx.io;
           const database = await open();
           try {
@@ -72,8 +79,16 @@ export function createStatusCommand(open: () => Promise<Database> = databaseFrom
             const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
               toStatus,
             );
-            if (json === true) {
-              io.out(JSON.stringify({ operations: counts, circuitBreakers: breakers }));
+            const copies = await selectCopyStatus(database);
+            if (values.json === true) {
+              io.out(
+                JSON.stringify({
+                  operations: counts,
+                  circuitBreakers: breakers,
+                  copies: copies.copies,
+                  deletions: { inProgress: copies.inProgress, failed: copies.failed },
+                }),
+              );
               return 0;
             }
             const width = Math.max(...OPERATION_KINDS.map((k) => k.length), 'kind'.length);
@@ -99,6 +114,7 @@ export function createStatusCommand(open: () => Promise<Database> = databaseFrom
               ]);
               for (const line of table([header, ...rows])) io.out(line);
             }
+            printCopyStatus(copies, io);
             return 0;
           } finally {
             await database.close();

@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InvalidArgumentError } from 'commander';
+import type { DeleterFaults } from '../../actors/runDeletion.ts';
 import type { OperationHandler, WorkerFaults } from '../../actors/Worker.ts';
 import {
   isOperationKind,
@@ -13,7 +14,7 @@ import { untilSignal } from '../runtimeFromEnv.ts';
 
 interface HandlersModule {
   readonly table: Partial<Record<OperationKind, OperationHandler>>;
-  readonly faults: WorkerFaults | undefined;
+  readonly faults: (WorkerFaults & DeleterFaults) | undefined;
   /** The module's own `close()`, called when the worker stops (its connections, files). */
   readonly close: (() => Promise<void>) | undefined;
 }
@@ -24,7 +25,7 @@ interface HandlersModule {
  * also `export const faults = { beforeStart() {…} }`; those are honoured only with `--faults`.
  */
 async function loadHandlers(path: string): Promise<HandlersModule> {
-  let mod: { default?: unknown; faults?: WorkerFaults; close?: unknown };
+  let mod: { default?: unknown; faults?: WorkerFaults & DeleterFaults; close?: unknown };
   try {
     mod = (await import(pathToFileURL(resolve(path)).href)) as typeof mod;
   } catch (err) {
@@ -84,6 +85,9 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
     .option('--id <name>', 'the worker id in transitions and heartbeats')
     .option('--faults', "honour the module's faults export (crash drills only)")
     .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
+    .option('--delete-copies', 'also run a deleter (the deletion policy decides what it deletes)')
+    .option('--deleter-lease-ms <n>', "how long a deleter's claim on a copy lasts", wholeNumber(1))
+    .option('--deleter-interval-ms <n>', 'how often the deleter looks for work', wholeNumber(1))
     .action(
       ctx.action(async (cmd) => {
         const values = optionsOf<{
@@ -93,6 +97,9 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
           id?: string;
           faults?: boolean;
           metricsPort?: string;
+          deleteCopies?: boolean;
+          deleterLeaseMs?: number;
+          deleterIntervalMs?: number;
         }>(cmd);
         const { kinds } = values;
         const { table, faults, close } = await loadHandlers(values.handlers);
@@ -122,6 +129,17 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
         ctx.io.out(
           `worker ${worker.id} started for ${kinds.join(', ')}${server === undefined ? '' : `; metrics on port ${server.port}`}`,
         );
+        if (values.deleteCopies === true) {
+          const deleter = runtime.startCopyDeleter({
+            id: `${worker.id}-deleter`,
+            ...(values.deleterLeaseMs === undefined ? {} : { leaseMs: values.deleterLeaseMs }),
+            ...(values.deleterIntervalMs === undefined
+              ? {}
+              : { intervalMs: values.deleterIntervalMs }),
+            ...(faults === undefined || values.faults !== true ? {} : { faults }),
+          });
+          ctx.io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
+        }
         const signal = await untilSignal();
         ctx.io.out(`${signal}: stopping worker ${worker.id}`);
         await proc.close();

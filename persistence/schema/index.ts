@@ -1,9 +1,18 @@
 /** The whole drizzle schema; `drizzle.config.ts` and the connection factory read it from here. */
+export {
+  archiveRecord,
+  copyDeletion,
+  copyDeletionMember,
+  copyDeletionOutcome,
+  copyDeletionReceipt,
+  deletionPolicy,
+} from './archive.ts';
 export { dataLocation, dataTransferPackage, rawDataFile, rawDataPackage } from './artifacts.ts';
 export { circuitBreaker } from './circuitBreaker.ts';
 export {
   dispatchOutbox,
   operationFailureEvent,
+  operationReplan,
   operationStep,
   operationTransition,
 } from './journal.ts';
@@ -20,6 +29,7 @@ export {
 export {
   dataTransferPackagePhysicalCopy,
   physicalCopy,
+  physicalCopyTransition,
   rawDataFilePhysicalCopy,
   rawDataPackagePhysicalCopy,
 } from './physicalCopy.ts';

@@ -1,3 +1,4 @@
+import { sql } from 'drizzle-orm';
 import {
   bigint,
   check,
@@ -69,8 +70,9 @@ export const operationFailureEvent = pgTable(
 
 /**
  * The step journal: durable checkpoints a handler records inside IN_PROGRESS. One row per
- * (operation, step name), so a re-run of the step gets the recorded result back instead of
- * repeating the side effect.
+ * (operation, plan generation, step name), so a re-run of the step gets the recorded result back
+ * instead of repeating the side effect. An operator's re-plan (`operation_replan`) starts a new
+ * generation: the old steps stay, the handler plans again beside them.
  */
 export const operationStep = pgTable(
   'operation_step',
@@ -84,8 +86,32 @@ export const operationStep = pgTable(
     state: text('state').notNull(),
     result: jsonb('result'),
     at: timestamp('at', { withTimezone: true }).notNull().defaultNow(),
+    generation: integer('generation').notNull().default(1),
   },
-  (t) => [unique('operation_step_operation_name_key').on(t.operationId, t.name)],
+  (t) => [
+    unique('operation_step_operation_generation_name_key').on(t.operationId, t.generation, t.name),
+  ],
+);
+
+/**
+ * Append-only record of operator re-plans: generation N (from 2) makes the journal's steps of
+ * generations before N history, so the handler plans again instead of resuming a stale plan.
+ */
+export const operationReplan = pgTable(
+  'operation_replan',
+  {
+    operationId: uuid('operation_id')
+      .notNull()
+      .references(() => operation.id, { onDelete: 'cascade' }),
+    generation: integer('generation').notNull(),
+    by: text('by').notNull(),
+    reason: text('reason'),
+    at: timestamp('at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    primaryKey({ name: 'operation_replan_pkey', columns: [t.operationId, t.generation] }),
+    check('operation_replan_generation_check', sql`${t.generation} >= 2`),
+  ],
 );
 
 /**

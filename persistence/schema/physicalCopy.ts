@@ -24,7 +24,8 @@ import { oneOf } from './checks.ts';
  *
  * The partial unique index `physical_copy_live_key` is the idempotent-completion invariant: a
  * second live (not DELETED) copy of one artifact at one location cannot exist, whatever the
- * number of racing retries.
+ * number of racing retries. `status` moves only through the physical-copy machine
+ * (`CopyLifecycle`), each move recorded in `physical_copy_transition`.
  */
 export const physicalCopy = pgTable(
   'physical_copy',
@@ -41,6 +42,12 @@ export const physicalCopy = pgTable(
     size: bigint('size', { mode: 'number' }),
     deletionFailureCount: integer('deletion_failure_count').notNull().default(0),
     lastError: text('last_error'),
+    /**
+     * Compare-and-set counter. Every status change bumps it, and so does everything that changes a
+     * fact a deletion decides on (a retention claim taken on the copy, a failed re-verification of
+     * its archive), so a deletion decided on older facts can never be written.
+     */
+    version: integer('version').notNull().default(0),
     createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
@@ -51,10 +58,38 @@ export const physicalCopy = pgTable(
       .where(sql`status <> 'DELETED'`),
     index('physical_copy_artifact_idx').on(t.artifactId),
     index('physical_copy_location_idx').on(t.locationId),
+    // Live copies per location: what the deleters scan for eligible copies (O(live), not O(stored)).
+    index('physical_copy_live_location_idx').on(t.locationId).where(sql`status <> 'DELETED'`),
+    // Deletions scheduled or running, for the deleters' claim pass.
+    index('physical_copy_deleting_idx')
+      .on(t.status)
+      .where(sql`status in ('DELETION_SCHEDULED', 'DELETION_IN_PROGRESS')`),
     check('physical_copy_status_check', oneOf(t.status, PHYSICAL_COPY_STATUSES)),
     check('physical_copy_artifact_type_check', oneOf(t.artifactType, Object.values(ArtifactType))),
     check('physical_copy_deletion_failure_count_check', sql`${t.deletionFailureCount} >= 0`),
   ],
+);
+
+/**
+ * Append-only history of every copy status change (a trigger refuses UPDATE): which event, who
+ * (`by`: a deleter id or `operator`), why, and the version the change wrote.
+ */
+export const physicalCopyTransition = pgTable(
+  'physical_copy_transition',
+  {
+    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    physicalCopyId: uuid('physical_copy_id')
+      .notNull()
+      .references(() => physicalCopy.id, { onDelete: 'cascade' }),
+    fromStatus: text('from_status').notNull(),
+    toStatus: text('to_status').notNull(),
+    event: text('event').notNull(),
+    version: integer('version').notNull(),
+    by: text('by').notNull(),
+    reason: text('reason'),
+    at: timestamp('at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [index('physical_copy_transition_copy_idx').on(t.physicalCopyId, t.id)],
 );
 
 function copySubtype<const N extends string, const C extends string>(

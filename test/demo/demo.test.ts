@@ -4,6 +4,7 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../cli/main.ts';
 import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
+import { isSealed, loadArchiveCipher } from '../../stages/archiveCipher.ts';
 import { readPackage } from '../../stages/packageFormat.ts';
 
 /**
@@ -69,13 +70,19 @@ describe('opstate demo', () => {
     expect(text).toContain('no artifact has more than one live copy at a location');
     expect(text).not.toContain('DUPLICATE');
 
-    // The archive holds real packages that read back against their manifests, and nothing half
-    // written was left behind.
+    // The archive holds real packages, encrypted at rest, that decrypt and read back against their
+    // manifests; the key never appears in the output; nothing half written was left behind.
     const archive = join(dir, 'storage', 'archive');
     const archived = await filesUnder(archive);
     expect(archived).toEqual(['obs-2024-001.tar', 'obs-2024-002.tar', 'obs-2024-003.tar']);
+    const keyText = (await readFile(join(dir, 'archive.key'), 'utf8')).trim();
+    expect(text).not.toContain(keyText);
+    const cipher = loadArchiveCipher(join(dir, 'archive.key'));
+    expect(text).toContain(`key id ${cipher.keyId}`);
     for (const name of archived) {
-      const { members } = readPackage(await readFile(join(archive, name)));
+      const sealed = await readFile(join(archive, name));
+      expect(isSealed(sealed)).toBe(true);
+      const { members } = readPackage(cipher.open(sealed));
       expect(members.map((m) => m.name)).toEqual([
         'scan_0001.fits',
         'scan_0002.fits',
@@ -84,5 +91,20 @@ describe('opstate demo', () => {
     }
     const everything = await filesUnder(join(dir, 'storage'));
     expect(everything.filter((f) => f.includes('.partial-'))).toEqual([]);
+
+    // Archive then delete: every buffer package folder is gone (deleted after its verified archive,
+    // each with a receipt); one deletion was resumed by deleter-B after deleter-A crashed between
+    // its last unlink and its receipt; the member held open was kept with that reason, then
+    // deleted after the re-plan; the source copies stay (the policy does not clean them).
+    expect(everything.filter((f) => f.startsWith('buffer/raw_data_package/'))).toEqual([]);
+    expect(everything.filter((f) => f.startsWith('source/'))).toHaveLength(9 + 3 + 1);
+    expect(text).toContain('Crashing deleter-A now');
+    expect(text).toMatch(/DELETION_IN_PROGRESS \(RESUME by deleter-B\) → DELETED/);
+    expect(text).toMatch(/kept scan_0002\.fits \(plan 1\): open by process \d+ \(node\)/);
+    expect(text).toMatch(
+      /summary: 12 member\(s\) deleted, 1 kept along the way .* every buffer copy DELETED with one receipt/,
+    );
+    expect(text).toContain('→ SOURCE_REVALIDATED → DELETED → RECEIPTED');
+    expect(text).toContain('next safe action: done: source deleted with a receipt');
   });
 });

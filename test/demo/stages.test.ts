@@ -1,9 +1,13 @@
 import { execFileSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { inspect } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { isSealed, loadArchiveCipher, sealedKeyId } from '../../stages/archiveCipher.ts';
+import { checkMemberName } from '../../stages/memberName.ts';
 import { readPackage, sha256, writePackage } from '../../stages/packageFormat.ts';
 import { putOnce } from '../../stages/storage.ts';
 import { packTar, unpackTar } from '../../stages/tar.ts';
@@ -37,8 +41,13 @@ describe('tar and the package format', () => {
     let listing: string;
     try {
       listing = execFileSync('tar', ['-tf', path], { encoding: 'utf8' });
-    } catch {
-      return; // no tar binary here: the round trip above still holds
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') {
+        throw new Error(
+          'this test lists the archive with the system tar: install tar (e.g. apt-get install tar)',
+        );
+      }
+      throw err;
     }
     expect(listing.trim().split('\n')).toEqual([
       'MANIFEST.json',
@@ -56,6 +65,49 @@ describe('tar and the package format', () => {
     const at = tampered.indexOf('first\n');
     tampered.write('FIRST\n', at);
     expect(() => readPackage(tampered)).toThrow(/do not match its manifest/);
+  });
+});
+
+describe('member names', () => {
+  it.each([
+    ['..', /names a folder/],
+    ['.', /names a folder/],
+    ['../etc/passwd', /path separator/],
+    ['/etc/passwd', /path separator/],
+    ['a\\b', /path separator/],
+    ['nul\u0000byte', /NUL or control/],
+    ['', /empty/],
+    ['x'.repeat(100), /longer than 99 bytes/],
+  ])('refuses %j when a package is written', (name, why) => {
+    expect(() => packTar([{ name, data: Buffer.from('x') }])).toThrow(why);
+    expect(() => checkMemberName(name, 'test')).toThrow(why);
+  });
+});
+
+describe('archive cipher (AES-256-GCM)', () => {
+  it('round-trips, authenticates, names the key by a fingerprint and never shows the key', async () => {
+    const key = randomBytes(32).toString('hex');
+    await writeFile(join(dir, 'k'), key);
+    await writeFile(join(dir, 'other'), randomBytes(32));
+    const cipher = loadArchiveCipher(join(dir, 'k'));
+    const sealed = cipher.seal(Buffer.from('package bytes'));
+    expect(isSealed(sealed)).toBe(true);
+    expect(sealedKeyId(sealed)).toBe(cipher.keyId);
+    expect(cipher.open(sealed).toString()).toBe('package bytes');
+    expect(cipher.seal(Buffer.from('package bytes')).equals(sealed)).toBe(false); // a fresh IV each time
+    const tampered = Buffer.from(sealed);
+    tampered[tampered.length - 1] = (tampered[tampered.length - 1] as number) ^ 1;
+    expect(() => cipher.open(tampered)).toThrow(/fails authentication/);
+    expect(() => cipher.open(sealed.subarray(0, 30))).toThrow(/truncated/);
+    expect(() => loadArchiveCipher(join(dir, 'other')).open(sealed)).toThrow(
+      /sealed with key .* but the configured key is/,
+    );
+    const shown = `${JSON.stringify(cipher)} ${inspect(cipher)} ${String(Object.keys(cipher))}`;
+    expect(shown).toContain(cipher.keyId);
+    expect(shown).not.toContain(key);
+    await writeFile(join(dir, 'short'), 'abc');
+    expect(() => loadArchiveCipher(join(dir, 'short'))).toThrow(/must hold a 256-bit key/);
+    expect(() => loadArchiveCipher(join(dir, 'none'))).toThrow(/cannot read archive key file/);
   });
 });
 

@@ -12,6 +12,7 @@ import { startEmbeddedPostgres } from '../../persistence/embeddedPostgres.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { openDatabase } from '../../persistence/openDatabase.ts';
 import { REPO_ROOT } from '../helpers/opstateCli.ts';
+import { MIGRATIONS } from './fixtures.ts';
 
 /**
  * The embedded default: a real Postgres started privately from the binaries an npm package
@@ -49,7 +50,7 @@ describe('the embedded Postgres server', () => {
     const first = await openDatabase({ dataDir: root });
     try {
       expect(first.dialect).toBe('postgres');
-      expect(await migrate(first)).toEqual({ applied: 3, total: 3 });
+      expect(await migrate(first)).toEqual({ applied: MIGRATIONS, total: MIGRATIONS });
       const [row] = await first.execute<{ tcp: string; port: number | null }>(
         "select current_setting('listen_addresses') as tcp, inet_server_port() as port",
       );
@@ -66,7 +67,7 @@ describe('the embedded Postgres server', () => {
     expect(existsSync(join(root, 'postgres', 'postmaster.pid'))).toBe(false);
     const again = await openDatabase({ dataDir: root });
     try {
-      expect(await migrate(again)).toEqual({ applied: 0, total: 3 });
+      expect(await migrate(again)).toEqual({ applied: 0, total: MIGRATIONS });
       expect(await new ArtifactRepository(again).findLocation('disk', 'buffer')).toBeDefined();
     } finally {
       await again.close();
@@ -93,7 +94,7 @@ describe('the embedded Postgres server', () => {
     try {
       expect(running(first.pid)).toBe(false);
       const database = await openDatabase({ databaseUrl: server.url, max: 1 });
-      expect(await migrate(database)).toEqual({ applied: 0, total: 3 });
+      expect(await migrate(database)).toEqual({ applied: 0, total: MIGRATIONS });
       await database.close();
     } finally {
       await server.stop();
@@ -110,6 +111,6 @@ describe('the embedded Postgres server', () => {
       ['-u', 'nobody', '--', process.execPath, '--import', 'tsx', CHILD, join(root, 'pg'), 'stop'],
       { cwd: REPO_ROOT, env: { ...process.env, HOME: root } },
     );
-    expect(JSON.parse(stdout)).toMatchObject({ applied: 3, uid: Number(uid) });
+    expect(JSON.parse(stdout)).toMatchObject({ applied: MIGRATIONS, uid: Number(uid) });
   });
 });

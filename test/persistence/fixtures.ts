@@ -1,9 +1,14 @@
 import { randomUUID } from 'node:crypto';
+import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { LocationType } from '../../machines/routing.ts';
 import { ArtifactRepository, type DataLocation } from '../../persistence/ArtifactRepository.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
+import { MIGRATIONS_FOLDER } from '../../persistence/migrate.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+
+/** How many migrations the committed folder holds (what a fresh database applies). */
+export const MIGRATIONS = readMigrationFiles({ migrationsFolder: MIGRATIONS_FOLDER }).length;
 
 /** A small world per test: three locations and one package, all uniquely named. */
 export interface World {

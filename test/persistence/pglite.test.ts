@@ -6,6 +6,8 @@ import { LocationType } from '../../machines/routing.ts';
 import { ArtifactRepository } from '../../persistence/ArtifactRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { copySuite } from './copySuite.ts';
+import { MIGRATIONS } from './fixtures.ts';
 import { storeSuite } from './storeSuite.ts';
 
 describe('persistence on embedded PGlite (in memory)', () => {
@@ -14,7 +16,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
   beforeAll(async () => {
     database = await openDatabase({ dataDir: 'memory://' });
     expect(database.dialect).toBe('pglite');
-    expect(await migrate(database)).toEqual({ applied: 3, total: 3 });
+    expect(await migrate(database)).toEqual({ applied: MIGRATIONS, total: MIGRATIONS });
   });
 
   afterAll(async () => {
@@ -23,12 +25,13 @@ describe('persistence on embedded PGlite (in memory)', () => {
 
   // PGlite has one connection: the "peer" is the same database, and concurrent calls queue.
   storeSuite({ database: () => database, peer: async () => database });
+  copySuite({ database: () => database, peer: async () => database });
 
   it('a PGlite data folder keeps its data and schema across a reopen', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'opstate-pglite-'));
     try {
       const first = await openDatabase({ dataDir: dir, engine: 'pglite' });
-      expect(await migrate(first)).toEqual({ applied: 3, total: 3 });
+      expect(await migrate(first)).toEqual({ applied: MIGRATIONS, total: MIGRATIONS });
       await new ArtifactRepository(first).addLocation({
         site: 'disk',
         name: 'buffer',
@@ -38,7 +41,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
       await first.close();
       const again = await openDatabase({ dataDir: dir, engine: 'pglite' });
       try {
-        expect(await migrate(again)).toEqual({ applied: 0, total: 3 });
+        expect(await migrate(again)).toEqual({ applied: 0, total: MIGRATIONS });
         expect(await new ArtifactRepository(again).findLocation('disk', 'buffer')).toBeDefined();
       } finally {
         await again.close();

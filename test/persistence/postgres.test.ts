@@ -5,6 +5,8 @@ import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { copySuite } from './copySuite.ts';
+import { MIGRATIONS } from './fixtures.ts';
 import { storeSuite } from './storeSuite.ts';
 
 // The suite needs the real Postgres: createTestDatabase throws when it is unreachable, so the
@@ -29,15 +31,20 @@ describe('persistence on Postgres', () => {
     peer: () => openDatabase({ databaseUrl: testDb.url, max: 4 }),
   });
 
+  copySuite({
+    database: () => database,
+    peer: () => openDatabase({ databaseUrl: testDb.url, max: 4 }),
+  });
+
   it('migrations racing from two connections apply each migration exactly once', async () => {
     const fresh = await createTestDatabase();
     const a = await openDatabase({ databaseUrl: fresh.url, max: 2 });
     const b = await openDatabase({ databaseUrl: fresh.url, max: 2 });
     try {
       const results = await Promise.all([migrate(a), migrate(b), migrate(a), migrate(b)]);
-      expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, 3]);
+      expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, MIGRATIONS]);
       const [row] = await a.execute('select count(*)::int as n from drizzle.__drizzle_migrations');
-      expect(row?.n).toBe(3);
+      expect(row?.n).toBe(MIGRATIONS);
     } finally {
       await a.close();
       await b.close();
@@ -55,8 +62,8 @@ describe('persistence on Postgres', () => {
     try {
       const outs = (await Promise.all([run(), run()])).map((r) => r.stdout.trim()).sort();
       expect(outs).toEqual([
-        'applied 3 of 3 migrations (postgres)',
-        'schema is current (3 migrations, postgres)',
+        `applied ${MIGRATIONS} of ${MIGRATIONS} migrations (postgres)`,
+        `schema is current (${MIGRATIONS} migrations, postgres)`,
       ]);
     } finally {
       await dropTestDatabase(fresh);

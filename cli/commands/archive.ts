@@ -1,0 +1,163 @@
+import { resolve } from 'node:path';
+import { ArchiveState } from '../../machines/ArchiveState.ts';
+import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
+import { checkId } from '../../persistence/applyEvents.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
+import { archiveCipherFromEnv } from '../../stages/archiveCipher.ts';
+import { LocalArchiveStore } from '../../stages/archiveStore.ts';
+import { loadRecordedArchive } from '../../stages/recordedArchive.ts';
+import { restorePackage } from '../../stages/restoreArchive.ts';
+import { verifyArchive } from '../../stages/verifyArchive.ts';
+import { argumentsOf, type Command, defineCommand, type Io, optionsOf } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
+
+async function verify(database: Database, id: string, json: boolean, io: Io): Promise<number> {
+  const recorded = await loadRecordedArchive(database, id);
+  const store = new LocalArchiveStore(recorded.storageRoot, archiveCipherFromEnv());
+  const v = await verifyArchive(store, recorded.expected);
+  await new ArchiveRecordRepository(database).recordVerification({
+    operationId: id,
+    state: v.ok ? ArchiveState.VERIFIED : ArchiveState.VERIFY_FAILED,
+    by: 'operator',
+    archiveKey: recorded.expected.key,
+    objectVersion: v.read?.objectVersion ?? null,
+    objectSha256: recorded.expected.objectSha256,
+    contentSha256: recorded.expected.contentSha256,
+    encrypted: recorded.encrypted,
+    keyId: recorded.keyId,
+    detail: {
+      independent: true,
+      differences: [...v.differences],
+      membersChecked: v.membersChecked,
+    },
+  });
+  if (json) {
+    io.out(
+      JSON.stringify({
+        operationId: id,
+        ok: v.ok,
+        key: recorded.expected.key,
+        path: store.pathOf(recorded.expected.key),
+        objectSha256: recorded.expected.objectSha256,
+        objectVersion: recorded.expected.objectVersion,
+        contentSha256: recorded.expected.contentSha256,
+        encrypted: recorded.encrypted,
+        keyId: recorded.keyId,
+        membersChecked: v.membersChecked,
+        differences: v.differences,
+      }),
+    );
+    return v.ok ? 0 : 1;
+  }
+  io.out(`archive of operation ${id}: ${store.pathOf(recorded.expected.key)}`);
+  io.out(`  key            ${recorded.expected.key}`);
+  io.out(`  object sha256  ${recorded.expected.objectSha256} (as first written)`);
+  io.out(`  object version ${recorded.expected.objectVersion ?? '-'}`);
+  io.out(`  package sha256 ${recorded.expected.contentSha256}`);
+  io.out(`  encrypted      ${recorded.encrypted ? `yes (key ${recorded.keyId})` : 'no'}`);
+  if (v.ok) {
+    io.out(
+      `OK: the object reads back as written; ${v.membersChecked} members match the manifest by name, size and sha256.`,
+    );
+    return 0;
+  }
+  io.out(`DIFFERS (${v.differences.length}):`);
+  for (const d of v.differences) io.out(`  - ${d}`);
+  io.out('Recorded VERIFY_FAILED: no deletion relies on this archive until it verifies again.');
+  return 1;
+}
+
+async function restore(
+  database: Database,
+  id: string,
+  to: string,
+  json: boolean,
+  io: Io,
+): Promise<number> {
+  const recorded = await loadRecordedArchive(database, id);
+  const store = new LocalArchiveStore(recorded.storageRoot, archiveCipherFromEnv());
+  const read = await store.read(recorded.expected.key);
+  const members = await restorePackage(store.open(read), recorded.manifest, resolve(to));
+  const bad = members.filter((m) => !m.ok);
+  if (json) {
+    io.out(JSON.stringify({ operationId: id, to: resolve(to), ok: bad.length === 0, members }));
+    return bad.length === 0 ? 0 : 1;
+  }
+  io.out(`restored archive of operation ${id} (${recorded.expected.key}) into ${resolve(to)}`);
+  for (const m of members) {
+    io.out(
+      `  ${m.ok ? 'ok     ' : 'DIFFERS'} ${m.name}  ${m.size} bytes  ${m.sha256}${m.problem ? `  (${m.problem})` : ''}`,
+    );
+  }
+  io.out(
+    bad.length === 0
+      ? `OK: ${members.length} members restored, each with the size and sha256 of the manifest.`
+      : `NOT OK: ${bad.length} of ${members.length} members differ from the manifest.`,
+  );
+  return bad.length === 0 ? 0 : 1;
+}
+
+/**
+ * `opstate archive verify <id>` re-reads the stored object of a long-term-archive operation
+ * through the archive store, without any worker: the object first written (not replaced), its
+ * whole digest, the decrypted package digest and every member's name, size and sha256 against the
+ * recorded manifest. Exit 0 when it holds, 1 when not (each difference printed). The outcome is
+ * appended to the archive record (VERIFIED or VERIFY_FAILED; a failure stops every deletion that
+ * relies on the archive). `opstate archive restore <id> --to DIR` restores the package through the
+ * same store (decrypting with `OPSTATE_ARCHIVE_KEY_FILE`) into an empty folder and checks every
+ * restored member's size and sha256: a rehearsal to run during an incident.
+ *
+ * @example
+ * ```ts
+ * await createArchiveCommand(() => Promise.resolve(database)).run(['verify', id], io);
+ * ```
+ */
+export function createArchiveCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+  const summary = 'Verify or restore a long-term archive independently of any worker';
+  return defineCommand('archive', summary, (program, ctx) => {
+    const archive = program.command('archive').description(summary);
+    archive
+      .command('verify')
+      .description('Re-read the stored archive: exit 0 when it holds, 1 with every difference')
+      .argument('<operation-id>', 'the long-term-archive operation')
+      .option('--json', 'print the verification as one JSON object')
+      .action(
+        ctx.action(async (cmd) => {
+          const [id] = argumentsOf(cmd) as [string];
+          checkId(id);
+          const database = await open();
+          try {
+            return await verify(
+              database,
+              id,
+              optionsOf<{ json?: boolean }>(cmd).json === true,
+              ctx.io,
+            );
+          } finally {
+            await database.close();
+          }
+        }),
+      );
+    archive
+      .command('restore')
+      .description('Restore the package into an empty folder and check every member')
+      .argument('<operation-id>', 'the long-term-archive operation')
+      .requiredOption('--to <dir>', 'an empty or new folder')
+      .option('--json', 'print the restore as one JSON object')
+      .action(
+        ctx.action(async (cmd) => {
+          const [id] = argumentsOf(cmd) as [string];
+          const o = optionsOf<{ to: string; json?: boolean }>(cmd);
+          checkId(id);
+          const database = await open();
+          try {
+            return await restore(database, id, o.to, o.json === true, ctx.io);
+          } finally {
+            await database.close();
+          }
+        }),
+      );
+  });
+}
+
+export const archiveCommand: Command = createArchiveCommand();

@@ -1,0 +1,195 @@
+import { randomBytes } from 'node:crypto';
+import { type FileHandle, open, writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { CopyDeleter } from '../../actors/CopyDeleter.ts';
+import type { Runtime } from '../../actors/Runtime.ts';
+import { replan } from '../../actors/replan.ts';
+import { PhysicalCopyStatus } from '../../machines/physicalCopyMachine.ts';
+import { ArtifactType } from '../../persistence/ArtifactType.ts';
+import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
+import { DeletionPolicyRepository } from '../../persistence/DeletionPolicyRepository.ts';
+import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
+import { loadResumeRecord } from '../../persistence/resumeRecord.ts';
+import { type ArchiveCipher, loadArchiveCipher } from '../../stages/archiveCipher.ts';
+import type { SampleData } from '../../stages/sampleData.ts';
+
+/** Short leases so a crashed deleter is taken over within seconds. */
+const LEASE_MS = 1_500;
+const DEADLINE_MS = 60_000;
+
+const pause = (ms: number) => new Promise((r) => setTimeout(r, ms));
+
+/**
+ * The archive-then-delete part of `opstate demo`: an encryption key for the archive, the deletion
+ * policy (buffer copies cleaned right after a verified archive), deleter A that crashes once after
+ * its last unlink and before its receipt (deleter B takes over when the lease runs out), and one
+ * member held open "by an analysis tool" (this process) so that it is kept and reported, then
+ * re-planned after the tool lets go.
+ *
+ * @example
+ * ```ts
+ * const deletion = await startDeletionDemo(runtime, dir, sample, out);
+ * ```
+ */
+export async function startDeletionDemo(
+  runtime: Runtime,
+  dir: string,
+  sample: SampleData,
+  out: (line?: string) => void,
+) {
+  const keyFile = join(dir, 'archive.key');
+  await writeFile(keyFile, randomBytes(32).toString('hex'), { mode: 0o600 });
+  const cipher: ArchiveCipher = loadArchiveCipher(keyFile);
+  const policies = new DeletionPolicyRepository(runtime.database);
+  const policy = await policies.set(
+    { cleanLocationTypes: ['buffer' as never], graceSeconds: 0, protectedPrefixes: [] },
+    'demo',
+  );
+  out(
+    `  archives are encrypted at rest: AES-256-GCM, key file ${keyFile} (key id ${cipher.keyId}; the key itself is never printed, logged or recorded)`,
+  );
+  out(
+    `  deletion policy: ${policy.cleanLocationTypes.join(', ')} copies are deleted ${policy.graceSeconds} s after a verified archive; source copies are kept`,
+  );
+  let crashedOnce = false;
+  let b: CopyDeleter | undefined;
+  const a: CopyDeleter = runtime.startCopyDeleter({
+    id: 'deleter-A',
+    intervalMs: 200,
+    leaseMs: LEASE_MS,
+    faults: {
+      beforeReceipt: () => {
+        if (crashedOnce) return;
+        crashedOnce = true;
+        out('  ! deleter-A has unlinked every member of one copy and recorded each, but not yet');
+        out(
+          '    written the receipt. Crashing deleter-A now: it writes nothing more, and its lease',
+        );
+        out(
+          `    (${LEASE_MS} ms) is left to run out. Starting deleter-B, which knows nothing of it.`,
+        );
+        void a.crash();
+        b = runtime.startCopyDeleter({ id: 'deleter-B', intervalMs: 200, leaseMs: LEASE_MS });
+      },
+    },
+  });
+  out(`  ${a.id}: deletes what the policy cleans (it will crash once, before a receipt)`);
+  let held: { handle: FileHandle; path: string } | undefined;
+  const copies = new CopyLifecycle(runtime.database);
+  const deletions = new DeletionRepository(runtime.database);
+
+  const bufferCopies = async () =>
+    (
+      await Promise.all(
+        sample.packages.map((p) => runtime.artifacts.copiesOf(ArtifactType.RAW_DATA_PACKAGE, p.id)),
+      )
+    )
+      .flat()
+      .filter((c) => c.locationId === sample.locations.buffer.id);
+
+  const settled = async (want: (s: string) => boolean) => {
+    const deadline = Date.now() + DEADLINE_MS;
+    for (;;) {
+      const all = await bufferCopies();
+      if (all.length > 0 && all.every((c) => want(c.status))) return all;
+      if (Date.now() > deadline) return undefined;
+      await pause(100);
+    }
+  };
+
+  const describe = async (copyId: string, name: string) => {
+    const plans = await deletions.plansOf(copyId);
+    const lines: string[] = [];
+    let deleted = 0;
+    let kept = 0;
+    for (const p of plans) {
+      const loaded = await deletions.load(p.id);
+      for (const m of loaded?.members ?? []) {
+        if (m.outcome === 'DELETED') deleted++;
+        if (m.outcome === 'KEPT') {
+          kept++;
+          lines.push(`      kept ${m.name} (plan ${p.plan}): ${m.reason}`);
+        }
+      }
+    }
+    const history = (await copies.history(copyId)).map(
+      (t) => `${t.to}${t.event === 'RESUME_DELETION' ? ` (RESUME by ${t.by})` : ''}`,
+    );
+    const receipt = await deletions.receiptOf(copyId);
+    out(`    ${name}: ${['PRESENT', ...history].join(' → ')}`);
+    out(
+      `      ${deleted} member(s) deleted, ${kept} kept over ${plans.length} plan(s)${receipt ? `; receipt ${receipt.at.toISOString()}: ${receipt.membersDeleted} deleted, ${receipt.membersMissing} missing, ${receipt.bytes} bytes, archive ${receipt.archiveKey}` : ''}`,
+    );
+    for (const l of lines) out(l);
+    return { deleted, kept };
+  };
+
+  return {
+    cipher,
+    /** Before the archive stage: an analysis tool opens one buffered file and keeps it open. */
+    async beforeArchive() {
+      const pkg = sample.packages[1] ?? sample.packages[0];
+      const copy = (await bufferCopies()).find((c) => c.artifactId === pkg?.id);
+      if (copy?.path == null) return;
+      const path = join(copy.path, 'scan_0002.fits');
+      held = { handle: await open(path, 'r'), path };
+      out(`  an analysis tool (this process, pid ${process.pid}) now holds ${path} open`);
+    },
+    /** After the pipeline: wait for every buffer deletion, report, re-plan the kept one. */
+    async report(archiveIds: readonly string[]): Promise<boolean> {
+      out();
+      out('8. Archive then delete: the buffer copies after their verified archives');
+      const first = await settled(
+        (s) => s === PhysicalCopyStatus.DELETED || s === PhysicalCopyStatus.DELETION_FAILED,
+      );
+      if (first === undefined) {
+        out(`  the deleters did not settle within ${DEADLINE_MS / 1000} s`);
+        return false;
+      }
+      const nameOf = (id: string) => sample.artifacts.get(id)?.name ?? id.slice(0, 8);
+      for (const c of first) await describe(c.id, nameOf(c.artifactId));
+      const failed = first.filter((c) => c.status === PhysicalCopyStatus.DELETION_FAILED);
+      if (held !== undefined) {
+        await held.handle.close();
+        out(`  the analysis tool closes ${held.path}; after review an operator re-plans:`);
+      }
+      for (const c of failed) {
+        for (const id of archiveIds) {
+          const view = await runtime.get(id);
+          if (view.inputs[0]?.id !== c.id) continue;
+          out(`    $ opstate retry ${id} --replan`);
+          const r = await replan(runtime, id, 'the analysis tool let go of the file');
+          out(
+            `      ${r.replanned === 'deletion' ? `source deletion re-planned: ${r.status}` : r.status}`,
+          );
+        }
+      }
+      const second = await settled((s) => s === PhysicalCopyStatus.DELETED);
+      let deleted = 0;
+      let kept = 0;
+      out('  after the re-plan:');
+      for (const c of second ?? (await bufferCopies())) {
+        const n = await describe(c.id, nameOf(c.artifactId));
+        deleted += n.deleted;
+        kept += n.kept;
+      }
+      const resumed = (await Promise.all((await bufferCopies()).map((c) => copies.history(c.id))))
+        .flat()
+        .filter((t) => t.event === 'RESUME_DELETION').length;
+      for (const id of archiveIds.slice(0, 1)) {
+        const view = await runtime.get(id);
+        const resume = await loadResumeRecord(runtime.database, view);
+        if (resume !== undefined) {
+          out(`  inspect ${id.slice(0, 8)}: ${resume.records.map((r) => r.state).join(' → ')}`);
+          out(`    next safe action: ${resume.nextSafeAction}`);
+        }
+      }
+      const ok = second !== undefined && crashedOnce && resumed > 0;
+      out(
+        `  summary: ${deleted} member(s) deleted, ${kept} kept along the way (reasons above); ${resumed} deletion(s) resumed by another deleter after a crash; every buffer copy ${second === undefined ? 'NOT ' : ''}DELETED with one receipt`,
+      );
+      await b?.stop();
+      return ok;
+    },
+  };
+}

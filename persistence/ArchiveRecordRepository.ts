@@ -1,0 +1,206 @@
+import { type SQL, sql } from 'drizzle-orm';
+import { ARCHIVE_STATES, ArchiveState } from '../machines/ArchiveState.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { checkId, notFound } from './applyEvents.ts';
+import { toDate } from './OperationRecord.ts';
+import type { Database, Row } from './openDatabase.ts';
+
+/** One row of an archive record. */
+export interface ArchiveRecordEntry {
+  readonly id: number;
+  readonly operationId: string;
+  readonly attempt: number | null;
+  readonly generation: number;
+  readonly state: ArchiveState;
+  readonly by: string;
+  readonly archiveKey: string | null;
+  readonly objectVersion: string | null;
+  readonly objectSha256: string | null;
+  readonly contentSha256: string | null;
+  readonly size: number | null;
+  readonly encrypted: boolean | null;
+  readonly keyId: string | null;
+  readonly manifest: unknown;
+  readonly deletionId: string | null;
+  readonly detail: Record<string, unknown> | null;
+  readonly at: Date;
+}
+
+/** The archive identity and content a row may carry. */
+export interface ArchiveFields {
+  readonly archiveKey?: string | null;
+  readonly objectVersion?: string | null;
+  readonly objectSha256?: string | null;
+  readonly contentSha256?: string | null;
+  readonly size?: number | null;
+  readonly encrypted?: boolean | null;
+  readonly keyId?: string | null;
+  readonly manifest?: unknown;
+  readonly detail?: Record<string, unknown> | null;
+}
+
+const STATES: ReadonlySet<string> = new Set(ARCHIVE_STATES);
+
+function json(value: unknown): unknown {
+  return typeof value === 'string' ? JSON.parse(value) : value;
+}
+
+function toEntry(r: Row): ArchiveRecordEntry {
+  return {
+    id: Number(r.id),
+    operationId: String(r.operation_id),
+    attempt: r.attempt == null ? null : Number(r.attempt),
+    generation: Number(r.generation),
+    state: r.state as ArchiveState,
+    by: String(r.by),
+    archiveKey: r.archive_key == null ? null : String(r.archive_key),
+    objectVersion: r.object_version == null ? null : String(r.object_version),
+    objectSha256: r.object_sha256 == null ? null : String(r.object_sha256),
+    contentSha256: r.content_sha256 == null ? null : String(r.content_sha256),
+    size: r.size == null ? null : Number(r.size),
+    encrypted: r.encrypted == null ? null : r.encrypted === true,
+    keyId: r.key_id == null ? null : String(r.key_id),
+    manifest: r.manifest == null ? null : json(r.manifest),
+    deletionId: r.deletion_id == null ? null : String(r.deletion_id),
+    detail: r.detail == null ? null : (json(r.detail) as Record<string, unknown>),
+    at: toDate(r.at) as Date,
+  };
+}
+
+const generationOf = (id: string): SQL =>
+  sql`coalesce((select max(generation) from operation_replan where operation_id = ${id}::uuid), 1)`;
+
+/**
+ * When an archive's verification fails, every live copy of its package is bumped (`version`):
+ * their deletions may rely on this archive, and a deletion decided before the failure must not
+ * land after it.
+ */
+const revokeCte = (id: string): SQL => sql`,
+  revoke as (
+    update physical_copy p set version = p.version + 1
+    from long_term_archive_operation l
+    where l.operation_id = ${id}::uuid and p.artifact_type = 'raw_data_package'
+      and p.artifact_id = l.raw_data_package_id and p.status <> 'DELETED'
+      and exists (select 1 from ins where ins.state = 'VERIFY_FAILED')
+  )`;
+
+/**
+ * The archive record: the append-only resume record of an archive-then-delete batch (see
+ * `ArchiveState`). The archive handler appends its transitions fenced on its attempt (a worker
+ * that was reset cannot write here); an operator's independent verification appends VERIFIED or
+ * VERIFY_FAILED without a worker. Never stores a key: `keyId` is a fingerprint.
+ *
+ * @example
+ * ```ts
+ * const records = new ArchiveRecordRepository(database);
+ * await records.append({ operationId, attempt, state: ArchiveState.PLANNED, by: workerId,
+ *   archiveKey, contentSha256, size, manifest });
+ * const last = (await records.list(operationId)).at(-1);
+ * ```
+ */
+export class ArchiveRecordRepository {
+  constructor(private readonly database: Database) {}
+
+  /**
+   * Appends a transition of the running attempt: refused with `STALE_ATTEMPT` unless the
+   * operation is IN_PROGRESS at `attempt`.
+   *
+   * @example
+   * ```ts
+   * await records.append({ operationId, attempt, state: ArchiveState.UPLOADED, by, objectSha256, objectVersion });
+   * ```
+   */
+  async append(
+    input: ArchiveFields & {
+      operationId: string;
+      attempt: number;
+      state: ArchiveState;
+      by: string;
+    },
+  ): Promise<ArchiveRecordEntry> {
+    const id = checkId(input.operationId);
+    if (!STATES.has(input.state)) {
+      throw new OpstateError(OpstateErrorCode.BAD_INPUT, `unknown archive state ${input.state}`);
+    }
+    const [row] = await this.database.execute(sql`
+      with o as (select id, status, attempt from operation where id = ${id}::uuid),
+      ins as (
+        insert into archive_record (operation_id, attempt, generation, state, by, archive_key,
+          object_version, object_sha256, content_sha256, size, encrypted, key_id, manifest, detail)
+        select o.id, ${input.attempt}::int, ${generationOf(id)}, ${input.state}, ${input.by},
+          ${this.values(input)}
+        from o where o.status = 'IN_PROGRESS' and o.attempt = ${input.attempt}::int
+        returning *
+      )${revokeCte(id)}
+      select (select row_to_json(ins) from ins) as inserted, (select row_to_json(o) from o) as op`);
+    const inserted = json(row?.inserted) as Row | null;
+    if (inserted) return toEntry(inserted);
+    const op = json(row?.op) as { status: string; attempt: number } | null;
+    if (op === null) throw notFound(id);
+    throw new OpstateError(
+      OpstateErrorCode.STALE_ATTEMPT,
+      `archive record ${input.state} refused: operation ${id} is ${op.status} at attempt ${op.attempt}, not IN_PROGRESS at attempt ${input.attempt}`,
+      { details: { id, status: op.status, attempt: op.attempt, recordAttempt: input.attempt } },
+    );
+  }
+
+  /**
+   * Appends the outcome of an independent verification (no worker involved): VERIFIED, or
+   * VERIFY_FAILED, which bumps the live copies of the package so that no deletion decided on the
+   * earlier verification can land.
+   *
+   * @example
+   * ```ts
+   * await records.recordVerification({ operationId, state: ArchiveState.VERIFY_FAILED, by: 'operator', detail: { differences } });
+   * ```
+   */
+  async recordVerification(
+    input: ArchiveFields & {
+      operationId: string;
+      state: typeof ArchiveState.VERIFIED | typeof ArchiveState.VERIFY_FAILED;
+      by: string;
+    },
+  ): Promise<ArchiveRecordEntry> {
+    const id = checkId(input.operationId);
+    if (input.state !== ArchiveState.VERIFIED && input.state !== ArchiveState.VERIFY_FAILED) {
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        'a verification is VERIFIED or VERIFY_FAILED',
+      );
+    }
+    const [row] = await this.database.execute(sql`
+      with ins as (
+        insert into archive_record (operation_id, attempt, generation, state, by, archive_key,
+          object_version, object_sha256, content_sha256, size, encrypted, key_id, manifest, detail)
+        select o.id, null, ${generationOf(id)}, ${input.state}, ${input.by}, ${this.values(input)}
+        from operation o where o.id = ${id}::uuid
+        returning *
+      )${revokeCte(id)}
+      select (select row_to_json(ins) from ins) as inserted`);
+    const inserted = json(row?.inserted) as Row | null;
+    if (!inserted) throw notFound(id);
+    return toEntry(inserted);
+  }
+
+  /**
+   * Every row of an operation's archive record, oldest first.
+   *
+   * @example
+   * ```ts
+   * const states = (await records.list(operationId)).map((r) => r.state);
+   * ```
+   */
+  async list(operationId: string): Promise<ArchiveRecordEntry[]> {
+    const rows = await this.database.execute(sql`
+      select * from archive_record where operation_id = ${checkId(operationId)}::uuid order by id`);
+    return rows.map(toEntry);
+  }
+
+  private values(input: ArchiveFields): SQL {
+    return sql`${input.archiveKey ?? null}, ${input.objectVersion ?? null},
+      ${input.objectSha256 ?? null}, ${input.contentSha256 ?? null}, ${input.size ?? null}::bigint,
+      ${input.encrypted ?? null}::boolean, ${input.keyId ?? null},
+      ${input.manifest === undefined ? null : JSON.stringify(input.manifest)}::jsonb,
+      ${input.detail == null ? null : JSON.stringify(input.detail)}::jsonb`;
+  }
+}

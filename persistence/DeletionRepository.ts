@@ -1,0 +1,391 @@
+import { sql } from 'drizzle-orm';
+import type { MemberOutcome } from '../machines/ArchiveState.ts';
+import { type PhysicalCopyRecord, toCopyRecord } from './ArtifactRepository.ts';
+import { checkId } from './applyEvents.ts';
+import type { DeletionPolicy } from './DeletionPolicyRepository.ts';
+import { toDate } from './OperationRecord.ts';
+import type { Database, Row } from './openDatabase.ts';
+import { type DeletionStepFacts, deletionStep, type OutcomeInput } from './sql/deletionStep.ts';
+import { writeReceipt } from './sql/writeReceipt.ts';
+
+/** A deletion plan's header: the copy, the archive it relies on, the root it was planned on, the lease. */
+export interface DeletionPlanRecord {
+  readonly id: string;
+  readonly copyId: string;
+  readonly plan: number;
+  readonly archiveOperationId: string;
+  readonly archiveCopyId: string;
+  readonly archiveDigest: string;
+  readonly archiveObjectSha256: string;
+  readonly path: string;
+  readonly folder: boolean;
+  readonly rootPath: string;
+  readonly rootDevice: string;
+  readonly rootInode: string;
+  readonly holder: string;
+  readonly epoch: number;
+  readonly leaseUntil: Date;
+  readonly createdAt: Date;
+}
+
+/** A planned member with its outcome, if it has one yet. */
+export interface DeletionMemberRecord {
+  readonly seq: number;
+  readonly name: string;
+  readonly path: string;
+  readonly device: string;
+  readonly inode: string;
+  readonly size: number;
+  readonly mtimeNs: string;
+  readonly sha256: string;
+  readonly outcome: MemberOutcome | null;
+  readonly reason: string | null;
+  readonly epoch: number | null;
+  readonly at: Date | null;
+}
+
+/** A finished deletion's durable receipt. */
+export interface DeletionReceipt {
+  readonly deletionId: string;
+  readonly copyId: string;
+  readonly membersDeleted: number;
+  readonly membersMissing: number;
+  readonly bytes: number;
+  readonly archiveOperationId: string;
+  readonly archiveKey: string | null;
+  readonly archiveObjectVersion: string | null;
+  readonly archiveObjectSha256: string;
+  readonly archiveDigest: string;
+  readonly detail: Record<string, unknown> | null;
+  readonly by: string;
+  readonly at: Date;
+}
+
+/** A copy the deleters may schedule: eligible under the policy, with the archive that allows it. */
+export interface EligibleCopy {
+  readonly copyId: string;
+  readonly archiveOperationId: string;
+  readonly locationType: string;
+}
+
+/** A deletion whose lease ran out, for a takeover. */
+export interface LapsedDeletion {
+  readonly deletionId: string;
+  readonly copyId: string;
+  readonly holder: string;
+  readonly rootPath: string;
+  readonly rootDevice: string;
+  readonly rootInode: string;
+}
+
+function json(value: unknown): unknown {
+  return typeof value === 'string' ? JSON.parse(value) : value;
+}
+
+export function toPlanRecord(r: Row): DeletionPlanRecord {
+  return {
+    id: String(r.id),
+    copyId: String(r.physical_copy_id),
+    plan: Number(r.plan),
+    archiveOperationId: String(r.archive_operation_id),
+    archiveCopyId: String(r.archive_copy_id),
+    archiveDigest: String(r.archive_digest),
+    archiveObjectSha256: String(r.archive_object_sha256),
+    path: String(r.path),
+    folder: r.folder === true,
+    rootPath: String(r.root_path),
+    rootDevice: String(r.root_device),
+    rootInode: String(r.root_inode),
+    holder: String(r.holder),
+    epoch: Number(r.epoch),
+    leaseUntil: toDate(r.lease_until) as Date,
+    createdAt: toDate(r.created_at) as Date,
+  };
+}
+
+function toReceipt(r: Row): DeletionReceipt {
+  return {
+    deletionId: String(r.deletion_id),
+    copyId: String(r.physical_copy_id),
+    membersDeleted: Number(r.members_deleted),
+    membersMissing: Number(r.members_missing),
+    bytes: Number(r.bytes),
+    archiveOperationId: String(r.archive_operation_id),
+    archiveKey: r.archive_key == null ? null : String(r.archive_key),
+    archiveObjectVersion:
+      r.archive_object_version == null ? null : String(r.archive_object_version),
+    archiveObjectSha256: String(r.archive_object_sha256),
+    archiveDigest: String(r.archive_digest),
+    detail: r.detail == null ? null : (json(r.detail) as Record<string, unknown>),
+    by: String(r.by),
+    at: toDate(r.at) as Date,
+  };
+}
+
+/**
+ * The deletion path's records: which copies are eligible, which deletions wait for a deleter or
+ * lost theirs, each plan with its members and outcomes, the per-member step (`deletionStep`) and
+ * the receipt. Status changes of the copy itself go through `CopyLifecycle`, never through here.
+ *
+ * @example
+ * ```ts
+ * const deletions = new DeletionRepository(database);
+ * for (const c of await deletions.eligible(policy, 16)) await copies.apply(c.copyId, { type: 'SCHEDULE_DELETION' }, { by });
+ * ```
+ */
+export class DeletionRepository {
+  constructor(private readonly database: Database) {}
+
+  /**
+   * PRESENT copies at a location type the policy cleans, consumed by a long-term-archive operation
+   * that COMPLETED more than the grace period ago with a VERIFIED archive, and held by no active
+   * claim: candidates for SCHEDULE_DELETION (whose guard still decides). Scans only live copies of
+   * the cleaned locations.
+   *
+   * @example
+   * ```ts
+   * const candidates = await deletions.eligible(await policies.get(), 16);
+   * ```
+   */
+  async eligible(policy: DeletionPolicy, limit: number): Promise<EligibleCopy[]> {
+    if (policy.cleanLocationTypes.length === 0) return [];
+    const rows = await this.database.execute(sql`
+      select c.id as copy_id, o.id as archive_operation_id, l.location_type
+      from data_location l
+      join physical_copy c on c.location_id = l.id and c.status = 'PRESENT' and c.path is not null
+      join operation_input i on i.physical_copy_id = c.id
+      join operation o on o.id = i.operation_id and o.kind = 'long_term_archive'
+        and o.status = 'COMPLETED'
+        and o.finished_at <= now() - ${policy.graceSeconds}::int * interval '1 second'
+      where l.location_type in (select jsonb_array_elements_text(${JSON.stringify(policy.cleanLocationTypes)}::jsonb))
+        and (select r.state from archive_record r where r.operation_id = o.id
+             and r.state in ('VERIFIED', 'VERIFY_FAILED') order by r.id desc limit 1) = 'VERIFIED'
+        and not exists (
+          select 1 from (select operation_id from operation_input where physical_copy_id = c.id
+            union select operation_id from operation_output where physical_copy_id = c.id) h
+          join operation ho on ho.id = h.operation_id
+          join operation_group g on g.id = ho.group_id and g.active)
+      order by o.finished_at
+      limit ${Math.max(1, Math.floor(limit))}::int`);
+    return rows.map((r) => ({
+      copyId: String(r.copy_id),
+      archiveOperationId: String(r.archive_operation_id),
+      locationType: String(r.location_type),
+    }));
+  }
+
+  /**
+   * Copies whose deletion is scheduled and waits for a deleter to plan and start it.
+   *
+   * @example
+   * ```ts
+   * for (const copy of await deletions.scheduled(16)) await planAndStart(copy);
+   * ```
+   */
+  async scheduled(limit: number): Promise<(PhysicalCopyRecord & { storageRoot: string })[]> {
+    const rows = await this.database.execute(sql`
+      select c.*, l.storage_root from physical_copy c join data_location l on l.id = c.location_id
+      where c.status = 'DELETION_SCHEDULED' order by c.updated_at
+      limit ${Math.max(1, Math.floor(limit))}::int`);
+    return rows.map((r) => ({ ...toCopyRecord(r), storageRoot: String(r.storage_root) }));
+  }
+
+  /**
+   * Deletions in progress whose lease ran out (their deleter died or froze), for a takeover.
+   *
+   * @example
+   * ```ts
+   * for (const d of await deletions.lapsed(16)) await copies.apply(d.copyId, { type: 'RESUME_DELETION' }, …);
+   * ```
+   */
+  async lapsed(limit: number): Promise<LapsedDeletion[]> {
+    const rows = await this.database.execute(sql`
+      select d.id, d.physical_copy_id, d.holder, d.root_path, d.root_device, d.root_inode
+      from physical_copy c
+      join lateral (select * from copy_deletion x where x.physical_copy_id = c.id
+                    order by x.plan desc limit 1) d on true
+      where c.status = 'DELETION_IN_PROGRESS' and d.lease_until < now()
+      limit ${Math.max(1, Math.floor(limit))}::int`);
+    return rows.map((r) => ({
+      deletionId: String(r.id),
+      copyId: String(r.physical_copy_id),
+      holder: String(r.holder),
+      rootPath: String(r.root_path),
+      rootDevice: String(r.root_device),
+      rootInode: String(r.root_inode),
+    }));
+  }
+
+  /**
+   * The member list an archive gives a copy of its package: the PLANNED manifest of the archive's
+   * last VERIFIED generation, with the package's own manifest digest.
+   *
+   * @example
+   * ```ts
+   * const archived = await deletions.archivedManifest(archiveOperationId);
+   * ```
+   */
+  async archivedManifest(archiveOperationId: string): Promise<{
+    members: { name: string; size: number; sha256: string }[];
+    package: { name: string; size: number; sha256: string }[];
+    manifestSha256: string | null;
+    contentSha256: string;
+    size: number;
+  } | null> {
+    const [r] = await this.database.execute(sql`
+      with v as (select generation, archive_key from archive_record
+        where operation_id = ${checkId(archiveOperationId)}::uuid and state = 'VERIFIED'
+        order by id desc limit 1)
+      select p.manifest, p.content_sha256, p.size from archive_record p, v
+      where p.operation_id = ${archiveOperationId}::uuid and p.state = 'PLANNED'
+        and p.generation = v.generation and p.archive_key = v.archive_key
+      order by p.id desc limit 1`);
+    if (r === undefined) return null;
+    const m = json(r.manifest) as {
+      members?: { name: string; size: number; sha256: string }[];
+      package?: { name: string; size: number; sha256: string }[];
+      manifestSha256?: string;
+    };
+    return {
+      members: m.members ?? [],
+      package: m.package ?? [],
+      manifestSha256: m.manifestSha256 ?? null,
+      contentSha256: String(r.content_sha256),
+      size: Number(r.size),
+    };
+  }
+
+  /**
+   * A deletion plan with its members and their outcomes.
+   *
+   * @example
+   * ```ts
+   * const { plan, members } = await deletions.load(deletionId);
+   * const remaining = members.filter((m) => m.outcome === null);
+   * ```
+   */
+  async load(
+    deletionId: string,
+  ): Promise<{ plan: DeletionPlanRecord; members: DeletionMemberRecord[] } | undefined> {
+    const id = checkId(deletionId, 'deletion id');
+    const [p] = await this.database.execute(
+      sql`select * from copy_deletion where id = ${id}::uuid`,
+    );
+    if (p === undefined) return undefined;
+    const rows = await this.database.execute(sql`
+      select m.*, x.outcome, x.reason, x.epoch as outcome_epoch, x.at
+      from copy_deletion_member m
+      left join copy_deletion_outcome x on x.deletion_id = m.deletion_id and x.seq = m.seq
+      where m.deletion_id = ${id}::uuid order by m.seq`);
+    return {
+      plan: toPlanRecord(p),
+      members: rows.map((r) => ({
+        seq: Number(r.seq),
+        name: String(r.name),
+        path: String(r.path),
+        device: String(r.device),
+        inode: String(r.inode),
+        size: Number(r.size),
+        mtimeNs: String(r.mtime_ns),
+        sha256: String(r.sha256),
+        outcome: (r.outcome ?? null) as MemberOutcome | null,
+        reason: r.reason == null ? null : String(r.reason),
+        epoch: r.outcome_epoch == null ? null : Number(r.outcome_epoch),
+        at: toDate(r.at),
+      })),
+    };
+  }
+
+  /**
+   * Every deletion plan of a copy, oldest first.
+   *
+   * @example
+   * ```ts
+   * const plans = await deletions.plansOf(copyId);
+   * ```
+   */
+  async plansOf(copyId: string): Promise<DeletionPlanRecord[]> {
+    const rows = await this.database.execute(sql`
+      select * from copy_deletion where physical_copy_id = ${checkId(copyId, 'copy id')}::uuid
+      order by plan`);
+    return rows.map(toPlanRecord);
+  }
+
+  /**
+   * One step of a running deletion (see `deletionStep`): record the previous outcome, renew the
+   * lease, read the facts for the next unlink.
+   *
+   * @example
+   * ```ts
+   * const facts = await deletions.step({ deletionId, epoch, holder, leaseMs, previous });
+   * if (!facts.leaseHeld) return; // another deleter took over
+   * ```
+   */
+  step(input: {
+    deletionId: string;
+    epoch: number;
+    holder: string;
+    leaseMs: number;
+    previous?: OutcomeInput;
+    finish?: boolean;
+  }): Promise<DeletionStepFacts> {
+    return deletionStep(this.database, input);
+  }
+
+  /**
+   * Renews a lease this deleter holds; false when it was lost.
+   *
+   * @example
+   * ```ts
+   * if (!(await deletions.renew(deletionId, epoch, holder, leaseMs))) stop();
+   * ```
+   */
+  async renew(
+    deletionId: string,
+    epoch: number,
+    holder: string,
+    leaseMs: number,
+  ): Promise<boolean> {
+    const rows = await this.database.execute(sql`
+      update copy_deletion set lease_until = now() + ${leaseMs}::int * interval '1 millisecond'
+      where id = ${deletionId}::uuid and epoch = ${epoch}::int and holder = ${holder}
+      returning id`);
+    return rows.length === 1;
+  }
+
+  /**
+   * Writes the durable receipt of a finished plan, under the caller's lease, with the RECEIPTED
+   * archive record row, in one statement: only when every member has an outcome and none was
+   * kept. The receipt counts the members removed and found missing over every plan of the copy.
+   * Idempotent: an existing receipt comes back unchanged.
+   *
+   * @example
+   * ```ts
+   * const receipt = await deletions.receipt({ deletionId, epoch, holder, detail: { folderRemoved: true } });
+   * ```
+   */
+  async receipt(input: {
+    deletionId: string;
+    epoch: number;
+    holder: string;
+    detail: Record<string, unknown>;
+  }): Promise<DeletionReceipt | undefined> {
+    const found = await writeReceipt(this.database, input);
+    return found === null ? undefined : toReceipt(found);
+  }
+
+  /**
+   * The receipt of a copy's deletion, if it has one.
+   *
+   * @example
+   * ```ts
+   * const receipt = await deletions.receiptOf(copyId);
+   * ```
+   */
+  async receiptOf(copyId: string): Promise<DeletionReceipt | undefined> {
+    const [r] = await this.database.execute(sql`
+      select * from copy_deletion_receipt where physical_copy_id = ${checkId(copyId, 'copy id')}::uuid
+      order by at desc limit 1`);
+    return r === undefined ? undefined : toReceipt(r);
+  }
+}
