@@ -82,6 +82,8 @@ export function createProgram(
     )
     .usage('<command> [options]')
     .exitOverride()
+    // An option after a sub-command belongs to it (`policy set --json` is set's --json).
+    .enablePositionalOptions()
     .showSuggestionAfterError()
     .configureOutput({
       writeOut: (text) => io.out(text.replace(/\n$/, '')),
