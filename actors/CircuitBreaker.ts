@@ -9,6 +9,7 @@ import {
 } from '../persistence/CircuitBreakerRepository.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
 import type { Clock } from './Clock.ts';
+import type { LeadershipTerm } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
 import { type Loop, startLoop } from './Loop.ts';
 
@@ -153,6 +154,8 @@ export interface CircuitBreakerOptions {
   readonly batchSize: number;
   /** Called when a pass half-opened or closed a breaker: work may be schedulable again. */
   readonly onRelease?: () => void;
+  /** The leadership term: passes run only while it is valid, writes carry its fence. */
+  readonly term?: LeadershipTerm;
 }
 
 /** The breaker's pass, run by the control-plane loop (or by a test, one pass at a time). */
@@ -253,7 +256,7 @@ export function createCircuitBreaker(options: CircuitBreakerOptions): CircuitBre
           updatedAt: now,
         });
       }
-      const written = await repo.write(writes);
+      const written = await repo.write(writes, options.term?.fence);
       let released = false;
       for (const w of written) {
         const from = loaded.get(keyOf(w.kind, w.locationId))?.state ?? CircuitState.CLOSED;
@@ -319,6 +322,7 @@ export function startCircuitBreakerLoop(
     intervalMs: options.intervalMs,
     clock: options.clock,
     logger: options.logger,
-    pass: () => breaker.pass(),
+    pass: () =>
+      options.term === undefined || options.term.valid() ? breaker.pass() : Promise.resolve(false),
   });
 }

@@ -1,10 +1,14 @@
+import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { Route } from '../machines/routing.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
+import { holdsAlive } from '../transport/HeartbeatKey.ts';
 import type { DispatchMessage, Transport } from '../transport/Transport.ts';
 import { startCircuitBreakerLoop } from './CircuitBreaker.ts';
 import type { Clock } from './Clock.ts';
+import { findAbandoned } from './findAbandoned.ts';
+import type { LeadershipTerm } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
-import { type Loop, startLoop } from './Loop.ts';
+import { type Loop, type LoopOptions, startLoop } from './Loop.ts';
 
 /** How often each control-plane loop runs when idle, and how much it takes per pass. */
 export interface ControlPlaneTiming {
@@ -43,6 +47,11 @@ export interface ControlPlaneOptions {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly timing: ControlPlaneTiming;
+  /**
+   * The leadership term these loops run under: a pass starts only while it is valid, and every
+   * write carries its fence. Without one (tests of a single process) writes are not fenced.
+   */
+  readonly term?: LeadershipTerm;
 }
 
 /** The running loops of a leader. `wake()` tells the scheduler that work was submitted. */
@@ -64,11 +73,12 @@ function ageSeconds(clock: Clock, since: Date | null): number | null {
  * - outbox relay: publishes outbox rows left behind (a crash or a broker outage between commit
  *   and publish) in batches and clears them; dedup makes a re-publish of the same attempt
  *   harmless;
- * - heartbeat monitor (primary recovery): IN_PROGRESS whose registered heartbeat went stale →
- *   RESET;
- * - reconciler (backstop): SCHEDULED/IN_PROGRESS with no live task and older than the floor →
- *   RESET, with one WARNING line per reset. It covers what the monitor cannot see: a worker that
- *   died before its first heartbeat, and a heartbeat store that lost its keys;
+ * - heartbeat monitor (primary recovery): SCHEDULED or IN_PROGRESS held (per the worker
+ *   heartbeats) only by workers whose heartbeat went stale → RESET: a dispatch that sits with a
+ *   dead or stalled worker, pulled or running, comes back within about the heartbeat timeout;
+ * - reconciler (backstop): SCHEDULED/IN_PROGRESS held by no live worker and older than the floor →
+ *   RESET, with one WARNING line per reset. It covers what the monitor cannot see: a dispatch lost
+ *   on its way to a worker, and a heartbeat store that lost its keys;
  * - circuit breaker: FAIL/COMPLETE outcomes per (kind, target location) open, half-open and close
  *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`).
  *
@@ -79,8 +89,17 @@ function ageSeconds(clock: Clock, since: Date | null): number | null {
  * ```
  */
 export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPlaneLoops {
-  const { store, transport, clock, logger, timing } = options;
+  const { store, transport, clock, logger, timing, term } = options;
   const t = transport.timing;
+  const fence = term?.fence;
+  /** A loop whose passes start only while the term is valid. */
+  const leaderLoop = (o: Omit<LoopOptions, 'clock' | 'logger'>): Loop =>
+    startLoop({
+      ...o,
+      clock,
+      logger,
+      pass: () => (term === undefined || term.valid() ? o.pass() : Promise.resolve(false)),
+    });
 
   /**
    * Publishes dispatches and clears their outbox rows; a row whose publish failed stays for the
@@ -97,7 +116,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     const sent = dispatches
       .filter((d, i) => results[i]?.ok === true && d.outboxId !== null)
       .map((d) => d.outboxId as number);
-    if (sent.length > 0) await store.deleteOutbox(sent);
+    if (sent.length > 0) await store.deleteOutbox(sent, fence);
     const failures = results.filter((r) => !r.ok);
     const first = failures[0];
     if (first !== undefined && !first.ok) {
@@ -109,11 +128,9 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     return failures.length;
   };
 
-  const relay = startLoop({
+  const relay = leaderLoop({
     name: 'outbox relay',
     intervalMs: timing.relayIntervalMs,
-    clock,
-    logger,
     pass: async () => {
       // Rows younger than the grace are being published by the scheduler right now; taking them
       // too would only publish twice (harmless, deduplicated, but two round trips for nothing).
@@ -125,7 +142,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
       if (rows.length === 0) return false;
       // A stale row (the operation moved on) would be fenced by the worker anyway: just drop it.
       const stale = rows.filter((r) => r.stale).map((r) => r.id);
-      if (stale.length > 0) await store.deleteOutbox(stale);
+      if (stale.length > 0) await store.deleteOutbox(stale, fence);
       const failed = await publishAndClear(
         rows.filter((r) => !r.stale).map((r) => ({ ...r, outboxId: r.id })),
         'outbox relay',
@@ -134,16 +151,14 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     },
   });
 
-  const scheduler = startLoop({
+  const scheduler = leaderLoop({
     name: 'scheduler',
     intervalMs: timing.schedulerIntervalMs,
-    clock,
-    logger,
     pass: async () => {
       const room = timing.maxScheduled - (await store.countScheduled());
       if (room <= 0) return false;
       const limit = Math.min(timing.batchSize, room);
-      const { claimed, refused } = await store.claimDue(limit);
+      const { claimed, refused } = await store.claimDue(limit, fence);
       for (const r of refused) {
         logger.log('ERROR', 'scheduler cannot schedule operation; left as it is', {
           operationId: r.id,
@@ -166,12 +181,14 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
       await store.apply(
         op.id,
         { type: 'RESET', by, reason, attempt: op.attempt, at: iso(clock.now()) },
-        { by },
+        { by, fence },
       );
       return true;
     } catch (err) {
       // Lost a race with the worker (it completed or failed in between): nothing to recover.
-      logger.log('DEBUG', `${by} reset skipped`, {
+      // Anything else (an outage, lost leadership) ends the pass and is the loop's to report.
+      if (classifyFailure(err) !== 'lost_race') throw err;
+      logger.log('DEBUG', `${by} reset skipped: the operation moved on`, {
         operationId: op.id,
         error: err instanceof Error ? err.message : String(err),
       });
@@ -179,46 +196,30 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     }
   };
 
-  /** Latest heartbeat per `<kind>.<operationId>`, from one listing of the bucket. */
-  const latestBeats = async () => {
-    const latest = new Map<string, number>();
-    for (const hb of await transport.heartbeats.list()) {
-      const k = `${hb.key.kind}.${hb.key.operationId}`;
-      latest.set(k, Math.max(latest.get(k) ?? 0, hb.at));
-    }
-    return latest;
-  };
-  const liveOperations = async (now: number) => {
-    const live = new Set<string>();
-    for (const [k, at] of await latestBeats()) if (now - at < t.heartbeatTimeoutMs) live.add(k);
-    return live;
-  };
-
-  const monitor = startLoop({
+  const monitor = leaderLoop({
     name: 'heartbeat monitor',
     intervalMs: timing.monitorIntervalMs,
-    clock,
-    logger,
     pass: async () => {
+      const beats = await transport.heartbeats.list();
       const now = clock.now();
-      const cutoff = now - t.heartbeatTimeoutMs;
-      const running = (await store.listInProgress()).filter(
-        (op) => op.startedAt !== null && op.startedAt.getTime() < cutoff,
-      );
-      if (running.length === 0) return false;
-      const latest = await latestBeats();
-      for (const op of running) {
-        const last = latest.get(`${op.kind}.${op.id}`);
-        // No heartbeat at all (never registered, or the bucket lost it) is the reconciler's case.
-        if (last === undefined || last > cutoff) continue;
-        const why = `last heartbeat ${Math.round((now - last) / 1000)} s ago (timeout ${t.heartbeatTimeoutMs / 1000} s)`;
-        if (await reset(op, 'heartbeat_monitor', `stale heartbeat: ${why}`)) {
+      // Only what stale heartbeats list can be abandoned: read just those operations.
+      const suspects = new Set<string>();
+      for (const b of beats) {
+        if (now - b.at < t.heartbeatTimeoutMs) continue;
+        for (const h of b.held) suspects.add(h.operationId);
+      }
+      if (suspects.size === 0) return false;
+      const operations = [...(await store.loadMany([...suspects])).values()];
+      const abandoned = findAbandoned({ now, timeoutMs: t.heartbeatTimeoutMs, beats, operations });
+      for (const op of abandoned) {
+        if (await reset(op, 'heartbeat_monitor', `stale heartbeat: ${op.reason}`)) {
           logger.log('INFO', 'heartbeat monitor reset operation', {
             operationId: op.id,
             kind: op.kind,
+            status: op.status,
             attempt: op.attempt,
-            workerId: op.workerId,
-            reason: why,
+            workerIds: op.workerIds,
+            reason: op.reason,
           });
         }
       }
@@ -226,19 +227,17 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     },
   });
 
-  const reconciler = startLoop({
+  const reconciler = leaderLoop({
     name: 'reconciler',
     intervalMs: timing.reconcilerIntervalMs,
-    clock,
-    logger,
     pass: async () => {
       const now = clock.now();
       const old = await store.listActiveOlderThan(new Date(now - t.reconcilerFloorMs));
       if (old.length === 0) return false;
-      const alive = await liveOperations(now);
+      const beats = await transport.heartbeats.list();
       for (const op of old) {
-        if (alive.has(`${op.kind}.${op.id}`)) continue;
-        const why = `${op.status} for ${ageSeconds(clock, op.since)} s (floor ${t.reconcilerFloorMs / 1000} s) with no live or registered task`;
+        if (holdsAlive(beats, now, t.heartbeatTimeoutMs, op.kind, op.id, op.attempt)) continue;
+        const why = `${op.status} for ${ageSeconds(clock, op.since)} s (floor ${t.reconcilerFloorMs / 1000} s) with no live worker holding it`;
         if (await reset(op, 'reconciler', why)) {
           logger.log('WARNING', 'reconciler reset operation', {
             operationId: op.id,
@@ -262,6 +261,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     batchSize: timing.batchSize * 4,
     intervalMs: timing.breakerIntervalMs,
     onRelease: () => scheduler.wake(),
+    ...(term === undefined ? {} : { term }),
   });
 
   const loops: Loop[] = [scheduler, relay, monitor, reconciler, breaker];

@@ -1,3 +1,4 @@
+import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { Clock } from './Clock.ts';
 import type { Logger } from './Logger.ts';
 
@@ -22,8 +23,11 @@ export interface LoopOptions {
 }
 
 /**
- * Runs `pass` over and over, never two at once. A pass that throws is logged and retried after
- * the interval (a passing database outage must not kill the control plane).
+ * Runs `pass` over and over, never two at once. A pass that throws is classified, logged and
+ * retried after the interval, backing off while it keeps failing (a passing database or broker
+ * outage must not kill the control plane): an outage is logged once as a WARNING when it starts
+ * and once as INFO when the loop recovers, a pass refused for lost leadership once as INFO, any
+ * other failure as an ERROR on its first occurrence.
  *
  * @example
  * ```ts
@@ -39,18 +43,39 @@ export function startLoop(options: LoopOptions): Loop {
   let woken = false;
   const done = (async () => {
     let failures = 0;
+    let outageSince: number | undefined;
     while (!stopped) {
       woken = false;
       let more = false;
       try {
         more = await pass();
+        if (failures > 0 && outageSince !== undefined) {
+          logger.log('INFO', `${name} recovered from the outage`, {
+            afterMs: clock.now() - outageSince,
+            failures,
+          });
+        }
+        outageSince = undefined;
         failures = 0;
       } catch (err) {
         failures++;
-        logger.log(failures === 1 ? 'ERROR' : 'DEBUG', `${name} pass failed; retrying`, {
-          error: err instanceof Error ? err.message : String(err),
-          failures,
-        });
+        const error = err instanceof Error ? err.message : String(err);
+        const kind = classifyFailure(err);
+        if (kind === 'outage') {
+          if (outageSince === undefined) {
+            outageSince = clock.now();
+            logger.log('WARNING', `${name} cannot reach the database or broker; backing off`, {
+              error,
+            });
+          }
+        } else if (kind === 'not_leader') {
+          logger.log('INFO', `${name} pass refused: this process no longer leads`, { error });
+        } else {
+          logger.log(failures === 1 ? 'ERROR' : 'DEBUG', `${name} pass failed; retrying`, {
+            error,
+            failures,
+          });
+        }
       }
       if (stopped) break;
       if (more || woken) continue;

@@ -148,7 +148,7 @@ export function createMetrics(logger?: Logger): Metrics {
       });
       const heartbeatAge = new Gauge({
         name: 'opstate_heartbeat_age_seconds',
-        help: 'Age of the oldest stored heartbeat, by kind (0 when none)',
+        help: 'Age of the oldest heartbeat covering an operation of the kind (0 when none)',
         labelNames: ['kind'] as const,
         registers,
         collect: guarded('heartbeats', async () => {
@@ -156,7 +156,9 @@ export function createMetrics(logger?: Logger): Metrics {
           const oldest = new Map<string, number>(OPERATION_KINDS.map((k) => [k, 0]));
           for (const h of await runtime.transport.heartbeats.list()) {
             const age = Math.max(0, now - h.at) / 1000;
-            oldest.set(h.key.kind, Math.max(oldest.get(h.key.kind) ?? 0, age));
+            for (const held of h.held) {
+              oldest.set(held.kind, Math.max(oldest.get(held.kind) ?? 0, age));
+            }
           }
           for (const [kind, age] of oldest) heartbeatAge.set({ kind }, age);
         }),

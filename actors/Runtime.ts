@@ -6,6 +6,7 @@ import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import type { AppliedTransition } from '../persistence/applyEvents.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import type { DatabaseTls } from '../persistence/databaseTls.ts';
+import { missingDriverGuard } from '../persistence/driverPatch.ts';
 import { GroupRepository } from '../persistence/GroupRepository.ts';
 import { inspectOperation, type OperationInspection } from '../persistence/inspectOperation.ts';
 import { JournalRepository } from '../persistence/JournalRepository.ts';
@@ -33,14 +34,24 @@ import {
 import { type CopyDeleter, type CopyDeleterOptions, startCopyDeleter } from './CopyDeleter.ts';
 import { startLeadership } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
+import { logTransportEvents } from './logTransportEvents.ts';
 import { ObservedOperationStore } from './ObservedOperationStore.ts';
 import { createPinoLogger } from './pinoLogger.ts';
 import { composeObservers, loggingObserver, type RuntimeObserver } from './RuntimeObserver.ts';
+import { untilReachable } from './untilReachable.ts';
 import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
 
 /** Every timer of a runtime: the transport's (validated in order) plus the control plane's. */
 export type RuntimeTiming = TransportTiming &
-  ControlPlaneTiming & { readonly leaderPollMs: number };
+  ControlPlaneTiming & {
+    /** How often the leader renews its lease and a standby tries to take a lapsed one [1 s]. */
+    readonly leaderPollMs: number;
+    /**
+     * How long the leadership lease runs without renewal [10 s]: a frozen or dead leader is
+     * replaced within this plus one poll. More than two polls.
+     */
+    readonly leaderLeaseMs: number;
+  };
 
 export interface RuntimeOptions {
   /** Postgres URL; default `DATABASE_URL`, else an embedded database in `dataDir`. */
@@ -79,6 +90,12 @@ export interface RuntimeOptions {
    * ignoring `DATABASE_URL` and `NATS_URL` (the demo, tests of the embedded mode).
    */
   readonly embedded?: boolean;
+  /**
+   * Start even while Postgres or NATS is unreachable: wait for them, retrying with capped backoff
+   * and saying so in the log, instead of failing (what `opstate control-plane` and `opstate
+   * worker` do). A configuration error still fails at once. Default false.
+   */
+  readonly waitForServers?: boolean;
 }
 
 /** A worker's options without what the runtime supplies (store, transport, clock, logger). */
@@ -89,6 +106,8 @@ export type StartWorkerOptions<K extends OperationKind> = Omit<
 
 export interface ControlPlane {
   readonly isLeader: boolean;
+  /** This replica's name in the leadership lease (`opstate status` shows the leader's). */
+  readonly holder: string;
   stop(): Promise<void>;
 }
 
@@ -100,7 +119,7 @@ function fromEnv(name: string): string | undefined {
 /** Resolves and validates every timer; a broken order is refused with `CONFIG`. */
 export function resolveRuntimeTiming(overrides: Partial<RuntimeTiming> = {}): RuntimeTiming {
   const transport = resolveTiming(overrides);
-  const plane: ControlPlaneTiming & { leaderPollMs: number } = {
+  const plane: ControlPlaneTiming & { leaderPollMs: number; leaderLeaseMs: number } = {
     ...DEFAULT_CONTROL_PLANE_TIMING,
     monitorIntervalMs: Math.max(
       1,
@@ -114,6 +133,7 @@ export function resolveRuntimeTiming(overrides: Partial<RuntimeTiming> = {}): Ru
       ),
     ),
     leaderPollMs: 1_000,
+    leaderLeaseMs: 10_000,
   };
   const picked = Object.fromEntries(
     Object.entries(overrides).filter(([k, v]) => v !== undefined && k in plane),
@@ -127,6 +147,12 @@ export function resolveRuntimeTiming(overrides: Partial<RuntimeTiming> = {}): Ru
         `timer ${k} must be a positive integer; got ${String(v)}`,
       );
     }
+  }
+  if (!(merged.leaderLeaseMs > 2 * merged.leaderPollMs)) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `leaderLeaseMs (${merged.leaderLeaseMs}) must exceed two leader polls (leaderPollMs ${merged.leaderPollMs}): a leader renews at every poll and must not lose its lease to one slow renewal; raise leaderLeaseMs`,
+    );
   }
   return merged;
 }
@@ -215,25 +241,37 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         ? {}
         : { dataDir: options.dataDir }),
   });
+  if (database.dialect === 'postgres') {
+    const problem = missingDriverGuard();
+    if (problem !== undefined) logger.log('WARNING', problem);
+  }
   let transport: Transport;
+  const reach = <T>(what: string, attempt: () => Promise<T>) =>
+    options.waitForServers === true ? untilReachable(what, attempt, { logger, clock }) : attempt();
   try {
-    if (options.migrate !== false) await migrate(database);
+    if (options.migrate !== false) await reach('Postgres', () => migrate(database));
     transport =
       natsUrl === undefined
         ? createInProcessTransport({ timing })
-        : await createJetStreamTransport({
-            servers: natsUrl,
-            prefix,
-            timing,
-            ...(options.natsCredentials === undefined
-              ? {}
-              : { credentials: options.natsCredentials }),
-          });
-    if (options.ensureTransport !== false) await transport.ensure(allRoutes());
+        : await reach('NATS', () =>
+            createJetStreamTransport({
+              servers: natsUrl,
+              prefix,
+              timing,
+              ...(options.natsCredentials === undefined
+                ? {}
+                : { credentials: options.natsCredentials }),
+            }),
+          );
+    const ready = transport;
+    if (options.ensureTransport !== false) {
+      await reach('NATS JetStream', () => ready.ensure(allRoutes()));
+    }
   } catch (err) {
     await database.close().catch(() => undefined);
     throw err;
   }
+  const stopLogging = logTransportEvents(transport, logger, clock);
   const store: OperationStore = new ObservedOperationStore(database, {
     clock: () => new Date(clock.now()),
     observer: composeObservers(loggingObserver(logger), options.observer),
@@ -293,11 +331,12 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         database,
         name: prefix,
         pollMs: timing.leaderPollMs,
+        leaseMs: timing.leaderLeaseMs,
         clock,
         logger,
-        onElected: async () => {
+        onElected: async (term) => {
           if (inProcess) await redispatchScheduled(store, transport, logger);
-          loops = startControlPlaneLoops({ store, transport, clock, logger, timing });
+          loops = startControlPlaneLoops({ store, transport, clock, logger, timing, term });
           wakers.add(loops);
           const mine = loops;
           return async () => {
@@ -307,6 +346,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
         },
       });
       const plane: ControlPlane = {
+        holder: leadership.holder,
         get isLeader() {
           return leadership.isLeader;
         },
@@ -350,6 +390,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       await Promise.all([...workers].map((w) => w.stop()));
       await Promise.all([...planes].map((p) => p.stop()));
       await transport.close();
+      stopLogging();
       await database.close();
     },
   };

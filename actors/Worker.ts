@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OperationStatus } from '../machines/operationMachine.ts';
@@ -10,10 +11,14 @@ import type { JournalRepository } from '../persistence/JournalRepository.ts';
 import type { OperationRecord } from '../persistence/OperationRecord.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
+import { DeliverySlots } from '../transport/DeliverySlots.ts';
+import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { Delivery, Subscription, Transport } from '../transport/Transport.ts';
 import { createBatcher } from './Batcher.ts';
 import type { Clock } from './Clock.ts';
 import type { Logger } from './Logger.ts';
+import { triageDelivery } from './triageDelivery.ts';
+import { startWorkerHeartbeat } from './WorkerHeartbeat.ts';
 import { createWorkerRegistry, type Lease, type WorkerRegistry } from './workerRegistry.ts';
 
 /** What a handler sees of its operation. */
@@ -35,7 +40,7 @@ export interface HandlerContext {
    * attempt after a crash) returns the recorded result instead of repeating the side effect.
    */
   step<T>(name: string, fn: () => Promise<T>): Promise<T>;
-  /** Writes a heartbeat now (the worker also beats at the interval on its own). */
+  /** Writes the worker's heartbeat now (it also beats at the interval on its own). */
   heartbeat(): Promise<void>;
   /** Aborts when the operation is reset or cancelled, or the worker stops. */
   readonly signal: AbortSignal;
@@ -59,7 +64,10 @@ export interface WorkerOptions<K extends OperationKind> {
   readonly kinds: readonly K[];
   /** One handler for every kind this worker serves: the table must name them all. */
   readonly handlers: Readonly<Record<K, OperationHandler>>;
-  /** Operations run at once per queue (default 4). */
+  /**
+   * Operations this worker holds at once across all its queues, pulled or running (default 4).
+   * With fewer slots than queues, the queues take turns.
+   */
   readonly concurrency?: number;
   /** Routes to consume; default: each kind's default route. */
   readonly routes?: readonly Route[];
@@ -73,10 +81,10 @@ export interface WorkerOptions<K extends OperationKind> {
  * kill the process (`process.kill(process.pid, 'SIGKILL')`).
  */
 export interface WorkerFaults {
-  /** After a dispatch was received, before START is written. */
+  /** After a dispatch was received and covered by a heartbeat, before START is written. */
   beforeStart?(message: Delivery['message']): void;
-  /** After START was committed, before the first heartbeat. */
-  beforeFirstHeartbeat?(message: Delivery['message']): void;
+  /** After START was committed, before the handler runs. */
+  afterStart?(message: Delivery['message']): void;
 }
 
 export interface Worker {
@@ -85,7 +93,7 @@ export interface Worker {
   /** Stops taking work, aborts running handlers and hands their operations back. */
   stop(): Promise<void>;
   /**
-   * Dies as a killed process would, for drills in one process: heartbeats stop where they are,
+   * Dies as a killed process would, for drills in one process: its heartbeat stops where it is,
    * nothing is written to the database or the heartbeat store, deliveries are left unsettled.
    * Recovery is then up to the heartbeat monitor, the reconciler and the broker.
    */
@@ -119,11 +127,18 @@ function codeOf(err: unknown): OpstateErrorCode | undefined {
 /**
  * The worker base: the one place where any operation, of any kind, enters IN_PROGRESS.
  *
- * On a dispatch it loads the operation and decides: COMPLETED → ack (early return); a stale
- * attempt → term; SCHEDULED → START by compare-and-set, heartbeat, run the handler; IN_PROGRESS of
- * the current attempt with no live task (a broker redelivery after the holder died) → RESET by
- * `broker`, so the next attempt is dispatched fenced. On success it creates the output copies and
- * COMPLETEs in one transaction, then acks; on failure it FAILs (retryable or not) and acks.
+ * On a dispatch it loads the operation and decides (`triageDelivery`): COMPLETED → ack (early
+ * return); a stale attempt → term; SCHEDULED → hold it, write a heartbeat that lists it, START by
+ * compare-and-set, run the handler; IN_PROGRESS of the current attempt with no live holder (a
+ * broker redelivery after the holder died) → RESET by `broker`, so the next attempt is dispatched
+ * fenced. On success it creates the output copies and COMPLETEs in one transaction, then acks; on
+ * failure it FAILs (retryable or not) and acks.
+ *
+ * The worker beats once per heartbeat interval for everything it holds (one key in the heartbeat
+ * store), and covers an operation with a heartbeat before it starts it: an operation it holds,
+ * pulled or running, is recovered by the heartbeat monitor within about the heartbeat timeout if
+ * this process dies or stalls. At each beat it checks in one read whether its running operations
+ * moved on (reset, cancelled) and aborts their handlers.
  *
  * @example
  * ```ts
@@ -135,14 +150,21 @@ function codeOf(err: unknown): OpstateErrorCode | undefined {
 export function startWorker<K extends OperationKind>(options: WorkerOptions<K>): Worker {
   const { store, journal, transport, clock, logger, kinds, handlers } = options;
   const id = options.workerId ?? `worker-${randomUUID().slice(0, 8)}`;
+  try {
+    workerHeartbeatKey(id);
+  } catch (err) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `worker id ${JSON.stringify(id)} cannot name a heartbeat: use letters, digits, '-', '_' or '=' (no dots)`,
+      { cause: err },
+    );
+  }
   const concurrency = options.concurrency ?? 4;
   const registry = createWorkerRegistry();
-  const timing = transport.timing;
   const handlerFor = (kind: OperationKind): OperationHandler | undefined =>
     (handlers as Partial<Record<OperationKind, OperationHandler>>)[kind];
   let stopping = false;
   let crashed = false;
-  const beatLoops = new Set<{ stop(): Promise<void> }>();
 
   // Hot-path writes go out in batches across concurrent deliveries (group commit).
   const max = Math.max(16, concurrency * 4);
@@ -198,52 +220,52 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       }
       throw err; // the database is unreachable: the transport naks and redelivers later
     }
-    if (op.kind !== m.kind || handlerFor(op.kind) === undefined) {
-      logger.log('WARNING', 'dispatch kind does not match a handler of this worker; dropped', {
-        ...m,
-        storedKind: op.kind,
-      });
-      d.term();
-      return;
+    const triage = triageDelivery({
+      message: m,
+      stored: op,
+      handled: handlerFor(op.kind) !== undefined,
+      localAttempt: registry.getSnapshot().context.leases[op.id]?.attempt,
+    });
+    switch (triage.action) {
+      case 'drop':
+        logger.log('WARNING', 'dispatch kind does not match a handler of this worker; dropped', {
+          ...m,
+          storedKind: op.kind,
+          reason: triage.reason,
+        });
+        d.term();
+        return;
+      case 'ack':
+        await d.ack();
+        return;
+      case 'term':
+        logger.log('DEBUG', 'dispatch terminated', { ...m, reason: triage.reason });
+        d.term();
+        return;
+      case 'run':
+        await run(d, op);
+        return;
+      case 'running_here':
+        // This process runs it and the first delivery settles it. A healthy worker calls
+        // working() at every heartbeat, so this points at a heartbeat interval too close to
+        // ack-wait.
+        logger.log('WARNING', 'redelivery of an operation this worker is running; terminated', {
+          operationId: op.id,
+          attempt: op.attempt,
+          deliveryCount: d.deliveryCount,
+        });
+        d.term();
+        return;
+      case 'reclaim':
+        await redelivered(d, op);
+        return;
     }
-    if (op.status === OperationStatus.COMPLETED) {
-      await d.ack();
-      return;
-    }
-    if (m.attempt !== op.attempt) {
-      logger.log('DEBUG', 'stale dispatch terminated', { ...m, currentAttempt: op.attempt });
-      d.term();
-      return;
-    }
-    if (op.status === OperationStatus.SCHEDULED) {
-      options.faults?.beforeStart?.(m);
-      await run(d, op);
-      return;
-    }
-    if (op.status === OperationStatus.IN_PROGRESS) {
-      await redelivered(d, op);
-      return;
-    }
-    // PENDING or FAILED at the message's attempt: nothing for a worker to do.
-    d.term();
   }
 
-  /** A redelivery of the attempt that is IN_PROGRESS: claim it back only if nobody holds it. */
+  /** A redelivery of the attempt that is IN_PROGRESS elsewhere: claim it back if nobody holds it. */
   async function redelivered(d: Delivery, op: OperationRecord): Promise<void> {
-    const local = registry.getSnapshot().context.leases[op.id];
-    if (local !== undefined && local.attempt === op.attempt) {
-      // This process is running it and the first delivery settles it. A healthy worker calls
-      // working() at every heartbeat, so this points at a heartbeat interval too close to ack-wait.
-      logger.log('WARNING', 'redelivery of an operation this worker is running; terminated', {
-        operationId: op.id,
-        attempt: op.attempt,
-        deliveryCount: d.deliveryCount,
-      });
-      d.term();
-      return;
-    }
-    if (await transport.heartbeats.isAlive(op.kind, op.id)) {
-      d.term(); // another worker is alive on it; the heartbeat monitor watches that worker
+    if (await transport.heartbeats.isAlive(op.kind, op.id, op.attempt)) {
+      d.term(); // a live worker holds it; the heartbeat monitor watches that worker
       return;
     }
     try {
@@ -252,18 +274,21 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
         {
           type: 'RESET',
           by: 'broker',
-          reason: `redelivered (delivery ${d.deliveryCount}) with no live task`,
+          reason: `redelivered (delivery ${d.deliveryCount}) with no live holder`,
           attempt: op.attempt,
           at: new Date(clock.now()).toISOString(),
         },
         { expectedVersion: op.version, by: 'broker' },
       );
-      logger.log('WARNING', 'broker redelivery found no live task; operation reset', {
+      logger.log('WARNING', 'broker redelivery found no live holder; operation reset', {
         operationId: op.id,
         kind: op.kind,
         attempt: op.attempt,
       });
     } catch (err) {
+      // A lost race (the operation moved meanwhile) is routine; anything else (the database
+      // unreachable) leaves the delivery unsettled for the transport to redeliver.
+      if (classifyFailure(err) !== 'lost_race') throw err;
       logger.log('DEBUG', 'broker-path reset lost a race; leaving it', {
         operationId: op.id,
         error: messageOf(err),
@@ -275,8 +300,16 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   async function run(d: Delivery, scheduled: OperationRecord): Promise<void> {
     const handler = handlerFor(scheduled.kind) as OperationHandler;
     if (crashed) return;
+    // Covered before it starts: if this process dies or stalls from here on, the heartbeat monitor
+    // finds the operation in its last heartbeat.
+    heartbeat.hold(
+      { kind: scheduled.kind, operationId: scheduled.id, attempt: scheduled.attempt },
+      d,
+    );
     let op: Running;
     try {
+      await heartbeat.cover();
+      options.faults?.beforeStart?.(d.message);
       const started = unwrap(
         await starts.submit({
           record: scheduled,
@@ -296,6 +329,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
         retryCount: started.context.retryCount,
       };
     } catch (err) {
+      heartbeat.release(scheduled.id);
       const code = codeOf(err);
       if (code === OpstateErrorCode.CONFLICT) {
         // Someone moved it between our read and our write: judge the message again.
@@ -317,23 +351,14 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       startedAt: clock.now(),
       abort: new AbortController(),
     };
-    const key = { kind: op.kind, operationId: op.id, taskId: lease.taskId };
     if (crashed) return; // died between START and the lease: recovery is the monitor's
     registry.trigger.leased({ lease });
-    const beat = async () => {
-      if (crashed) return; // a dead process beats no more
-      d.working();
-      await transport.heartbeats.put(key);
-    };
-    const beats = heartbeatLoop(op, beat);
-    beatLoops.add(beats);
     try {
-      options.faults?.beforeFirstHeartbeat?.(d.message);
-      await beat();
+      options.faults?.afterStart?.(d.message);
       const ctx: HandlerContext = {
         operation: { id: op.id, kind: op.kind, attempt: op.attempt, retryCount: op.retryCount },
         signal: lease.abort.signal,
-        heartbeat: beat,
+        heartbeat: () => heartbeat.cover(),
         step: (name, fn) => step(op, name, fn),
         inspect: () => inspectOperation(store.database, op.id),
       };
@@ -349,15 +374,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       if (crashed) return;
       await completed(d, op, result?.outputs ?? []);
     } finally {
-      await beats.stop();
-      // The delivery is settled by now: removing the key is off the critical path.
-      if (!crashed) {
-        transport.heartbeats.delete(key).catch((err: unknown) =>
-          logger.log('DEBUG', 'heartbeat delete failed; the key ages out', {
-            error: messageOf(err),
-          }),
-        );
-      }
+      if (!crashed) heartbeat.release(op.id);
       registry.trigger.released({ operationId: op.id });
     }
   }
@@ -389,10 +406,10 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   async function failed(d: Delivery, op: Running, lease: Lease, err: unknown): Promise<void> {
     if (lease.abort.signal.aborted) {
       if (stopping) {
-        // Hand it back: with our heartbeat gone first, the redelivery resets it by the broker path.
-        await transport.heartbeats
-          .delete({ kind: op.kind, operationId: op.id, taskId: lease.taskId })
-          .catch(() => undefined);
+        // Hand it back: no longer listed in our heartbeat, the redelivery resets it by the broker
+        // path (or the next worker's heartbeat-covered START claims it).
+        heartbeat.release(op.id);
+        await heartbeat.cover().catch(() => undefined);
         d.nak(0);
       } else {
         d.term(); // reset or cancelled: the operation has moved on without us
@@ -457,43 +474,45 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     return stored.result as T;
   }
 
-  /** Beats at the interval and watches for a reset: an attempt that is no longer ours aborts. */
-  function heartbeatLoop(op: Running, beat: () => Promise<void>) {
-    const stop = new AbortController();
-    const done = (async () => {
-      while (!stop.signal.aborted) {
-        await clock.sleep(timing.heartbeatIntervalMs, stop.signal);
-        if (stop.signal.aborted) break;
-        try {
-          const now = await load(op.id);
-          if (now.attempt !== op.attempt || now.status !== OperationStatus.IN_PROGRESS) {
-            registry.trigger.abort({
-              operationId: op.id,
-              reason: `operation moved to ${now.status} at attempt ${now.attempt}`,
-            });
-            break;
-          }
-          await beat();
-        } catch (err) {
-          logger.log('WARNING', 'heartbeat failed; will try again at the next interval', {
-            operationId: op.id,
-            error: messageOf(err),
-          });
-        }
+  /** After each beat: one read of the running operations; abort those that moved on. */
+  async function abortMovedOn(): Promise<void> {
+    const leases = Object.values(registry.getSnapshot().context.leases);
+    logger.log('DEBUG', 'worker beat', {
+      workerId: id,
+      running: leases.length,
+      held: heartbeat.held().length,
+      slotsHeld: slots.held,
+      slotsFree: slots.free,
+    });
+    if (leases.length === 0) return;
+    const now = await store.loadMany(leases.map((l) => l.operationId));
+    for (const lease of leases) {
+      const current = now.get(lease.operationId);
+      if (
+        current === undefined ||
+        current.attempt !== lease.attempt ||
+        current.status !== OperationStatus.IN_PROGRESS
+      ) {
+        registry.trigger.abort({
+          operationId: lease.operationId,
+          reason: `operation moved to ${current?.status ?? 'nowhere'} at attempt ${current?.attempt ?? '?'}`,
+        });
       }
-    })();
-    const loop = {
-      async stop() {
-        stop.abort();
-        await done;
-        beatLoops.delete(loop);
-      },
-    };
-    return loop;
+    }
   }
 
+  const heartbeat = startWorkerHeartbeat({
+    workerId: id,
+    transport,
+    clock,
+    logger,
+    afterBeat: abortMovedOn,
+  });
+
+  // One bound for the whole worker, shared by all its queues.
+  const slots = new DeliverySlots(concurrency);
   const subscriptions: Subscription[] = routes.map((route) =>
-    transport.consume(route, { concurrency }, onDelivery),
+    transport.consume(route, { concurrency, slots }, onDelivery),
   );
   logger.log('INFO', 'worker started', {
     workerId: id,
@@ -511,12 +530,13 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
         registry.trigger.abort({ operationId: lease.operationId, reason: 'worker stopping' });
       }
       await Promise.all(subscriptions.map((s) => s.stop()));
+      await heartbeat.stop({ remove: true });
     },
     async crash() {
       if (crashed) return;
       crashed = true;
       stopping = true;
-      await Promise.all([...beatLoops].map((l) => l.stop()));
+      await heartbeat.stop({ remove: false });
       for (const lease of Object.values(registry.getSnapshot().context.leases)) {
         registry.trigger.abort({ operationId: lease.operationId, reason: 'worker crashed' });
       }

@@ -3,22 +3,32 @@
  * ratio of the timer it is bound by. Real Postgres, real NATS JetStream, workers as child
  * processes killed with SIGKILL. Prints one JSON object per line.
  *
- * - monitor path: a worker holding an operation is killed; from the kill to the RESET by the
- *   heartbeat monitor, against the heartbeat timeout (target ≤ 1.2 ×);
- * - reconciler path: a worker dies after START, before its first heartbeat; from START to the
- *   RESET by the reconciler, against the reconciler floor (target ≤ 1.2 ×).
+ * - monitor path, running: a worker running an operation is killed; from the kill to the RESET by
+ *   the heartbeat monitor, against the heartbeat timeout (target ≤ 1.2 ×);
+ * - monitor path, held dispatch: a worker dies with a dispatch pulled and not yet started; from
+ *   its death to the RESET, against the heartbeat timeout;
+ * - monitor path, frozen worker: a worker running an operation is stopped (SIGSTOP); from the
+ *   freeze to the RESET, against the heartbeat timeout;
+ * - reconciler path: a worker is killed and the heartbeat bucket purged (nothing lists the
+ *   operation); from START to the RESET by the reconciler, against the reconciler floor;
+ * - leader takeover: the leading control-plane process is frozen (SIGSTOP); from the freeze to
+ *   the standby holding the lease, against the lease plus one poll.
  *
  *   node --import tsx bench/recovery.ts        (OPSTATE_BENCH_RECOVERY_SAMPLES, default 3)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
+import { jetstream } from '@nats-io/jetstream';
+import { Kvm } from '@nats-io/kv';
 import postgres from 'postgres';
 import { memoryLogger } from '../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../actors/Runtime.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
+import { LeaseRepository } from '../persistence/LeaseRepository.ts';
 import { opstateArgs, REPO_ROOT } from '../test/helpers/opstateCli.ts';
+import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { JetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 
 const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -35,6 +45,8 @@ const TIMING: Partial<RuntimeTiming> = {
   reconcilerIntervalMs: 500,
   schedulerIntervalMs: 20,
   relayIntervalMs: 20,
+  leaderPollMs: 250,
+  leaderLeaseMs: 2_000,
 };
 
 const emit = (o: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(o)}\n`);
@@ -47,16 +59,13 @@ async function until(cond: () => Promise<boolean>, what: string, ms = 120_000) {
   }
 }
 
-function startWorker(env: Record<string, string>, extra: Record<string, string>) {
-  const proc = spawn(
-    process.execPath,
-    opstateArgs(['worker', '--kinds', 'all', '--handlers', HANDLERS, '--faults']),
-    {
-      cwd: REPO_ROOT,
-      env: { ...process.env, ...env, ...extra },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    },
-  );
+function startWorker(env: Record<string, string>, extra: Record<string, string>, args?: string[]) {
+  const argv = args ?? ['worker', '--kinds', 'all', '--handlers', HANDLERS, '--faults'];
+  const proc = spawn(process.execPath, opstateArgs(argv), {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env, ...extra },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
   const out: string[] = [];
   proc.stdout?.on('data', (b: Buffer) => out.push(b.toString()));
   proc.stderr?.on('data', (b: Buffer) => out.push(b.toString()));
@@ -91,7 +100,11 @@ async function main() {
   };
   const children: ChildProcess[] = [];
   try {
-    runtime.startControlPlane();
+    const planes = [
+      startWorker(env, {}, ['control-plane']),
+      startWorker(env, {}, ['control-plane']),
+    ];
+    children.push(...planes.map((p) => p.proc));
     const location = await runtime.artifacts.addLocation({
       site: 'bench',
       name: 'source',
@@ -109,64 +122,125 @@ async function main() {
     };
     const ready = async (w: ReturnType<typeof startWorker>) =>
       until(async () => w.out.join('').includes('started for'), 'worker start');
-
-    const monitor: number[] = [];
-    const reconciler: number[] = [];
-    for (let i = 0; i < SAMPLES; i++) {
-      // Monitor path.
-      const w = startWorker(env, { BENCH_HOLD_MS: '600000' });
+    const status = async (id: string) => (await runtime.store.load(id)).status;
+    const resetBy = async (id: string, by: string) => {
+      await until(async () => (await resetOf(runtime, id, by)) !== undefined, `the ${by} reset`);
+      return (await resetOf(runtime, id, by))?.at.getTime() ?? 0;
+    };
+    const running = async (extra: Record<string, string>) => {
+      const w = startWorker(env, extra);
       children.push(w.proc);
       await ready(w);
       const id = await submit();
-      await until(
-        () => runtime.transport.heartbeats.isAlive(OperationKind.RAW_DATA_PACKAGE, id),
-        'a heartbeat',
-      );
-      const killedAt = Date.now();
-      w.proc.kill('SIGKILL');
-      await w.exited;
-      await until(
-        async () => (await resetOf(runtime, id, 'heartbeat_monitor')) !== undefined,
-        'the monitor reset',
-      );
-      const reset = await resetOf(runtime, id, 'heartbeat_monitor');
-      monitor.push((reset?.at.getTime() ?? 0) - killedAt);
-      await runtime.command(id, { type: 'CANCEL', reason: 'bench sample done' });
+      await until(async () => (await status(id)) === 'IN_PROGRESS', 'the worker to run it');
+      return { w, id };
+    };
+    const cancel = (id: string) =>
+      runtime.command(id, { type: 'CANCEL', reason: 'bench sample done' });
 
-      // Reconciler path.
-      const doomed = startWorker(env, { BENCH_CRASH: 'before-first-heartbeat' });
+    const monitor: number[] = [];
+    const held: number[] = [];
+    const frozen: number[] = [];
+    const reconciler: number[] = [];
+    const takeover: number[] = [];
+    const leases = new LeaseRepository(runtime.database);
+    for (let i = 0; i < SAMPLES; i++) {
+      // Monitor path: a running operation's worker killed.
+      const a = await running({ BENCH_HOLD_MS: '600000' });
+      const killedAt = Date.now();
+      a.w.proc.kill('SIGKILL');
+      await a.w.exited;
+      monitor.push((await resetBy(a.id, 'heartbeat_monitor')) - killedAt);
+      await cancel(a.id);
+
+      // Monitor path: a dispatch pulled, covered by a heartbeat, the worker dead before START.
+      const doomed = startWorker(env, { BENCH_CRASH: 'before-start' });
       children.push(doomed.proc);
       await ready(doomed);
       const id2 = await submit();
       await doomed.exited;
-      const started = (await runtime.store.load(id2)).startedAt?.getTime() ?? 0;
+      const diedAt = Date.now();
+      held.push((await resetBy(id2, 'heartbeat_monitor')) - diedAt);
+      await cancel(id2);
+
+      // Monitor path: a running operation's worker frozen.
+      const b = await running({ BENCH_HOLD_MS: '600000' });
+      const frozenAt = Date.now();
+      b.w.proc.kill('SIGSTOP');
+      frozen.push((await resetBy(b.id, 'heartbeat_monitor')) - frozenAt);
+      b.w.proc.kill('SIGKILL');
+      await cancel(b.id);
+
+      // Reconciler path: the worker killed and its heartbeat purged: nothing lists the operation.
+      const c = await running({ BENCH_HOLD_MS: '600000' });
+      const workerId = /"workerId":"([^"]+)"/.exec(c.w.out.join(''))?.[1] ?? '';
+      c.w.proc.kill('SIGKILL');
+      await c.w.exited;
+      const kv = await new Kvm(
+        jetstream((runtime.transport as JetStreamTransport).connection),
+      ).open(`${prefix}_heartbeats`);
+      await kv.purge(workerHeartbeatKey(workerId));
+      const started = (await runtime.store.load(c.id)).startedAt?.getTime() ?? 0;
+      reconciler.push((await resetBy(c.id, 'reconciler')) - started);
+      await cancel(c.id);
+
+      // Leader takeover: the leading control plane frozen.
+      const [lease] = (await leases.list()).filter((l) => l.name === prefix && !l.expired);
+      const pid = Number(lease?.holder.split(':')[1]);
+      const leader = planes.find((p) => p.proc.pid === pid);
+      if (lease === undefined || leader === undefined)
+        throw new Error('no leader among the planes');
+      const stoppedAt = Date.now();
+      leader.proc.kill('SIGSTOP');
       await until(
-        async () => (await resetOf(runtime, id2, 'reconciler')) !== undefined,
-        'the reconciler reset',
+        async () => (await leases.list()).some((l) => l.name === prefix && l.epoch > lease.epoch),
+        'the standby to take over',
       );
-      const reset2 = await resetOf(runtime, id2, 'reconciler');
-      reconciler.push((reset2?.at.getTime() ?? 0) - started);
-      await runtime.command(id2, { type: 'CANCEL', reason: 'bench sample done' });
+      takeover.push(Date.now() - stoppedAt);
+      leader.proc.kill('SIGCONT');
     }
     const worst = (xs: number[]) => Math.max(...xs);
-    emit({
-      name: 'recovery_monitor_path_worst',
-      value: worst(monitor),
-      unit: 'ms',
-      baseline: TIMING.heartbeatTimeoutMs,
-      ratio: Number((worst(monitor) / (TIMING.heartbeatTimeoutMs as number)).toFixed(3)),
-      samples: monitor,
-      note: 'SIGKILL of a worker holding an operation → RESET by heartbeat_monitor, against the heartbeat timeout (target ≤ 1.2)',
-    });
-    emit({
-      name: 'recovery_reconciler_path_worst',
-      value: worst(reconciler),
-      unit: 'ms',
-      baseline: TIMING.reconcilerFloorMs,
-      ratio: Number((worst(reconciler) / (TIMING.reconcilerFloorMs as number)).toFixed(3)),
-      samples: reconciler,
-      note: 'worker dead after START, before its first heartbeat → RESET by reconciler, from START, against the floor (target ≤ 1.2)',
-    });
+    const figure = (name: string, xs: number[], baseline: number, note: string) =>
+      emit({
+        name,
+        value: worst(xs),
+        unit: 'ms',
+        baseline,
+        ratio: Number((worst(xs) / baseline).toFixed(3)),
+        samples: xs,
+        note,
+      });
+    const timeout = TIMING.heartbeatTimeoutMs as number;
+    figure(
+      'recovery_monitor_path_worst',
+      monitor,
+      timeout,
+      'SIGKILL of a worker running an operation → RESET by heartbeat_monitor, against the heartbeat timeout (target ≤ 1.2)',
+    );
+    figure(
+      'recovery_held_dispatch_worst',
+      held,
+      timeout,
+      'worker dead with a dispatch pulled, not started → RESET by heartbeat_monitor, against the heartbeat timeout (target ≤ 1.2)',
+    );
+    figure(
+      'recovery_frozen_worker_worst',
+      frozen,
+      timeout,
+      'SIGSTOP of a worker running an operation → RESET by heartbeat_monitor, against the heartbeat timeout (target ≤ 1.2)',
+    );
+    figure(
+      'recovery_reconciler_path_worst',
+      reconciler,
+      TIMING.reconcilerFloorMs as number,
+      'worker dead and its heartbeat purged → RESET by reconciler, from START, against the floor (target ≤ 1.2)',
+    );
+    figure(
+      'leader_takeover_worst',
+      takeover,
+      (TIMING.leaderLeaseMs as number) + (TIMING.leaderPollMs as number),
+      'SIGSTOP of the leading control plane → the standby holds the lease, against lease + one poll (target ≤ 1)',
+    );
   } finally {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     await (runtime.transport as JetStreamTransport).destroy().catch(() => undefined);

@@ -43,6 +43,7 @@ export async function openProcessRuntime(
       logger,
       observer: metrics?.observer,
       ensureTransport: role !== 'worker' || config.nats.url === undefined,
+      waitForServers: true,
     }),
   );
   let server: MetricsServer | undefined;

@@ -13,6 +13,7 @@ import {
   type RuntimeTiming,
 } from '../actors/Runtime.ts';
 import type { RuntimeObserver } from '../actors/RuntimeObserver.ts';
+import { classifyFailure } from '../machines/classifyFailure.ts';
 import { migrate } from '../persistence/migrate.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 
@@ -48,9 +49,12 @@ export function runtimeOptionsOf(
     logger?: Logger;
     observer?: RuntimeObserver | undefined;
     ensureTransport?: boolean;
+    /** Long-running processes start while Postgres or NATS is down and wait for them. */
+    waitForServers?: boolean;
   } = {},
 ): RuntimeOptions {
   return {
+    ...(extra.waitForServers === undefined ? {} : { waitForServers: extra.waitForServers }),
     ...(extra.ensureTransport === undefined ? {} : { ensureTransport: extra.ensureTransport }),
     ...(config.database.url === undefined ? {} : { databaseUrl: config.database.url }),
     dataDir: config.database.dataDir,
@@ -78,7 +82,12 @@ export function timingFromEnv(): Partial<RuntimeTiming> {
  * `opstate config`).
  */
 export function runtimeFromEnv(
-  options: { flags?: ConfigurationFlags; observer?: RuntimeObserver; logger?: Logger } = {},
+  options: {
+    flags?: ConfigurationFlags;
+    observer?: RuntimeObserver;
+    logger?: Logger;
+    waitForServers?: boolean;
+  } = {},
 ): Promise<Runtime> {
   const config = loadConfiguration(process.env, options.flags);
   return createRuntime(runtimeOptionsOf(config, options));
@@ -113,5 +122,24 @@ export function untilSignal(): Promise<NodeJS.Signals> {
     };
     process.on('SIGINT', on);
     process.on('SIGTERM', on);
+  });
+}
+
+/**
+ * Keeps a long-running process up when a connection error surfaces outside any request (a
+ * socket reset between queries, a driver callback after a restart): it is logged — an outage as a
+ * WARNING, anything else as an ERROR naming it a bug — instead of crashing the process. The
+ * runtime recovers connections on its own.
+ */
+export function surviveStrayRejections(logger: Logger = createPinoLogger()): void {
+  process.on('unhandledRejection', (reason) => {
+    const outage = classifyFailure(reason) === 'outage';
+    logger.log(
+      outage ? 'WARNING' : 'ERROR',
+      outage
+        ? 'connection error outside any request; the runtime reconnects on its own'
+        : 'unhandled rejection (a bug; please report it); the process keeps running',
+      { error: reason instanceof Error ? reason.message : String(reason) },
+    );
   });
 }

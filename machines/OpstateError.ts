@@ -21,6 +21,11 @@ export const OpstateErrorCode = {
   TRANSPORT: 'TRANSPORT',
   /** A database-level failure that is not one of the above. */
   DATABASE: 'DATABASE',
+  /**
+   * A control-plane write refused because this process no longer holds the leadership lease it
+   * was made under (another replica took over): stop the pass and contend again.
+   */
+  NOT_LEADER: 'NOT_LEADER',
   /** A safety rule refused a destructive step (archive-then-delete). */
   UNSAFE: 'UNSAFE',
 } as const;

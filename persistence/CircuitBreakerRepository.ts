@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import { isOperationKind, OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { type LeaseFence, leaseHolds } from './LeaseFence.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Executor, Row } from './openDatabase.ts';
 import { type CircuitFailure, CircuitState } from './schema/circuitBreaker.ts';
@@ -221,7 +222,10 @@ export class CircuitBreakerRepository {
    *   state: 'OPEN', consecutiveFailures: 5, openedAt: now, lastFailure, updatedAt: now }]);
    * ```
    */
-  async write(rows: readonly CircuitBreakerWrite[]): Promise<CircuitBreakerView[]> {
+  async write(
+    rows: readonly CircuitBreakerWrite[],
+    fence?: LeaseFence,
+  ): Promise<CircuitBreakerView[]> {
     if (rows.length === 0) return [];
     const input = JSON.stringify(
       rows.map((r) => ({
@@ -244,6 +248,7 @@ export class CircuitBreakerRepository {
         from jsonb_to_recordset(${input}::jsonb) as i(kind text, location_id uuid,
           expected_version int, state text, consecutive_failures int, opened_at timestamptz,
           last_failure jsonb, updated_at timestamptz)
+        where ${leaseHolds(fence)}
       ),
       ins as (
         insert into circuit_breaker (kind, location_id, state, consecutive_failures, opened_at,

@@ -17,6 +17,7 @@ import {
   type Completion,
   completeWithOutputs,
 } from './completeWithOutputs.ts';
+import type { LeaseFence } from './LeaseFence.ts';
 import type { OperationRecord } from './OperationRecord.ts';
 import type { OutboxEntry } from './OutboxEntry.ts';
 import type { OutputCopy } from './OutputCopy.ts';
@@ -143,14 +144,17 @@ export class OperationStore {
   async apply(
     id: string,
     event: OperationEvent,
-    options: { expectedVersion?: number; by?: string } = {},
+    options: { expectedVersion?: number; by?: string; fence?: LeaseFence } = {},
   ): Promise<AppliedTransition> {
-    const [result] = await this.applyMany([{ id, event, ...options }]);
+    const { fence, ...item } = options;
+    const [result] = await this.applyMany([{ id, event, ...item }], fence);
     return unwrap<AppliedTransition>(result as ApplyResult);
   }
 
   /**
-   * Applies a batch of events in two statements, with a result per item (in order).
+   * Applies a batch of events in two statements, with a result per item (in order). A control
+   * plane passes its leadership `fence`: once that epoch has lost its lease, nothing is written
+   * and each item is refused with `NOT_LEADER`.
    *
    * @example
    * ```ts
@@ -158,8 +162,8 @@ export class OperationStore {
    *   ({ id: s.id, event: { type: 'START', attempt: s.attempt, workerId } })));
    * ```
    */
-  async applyMany(items: readonly ApplyItem[]): Promise<ApplyResult[]> {
-    return applyEvents(this.database, items, this.clock());
+  async applyMany(items: readonly ApplyItem[], fence?: LeaseFence): Promise<ApplyResult[]> {
+    return applyEvents(this.database, items, this.clock(), fence);
   }
 
   /**
@@ -204,15 +208,16 @@ export class OperationStore {
 
   /**
    * Moves up to `limit` due PENDING operations to SCHEDULED and queues their dispatches, in one
-   * short transaction with `FOR UPDATE SKIP LOCKED` (concurrent claimers never overlap).
+   * short transaction with `FOR UPDATE SKIP LOCKED` (concurrent claimers never overlap). With a
+   * leadership `fence`, throws `NOT_LEADER` and writes nothing once that epoch lost its lease.
    *
    * @example
    * ```ts
    * const { claimed } = await store.claimDue(256);
    * ```
    */
-  async claimDue(limit: number): Promise<ClaimResult> {
-    return claimDue(this.database, Math.max(0, Math.floor(limit)), this.clock());
+  async claimDue(limit: number, fence?: LeaseFence): Promise<ClaimResult> {
+    return claimDue(this.database, Math.max(0, Math.floor(limit)), this.clock(), fence);
   }
 
   /**
@@ -268,10 +273,11 @@ export class OperationStore {
    * await store.deleteOutbox(published.map((e) => e.id));
    * ```
    */
-  async deleteOutbox(ids: readonly number[]): Promise<number> {
+  async deleteOutbox(ids: readonly number[], fence?: LeaseFence): Promise<number> {
     return deleteOutbox(
       this.database,
       ids.filter((id) => Number.isSafeInteger(id)),
+      fence,
     );
   }
 

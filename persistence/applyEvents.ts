@@ -5,6 +5,7 @@ import type {
   OperationEvent,
   OperationStatus,
 } from '../machines/operationMachine.ts';
+import { fenceHolds, type LeaseFence, notLeader } from './LeaseFence.ts';
 import type { OperationRecord } from './OperationRecord.ts';
 import type { Executor } from './openDatabase.ts';
 import { planTransition, type TransitionWrite } from './planTransition.ts';
@@ -87,6 +88,7 @@ export async function applyEvents(
   exec: Executor,
   items: readonly ApplyItem[],
   now: Date,
+  fence?: LeaseFence,
 ): Promise<ApplyResult[]> {
   const results: (ApplyResult | undefined)[] = new Array(items.length);
   const seen = new Set<string>();
@@ -124,7 +126,7 @@ export async function applyEvents(
       loaded.push({ n, record, event: item.event, by: item.by });
     }
   });
-  await applyLoaded(exec, loaded, now, results);
+  await applyLoaded(exec, loaded, now, results, fence);
   return results as ApplyResult[];
 }
 
@@ -138,7 +140,8 @@ export interface LoadedItem {
 
 /**
  * Plans and writes events for rows already in memory, in ONE statement: the compare-and-set is
- * against each record's `version`, so a row that moved since it was read gets `CONFLICT`. Fills
+ * against each record's `version`, so a row that moved since it was read gets `CONFLICT`. With a
+ * `fence`, nothing is written once that leadership epoch has lost its lease (`NOT_LEADER`). Fills
  * `results[item.n]`.
  */
 export async function applyLoaded(
@@ -146,6 +149,7 @@ export async function applyLoaded(
   items: readonly LoadedItem[],
   now: Date,
   results: (ApplyResult | undefined)[],
+  fence?: LeaseFence,
 ): Promise<void> {
   const planned = new Map<
     string,
@@ -173,12 +177,17 @@ export async function applyLoaded(
   }
 
   const writes = [...planned.values()].map((p) => p.write);
-  const written = new Map((await writeTransitions(exec, writes)).map((w) => [w.id, w]));
+  const written = new Map((await writeTransitions(exec, writes, fence)).map((w) => [w.id, w]));
   const lost = writes.filter((w) => !written.has(w.id)).map((w) => w.id);
-  const current = await selectVersions(exec, lost);
+  const fenced = fence !== undefined && lost.length > 0 && !(await fenceHolds(exec, fence));
+  const current = fenced ? new Map() : await selectVersions(exec, lost);
 
   for (const [id, p] of planned) {
     const w = written.get(id);
+    if (w === undefined && fenced) {
+      results[p.n] = { ok: false, id, error: notLeader(fence) };
+      continue;
+    }
     if (w === undefined) {
       const now = current.get(id);
       results[p.n] = {

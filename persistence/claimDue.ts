@@ -1,6 +1,7 @@
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError } from '../machines/OpstateError.ts';
 import type { Route } from '../machines/routing.ts';
+import { fenceHolds, type LeaseFence, notLeader } from './LeaseFence.ts';
 import type { OutboxPayload } from './OutboxEntry.ts';
 import type { Database } from './openDatabase.ts';
 import { planTransition, type TransitionWrite } from './planTransition.ts';
@@ -30,9 +31,15 @@ export interface ClaimResult {
  * `FOR UPDATE SKIP LOCKED`, runs SCHEDULE through the machine for each in memory, and writes all
  * of them — base rows, transition rows, outbox rows — in one multi-row statement. Four round
  * trips (begin, select, write, commit) per batch, whatever its size. Two claimers running at once
- * never claim the same row.
+ * never claim the same row. With a `fence`, a claim made after that leadership epoch lost its
+ * lease writes nothing and throws `NOT_LEADER`.
  */
-export async function claimDue(database: Database, limit: number, now: Date): Promise<ClaimResult> {
+export async function claimDue(
+  database: Database,
+  limit: number,
+  now: Date,
+  fence?: LeaseFence,
+): Promise<ClaimResult> {
   return database.transaction(async (tx) => {
     const due = await selectDueForUpdate(tx, now, limit);
     const writes: TransitionWrite[] = [];
@@ -48,7 +55,10 @@ export async function claimDue(database: Database, limit: number, now: Date): Pr
         refused.push({ id: record.id, error: err });
       }
     }
-    const written = await writeTransitions(tx, writes);
+    const written = await writeTransitions(tx, writes, fence);
+    if (fence !== undefined && written.length < writes.length && !(await fenceHolds(tx, fence))) {
+      throw notLeader(fence);
+    }
     const claimed = written.map((w): ClaimedOperation => {
       const p = byId.get(w.id) as { write: TransitionWrite; kind: OperationKind; route: Route };
       return {

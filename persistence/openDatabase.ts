@@ -44,18 +44,11 @@ export interface Database extends Executor {
   /** Runs `fn` in one transaction (READ COMMITTED); a throw rolls it back. */
   transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
   /**
-   * A connection of its own, for session advisory locks (leadership, the migrator). postgres.js:
+   * A connection of its own, for session advisory locks (the migrator). postgres.js:
    * `sql.reserve()`. PGlite has a single connection, so it returns that one and `release()` does
    * nothing: locks taken there never contend inside the process.
    */
   reserve(): Promise<ReservedConnection>;
-  /**
-   * A session of its own, outside the pool, for a lock that must outlive pool churn (leadership).
-   * postgres.js: a one-connection client that reconnects after a failure, so the caller must
-   * check that its session still holds what it locked (a new session holds nothing); PGlite: the
-   * single connection. `release()` closes it, dropping its session locks.
-   */
-  session(): Promise<ReservedConnection>;
   close(): Promise<void>;
 }
 
@@ -91,14 +84,40 @@ function compile(query: SQL | string): { text: string; params: unknown[] } {
 
 type PostgresLike = Pick<postgres.Sql, 'unsafe'>;
 
+/**
+ * A query that has not answered after this long is given up as an outage: after a server restart
+ * the driver can leave a query on a dead connection unanswered, and a caller waiting for ever
+ * (a worker's delivery, a control-plane pass) is a stalled process.
+ */
+const QUERY_ANSWER_MS = 30_000;
+
+function answered<T>(pending: Promise<T>, text: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(
+          new OpstateError(
+            OpstateErrorCode.DATABASE,
+            `the database did not answer within ${QUERY_ANSWER_MS / 1000} s (${text.slice(0, 60)}…); the connection is presumed lost`,
+            { retryable: true },
+          ),
+        ),
+      QUERY_ANSWER_MS,
+    );
+  });
+  return Promise.race([pending, late]).finally(() => clearTimeout(timer));
+}
+
 function postgresExecutor(client: PostgresLike): Executor {
   return {
     async execute<T extends Row = Row>(query: SQL | string): Promise<T[]> {
       const { text, params } = compile(query);
       try {
-        const rows = await client.unsafe(text, params as postgres.ParameterOrJSON<never>[], {
-          prepare: true,
-        });
+        const rows = await answered(
+          client.unsafe(text, params as postgres.ParameterOrJSON<never>[], { prepare: true }),
+          text,
+        );
         return Array.from(rows) as unknown as T[];
       } catch (err) {
         throw toOpstateError(err);
@@ -139,7 +158,6 @@ function openPostgres(given: string, max: number, tls?: DatabaseTls): Database {
   const { url, path } = socketOf(given);
   const tlsOption = { ...(ssl === false ? {} : { ssl }), ...(path === undefined ? {} : { path }) };
   const client = postgres(url, { max, onnotice: () => {}, ...tlsOption });
-  const sessions = new Set<postgres.Sql>();
   const exec = postgresExecutor(client);
   return {
     dialect: 'postgres',
@@ -162,20 +180,7 @@ function openPostgres(given: string, max: number, tls?: DatabaseTls): Database {
       const r = postgresExecutor(reserved);
       return { execute: r.execute, release: async () => reserved.release() };
     },
-    async session() {
-      const own = postgres(url, { max: 1, onnotice: () => {}, ...tlsOption });
-      sessions.add(own);
-      const r = postgresExecutor(own);
-      return {
-        execute: r.execute,
-        release: async () => {
-          sessions.delete(own);
-          await own.end({ timeout: 1 });
-        },
-      };
-    },
     close: async () => {
-      await Promise.all([...sessions].map((s) => s.end({ timeout: 1 })));
       await client.end({ timeout: 5 });
     },
   };
@@ -213,9 +218,6 @@ async function openPglite(
       }
     },
     async reserve() {
-      return { execute: exec.execute, release: async () => {} };
-    },
-    async session() {
       return { execute: exec.execute, release: async () => {} };
     },
     close: () => client.close(),

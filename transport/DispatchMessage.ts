@@ -106,3 +106,23 @@ export function decodeDispatch(
   }
   return { ok: true, message: Object.freeze(parsed.data) };
 }
+
+/** How many payload bytes a log line may show of a message it reports. */
+export const PREVIEW_BYTES = 48;
+
+/**
+ * A short, printable prefix of a payload for a log line: at most `PREVIEW_BYTES` bytes, control
+ * and non-ASCII bytes as `\xNN`, and `…` when cut.
+ *
+ * @example
+ * ```ts
+ * previewPayload(new TextEncoder().encode('{"operationId":')); // '{"operationId":'
+ * ```
+ */
+export function previewPayload(bytes: Uint8Array): string {
+  let out = '';
+  for (const b of bytes.subarray(0, PREVIEW_BYTES)) {
+    out += b >= 0x20 && b < 0x7f ? String.fromCharCode(b) : `\\x${b.toString(16).padStart(2, '0')}`;
+  }
+  return bytes.length > PREVIEW_BYTES ? `${out}…` : out;
+}

@@ -1,8 +1,9 @@
-import { isOperationKind, type OperationKind } from '../machines/OperationKind.ts';
+import { isOperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import type { HeartbeatKey } from './Transport.ts';
+import type { HeldOperation, WorkerHeartbeat } from './Transport.ts';
 
 const TOKEN = /^[A-Za-z0-9_=-]{1,128}$/;
+const PREFIX = 'worker.';
 
 function checkToken(name: string, value: string): void {
   if (!TOKEN.test(value)) {
@@ -15,48 +16,105 @@ function checkToken(name: string, value: string): void {
 }
 
 /**
- * The KV key of a heartbeat: `<kind>.<operationId>.<taskId>`. Throws `BAD_INPUT` when a part is
- * not key-safe (a dot would shift the parts).
+ * The KV key of a worker's heartbeat, `worker.<workerId>`. Throws `BAD_INPUT` when the id is not
+ * key-safe (a dot would shift the parts).
  *
  * @example
  * ```ts
- * heartbeatKeyString({ kind: OperationKind.TRANSFER, operationId: 'op1', taskId: 'w1-7' });
- * // 'transfer.op1.w1-7'
+ * workerHeartbeatKey('w-7'); // 'worker.w-7'
  * ```
  */
-export function heartbeatKeyString(key: HeartbeatKey): string {
-  if (!isOperationKind(key.kind)) {
-    throw new OpstateError(
-      OpstateErrorCode.BAD_INPUT,
-      `Unknown operation kind ${String(key.kind)}.`,
-      {
-        details: { kind: key.kind },
-      },
-    );
-  }
-  checkToken('operationId', key.operationId);
-  checkToken('taskId', key.taskId);
-  return `${key.kind}.${key.operationId}.${key.taskId}`;
-}
-
-/** The key prefix (`<kind>.<operationId>.`) shared by every task of one operation. */
-export function operationHeartbeatPrefix(kind: OperationKind, operationId: string): string {
-  checkToken('operationId', operationId);
-  return `${kind}.${operationId}.`;
+export function workerHeartbeatKey(workerId: string): string {
+  checkToken('workerId', workerId);
+  return `${PREFIX}${workerId}`;
 }
 
 /**
- * Parses a KV key back into its parts; `undefined` for a key that is not a heartbeat key.
+ * The stored value of a heartbeat: the held operations as `[kind, operationId, attempt]` triples
+ * (compact: a worker with 256 operations writes about 14 KB). Throws `BAD_INPUT` for an operation
+ * that is not key-safe.
  *
  * @example
  * ```ts
- * parseHeartbeatKey('transfer.op1.w1-7'); // { kind: 'transfer', operationId: 'op1', taskId: 'w1-7' }
+ * encodeHeld([{ kind: OperationKind.UNPACK, operationId: 'op1', attempt: 2 }]); // '{"held":[["unpack","op1",2]]}'
  * ```
  */
-export function parseHeartbeatKey(key: string): HeartbeatKey | undefined {
-  const parts = key.split('.');
-  if (parts.length !== 3) return undefined;
-  const [kind, operationId, taskId] = parts as [string, string, string];
-  if (!isOperationKind(kind) || !TOKEN.test(operationId) || !TOKEN.test(taskId)) return undefined;
-  return { kind, operationId, taskId };
+export function encodeHeld(held: readonly HeldOperation[]): string {
+  for (const h of held) {
+    if (!isOperationKind(h.kind)) {
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        `Unknown operation kind ${String(h.kind)}.`,
+      );
+    }
+    checkToken('operationId', h.operationId);
+  }
+  return JSON.stringify({ held: held.map((h) => [h.kind, h.operationId, h.attempt]) });
+}
+
+/**
+ * Parses a stored heartbeat back; `undefined` for a key or value that is not a worker heartbeat
+ * (a foreign key in the bucket is ignored, never trusted).
+ *
+ * @example
+ * ```ts
+ * parseWorkerHeartbeat('worker.w-7', '{"held":[["unpack","op1",2]]}', 1_700_000_000_000);
+ * ```
+ */
+export function parseWorkerHeartbeat(
+  key: string,
+  value: string,
+  at: number,
+): WorkerHeartbeat | undefined {
+  if (!key.startsWith(PREFIX)) return undefined;
+  const workerId = key.slice(PREFIX.length);
+  if (!TOKEN.test(workerId)) return undefined;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return undefined;
+  }
+  const list = (parsed as { held?: unknown } | null)?.held;
+  if (!Array.isArray(list)) return undefined;
+  const held: HeldOperation[] = [];
+  for (const item of list) {
+    if (!Array.isArray(item) || item.length !== 3) return undefined;
+    const [kind, operationId, attempt] = item as [unknown, unknown, unknown];
+    if (!isOperationKind(kind) || typeof operationId !== 'string' || !TOKEN.test(operationId))
+      return undefined;
+    if (typeof attempt !== 'number' || !Number.isSafeInteger(attempt) || attempt < 1)
+      return undefined;
+    held.push({ kind, operationId, attempt });
+  }
+  return { workerId, at, held };
+}
+
+/**
+ * Whether a fresh heartbeat (younger than `timeoutMs` at `now`) holds the operation (at `attempt`,
+ * when given).
+ *
+ * @example
+ * ```ts
+ * holdsAlive(await heartbeats.list(), Date.now(), timing.heartbeatTimeoutMs, kind, id, 2);
+ * ```
+ */
+export function holdsAlive(
+  beats: readonly WorkerHeartbeat[],
+  now: number,
+  timeoutMs: number,
+  kind: string,
+  operationId: string,
+  attempt?: number,
+): boolean {
+  return beats.some(
+    (b) =>
+      now - b.at < timeoutMs &&
+      b.held.some(
+        (h) =>
+          h.kind === kind &&
+          h.operationId === operationId &&
+          (attempt === undefined || h.attempt === attempt),
+      ),
+  );
 }

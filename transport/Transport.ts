@@ -1,5 +1,6 @@
 import type { OperationKind } from '../machines/OperationKind.ts';
 import type { OperationType, Route } from '../machines/routing.ts';
+import type { DeliverySlots } from './DeliverySlots.ts';
 
 /**
  * The dispatch/heartbeat contract (DESIGN §5). Two implementations honour it with the same
@@ -97,6 +98,12 @@ export interface ConsumeOptions {
    * flush no longer counts.
    */
   readonly concurrency: number;
+  /**
+   * A bound shared with other subscriptions (a worker's queues): deliveries held and messages
+   * asked for across all of them stay within `slots.size`, and queues take turns when slots are
+   * fewer than queues. Default: slots of this subscription's own, `concurrency` of them.
+   */
+  readonly slots?: DeliverySlots;
 }
 
 /** A running consumer of one routing queue. */
@@ -120,31 +127,40 @@ export interface Subscription {
  */
 export type DeliveryHandler = (delivery: Delivery) => Promise<void>;
 
-/** Identifies one task's heartbeat: KV key `<kind>.<operationId>.<taskId>`. */
-export interface HeartbeatKey {
+/** An operation a worker holds at one attempt: pulled and about to start, or running. */
+export interface HeldOperation {
   readonly kind: OperationKind;
   /** Key-safe: letters, digits, `-`, `_`, `=` (no dots). */
   readonly operationId: string;
-  /** Key-safe like `operationId`: identifies the worker task holding the operation. */
-  readonly taskId: string;
+  readonly attempt: number;
 }
 
-/** A stored heartbeat: its key and when it was last written (ms since epoch, store clock). */
-export interface Heartbeat {
-  readonly key: HeartbeatKey;
+/** A worker's heartbeat as stored: when it last beat (ms since epoch, store clock) and what it held. */
+export interface WorkerHeartbeat {
+  /** Key-safe like an operation id. */
+  readonly workerId: string;
   readonly at: number;
+  readonly held: readonly HeldOperation[];
 }
 
-/** Heartbeat store (a KV bucket in JetStream). */
+/**
+ * Heartbeat store (a KV bucket in JetStream): one key per worker process, rewritten at every
+ * heartbeat interval with every operation the worker holds — those it has pulled and not yet
+ * started as well as those running — so one write covers them all, and the control plane finds a
+ * dispatch that sits with a stalled or dead worker.
+ */
 export interface Heartbeats {
-  /** Writes (or refreshes) the heartbeat of a task. */
-  put(key: HeartbeatKey): Promise<void>;
-  /** Removes a task's heartbeat (the task finished). Deleting a missing key is harmless. */
-  delete(key: HeartbeatKey): Promise<void>;
-  /** Every heartbeat still stored, fresh or stale (stale ones vanish after `heartbeatMaxAgeMs`). */
-  list(): Promise<Heartbeat[]>;
-  /** Is any task of this operation alive: a heartbeat younger than `heartbeatTimeoutMs`? */
-  isAlive(kind: OperationKind, operationId: string): Promise<boolean>;
+  /** Writes (or refreshes) a worker's heartbeat, listing what it holds now. */
+  beat(workerId: string, held: readonly HeldOperation[]): Promise<void>;
+  /** Removes a worker's heartbeat (it stopped). Removing a missing one is harmless. */
+  remove(workerId: string): Promise<void>;
+  /** Every worker heartbeat still stored, fresh or stale (stale ones vanish after `heartbeatMaxAgeMs`). */
+  list(): Promise<WorkerHeartbeat[]>;
+  /**
+   * Does a worker whose heartbeat is younger than `heartbeatTimeoutMs` hold this operation (at
+   * `attempt`, when given)?
+   */
+  isAlive(kind: OperationKind, operationId: string, attempt?: number): Promise<boolean>;
 }
 
 /** Notifications from the transport, tagged by `type`. */
@@ -153,13 +169,18 @@ export type TransportEvent =
   | {
       readonly type: 'rejected';
       readonly route: Route;
+      /** The subject it arrived on. */
+      readonly subject: string;
       readonly reason: string;
       readonly size: number;
+      /** The first bytes of the payload, printable (`previewPayload`), never the whole of it. */
+      readonly preview: string;
     }
   /** A message used up `maxDeliver`; it was removed from the queue. */
   | {
       readonly type: 'max_deliveries';
       readonly route: Route;
+      readonly subject: string;
       /** The message, when it could still be read and parsed. */
       readonly message: DispatchMessage | undefined;
       readonly deliveries: number;

@@ -4,6 +4,7 @@ import {
   CircuitBreakerRepository,
   type CircuitBreakerView,
 } from '../../persistence/CircuitBreakerRepository.ts';
+import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
 import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
@@ -37,6 +38,21 @@ function toStatus(b: CircuitBreakerView): CircuitBreakerStatus {
   };
 }
 
+/** A control plane's leadership in `opstate status --json`. */
+export interface LeaderStatus {
+  /** The deployment (`OPSTATE_PREFIX`) the lease is for. */
+  readonly name: string;
+  /** The leading replica: `<host>:<pid>:<random>`. */
+  readonly holder: string;
+  readonly epoch: number;
+  /** When this holder took the lease (leads since), ISO. */
+  readonly since: string;
+  readonly renewedAt: string;
+  readonly expiresAt: string;
+  /** The lease lapsed and no standby has taken it yet: nobody leads. */
+  readonly expired: boolean;
+}
+
 /** Left-aligned columns, two spaces apart. */
 function table(rows: readonly string[][]): string[] {
   const widths = (rows[0] ?? []).map((_, n) => Math.max(...rows.map((r) => (r[n] ?? '').length)));
@@ -46,10 +62,11 @@ function table(rows: readonly string[][]): string[] {
 }
 
 /**
- * `opstate status [--json]`: operation counts per kind × status, every kind and status shown,
- * then the circuit breakers that are not CLOSED (parked or probing (kind, location) pairs), then
- * the physical copies per location type × status with the deletions in progress and failed.
- * JSON shape: `{"operations": {"<kind>": {"PENDING": n, …, "FAILED": n}},
+ * `opstate status [--json]`: who leads each control plane and since when, operation counts per
+ * kind × status (every kind and status shown), the circuit breakers that are not CLOSED (parked
+ * or probing (kind, location) pairs), then the physical copies per location type × status with
+ * the deletions in progress and failed. JSON shape: `{"leaders": [{name, holder, epoch, since,
+ * renewedAt, expiresAt, expired}], "operations": {"<kind>": {"PENDING": n, …}},
  * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
  * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]}}`.
  *
@@ -60,14 +77,14 @@ function table(rows: readonly string[][]): string[] {
  */
 export function createStatusCommand(open: () => Promise<Database> = databaseFromEnv): Command {
   const summary =
-    'Operation counts per kind and status, circuit breakers not closed, copies and their deletions';
+    'Who leads the control plane since when, operation counts per kind and status, circuit breakers not closed, copies and their deletions';
   return defineCommand('status', summary, (program, ctx) => {
     program
       .command('status')
       .description(summary)
       .option(
         '--json',
-        'print operations, circuitBreakers, copies and deletions as one JSON object',
+        'print the leader, operations, circuitBreakers, copies and deletions as one JSON object',
       )
       .action(
         ctx.action(async (cmd) => {
@@ -79,10 +96,22 @@ export function createStatusCommand(open: () => Promise<Database> = databaseFrom
             const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
               toStatus,
             );
+            const leaders: LeaderStatus[] = (await new LeaseRepository(database).list()).map(
+              (l) => ({
+                name: l.name,
+                holder: l.holder,
+                epoch: l.epoch,
+                since: l.acquiredAt.toISOString(),
+                renewedAt: l.renewedAt.toISOString(),
+                expiresAt: l.expiresAt.toISOString(),
+                expired: l.expired,
+              }),
+            );
             const copies = await selectCopyStatus(database);
             if (values.json === true) {
               io.out(
                 JSON.stringify({
+                  leaders,
                   operations: counts,
                   circuitBreakers: breakers,
                   copies: copies.copies,
@@ -91,6 +120,7 @@ export function createStatusCommand(open: () => Promise<Database> = databaseFrom
               );
               return 0;
             }
+
             const width = Math.max(...OPERATION_KINDS.map((k) => k.length), 'kind'.length);
             const cols = OPERATION_STATUSES.map((s) => s.length);
             io.out(['kind'.padEnd(width), ...OPERATION_STATUSES].join('  '));
@@ -99,6 +129,15 @@ export function createStatusCommand(open: () => Promise<Database> = databaseFrom
                 String(counts[kind][s]).padStart(cols[n] as number),
               );
               io.out([kind.padEnd(width), ...cells].join('  '));
+            }
+            io.out('');
+            if (leaders.length === 0) io.out('leader: none (no control plane has run)');
+            for (const l of leaders) {
+              io.out(
+                l.expired
+                  ? `leader of ${l.name}: none (the lease of ${l.holder} lapsed at ${l.expiresAt}; a standby takes over at its next poll)`
+                  : `leader of ${l.name}: ${l.holder} since ${l.since} (epoch ${l.epoch}, lease renewed ${l.renewedAt}, until ${l.expiresAt})`,
+              );
             }
             if (breakers.length > 0) {
               io.out('');

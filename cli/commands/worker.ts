@@ -10,7 +10,7 @@ import {
 } from '../../machines/OperationKind.ts';
 import { defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';
 import { openProcessRuntime } from '../processRuntime.ts';
-import { untilSignal } from '../runtimeFromEnv.ts';
+import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
 
 interface HandlersModule {
   readonly table: Partial<Record<OperationKind, OperationHandler>>;
@@ -81,13 +81,25 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
       '--handlers <module>',
       'a .js/.mjs module that default-exports handlers keyed by operation kind',
     )
-    .option('--concurrency <n>', 'operations run at once per queue', wholeNumber(1), 4)
-    .option('--id <name>', 'the worker id in transitions and heartbeats')
+    .option(
+      '--concurrency <n>',
+      'operations this process holds at once across all its queues, pulled or running (with fewer than its queues, the queues take turns)',
+      wholeNumber(1),
+      4,
+    )
+    .option(
+      '--id <name>',
+      'the worker id in transitions and in its heartbeat (letters, digits, - _ =)',
+    )
     .option('--faults', "honour the module's faults export (crash drills only)")
     .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
     .option('--delete-copies', 'also run a deleter (the deletion policy decides what it deletes)')
     .option('--deleter-lease-ms <n>', "how long a deleter's claim on a copy lasts", wholeNumber(1))
     .option('--deleter-interval-ms <n>', 'how often the deleter looks for work', wholeNumber(1))
+    .addHelpText(
+      'after',
+      '\nStarts without the database or the broker: it waits for them and retries, and exits only\non a configuration error.',
+    )
     .action(
       ctx.action(async (cmd) => {
         const values = optionsOf<{
@@ -108,6 +120,7 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
           throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
         }
         const proc = await openProcessRuntime('worker', { metricsPort: values.metricsPort });
+        surviveStrayRejections(proc.logger);
         const { runtime } = proc;
         const worker = runtime.startWorker({
           kinds,

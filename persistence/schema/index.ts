@@ -9,6 +9,7 @@ export {
 } from './archive.ts';
 export { dataLocation, dataTransferPackage, rawDataFile, rawDataPackage } from './artifacts.ts';
 export { circuitBreaker } from './circuitBreaker.ts';
+export { controlPlaneLease } from './controlPlaneLease.ts';
 export {
   dispatchOutbox,
   operationFailureEvent,

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { LocationType, OperationType } from '../../machines/routing.ts';
+import { type LeaseFence, leaseHolds } from '../LeaseFence.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { OutboxEntry, OutboxPayload } from '../OutboxEntry.ts';
 import type { Executor } from '../openDatabase.ts';
@@ -28,10 +29,15 @@ export async function selectOutbox(exec: Executor, limit: number): Promise<Outbo
 }
 
 /** Deletes published outbox rows; returns how many were there. */
-export async function deleteOutbox(exec: Executor, ids: readonly number[]): Promise<number> {
+export async function deleteOutbox(
+  exec: Executor,
+  ids: readonly number[],
+  fence?: LeaseFence,
+): Promise<number> {
   if (ids.length === 0) return 0;
   const rows = await exec.execute<{ n: number }>(sql`
-    with d as (delete from dispatch_outbox where id = any(${`{${ids.join(',')}}`}::bigint[]) returning 1)
+    with d as (delete from dispatch_outbox
+      where id = any(${`{${ids.join(',')}}`}::bigint[]) and ${leaseHolds(fence)} returning 1)
     select count(*)::int as n from d`);
   return Number(rows[0]?.n ?? 0);
 }

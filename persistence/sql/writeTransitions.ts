@@ -1,4 +1,5 @@
 import { sql } from 'drizzle-orm';
+import { type LeaseFence, leaseHolds } from '../LeaseFence.ts';
 import type { Executor } from '../openDatabase.ts';
 import type { TransitionWrite } from '../planTransition.ts';
 
@@ -14,11 +15,13 @@ export interface WrittenTransition {
  * (`version` must still be the one the plan was made from), then — only for the rows that won —
  * the transition rows, the outbox rows of `dispatch` effects and the breadcrumbs of
  * `recordFailure` effects. A row that lost its compare-and-set (or does not exist) is simply
- * absent from the result, and nothing was written for it.
+ * absent from the result, and nothing was written for it. With a `fence` (a control-plane write)
+ * nothing is written unless that leadership epoch still holds its lease.
  */
 export async function writeTransitions(
   exec: Executor,
   writes: readonly TransitionWrite[],
+  fence?: LeaseFence,
 ): Promise<WrittenTransition[]> {
   if (writes.length === 0) return [];
   const rows = await exec.execute<{ id: string; version: number; outbox_id: unknown }>(sql`
@@ -30,6 +33,7 @@ export async function writeTransitions(
         t_from text, t_event text, t_attempt int, t_by text, t_reason text, t_at timestamptz,
         ob_attempt int, ob_queue text, ob_operation_type text, ob_location_type text,
         ob_payload jsonb, fe_kind text, fe_attempt int, fe_error jsonb)
+      where ${leaseHolds(fence)}
     ),
     u as (
       update operation o set

@@ -2,6 +2,8 @@ import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { defaultRoute } from '../../machines/routing.ts';
+import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
+import { transportNames } from '../../transport/TransportNames.ts';
 import { archiveOperation, type Deployment, startDeployment, waitFor } from './harness.ts';
 
 let d: Deployment | undefined;
@@ -49,6 +51,28 @@ describe('a worker given dispatches it cannot use', () => {
       () => worker.output.some((l) => l.includes('does not match') && l.includes(real.id)),
       'the wrong-kind dispatch to be dropped',
     );
+    expect(worker.proc.exitCode).toBeNull();
+
+    // Junk on the dispatch subject: each message is terminated and named in one WARNING line
+    // with its subject, the reason and a short prefix (never the payload).
+    const subject = transportNames(dep.prefix).subject(route);
+    const nc = (dep.runtime.transport as JetStreamTransport).connection;
+    const junk = [
+      Uint8Array.from([0xff, 0x00, 0x13, 0x37, 0xfe]),
+      new TextEncoder().encode('{"operationId": "broken'),
+      new TextEncoder().encode(JSON.stringify({ hello: 'world' })),
+      new Uint8Array(512 * 1024).fill(0x41),
+    ];
+    for (const data of junk) await nc.request(subject, data); // a JetStream publish ack
+    const rejected = () =>
+      worker.output.filter((l) => l.includes('WARNING dispatch message rejected and terminated'));
+    await waitFor(() => rejected().length === junk.length, 'a warning per junk message');
+    const lines = rejected().join('\n');
+    for (const reason of ['not JSON', 'wrong shape', 'oversized: 524288 bytes'])
+      expect(lines).toContain(reason);
+    expect(lines).toContain(`"subject":"${subject}"`);
+    expect(lines).toContain('\\\\xff\\\\x00');
+    expect(Math.max(...rejected().map((l) => l.length))).toBeLessThan(1_000);
     expect(worker.proc.exitCode).toBeNull();
     const view = await dep.runtime.get(real.id);
     expect(view.transitions.filter((t) => t.event === 'COMPLETE')).toHaveLength(1);

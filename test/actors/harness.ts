@@ -56,6 +56,7 @@ export const FAST_TIMING: Partial<RuntimeTiming> = {
   schedulerIntervalMs: 50,
   relayIntervalMs: 50,
   leaderPollMs: 250,
+  leaderLeaseMs: 3_000,
   maxScheduled: 128,
 };
 
@@ -86,14 +87,24 @@ export interface Deployment {
 
 export async function startDeployment(
   timing: Partial<RuntimeTiming> = FAST_TIMING,
-  options: { maxRetries?: number } = {},
+  options: {
+    maxRetries?: number;
+    /** A database of the drill's own (a private cluster): used as it is, never dropped. */
+    databaseUrl?: string;
+    /** A nats-server of the drill's own. */
+    natsUrl?: string;
+  } = {},
 ): Promise<Deployment> {
-  const db = await createTestDatabase('opstate_actors');
+  const own = options.databaseUrl === undefined;
+  const db: TestDatabase = own
+    ? await createTestDatabase('opstate_actors')
+    : { name: 'private', url: options.databaseUrl as string };
+  const natsUrl = options.natsUrl ?? NATS_URL;
   const prefix = uniquePrefix('act').replaceAll('.', '_');
   const logger = memoryLogger();
   const runtime = await createRuntime({
     databaseUrl: db.url,
-    natsUrl: NATS_URL,
+    natsUrl,
     prefix,
     timing,
     logger,
@@ -103,7 +114,7 @@ export async function startDeployment(
   const env = {
     ...process.env,
     DATABASE_URL: db.url,
-    NATS_URL,
+    NATS_URL: natsUrl,
     OPSTATE_PREFIX: prefix,
     OPSTATE_TIMING: JSON.stringify(timing),
   };
@@ -164,7 +175,7 @@ export async function startDeployment(
       await Promise.all(children.map((c) => c.exited));
       await (runtime.transport as JetStreamTransport).destroy().catch(() => undefined);
       await runtime.close();
-      await dropTestDatabase(db);
+      if (own) await dropTestDatabase(db);
       if (current === deployment) current = undefined;
     },
   };

@@ -1,13 +1,11 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { createRuntime } from '../../actors/Runtime.ts';
 import { observe } from '../transport/helpers.ts';
 import {
   archiveOperation,
+  type Child,
   type Deployment,
   FAST_TIMING,
   kill9,
-  NATS_URL,
   startDeployment,
   waitFor,
 } from './harness.ts';
@@ -20,70 +18,96 @@ afterEach(async () => {
 
 const ELECTED = 'control plane elected leader';
 
+/** Two control-plane processes; resolves once one leads, as [leader, follower]. */
+async function twoControlPlanes(dep: Deployment): Promise<[Child, Child]> {
+  const a = dep.spawnCli(['control-plane']);
+  const b = dep.spawnCli(['control-plane']);
+  await waitFor(() => a.printed(ELECTED) || b.printed(ELECTED), 'a leader', 30_000);
+  await waitFor(
+    () => a.printed('waiting for leadership') && b.printed('waiting for leadership'),
+    'both to run',
+    30_000,
+  );
+  // An observation window of several lease polls: the other must stay a follower.
+  await observe(4 * (FAST_TIMING.leaderPollMs ?? 250));
+  const pair: [Child, Child] = a.printed(ELECTED) ? [a, b] : [b, a];
+  expect(pair[1].printed(ELECTED)).toBe(false);
+  return pair;
+}
+
+async function completes(dep: Deployment, what: string) {
+  const { id } = await archiveOperation(dep);
+  await waitFor(
+    async () => (await dep.runtime.store.load(id)).status === 'COMPLETED',
+    what,
+    30_000,
+  );
+}
+
+/** The holder `opstate status --json` names as leader (undefined when none leads). */
+async function statusLeader(
+  dep: Deployment,
+): Promise<{ holder: string; since: string } | undefined> {
+  const status = dep.spawnCli(['status', '--json']);
+  expect(await status.exited).toBe(0);
+  const json = status.output.find((l) => l.startsWith('{')) ?? '{}';
+  const { leaders } = JSON.parse(json) as {
+    leaders: { name: string; holder: string; since: string; expired: boolean }[];
+  };
+  const lease = leaders.find((l) => l.name === dep.prefix && !l.expired);
+  return lease === undefined ? undefined : { holder: lease.holder, since: lease.since };
+}
+
+const holderOf = (c: Child) =>
+  /as (\S+); waiting for leadership/.exec(c.output.find((l) => l.includes(' as ')) ?? '')?.[1];
+
 describe('leadership', () => {
   it('two control-plane processes elect one leader; killing it hands the loops to the other', async () => {
     d = await startDeployment();
     const dep = d;
-    const a = dep.spawnCli(['control-plane']);
-    const b = dep.spawnCli(['control-plane']);
-    await waitFor(() => a.printed(ELECTED) || b.printed(ELECTED), 'a leader', 30_000);
-    await waitFor(
-      () => a.printed('waiting for leadership') && b.printed('waiting for leadership'),
-      'both to run',
-      30_000,
-    );
-    // An observation window of several leader polls: the other must stay a follower.
-    await observe(4 * (FAST_TIMING.leaderPollMs ?? 250));
-    const [leader, follower] = a.printed(ELECTED) ? [a, b] : [b, a];
-    expect(follower.printed(ELECTED)).toBe(false);
+    const [leader, follower] = await twoControlPlanes(dep);
+    expect((await statusLeader(dep))?.holder).toBe(holderOf(leader));
 
     await kill9(leader);
     await waitFor(() => follower.printed(ELECTED), 'the follower to take over', 30_000);
 
     // The new leader schedules: an operation submitted now completes.
     await dep.readyWorker();
-    const { id } = await archiveOperation(dep);
-    await waitFor(
-      async () => (await dep.runtime.store.load(id)).status === 'COMPLETED',
-      'completion under the new leader',
-      30_000,
-    );
+    await completes(dep, 'completion under the new leader');
     expect(follower.proc.exitCode).toBeNull();
+    expect((await statusLeader(dep))?.holder).toBe(holderOf(follower));
   });
-});
 
-describe('leadership when the leader loses its database connection', () => {
-  it('the leader steps down and the follower takes over; the loops never stay with a leader that lost its lock', async () => {
+  it('a frozen leader (SIGSTOP) loses its lease to the standby; woken, it steps down and stays a follower', async () => {
     d = await startDeployment();
     const dep = d;
-    const other = await createRuntime({
-      databaseUrl: dep.db.url,
-      natsUrl: NATS_URL,
-      prefix: dep.prefix,
-      timing: dep.timing,
-      logger: memoryLogger(),
-    });
-    try {
-      const first = dep.runtime.startControlPlane();
-      await waitFor(() => first.isLeader, 'the first control plane to lead');
-      const second = other.startControlPlane();
-      await observe(4 * (FAST_TIMING.leaderPollMs ?? 250));
-      expect(second.isLeader).toBe(false);
+    const [leader, follower] = await twoControlPlanes(dep);
+    await dep.readyWorker();
+    await completes(dep, 'completion under the first leader');
 
-      // Postgres drops the leader's session, and with it the advisory lock.
-      const killed = await dep.runtime.database.execute<{ pid: number }>(
-        `select pg_terminate_backend(l.pid) as killed, l.pid from pg_locks l
-         join pg_stat_activity a on a.pid = l.pid
-         where l.locktype = 'advisory' and l.granted and a.datname = current_database()`,
+    leader.proc.kill('SIGSTOP');
+    try {
+      await waitFor(
+        () => follower.printed(ELECTED),
+        'the standby to take the lapsed lease',
+        30_000,
       );
-      expect(killed).toHaveLength(1);
-      await waitFor(() => second.isLeader, 'the follower to take over');
-      await waitFor(() => !first.isLeader, 'the old leader to step down');
-      // The old leader contends again and stays a follower while the new one holds the lock.
-      await observe(4 * (FAST_TIMING.leaderPollMs ?? 250));
-      expect([first.isLeader, second.isLeader]).toEqual([false, true]);
+      // Work goes on while the old leader is frozen: the standby schedules and recovers.
+      await completes(dep, 'completion while the old leader is frozen');
+      const now = await statusLeader(dep);
+      expect(now?.holder).toBe(holderOf(follower));
     } finally {
-      await other.close();
+      leader.proc.kill('SIGCONT');
     }
+    await waitFor(
+      () => leader.printed('lost its lease to another replica; stepping down'),
+      'the woken leader to step down',
+      30_000,
+    );
+    await observe(4 * (FAST_TIMING.leaderPollMs ?? 250));
+    expect(leader.output.filter((l) => l.includes(ELECTED))).toHaveLength(1);
+    expect((await statusLeader(dep))?.holder).toBe(holderOf(follower));
+    await completes(dep, 'completion after the old leader woke');
+    expect([leader.proc.exitCode, follower.proc.exitCode]).toEqual([null, null]);
   });
 });

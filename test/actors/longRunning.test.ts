@@ -16,6 +16,7 @@ const TIMING = {
   schedulerIntervalMs: 50,
   relayIntervalMs: 50,
   leaderPollMs: 250,
+  leaderLeaseMs: 3_000,
   maxScheduled: 16,
 };
 const RUN_MS = 4 * TIMING.ackWaitMs;

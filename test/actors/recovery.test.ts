@@ -37,7 +37,7 @@ async function liveCopiesAt(dep: Deployment, pkg: string, locationId: string) {
  */
 async function crashThenRecover(
   dep: Deployment,
-  crash: 'before-start' | 'before-first-heartbeat',
+  crash: 'before-start' | 'after-start',
   leftIn: 'SCHEDULED' | 'IN_PROGRESS',
   withinMs: number,
 ) {
@@ -45,9 +45,9 @@ async function crashThenRecover(
   const op = await archiveOperation(dep);
   await doomed.exited;
   expect(await status(dep, op.id)).toBe(leftIn);
-  expect(
-    await dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
-  ).toBe(false);
+  // The dead worker's last heartbeat covered the operation: that is what the monitor goes by.
+  const beats = await dep.runtime.transport.heartbeats.list();
+  expect(beats.filter((b) => b.held.some((h) => h.operationId === op.id))).toHaveLength(1);
   await dep.readyWorker();
   await waitFor(async () => (await status(dep, op.id)) === 'COMPLETED', 'recovery', withinMs);
   return { op, view: await dep.runtime.get(op.id) };
@@ -65,9 +65,10 @@ describe('recovery paths', () => {
       'first worker to start',
       30_000,
     );
+    // Killed once attempt 1 has run its first journal step (its heartbeat covers it since START).
     await waitFor(
-      () => dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
-      'a heartbeat from the first worker',
+      async () => (await dep.runtime.get(op.id)).steps.length === 1,
+      'the first worker’s journal step',
     );
     // The heartbeat comes before the handler's first step: wait for the step this test checks.
     await waitFor(
@@ -97,33 +98,18 @@ describe('recovery paths', () => {
     expect(view.steps.map((s) => [s.name, s.attempt])).toEqual([['started', 1]]);
   });
 
-  it('a worker that dies after START and before its first heartbeat is recovered by the reconciler, with a WARNING', async () => {
+  it('a worker killed right after START is the heartbeat monitor’s case: its heartbeat covered the operation before START', async () => {
     d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 20_000 });
     const dep = d;
     dep.runtime.startControlPlane();
-    const { op, view } = await crashThenRecover(
-      dep,
-      'before-first-heartbeat',
-      'IN_PROGRESS',
-      40_000,
-    );
-    expect(view.transitions.filter((t) => t.event === 'RESET').map((t) => t.by)).toEqual([
-      'reconciler',
-    ]);
-    const warnings = dep.logger.lines.filter(
-      (l) => l.level === 'WARNING' && l.message === 'reconciler reset operation',
-    );
-    expect(warnings).toHaveLength(1);
-    expect(warnings[0]?.fields).toMatchObject({
-      operationId: op.id,
-      status: 'IN_PROGRESS',
-      attempt: 1,
-    });
-    expect(String(warnings[0]?.fields.reason)).toMatch(/no live or registered task/);
+    const { op, view } = await crashThenRecover(dep, 'after-start', 'IN_PROGRESS', 40_000);
+    const resets = view.transitions.filter((t) => t.event === 'RESET');
+    expect(resets.map((t) => `${t.by}@${t.attempt}`)).toEqual(['heartbeat_monitor@1']);
+    expect(resets[0]?.reason).toMatch(/^stale heartbeat: running by w-\S+, whose last heartbeat/);
     expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
   });
 
-  it('a worker that dies before START leaves it SCHEDULED; the reconciler brings it home', async () => {
+  it('a worker killed with a dispatch pulled and not yet started leaves it SCHEDULED; the heartbeat monitor brings it home', async () => {
     d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 20_000 });
     const dep = d;
     dep.runtime.startControlPlane();
@@ -131,11 +117,12 @@ describe('recovery paths', () => {
     expect(view.transitions.map((t) => `${t.from}>${t.to}:${t.by}`)).toEqual([
       'null>PENDING:operator',
       'PENDING>SCHEDULED:scheduler',
-      'SCHEDULED>PENDING:reconciler',
+      'SCHEDULED>PENDING:heartbeat_monitor',
       'PENDING>SCHEDULED:scheduler',
       expect.stringMatching(/^SCHEDULED>IN_PROGRESS:w-/),
       expect.stringMatching(/^IN_PROGRESS>COMPLETED:w-/),
     ]);
+    expect(view.transitions[2]?.reason).toMatch(/dispatch held by w-\S+, whose last heartbeat/);
   });
 
   it('a purged heartbeat bucket (KV and database disagree): the reconciler, not the monitor, recovers', async () => {
@@ -146,8 +133,10 @@ describe('recovery paths', () => {
     const first = await dep.readyWorker({ FIXTURE_HOLD_MS: '600000' });
     const op = await archiveOperation(dep);
     await waitFor(
-      () => dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id),
-      'a heartbeat from the first worker',
+      async () =>
+        (await status(dep, op.id)) === 'IN_PROGRESS' &&
+        (await dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id)),
+      'the first worker to run it, covered by its heartbeat',
       30_000,
     );
     await kill9(first);
@@ -167,6 +156,16 @@ describe('recovery paths', () => {
       resets: view.transitions.filter((t) => t.event === 'RESET').map((t) => t.by),
       log: dep.logger.lines.filter((l) => l.level !== 'INFO' && l.level !== 'DEBUG'),
     }).toEqual({ resets: ['reconciler'], log: expect.any(Array) });
+    const warnings = dep.logger.lines.filter(
+      (l) => l.level === 'WARNING' && l.message === 'reconciler reset operation',
+    );
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]?.fields).toMatchObject({
+      operationId: op.id,
+      status: 'IN_PROGRESS',
+      attempt: 1,
+    });
+    expect(String(warnings[0]?.fields.reason)).toMatch(/no live worker holding it/);
     expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
   });
 
@@ -192,10 +191,14 @@ describe('recovery paths', () => {
     expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(0);
 
     // The slow worker notices at its next heartbeat, aborts its handler and lets go (its heartbeat
-    // key is removed); it does not crash. Another worker then runs attempt 2.
+    // heartbeat no longer lists attempt 1); it does not crash. Another worker then runs attempt 2.
     await waitFor(
       async () =>
-        !(await dep.runtime.transport.heartbeats.isAlive(OperationKind.LONG_TERM_ARCHIVE, op.id)),
+        !(await dep.runtime.transport.heartbeats.isAlive(
+          OperationKind.LONG_TERM_ARCHIVE,
+          op.id,
+          1,
+        )),
       'the slow worker to let go of attempt 1',
       30_000,
     );
@@ -272,17 +275,17 @@ describe('recovery paths', () => {
     );
   });
 
-  it('broker redelivery of the current attempt with no live task resets it by the broker path', async () => {
-    // The reconciler is there but sleeps far longer than the test, so the broker's ack-wait acts.
-    d = await startDeployment({ ...FAST_TIMING, reconcilerIntervalMs: 600_000 });
+  it('broker redelivery of the current attempt with no live holder resets it by the broker path', async () => {
+    // The monitor and the reconciler are there but sleep far longer than the test, so the
+    // broker's ack-wait acts.
+    d = await startDeployment({
+      ...FAST_TIMING,
+      monitorIntervalMs: 600_000,
+      reconcilerIntervalMs: 600_000,
+    });
     const dep = d;
     dep.runtime.startControlPlane();
-    const { op, view } = await crashThenRecover(
-      dep,
-      'before-first-heartbeat',
-      'IN_PROGRESS',
-      60_000,
-    );
+    const { op, view } = await crashThenRecover(dep, 'after-start', 'IN_PROGRESS', 60_000);
     expect(
       view.transitions.filter((t) => t.event === 'RESET').map((t) => `${t.by}@${t.attempt}`),
     ).toEqual(['broker@1']);

@@ -324,7 +324,13 @@ export function breakerSuite(backend: BreakerBackend): void {
       operations: Record<string, Record<string, number>>;
       circuitBreakers: CircuitBreakerStatus[];
     };
-    expect(Object.keys(parsed)).toEqual(['operations', 'circuitBreakers', 'copies', 'deletions']);
+    expect(Object.keys(parsed)).toEqual([
+      'leaders',
+      'operations',
+      'circuitBreakers',
+      'copies',
+      'deletions',
+    ]);
     expect(parsed.operations[OperationKind.LONG_TERM_ARCHIVE]?.PENDING).toBeGreaterThanOrEqual(1);
     const mine = parsed.circuitBreakers.filter((b) => b.locationId === t.w.archive.id);
     expect(mine).toEqual([

@@ -168,6 +168,11 @@ describe('docker-compose.yml', () => {
         const args = s.command;
         const kinds = (args[args.indexOf('--kinds') + 1] as string).split(',') as OperationKind[];
         expect(consumers.sort()).toEqual(kinds.map((k) => queueName(defaultRoute(k))).sort());
+        // Its heartbeat is the one key it may write: the worker runs under that id.
+        const id = args[args.indexOf('--id') + 1] as string;
+        expect(allowed.filter((a) => a.startsWith('$KV.'))).toEqual([
+          `$KV.opstate_heartbeats.worker.${id}`,
+        ]);
         // A worker publishes no dispatch and creates no stream or consumer.
         expect(allowed.filter((a) => a.startsWith('opstate.dispatch'))).toEqual([]);
         expect(

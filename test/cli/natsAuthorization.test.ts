@@ -59,7 +59,15 @@ afterEach(async () => {
 function spawnWorker(env: Record<string, string>) {
   const proc = spawn(
     process.execPath,
-    opstateArgs(['worker', '--kinds', 'long_term_archive', '--handlers', HANDLERS]),
+    opstateArgs([
+      'worker',
+      '--kinds',
+      'long_term_archive',
+      '--handlers',
+      HANDLERS,
+      '--id',
+      'worker-b',
+    ]),
     {
       cwd: REPO_ROOT,
       env: { ...process.env, OPSTATE_TIMING: JSON.stringify(FAST_TIMING), ...env },
@@ -127,6 +135,13 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
       async () => (await plane?.store.load(id))?.status === 'COMPLETED',
       `the archive to complete on worker-b:\n${worker.text()}`,
       30_000,
+    );
+
+    // Its heartbeat got through: the control plane reads it.
+    await waitFor(
+      async () =>
+        ((await plane?.transport.heartbeats.list()) ?? []).some((h) => h.workerId === 'worker-b'),
+      "worker-b's heartbeat",
     );
 
     // With worker-b's credentials, no dispatch can be published: not to a queue worker-b does

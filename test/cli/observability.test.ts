@@ -83,7 +83,9 @@ describe('control plane and worker processes', () => {
     // Killed after its first heartbeat, the heartbeat monitor is the path that recovers it.
     await waitFor(
       async () =>
-        (await dep.runtime.transport.heartbeats.list()).some((h) => h.key.operationId === id),
+        (await dep.runtime.transport.heartbeats.list()).some((h) =>
+          h.held.some((o) => o.operationId === id),
+        ),
       'the first worker to write a heartbeat',
     );
     await kill9(holder);

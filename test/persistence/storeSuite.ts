@@ -634,12 +634,30 @@ export function storeSuite(backend: SuiteBackend): void {
       { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
     ]);
 
+    const { LeaseRepository } = await import('../../persistence/LeaseRepository.ts');
+    const lease = await new LeaseRepository(db()).acquire(`status-${id}`, 'host-a:42:abc', 60_000);
     const status = capture();
     expect(await createStatusCommand(shared).run(['--json'], status.io)).toBe(0);
     const parsed = JSON.parse(status.out.join('\n')) as {
       operations: Record<string, Record<string, number>>;
+      leaders: { name: string; holder: string; since: string; expired: boolean }[];
     };
-    expect(Object.keys(parsed)).toEqual(['operations', 'circuitBreakers', 'copies', 'deletions']);
+    expect(Object.keys(parsed)).toEqual([
+      'leaders',
+      'operations',
+      'circuitBreakers',
+      'copies',
+      'deletions',
+    ]);
+    expect(parsed.leaders.find((l) => l.name === `status-${id}`)).toEqual({
+      name: `status-${id}`,
+      holder: 'host-a:42:abc',
+      epoch: lease?.epoch,
+      since: lease?.acquiredAt.toISOString(),
+      renewedAt: lease?.renewedAt.toISOString(),
+      expiresAt: lease?.expiresAt.toISOString(),
+      expired: false,
+    });
     expect(Object.keys(parsed.operations)).toEqual([...OPERATION_KINDS]);
     for (const kind of OPERATION_KINDS) {
       expect(Object.keys(parsed.operations[kind] ?? {})).toEqual([...OPERATION_STATUSES]);
@@ -650,12 +668,15 @@ export function storeSuite(backend: SuiteBackend): void {
     const table = capture();
     expect(await createStatusCommand(shared).run([], table.io)).toBe(0);
     expect(table.out[0]).toMatch(/^kind\s+PENDING\s+SCHEDULED\s+IN_PROGRESS\s+COMPLETED\s+FAILED$/);
-    // The operations table, then (the world has copies) the copies per location type × status.
+    // The operations table, the leader, then (the world has copies) the copies per location
+    // type × status.
     expect(table.out[1 + OPERATION_KINDS.length]).toBe('');
-    expect(table.out[2 + OPERATION_KINDS.length]).toBe('physical copies (deletion after archive)');
-    expect(table.out[3 + OPERATION_KINDS.length]).toMatch(
-      /^location type\s+PRESENT\s+DELETION_SCHEDULED/,
+    expect(table.out).toContain(
+      `leader of status-${id}: host-a:42:abc since ${lease?.acquiredAt.toISOString()} (epoch 1, lease renewed ${lease?.renewedAt.toISOString()}, until ${lease?.expiresAt.toISOString()})`,
     );
+    const copiesAt = table.out.indexOf('physical copies (deletion after archive)');
+    expect(copiesAt).toBeGreaterThan(1 + OPERATION_KINDS.length);
+    expect(table.out[copiesAt + 1]).toMatch(/^location type\s+PRESENT\s+DELETION_SCHEDULED/);
 
     const inspect = capture();
     expect(await createInspectCommand(shared).run([id, '--json'], inspect.io)).toBe(0);

@@ -1,5 +1,6 @@
 import { jetstream } from '@nats-io/jetstream';
-import { describe, it } from 'vitest';
+import { connect } from '@nats-io/transport-node';
+import { describe, expect, it } from 'vitest';
 import { queueSubject } from '../../machines/routing.ts';
 import { createJetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { reachable, uniquePrefix } from './helpers.ts';
@@ -33,4 +34,26 @@ transportContract('JetStream', async (options) => {
     },
     dispose: () => transport.destroy(),
   };
+});
+
+describe('JetStream transport on a caller-owned connection', () => {
+  it('closes without waiting for the connection, which stays open for its owner', async () => {
+    const nc = await connect({ servers: `nats://127.0.0.1:${NATS_PORT}` });
+    try {
+      const transport = await createJetStreamTransport({
+        connection: nc,
+        prefix: uniquePrefix('own'),
+      });
+      await transport.ensure([]);
+      const closed = await Promise.race([
+        transport.close().then(() => 'closed' as const),
+        new Promise<'hung'>((r) => setTimeout(() => r('hung'), 10_000)),
+      ]);
+      expect(closed).toBe('closed');
+      expect(nc.isClosed()).toBe(false);
+      await nc.flush(); // still usable by its owner
+    } finally {
+      await nc.close();
+    }
+  });
 });

@@ -349,40 +349,53 @@ export function transportContract(name: string, factory: HarnessFactory): void {
       expect(transport.openSubscriptions).toBe(0);
     });
 
-    it('heartbeats are listed, alive while fresh, dead once older than the timeout, and deletable', async () => {
+    it('worker heartbeats list what each worker holds, alive while fresh, dead once older than the timeout, and removable', async () => {
       const { transport } = await setup();
       const hb = transport.heartbeats;
-      const key = { kind: OperationKind.TRANSFER, operationId: 'op-hb', taskId: 'task-1' };
-      const other = { kind: OperationKind.UNPACK, operationId: 'op-hb2', taskId: 'task-2' };
-      await hb.put(key);
-      await hb.put(other);
+      const a = { kind: OperationKind.TRANSFER, operationId: 'op-hb', attempt: 2 };
+      const b = { kind: OperationKind.UNPACK, operationId: 'op-hb2', attempt: 1 };
+      await hb.beat('worker-1', [a]);
+      await hb.beat('worker-2', [b]);
       expect(await hb.isAlive(OperationKind.TRANSFER, 'op-hb')).toBe(true);
+      expect(await hb.isAlive(OperationKind.TRANSFER, 'op-hb', 2)).toBe(true);
+      expect(await hb.isAlive(OperationKind.TRANSFER, 'op-hb', 1)).toBe(false);
       expect(await hb.isAlive(OperationKind.UNPACK, 'op-hb')).toBe(false);
       expect(await hb.isAlive(OperationKind.TRANSFER, 'op-none')).toBe(false);
       const listed = await hb.list();
       expect(
-        listed.map((h) => h.key).sort((x, y) => x.operationId.localeCompare(y.operationId)),
-      ).toEqual([key, other]);
+        listed
+          .map((h) => ({ workerId: h.workerId, held: h.held }))
+          .sort((x, y) => x.workerId.localeCompare(y.workerId)),
+      ).toEqual([
+        { workerId: 'worker-1', held: [a] },
+        { workerId: 'worker-2', held: [b] },
+      ]);
       expect(listed.every((h) => typeof h.at === 'number' && h.at > 0)).toBe(true);
-      await hb.delete(other);
-      expect((await hb.list()).map((h) => h.key)).toEqual([key]);
-      await hb.delete(other); // deleting again is harmless
+      // The next beat replaces what the worker held: a released operation is no longer listed.
+      await hb.beat('worker-2', []);
+      expect(await hb.isAlive(OperationKind.UNPACK, 'op-hb2')).toBe(false);
+      await hb.remove('worker-2');
+      expect((await hb.list()).map((h) => h.workerId)).toEqual(['worker-1']);
+      await hb.remove('worker-2'); // removing again is harmless
       // No refresh: the heartbeat goes stale after the timeout.
       await waitFor(
         async () => !(await hb.isAlive(OperationKind.TRANSFER, 'op-hb')),
         'the heartbeat to go stale',
       );
       // A refresh brings it back.
-      await hb.put(key);
-      expect(await hb.isAlive(OperationKind.TRANSFER, 'op-hb')).toBe(true);
+      await hb.beat('worker-1', [a]);
+      expect(await hb.isAlive(OperationKind.TRANSFER, 'op-hb', 2)).toBe(true);
       // Past the bucket's age limit the key is gone from the store.
       await waitFor(async () => (await hb.list()).length === 0, 'the key to age out');
     });
 
-    it('refuses a heartbeat key that is not key-safe', async () => {
+    it('refuses a worker id or an operation id that is not key-safe', async () => {
       const { transport } = await setup();
+      await expect(transport.heartbeats.beat('a.b', [])).rejects.toBeInstanceOf(OpstateError);
       await expect(
-        transport.heartbeats.put({ kind: OperationKind.TRANSFER, operationId: 'a.b', taskId: 't' }),
+        transport.heartbeats.beat('w', [
+          { kind: OperationKind.TRANSFER, operationId: 'a.b', attempt: 1 },
+        ]),
       ).rejects.toBeInstanceOf(OpstateError);
     });
 

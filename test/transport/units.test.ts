@@ -3,7 +3,11 @@ import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { defaultRoute, OperationType } from '../../machines/routing.ts';
 import { decodeDispatch, dispatchMsgId, encodeDispatch } from '../../transport/DispatchMessage.ts';
-import { heartbeatKeyString, parseHeartbeatKey } from '../../transport/HeartbeatKey.ts';
+import {
+  encodeHeld,
+  parseWorkerHeartbeat,
+  workerHeartbeatKey,
+} from '../../transport/HeartbeatKey.ts';
 import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
 import { transportNames } from '../../transport/TransportNames.ts';
 import { DEFAULT_TRANSPORT_TIMING, resolveTiming } from '../../transport/TransportTiming.ts';
@@ -74,11 +78,18 @@ describe('names and keys', () => {
     );
   });
 
-  it('maps heartbeat keys both ways', () => {
-    const key = { kind: OperationKind.UNPACK, operationId: 'op-1', taskId: 'worker_2-7' };
-    expect(heartbeatKeyString(key)).toBe('unpack.op-1.worker_2-7');
-    expect(parseHeartbeatKey('unpack.op-1.worker_2-7')).toEqual(key);
-    expect(parseHeartbeatKey('nope.op-1.t')).toBeUndefined();
+  it('maps worker heartbeats both ways and ignores what is not one', () => {
+    const held = [{ kind: OperationKind.UNPACK, operationId: 'op-1', attempt: 3 }];
+    expect(workerHeartbeatKey('worker_2-7')).toBe('worker.worker_2-7');
+    expect(parseWorkerHeartbeat('worker.worker_2-7', encodeHeld(held), 5)).toEqual({
+      workerId: 'worker_2-7',
+      at: 5,
+      held,
+    });
+    expect(parseWorkerHeartbeat('unpack.op-1.t', encodeHeld(held), 5)).toBeUndefined();
+    expect(parseWorkerHeartbeat('worker.w', 'not json', 5)).toBeUndefined();
+    expect(parseWorkerHeartbeat('worker.w', '{"held":[["nope","op-1",1]]}', 5)).toBeUndefined();
+    expect(parseWorkerHeartbeat('worker.w', '{"held":[["unpack","op-1",0]]}', 5)).toBeUndefined();
   });
 });
 

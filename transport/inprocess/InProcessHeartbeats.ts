@@ -1,59 +1,59 @@
 import type { OperationKind } from '../../machines/OperationKind.ts';
-import { heartbeatKeyString, operationHeartbeatPrefix } from '../HeartbeatKey.ts';
-import type { Heartbeat, HeartbeatKey, Heartbeats, TransportTiming } from '../Transport.ts';
+import {
+  encodeHeld,
+  holdsAlive,
+  parseWorkerHeartbeat,
+  workerHeartbeatKey,
+} from '../HeartbeatKey.ts';
+import type { Heartbeats, HeldOperation, TransportTiming, WorkerHeartbeat } from '../Transport.ts';
 import type { Clock } from './Clock.ts';
 
 /**
- * Heartbeats in a map, with the KV bucket's rules: a key older than `heartbeatMaxAgeMs` is
- * dropped, a key younger than `heartbeatTimeoutMs` is alive.
+ * Worker heartbeats in a map, with the KV bucket's rules: a key older than `heartbeatMaxAgeMs` is
+ * dropped, a heartbeat younger than `heartbeatTimeoutMs` is alive. Values go through the same
+ * encoding as on the wire, so both transports refuse and accept the same input.
  *
  * @example
  * ```ts
  * const hb = new InProcessHeartbeats(realClock, timing);
- * await hb.put({ kind, operationId: 'op1', taskId: 't1' });
+ * await hb.beat('w-1', [{ kind, operationId: 'op1', attempt: 1 }]);
  * await hb.isAlive(kind, 'op1'); // true
  * ```
  */
 export class InProcessHeartbeats implements Heartbeats {
-  readonly #entries = new Map<string, Heartbeat>();
+  readonly #entries = new Map<string, WorkerHeartbeat>();
 
   constructor(
     private readonly clock: Clock,
     private readonly timing: TransportTiming,
   ) {}
 
-  async put(key: HeartbeatKey): Promise<void> {
-    const k = heartbeatKeyString(key);
-    this.#entries.set(k, {
-      key: { kind: key.kind, operationId: key.operationId, taskId: key.taskId },
-      at: this.clock.now(),
-    });
+  async beat(workerId: string, held: readonly HeldOperation[]): Promise<void> {
+    const key = workerHeartbeatKey(workerId);
+    const beat = parseWorkerHeartbeat(key, encodeHeld(held), this.clock.now());
+    if (beat) this.#entries.set(key, beat);
   }
 
-  async delete(key: HeartbeatKey): Promise<void> {
-    this.#entries.delete(heartbeatKeyString(key));
+  async remove(workerId: string): Promise<void> {
+    this.#entries.delete(workerHeartbeatKey(workerId));
   }
 
-  async list(): Promise<Heartbeat[]> {
-    this.#prune();
+  async list(): Promise<WorkerHeartbeat[]> {
+    const now = this.clock.now();
+    for (const [k, beat] of this.#entries) {
+      if (now - beat.at >= this.timing.heartbeatMaxAgeMs) this.#entries.delete(k);
+    }
     return [...this.#entries.values()];
   }
 
-  async isAlive(kind: OperationKind, operationId: string): Promise<boolean> {
-    const prefix = operationHeartbeatPrefix(kind, operationId);
-    const now = this.clock.now();
-    for (const [k, heartbeat] of this.#entries) {
-      if (k.startsWith(prefix) && now - heartbeat.at < this.timing.heartbeatTimeoutMs) {
-        return true;
-      }
-    }
-    return false;
-  }
-
-  #prune(): void {
-    const now = this.clock.now();
-    for (const [k, heartbeat] of this.#entries) {
-      if (now - heartbeat.at >= this.timing.heartbeatMaxAgeMs) this.#entries.delete(k);
-    }
+  async isAlive(kind: OperationKind, operationId: string, attempt?: number): Promise<boolean> {
+    return holdsAlive(
+      await this.list(),
+      this.clock.now(),
+      this.timing.heartbeatTimeoutMs,
+      kind,
+      operationId,
+      attempt,
+    );
   }
 }

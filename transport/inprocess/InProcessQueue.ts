@@ -1,5 +1,6 @@
-import type { Route } from '../../machines/routing.ts';
-import { decodeDispatch } from '../DispatchMessage.ts';
+import { queueName, type Route } from '../../machines/routing.ts';
+import type { DeliverySlots } from '../DeliverySlots.ts';
+import { decodeDispatch, previewPayload } from '../DispatchMessage.ts';
 import { runDeliveryHandler } from '../runDeliveryHandler.ts';
 import { SettlingDelivery } from '../SettlingDelivery.ts';
 import type { DeliveryHandler, DispatchMessage, TransportTiming } from '../Transport.ts';
@@ -29,6 +30,8 @@ interface StoredMessage {
 /** One consumer of a queue (a `Subscription` in the in-process transport). */
 export interface QueueConsumer {
   readonly concurrency: number;
+  /** The bound it shares with other subscriptions (a worker's queues). */
+  readonly slots: DeliverySlots;
   readonly handler: DeliveryHandler;
   inFlight: number;
   stopped: boolean;
@@ -176,7 +179,12 @@ export class InProcessQueue {
     for (let i = 0; i < n; i++) {
       const index = (this.#cursor + i) % n;
       const consumer = this.#consumers[index];
-      if (consumer && !consumer.stopped && consumer.inFlight < consumer.concurrency) {
+      if (
+        consumer &&
+        !consumer.stopped &&
+        consumer.inFlight < consumer.concurrency &&
+        consumer.slots.free > 0
+      ) {
         return { consumer, index };
       }
     }
@@ -199,8 +207,10 @@ export class InProcessQueue {
       this.deps.hub.emit({
         type: 'rejected',
         route: this.route,
+        subject: queueName(this.route),
         reason: decoded.reason,
         size: stored.data.length,
+        preview: previewPayload(stored.data),
       });
       return;
     }
@@ -210,6 +220,7 @@ export class InProcessQueue {
     this.#startAckWait(stored, stored.token);
     const delivery = new InProcessDelivery(decoded.message, this.route, this, stored, stored.token);
     consumer.inFlight++;
+    consumer.slots.hold();
     const run = runDeliveryHandler(
       consumer.handler,
       delivery,
@@ -218,7 +229,7 @@ export class InProcessQueue {
     ).finally(() => {
       consumer.inFlight--;
       consumer.running.delete(run);
-      this.pump();
+      consumer.slots.settled(); // wakes every queue sharing the slots, this one included
     });
     consumer.running.add(run);
   }
@@ -240,6 +251,7 @@ export class InProcessQueue {
     this.deps.hub.emit({
       type: 'max_deliveries',
       route: this.route,
+      subject: queueName(this.route),
       message: decoded.ok ? decoded.message : undefined,
       deliveries: stored.deliveries,
     });

@@ -1,5 +1,6 @@
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { queueName, type Route } from '../../machines/routing.ts';
+import { DeliverySlots } from '../DeliverySlots.ts';
 import { DEFAULT_MAX_MESSAGE_BYTES, dispatchMsgId, encodeDispatch } from '../DispatchMessage.ts';
 import type {
   ConsumeOptions,
@@ -149,6 +150,7 @@ export function createInProcessTransport(
       const queue = queueOf(route);
       const consumer: QueueConsumer = {
         concurrency: opts.concurrency,
+        slots: opts.slots ?? new DeliverySlots(opts.concurrency),
         handler,
         inFlight: 0,
         stopped: false,
@@ -169,6 +171,7 @@ export function createInProcessTransport(
           stopping ??= (async () => {
             consumer.stopped = true;
             queue.detach(consumer);
+            leave();
             while (consumer.running.size > 0) await Promise.allSettled([...consumer.running]);
             subscriptions.delete(subscription);
             resolveClosed();
@@ -177,6 +180,7 @@ export function createInProcessTransport(
         },
       };
       subscriptions.add(subscription);
+      const leave = consumer.slots.join(() => queue.pump());
       queue.attach(consumer);
       return subscription;
     },

@@ -1,44 +1,47 @@
 import type { KV } from '@nats-io/kv';
 import type { OperationKind } from '../../machines/OperationKind.ts';
 import {
-  heartbeatKeyString,
-  operationHeartbeatPrefix,
-  parseHeartbeatKey,
+  encodeHeld,
+  holdsAlive,
+  parseWorkerHeartbeat,
+  workerHeartbeatKey,
 } from '../HeartbeatKey.ts';
-import type { Heartbeat, HeartbeatKey, Heartbeats, TransportTiming } from '../Transport.ts';
+import type { Heartbeats, HeldOperation, TransportTiming, WorkerHeartbeat } from '../Transport.ts';
 import { translateJetStreamError } from './translateJetStreamError.ts';
 
 /**
- * Heartbeats in a JetStream KV bucket (history 1, `max_age` = `heartbeatMaxAgeMs`). nats-server
- * 2.9 has no per-key TTL, so age is judged from the entry's `created` time, stamped by the
- * server: writers' clocks do not matter, only the reader's against the server's.
- *
- * `isAlive` lists the operation's keys and reads each (a few round trips); a loop asking about
- * many operations should call `list()` once instead.
+ * Worker heartbeats in a JetStream KV bucket (history 1, `max_age` = `heartbeatMaxAgeMs`), one
+ * key per worker. nats-server 2.9 has no per-key TTL, so age is judged from the entry's `created`
+ * time, stamped by the server: writers' clocks do not matter, only the reader's against the
+ * server's. Reading costs one stream-info request (its subjects are the keys: no consumer to set
+ * up or tear down) plus one read per worker, whatever the number of operations.
  *
  * @example
  * ```ts
- * const hb = new JetStreamHeartbeats(() => kvPromise, timing);
- * await hb.put({ kind, operationId: 'op1', taskId: 't1' });
+ * const hb = new JetStreamHeartbeats(() => kvPromise, timing, listWorkerKeys);
+ * await hb.beat('w-1', [{ kind, operationId: 'op1', attempt: 1 }]);
  * ```
  */
 export class JetStreamHeartbeats implements Heartbeats {
   constructor(
     private readonly bucket: () => Promise<KV>,
     private readonly timing: TransportTiming,
+    /** The keys stored under `worker.` (from the bucket stream's subjects, no consumer). */
+    private readonly workerKeys: () => Promise<string[]>,
   ) {}
 
-  async put(key: HeartbeatKey): Promise<void> {
-    const k = heartbeatKeyString(key);
+  async beat(workerId: string, held: readonly HeldOperation[]): Promise<void> {
+    const k = workerHeartbeatKey(workerId);
+    const value = encodeHeld(held);
     try {
-      await (await this.bucket()).put(k, JSON.stringify({ at: Date.now() }));
+      await (await this.bucket()).put(k, value);
     } catch (err) {
       throw translateJetStreamError(err, 'heartbeat put', { key: k });
     }
   }
 
-  async delete(key: HeartbeatKey): Promise<void> {
-    const k = heartbeatKeyString(key);
+  async remove(workerId: string): Promise<void> {
+    const k = workerHeartbeatKey(workerId);
     try {
       await (await this.bucket()).delete(k);
     } catch (err) {
@@ -46,31 +49,32 @@ export class JetStreamHeartbeats implements Heartbeats {
     }
   }
 
-  list(): Promise<Heartbeat[]> {
-    return this.#read('>');
-  }
-
-  async isAlive(kind: OperationKind, operationId: string): Promise<boolean> {
-    const heartbeats = await this.#read(`${operationHeartbeatPrefix(kind, operationId)}*`);
-    const now = Date.now();
-    return heartbeats.some((h) => now - h.at < this.timing.heartbeatTimeoutMs);
-  }
-
-  async #read(filter: string): Promise<Heartbeat[]> {
+  async list(): Promise<WorkerHeartbeat[]> {
     try {
       const kv = await this.bucket();
-      const keys: string[] = [];
-      for await (const k of await kv.keys(filter)) keys.push(k);
+      const keys = await this.workerKeys();
       const entries = await Promise.all(keys.map((k) => kv.get(k)));
-      const heartbeats: Heartbeat[] = [];
+      const beats: WorkerHeartbeat[] = [];
       for (const entry of entries) {
         if (entry?.operation !== 'PUT') continue;
-        const key = parseHeartbeatKey(entry.key);
-        if (key) heartbeats.push({ key, at: entry.created.getTime() });
+        const beat = parseWorkerHeartbeat(entry.key, entry.string(), entry.created.getTime());
+        if (beat) beats.push(beat);
       }
-      return heartbeats;
+      return beats;
     } catch (err) {
-      throw translateJetStreamError(err, 'heartbeat read', { filter });
+      throw translateJetStreamError(err, 'heartbeat read', {});
     }
+  }
+
+  async isAlive(kind: OperationKind, operationId: string, attempt?: number): Promise<boolean> {
+    const beats = await this.list();
+    return holdsAlive(
+      beats,
+      Date.now(),
+      this.timing.heartbeatTimeoutMs,
+      kind,
+      operationId,
+      attempt,
+    );
   }
 }

@@ -1,6 +1,7 @@
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import type { Route } from '../../machines/routing.ts';
-import { decodeDispatch } from '../DispatchMessage.ts';
+import { DeliverySlots } from '../DeliverySlots.ts';
+import { decodeDispatch, previewPayload } from '../DispatchMessage.ts';
 import { runDeliveryHandler } from '../runDeliveryHandler.ts';
 import { SettlingDelivery } from '../SettlingDelivery.ts';
 import type { DeliveryHandler, DispatchMessage, Subscription } from '../Transport.ts';
@@ -18,6 +19,9 @@ export interface SubscriptionDeps {
   /** How long one pull request waits on the server (≥ 1000 ms). */
   readonly pullExpiresMs: number;
 }
+
+/** Pull requests while slots go round between more queues than slots (`DeliverySlots.contended`). */
+const CONTENDED_PULL_MS = 1000;
 
 class JetStreamDelivery extends SettlingDelivery {
   constructor(
@@ -75,6 +79,7 @@ export class JetStreamSubscription implements Subscription {
   #held = 0;
   #requested = 0;
   #stopped = false;
+  #leave: (() => void) | undefined;
   #stopping: Promise<void> | undefined;
   #failures = 0;
   #wake: (() => void) | undefined;
@@ -90,6 +95,7 @@ export class JetStreamSubscription implements Subscription {
     private readonly handler: DeliveryHandler,
     private readonly deps: SubscriptionDeps,
     private readonly onClosed: (s: JetStreamSubscription) => void,
+    private readonly slots: DeliverySlots = new DeliverySlots(concurrency),
   ) {
     this.closed = new Promise((resolve) => {
       this.#resolveClosed = resolve;
@@ -101,6 +107,7 @@ export class JetStreamSubscription implements Subscription {
   }
 
   start(): void {
+    this.#leave = this.slots.join(() => this.#signal());
     this.#loop = this.#run();
   }
 
@@ -117,6 +124,7 @@ export class JetStreamSubscription implements Subscription {
       await this.#loop;
       while (this.#pulls.size > 0) await Promise.allSettled([...this.#pulls]);
       while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
+      this.#leave?.();
       this.onClosed(this);
       this.#resolveClosed();
     })();
@@ -147,9 +155,11 @@ export class JetStreamSubscription implements Subscription {
         await this.#sleep(Math.min(250 * 2 ** (this.#failures - 1), 5000));
         if (this.#stopped) break;
       }
-      const free = this.concurrency - this.#held - this.#requested;
+      const own = this.concurrency - this.#held - this.#requested;
+      const free = own > 0 ? Math.min(own, this.slots.grant(this, this.#requested)) : 0;
       if (free >= lowWater || (free > 0 && this.#fetches.size === 0 && this.#requested === 0)) {
         this.#requested += free;
+        this.slots.request(free);
         const pull = this.#pull(free).finally(() => {
           this.#pulls.delete(pull);
           this.#signal();
@@ -167,13 +177,18 @@ export class JetStreamSubscription implements Subscription {
     try {
       fetch = await (await this.consumer()).fetch({
         max_messages: batch,
-        expires: this.deps.pullExpiresMs,
+        expires: this.slots.contended
+          ? Math.min(CONTENDED_PULL_MS, this.deps.pullExpiresMs)
+          : this.deps.pullExpiresMs,
       });
       this.#fetches.add(fetch);
       if (this.#stopped) fetch.stop();
       for await (const msg of fetch) {
         received++;
-        if (received <= batch) this.#requested--;
+        if (received <= batch) {
+          this.#requested--;
+          this.slots.cancel(1);
+        }
         this.#failures = 0;
         this.#accept(msg);
       }
@@ -189,7 +204,9 @@ export class JetStreamSubscription implements Subscription {
       }
     } finally {
       if (fetch) this.#fetches.delete(fetch);
-      this.#requested -= Math.max(0, batch - received);
+      const unfilled = Math.max(0, batch - received);
+      this.#requested -= unfilled;
+      this.slots.cancel(unfilled);
     }
   }
 
@@ -205,8 +222,10 @@ export class JetStreamSubscription implements Subscription {
       this.deps.hub.emit({
         type: 'rejected',
         route: this.route,
+        subject: msg.subject,
         reason: decoded.reason,
         size: msg.data.length,
+        preview: previewPayload(msg.data),
       });
       this.#signal();
       return;
@@ -214,8 +233,10 @@ export class JetStreamSubscription implements Subscription {
     const delivery = new JetStreamDelivery(decoded.message, this.route, msg, this.deps);
     this.#inFlight++;
     this.#held++;
+    this.slots.hold();
     delivery.onSettled = () => {
       this.#held--;
+      this.slots.settled();
       this.#signal();
     };
     const run = runDeliveryHandler(

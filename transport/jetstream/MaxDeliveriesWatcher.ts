@@ -76,6 +76,7 @@ export class MaxDeliveriesWatcher {
       this.hub.emit({
         type: 'max_deliveries',
         route,
+        subject: stored.subject,
         message: decoded.ok ? decoded.message : undefined,
         deliveries: advisory.deliveries ?? 0,
       });

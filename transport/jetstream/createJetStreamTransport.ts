@@ -150,8 +150,11 @@ export async function createJetStreamTransport(
     return queued;
   };
 
+  // Stopped on close: a caller-owned connection outlives the transport, and its status stream
+  // would otherwise keep close() waiting until the caller closed the connection.
+  const statuses = nc.status() as AsyncIterable<{ type: string }> & { stop?: () => void };
   const statusLoop = (async () => {
-    for await (const s of nc.status()) {
+    for await (const s of statuses) {
       if (s.type === 'disconnect') {
         for (const sub of subscriptions) sub.abortPulls();
         hub.emit({ type: 'disconnected' });
@@ -189,7 +192,14 @@ export async function createJetStreamTransport(
   const transport: JetStreamTransport = {
     timing,
     connection: nc,
-    heartbeats: new JetStreamHeartbeats(openBucket, timing),
+    heartbeats: new JetStreamHeartbeats(openBucket, timing, async () => {
+      await openBucket();
+      const prefix = `$KV.${names.heartbeatBucket}.`;
+      const info = await jsm.streams.info(`KV_${names.heartbeatBucket}`, {
+        subjects_filter: `${prefix}worker.>`,
+      });
+      return Object.keys(info.state.subjects ?? {}).map((s) => s.slice(prefix.length));
+    }),
     get openSubscriptions() {
       return subscriptions.size;
     },
@@ -255,6 +265,7 @@ export async function createJetStreamTransport(
         handler,
         deps,
         (s) => subscriptions.delete(s),
+        opts.slots,
       );
       subscriptions.add(sub);
       sub.start();
@@ -266,6 +277,7 @@ export async function createJetStreamTransport(
       closing ??= (async () => {
         await Promise.all([...subscriptions].map((s) => s.stop()));
         watcher.stop();
+        statuses.stop?.();
         if (ownConnection && !nc.isClosed()) {
           await Promise.race([nc.flush(), new Promise((r) => setTimeout(r, 2000))]).catch(() => {});
           await nc.close();

@@ -1,0 +1,126 @@
+import type { HeldOperation, Transport } from '../transport/Transport.ts';
+import type { Clock } from './Clock.ts';
+import type { Logger } from './Logger.ts';
+
+/** A delivery the heartbeat keeps alive at the broker (`working()`) while it is held. */
+interface Touchable {
+  working(): void;
+}
+
+/** The worker's one heartbeat: what it holds, written to the heartbeat store as one key. */
+export interface WorkerHeartbeatLoop {
+  /** Holds an operation (pulled, about to start, or running); the next beat lists it. */
+  hold(op: HeldOperation, delivery: Touchable): void;
+  /** Lets it go; the next beat no longer lists it. */
+  release(operationId: string): void;
+  /** What is held now. */
+  held(): HeldOperation[];
+  /**
+   * Resolves once a beat written after this call has landed, so it lists everything held now.
+   * Concurrent callers share one write (one in flight, the next queued). Rejects when the write
+   * fails (the broker unreachable): the caller must not start what it could not cover.
+   */
+  cover(): Promise<void>;
+  /** Stops beating; `remove` also deletes the key (a clean stop), else it ages out (a crash). */
+  stop(options: { remove: boolean }): Promise<void>;
+}
+
+export interface WorkerHeartbeatOptions {
+  readonly workerId: string;
+  readonly transport: Transport;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /** After each periodic beat, with what was held: the worker checks for operations moved on. */
+  readonly afterBeat?: (held: readonly HeldOperation[]) => Promise<void>;
+}
+
+/**
+ * One heartbeat per worker process, at the transport's heartbeat interval: it lists every
+ * operation the worker holds and calls `working()` on each held delivery. Because a worker covers
+ * an operation (`cover()`) before it starts it, the control plane finds any dispatch that sits with
+ * a worker that stopped beating — pulled or running — and its first heartbeat covers every
+ * operation it starts. One key write per interval per worker, however many operations it holds.
+ *
+ * @example
+ * ```ts
+ * const hb = startWorkerHeartbeat({ workerId, transport, clock, logger });
+ * hb.hold({ kind, operationId, attempt }, delivery); await hb.cover(); // then START
+ * ```
+ */
+export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHeartbeatLoop {
+  const { workerId, transport, clock, logger, afterBeat } = options;
+  const entries = new Map<string, { op: HeldOperation; delivery: Touchable }>();
+  let inFlight: Promise<void> | undefined;
+  let queued: Promise<void> | undefined;
+  let failing = false;
+  const stop = new AbortController();
+
+  const write = async () => {
+    const held = [...entries.values()].map((e) => e.op);
+    await transport.heartbeats.beat(workerId, held);
+  };
+  const beat = (): Promise<void> => {
+    if (inFlight === undefined) {
+      inFlight = write().finally(() => {
+        inFlight = undefined;
+      });
+      return inFlight;
+    }
+    // A write is in flight with an older list: the next one covers what was added since.
+    queued ??= inFlight
+      .catch(() => {})
+      .then(() => {
+        queued = undefined;
+        return beat();
+      });
+    return queued;
+  };
+
+  const loop = (async () => {
+    while (!stop.signal.aborted) {
+      try {
+        await beat();
+        for (const e of entries.values()) e.delivery.working();
+        if (failing) {
+          failing = false;
+          logger.log('INFO', 'worker heartbeat written again', { workerId });
+        }
+        await afterBeat?.([...entries.values()].map((e) => e.op));
+      } catch (err) {
+        if (!failing) {
+          failing = true;
+          logger.log('WARNING', 'worker heartbeat failed; retrying at every interval', {
+            workerId,
+            held: entries.size,
+            error: err instanceof Error ? err.message : String(err),
+          });
+        }
+      }
+      await clock.sleep(transport.timing.heartbeatIntervalMs, stop.signal);
+    }
+  })();
+
+  return {
+    hold(op, delivery) {
+      entries.set(op.operationId, { op, delivery });
+    },
+    release(operationId) {
+      entries.delete(operationId);
+    },
+    held: () => [...entries.values()].map((e) => e.op),
+    cover: beat,
+    async stop({ remove }) {
+      stop.abort();
+      await loop;
+      await inFlight?.catch(() => undefined);
+      if (remove) {
+        await transport.heartbeats.remove(workerId).catch((err: unknown) =>
+          logger.log('DEBUG', 'worker heartbeat removal failed; the key ages out', {
+            workerId,
+            error: err instanceof Error ? err.message : String(err),
+          }),
+        );
+      }
+    },
+  };
+}

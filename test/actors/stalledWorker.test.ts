@@ -1,0 +1,151 @@
+import { afterEach, describe, expect, it } from 'vitest';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { inputFor, makeWorld } from '../persistence/fixtures.ts';
+import { observe } from '../transport/helpers.ts';
+import {
+  archiveOperation,
+  type Child,
+  type Deployment,
+  FAST_TIMING,
+  startDeployment,
+  waitFor,
+} from './harness.ts';
+
+/**
+ * A worker that stalls (SIGSTOP) holding a dispatch it pulled and has not started: the heartbeat
+ * monitor finds it in the worker's last heartbeat and brings it home within about the timeout —
+ * not the reconciler floor — while a worker that resumes in time simply runs it.
+ */
+let d: Deployment | undefined;
+afterEach(async () => {
+  for (const c of d?.children ?? []) c.proc.kill('SIGCONT');
+  await d?.close();
+  d = undefined;
+});
+
+const status = async (dep: Deployment, id: string) => (await dep.runtime.store.load(id)).status;
+
+/** Waits until `worker`'s heartbeat lists the operation (it pulled it and stopped itself). */
+async function heldBy(dep: Deployment, worker: Child, id: string) {
+  const workerId = worker.proc.spawnargs[worker.proc.spawnargs.indexOf('--id') + 1];
+  await waitFor(
+    async () =>
+      (await dep.runtime.transport.heartbeats.list()).some(
+        (b) => b.workerId === workerId && b.held.some((h) => h.operationId === id),
+      ),
+    'the stalled worker’s heartbeat to list the operation',
+    30_000,
+  );
+}
+
+describe('a stalled worker', () => {
+  it('frozen past the heartbeat timeout with a dispatch pulled: the monitor resets it, another worker completes it, the woken worker lets it go', async () => {
+    // Floor and ack-wait far beyond the test: only the monitor can bring it home in time.
+    d = await startDeployment({ ...FAST_TIMING, reconcilerFloorMs: 120_000, ackWaitMs: 180_000 });
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const frozen = await dep.readyWorker({ FIXTURE_STALL: 'before-start' });
+    const op = await archiveOperation(dep);
+    await heldBy(dep, frozen, op.id);
+    expect(await status(dep, op.id)).toBe('SCHEDULED');
+    const healthy = await dep.readyWorker();
+    await waitFor(async () => (await status(dep, op.id)) === 'COMPLETED', 'recovery', 40_000);
+    const view = await dep.runtime.get(op.id);
+    const resets = view.transitions.filter((t) => t.event === 'RESET');
+    expect(resets.map((t) => `${t.from}:${t.by}@${t.attempt}`)).toEqual([
+      'SCHEDULED:heartbeat_monitor@1',
+    ]);
+    expect(resets[0]?.reason).toMatch(/dispatch held by w-\S+, whose last heartbeat was \d+ s ago/);
+
+    frozen.proc.kill('SIGCONT');
+    // Woken, it finds its attempt superseded and lets go: its heartbeat no longer lists it.
+    await waitFor(
+      async () =>
+        !(await dep.runtime.transport.heartbeats.list()).some((b) =>
+          b.held.some((h) => h.operationId === op.id),
+        ),
+      'the woken worker to let go of attempt 1',
+    );
+    const after = await dep.runtime.get(op.id);
+    expect(after.transitions.filter((t) => t.event === 'COMPLETE')).toHaveLength(1);
+    expect(after.outputs).toHaveLength(1);
+    expect([frozen.proc.exitCode, healthy.proc.exitCode]).toEqual([null, null]);
+  });
+
+  it('frozen for less than the heartbeat timeout: it runs the dispatch it held as soon as it resumes', async () => {
+    // A timeout far above the freeze, so a busy machine cannot turn the pause into a death.
+    d = await startDeployment({
+      ...FAST_TIMING,
+      heartbeatTimeoutMs: 20_000,
+      reconcilerFloorMs: 60_000,
+      ackWaitMs: 90_000,
+    });
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const frozen = await dep.readyWorker({ FIXTURE_STALL: 'before-start' });
+    const op = await archiveOperation(dep);
+    await heldBy(dep, frozen, op.id);
+    await observe(1_000);
+    frozen.proc.kill('SIGCONT');
+    await waitFor(async () => (await status(dep, op.id)) === 'COMPLETED', 'completion', 30_000);
+    const view = await dep.runtime.get(op.id);
+    expect(view.attempt).toBe(1);
+    expect(view.transitions.map((t) => t.event)).toEqual([
+      'CREATE',
+      'SCHEDULE',
+      'START',
+      'COMPLETE',
+    ]);
+  });
+});
+
+describe('the worker’s in-flight bound', () => {
+  it('--concurrency bounds what one worker process holds across all its queues', async () => {
+    d = await startDeployment({ ...FAST_TIMING, maxScheduled: 64 });
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const w = await makeWorld(dep.runtime.database);
+    const worker = await dep.readyWorker({ FIXTURE_HOLD_MS: '1500' }, ['--concurrency', '2']);
+    const kinds = [
+      OperationKind.LONG_TERM_ARCHIVE,
+      OperationKind.TRANSFER,
+      OperationKind.UNPACK,
+      OperationKind.STAGING,
+    ];
+    const ids: string[] = [];
+    for (const kind of kinds) {
+      for (let i = 0; i < 2; i++) {
+        const input = inputFor(kind, await makeWorld(dep.runtime.database));
+        ids.push(
+          await dep.runtime.submit(
+            kind === OperationKind.LONG_TERM_ARCHIVE && i === 0 ? inputFor(kind, w) : input,
+          ),
+        );
+      }
+    }
+    let most = 0;
+    await waitFor(
+      async () => {
+        const counts = await dep.runtime.store.countByKindAndStatus();
+        const running = Object.values(counts).reduce((n, c) => n + c.IN_PROGRESS, 0);
+        const held = (await dep.runtime.transport.heartbeats.list()).reduce(
+          (n, b) => n + b.held.length,
+          0,
+        );
+        most = Math.max(most, running, held);
+        const done = Object.values(counts).reduce((n, c) => n + c.COMPLETED, 0);
+        return done === ids.length;
+      },
+      'every operation to complete',
+      60_000,
+      50,
+    );
+    expect(most).toBe(2);
+    const help = dep.spawnCli(['worker', '--help']);
+    expect(await help.exited).toBe(0);
+    expect(help.output.join('\n')).toMatch(
+      /--concurrency N\s+operations this worker process holds at once, across all its/,
+    );
+    expect(worker.proc.exitCode).toBeNull();
+  });
+});

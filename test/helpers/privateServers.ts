@@ -1,0 +1,126 @@
+import { execFile } from 'node:child_process';
+import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { freePort, NatsServerProcess, reachable } from '../transport/helpers.ts';
+import { waitFor } from './waitFor.ts';
+
+export { NatsServerProcess };
+
+const run = promisify(execFile);
+const BIN = '/usr/lib/postgresql/15/bin';
+
+/** Runs a Postgres binary as the `postgres` OS user (Postgres refuses to run as root). */
+async function asPostgres(args: string[], timeoutMs = 60_000) {
+  try {
+    return await run('runuser', ['-u', 'postgres', '--', ...args], { timeout: timeoutMs });
+  } catch (err) {
+    const e = err as { stderr?: string; stdout?: string; message: string };
+    throw new Error(
+      `${args.join(' ')} failed: ${e.stderr || e.stdout || e.message} (needs the postgresql-15 package and the postgres user)`,
+    );
+  }
+}
+
+/**
+ * A Postgres cluster of a test's own — `initdb` into a temporary folder, listening on a free port
+ * of 127.0.0.1, run as the `postgres` OS user — that a drill may restart (fast or immediate) or
+ * stop without touching the shared server other tests run on.
+ *
+ * @example
+ * ```ts
+ * const pg = await PrivatePostgres.create(); await pg.start();
+ * const url = pg.url('postgres'); await pg.restart('immediate'); await pg.dispose();
+ * ```
+ */
+export class PrivatePostgres {
+  private constructor(
+    readonly port: number,
+    readonly dir: string,
+  ) {}
+
+  static async create(): Promise<PrivatePostgres> {
+    const dir = await mkdtemp(join(tmpdir(), 'opstate-pg-'));
+    await chmod(dir, 0o700);
+    const { uid, gid } = await postgresIds();
+    await chown(dir, uid, gid);
+    await asPostgres([
+      `${BIN}/initdb`,
+      '-D',
+      join(dir, 'data'),
+      '-A',
+      'trust',
+      '-U',
+      'postgres',
+      '--no-sync',
+    ]);
+    return new PrivatePostgres(await freePort(), dir);
+  }
+
+  /** A URL for `database` on this cluster. */
+  url(database = 'postgres'): string {
+    return `postgres://postgres@127.0.0.1:${this.port}/${database}`;
+  }
+
+  async start(): Promise<void> {
+    await asPostgres([
+      `${BIN}/pg_ctl`,
+      '-D',
+      join(this.dir, 'data'),
+      '-l',
+      join(this.dir, 'log'),
+      '-w',
+      '-o',
+      `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c max_connections=200`,
+      'start',
+    ]);
+    await waitFor(() => reachable(this.port), `private Postgres on port ${this.port}`, 30_000, 50);
+  }
+
+  /** Restarts with shutdown mode `fast` (sessions terminated) or `immediate` (a crash and recovery). */
+  async restart(mode: 'fast' | 'immediate'): Promise<void> {
+    await asPostgres([
+      `${BIN}/pg_ctl`,
+      '-D',
+      join(this.dir, 'data'),
+      '-m',
+      mode,
+      '-w',
+      'restart',
+      '-o',
+      `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c max_connections=200`,
+      '-l',
+      join(this.dir, 'log'),
+    ]);
+    await waitFor(
+      () => reachable(this.port),
+      `private Postgres back on port ${this.port}`,
+      30_000,
+      50,
+    );
+  }
+
+  async stop(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
+    await asPostgres([
+      `${BIN}/pg_ctl`,
+      '-D',
+      join(this.dir, 'data'),
+      '-m',
+      mode,
+      '-w',
+      'stop',
+    ]).catch(() => undefined);
+  }
+
+  async dispose(): Promise<void> {
+    await this.stop('immediate');
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+async function postgresIds(): Promise<{ uid: number; gid: number }> {
+  const { stdout: uid } = await run('id', ['-u', 'postgres']);
+  const { stdout: gid } = await run('id', ['-g', 'postgres']);
+  return { uid: Number(uid.trim()), gid: Number(gid.trim()) };
+}

@@ -1,0 +1,99 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
+import { migrate } from '../../persistence/migrate.ts';
+import { OperationStore } from '../../persistence/OperationStore.ts';
+import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { waitFor } from '../helpers/waitFor.ts';
+import { inputFor, makeWorld } from './fixtures.ts';
+
+describe('the control-plane lease and its fence', () => {
+  let testDb: TestDatabase;
+  let database: Database;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase();
+    database = await openDatabase({ databaseUrl: testDb.url });
+    await migrate(database);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await dropTestDatabase(testDb);
+  });
+
+  it('one holder at a time; a lapsed lease is taken under a new epoch and the old holder cannot renew it', async () => {
+    const leases = new LeaseRepository(database);
+    const a = await leases.acquire('deploy-1', 'a', 60_000);
+    expect(a).toMatchObject({ holder: 'a', epoch: 1, expired: false });
+    expect(await leases.acquire('deploy-1', 'b', 60_000)).toBeUndefined();
+    expect(await leases.renew({ name: 'deploy-1', epoch: 1 }, 60_000)).toMatchObject({
+      holder: 'a',
+      epoch: 1,
+    });
+    // A short lease that lapses: the standby takes it, epoch 2.
+    await leases.renew({ name: 'deploy-1', epoch: 1 }, 1);
+    await waitFor(
+      async () => (await leases.list()).some((l) => l.name === 'deploy-1' && l.expired),
+      'the lease to lapse',
+    );
+    const b = await leases.acquire('deploy-1', 'b', 60_000);
+    expect(b).toMatchObject({ holder: 'b', epoch: 2, expired: false });
+    expect(await leases.renew({ name: 'deploy-1', epoch: 1 }, 60_000)).toBeUndefined();
+    expect(await leases.holds({ name: 'deploy-1', epoch: 1 })).toBe(false);
+    expect(await leases.holds({ name: 'deploy-1', epoch: 2 })).toBe(true);
+    // A holder that stops ends its lease: the next acquire wins at once.
+    await leases.release({ name: 'deploy-1', epoch: 2 });
+    expect(await leases.acquire('deploy-1', 'c', 60_000)).toMatchObject({ epoch: 3 });
+  });
+
+  it('a stale epoch writes nothing: no claim, no reset, no outbox deletion', async () => {
+    const leases = new LeaseRepository(database);
+    const store = new OperationStore(database);
+    const w = await makeWorld(database);
+    const old = await leases.acquire('deploy-2', 'old', 60_000);
+    const stale = { name: 'deploy-2', epoch: old?.epoch ?? 0 };
+    await leases.renew(stale, 1);
+    await waitFor(async () => !(await leases.holds(stale)), 'the old leader’s lease to lapse');
+    const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, w));
+    await expect(store.claimDue(10, stale)).rejects.toMatchObject({
+      code: OpstateErrorCode.NOT_LEADER,
+    });
+    expect((await store.load(id)).status).toBe('PENDING');
+    expect(await store.fetchOutbox(10)).toEqual([]);
+
+    const fresh = await leases.acquire('deploy-2', 'new', 60_000);
+    const current = { name: 'deploy-2', epoch: fresh?.epoch ?? 0 };
+    const { claimed } = await store.claimDue(10, current);
+    expect(claimed.map((c) => c.id)).toEqual([id]);
+    const outbox = await store.fetchOutbox(10);
+    expect(
+      await store.deleteOutbox(
+        outbox.map((o) => o.id),
+        stale,
+      ),
+    ).toBe(0);
+    await expect(
+      store.apply(
+        id,
+        { type: 'RESET', by: 'reconciler', reason: 'stale pass', attempt: 1 },
+        { by: 'reconciler', fence: stale },
+      ),
+    ).rejects.toMatchObject({ code: OpstateErrorCode.NOT_LEADER });
+    const after = await store.load(id);
+    expect([after.status, after.attempt]).toEqual(['SCHEDULED', 1]);
+    expect(
+      await store.deleteOutbox(
+        outbox.map((o) => o.id),
+        current,
+      ),
+    ).toBe(1);
+    await store.apply(
+      id,
+      { type: 'RESET', by: 'reconciler', reason: 'current pass', attempt: 1 },
+      { by: 'reconciler', fence: current },
+    );
+    expect((await store.load(id)).status).toBe('PENDING');
+  });
+});
