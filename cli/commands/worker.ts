@@ -83,7 +83,7 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
     )
     .option(
       '--concurrency <n>',
-      'operations this process holds at once across all its queues, pulled or running (with fewer than its queues, the queues take turns)',
+      'operations this worker process holds at once, across all its queues, pulled or running (with fewer slots than queues, the queues take turns)',
       wholeNumber(1),
       4,
     )
