@@ -40,8 +40,32 @@ function opstate(args: string[], env: Record<string, string>): Promise<Result> {
   });
 }
 
-async function ok(args: string[], env: Record<string, string>): Promise<string> {
-  const r = await opstate(args, env);
+/**
+ * `opstate <args>` in this process (the same `main` the spawned CLI runs), with the environment
+ * set for the call: the cheap way to run the follow-up commands of a flow proved by processes.
+ */
+async function inProcess(args: string[], env: Record<string, string>): Promise<Result> {
+  const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, env);
+  const out: string[] = [];
+  const err: string[] = [];
+  try {
+    const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l) });
+    return { code, stdout: out.join('\n').trim(), stderr: err.join('\n').trim() };
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+}
+
+async function ok(
+  args: string[],
+  env: Record<string, string>,
+  run: typeof opstate = opstate,
+): Promise<string> {
+  const r = await run(args, env);
   expect(r.code, `opstate ${args.join(' ')}\n${r.stderr}`).toBe(0);
   return r.stdout;
 }
@@ -114,24 +138,24 @@ describe('opstate for operators', () => {
       ),
     ) as { id: string }[];
     expect(listed.map((o) => o.id)).toEqual([id]);
-    const none = JSON.parse(await ok(['list', '--status', 'FAILED', '--json'], env));
+    const none = JSON.parse(await ok(['list', '--status', 'FAILED', '--json'], env, inProcess));
     expect(none).toEqual([]);
 
     // A second operation, with no worker left to run it, cancelled by the operator: `wait` exits
     // 1 and says FAILED.
     worker.proc.kill('SIGTERM');
     expect(await worker.exited).toBe(0);
-    const other = await ok(['submit', 'long_term_archive', '--fields', fields], env);
-    await ok(['cancel', other, '--reason', 'not wanted'], env);
+    const other = await ok(['submit', 'long_term_archive', '--fields', fields], env, inProcess);
+    await ok(['cancel', other, '--reason', 'not wanted'], env, inProcess);
     const failed = await opstate(['wait', other, '--timeout', '30s'], env);
     expect(failed.code).toBe(1);
     expect(failed.stdout).toContain(`${other} FAILED`);
 
     // Bad input is a usage error that says what to type instead, and writes nothing.
-    const missing = await opstate(['submit', 'long_term_archive', '--fields', '{}'], env);
+    const missing = await inProcess(['submit', 'long_term_archive', '--fields', '{}'], env);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/rawDataPackageId/);
-    const counts = JSON.parse(await ok(['status', '--json'], env)) as {
+    const counts = JSON.parse(await ok(['status', '--json'], env, inProcess)) as {
       operations: Record<string, Record<string, number>>;
     };
     expect(counts.operations.long_term_archive).toMatchObject({ COMPLETED: 1, FAILED: 1 });
@@ -145,10 +169,12 @@ describe('opstate for operators', () => {
     const loc = await ok(
       ['location', 'add', '--site', 'e', '--name', 'b', '--type', 'buffer', '--root', '/b'],
       env,
+      inProcess,
     );
     const src = await ok(
       ['location', 'add', '--site', 'e', '--name', 's', '--type', 'source', '--root', '/s'],
       env,
+      inProcess,
     );
     const id = await ok(
       [
@@ -162,8 +188,9 @@ describe('opstate for operators', () => {
         }),
       ],
       env,
+      inProcess,
     );
-    const listed = JSON.parse(await ok(['list', '--json'], env)) as {
+    const listed = JSON.parse(await ok(['list', '--json'], env, inProcess)) as {
       id: string;
       status: string;
     }[];
