@@ -16,6 +16,7 @@ COPY transport transport
 COPY actors actors
 COPY stages stages
 COPY cli cli
+COPY dashboard dashboard
 RUN npm run build
 
 FROM node:20-bookworm-slim AS runtime

@@ -17,6 +17,13 @@ export {
   redactConfiguration,
 } from './actors/Configuration.ts';
 export type { CopyDeleter, CopyDeleterOptions } from './actors/CopyDeleter.ts';
+// The operator's face: Stately inspection from persisted transitions, the dashboard, attention.
+export type { InspectionStreamOptions, StatelyInspector } from './actors/InspectionStream.ts';
+export {
+  replayOperation,
+  sendOperationSteps,
+  startInspectionStream,
+} from './actors/InspectionStream.ts';
 export type { Logger, LogLevel } from './actors/Logger.ts';
 export { consoleLogger } from './actors/Logger.ts';
 export type { Metrics } from './actors/Metrics.ts';
@@ -45,12 +52,27 @@ export type {
   Worker,
 } from './actors/Worker.ts';
 export { isRetryable } from './actors/Worker.ts';
+export type { Dashboard, DashboardOptions } from './dashboard/startDashboard.ts';
+export { startDashboard } from './dashboard/startDashboard.ts';
 export {
   ARCHIVE_STATES,
   ArchiveState,
   MEMBER_OUTCOMES,
   MemberOutcome,
 } from './machines/ArchiveState.ts';
+export type {
+  AttentionFacts,
+  AttentionItem,
+  AttentionOperationRow,
+  AttentionTiming,
+} from './machines/attention.ts';
+export {
+  ATTENTION_CATEGORIES,
+  AttentionCategory,
+  classifyBreaker,
+  classifyCopy,
+  classifyOperation,
+} from './machines/attention.ts';
 export type { Decision, OperationEffect, PersistedOperationSnapshot } from './machines/decide.ts';
 export {
   acceptedEvents,
@@ -81,6 +103,8 @@ export {
   operationMachine,
   retryBackoffMs,
 } from './machines/operationMachine.ts';
+export type { OperatorAction } from './machines/operatorEvent.ts';
+export { OPERATOR_ACTIONS, operatorEvent } from './machines/operatorEvent.ts';
 export type { PackageOperation } from './machines/packageState.ts';
 export { derivePackageState, PackageState } from './machines/packageState.ts';
 export type {
@@ -93,6 +117,8 @@ export {
   PhysicalCopyStatus,
   physicalCopyMachine,
 } from './machines/physicalCopyMachine.ts';
+export type { ReplayStep, StoredTransition } from './machines/replayTransitions.ts';
+export { replayTransitions } from './machines/replayTransitions.ts';
 export type { Route } from './machines/routing.ts';
 export {
   allRoutes,
@@ -154,6 +180,8 @@ export type { OperationInspection } from './persistence/inspectOperation.ts';
 export { inspectOperation } from './persistence/inspectOperation.ts';
 export { JournalRepository } from './persistence/JournalRepository.ts';
 export { LineageRepository } from './persistence/LineageRepository.ts';
+export type { AttentionList, AttentionSection } from './persistence/loadAttention.ts';
+export { loadAttention } from './persistence/loadAttention.ts';
 export { migrate } from './persistence/migrate.ts';
 export type { OperationRecord } from './persistence/OperationRecord.ts';
 export { OperationStore } from './persistence/OperationStore.ts';

@@ -12,6 +12,7 @@ import type { Clock } from './Clock.ts';
 import type { LeadershipTerm } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
 import { type Loop, startLoop } from './Loop.ts';
+import { TransitionCursor } from './TransitionCursor.ts';
 
 /** When a breaker opens and how long it stays open before it lets a probe through. */
 export interface CircuitBreakerPolicy {
@@ -90,59 +91,6 @@ export function cooledDown(b: BreakerState, now: Date, policy: CircuitBreakerPol
   return now.getTime() - b.openedAt.getTime() >= policy.cooldownMs
     ? { ...b, state: CircuitState.HALF_OPEN }
     : b;
-}
-
-/** How long an id the cursor stepped over (an insert not yet committed) is still waited for. */
-const LATE_COMMIT_GRACE_MS = 10_000;
-/** At most this many such ids are remembered (a rolled-back bulk insert leaves many). */
-const MAX_GAPS = 10_000;
-
-/**
- * Reads `operation_transition` in id order from where it started. Identity ids are handed out at
- * insert but become visible at commit, so a lower id can appear after a higher one was read: each
- * id stepped over is remembered for a grace period and asked for again, so an outcome that
- * commits late is still counted.
- */
-class TransitionCursor {
-  #after: number | undefined;
-  readonly #gaps = new Map<number, number>();
-
-  /** Whether the cursor has its starting point (the newest id when the loop started). */
-  get started(): boolean {
-    return this.#after !== undefined;
-  }
-
-  start(after: number): void {
-    this.#after = after;
-  }
-
-  get after(): number {
-    return this.#after ?? 0;
-  }
-
-  /** Ids to ask for again; forgets those older than the grace period. */
-  gaps(now: number): number[] {
-    for (const [id, since] of this.#gaps)
-      if (now - since > LATE_COMMIT_GRACE_MS) this.#gaps.delete(id);
-    return [...this.#gaps.keys()];
-  }
-
-  /** Records what a read returned (in id order): advances, and remembers the ids it stepped over. */
-  advance(ids: readonly number[], now: number): void {
-    let last = this.after;
-    for (const id of ids) {
-      if (this.#gaps.delete(id) || id <= last) continue;
-      for (let missing = Math.max(last + 1, id - MAX_GAPS); missing < id; missing++) {
-        this.#gaps.set(missing, now);
-      }
-      last = id;
-    }
-    this.#after = last;
-    for (const id of this.#gaps.keys()) {
-      if (this.#gaps.size <= MAX_GAPS) break;
-      this.#gaps.delete(id);
-    }
-  }
 }
 
 export interface CircuitBreakerOptions {

@@ -18,6 +18,7 @@ const BENCHES = [
   'recovery',
   'deletion',
   'embedded',
+  'dashboard',
 ] as const;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 

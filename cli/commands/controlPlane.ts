@@ -1,15 +1,20 @@
-import { defineCommand, optionsOf } from '../Command.ts';
+import { createPinoLogger } from '../../actors/pinoLogger.ts';
+import { defineCommand, optionsOf, UsageError } from '../Command.ts';
 import { openProcessRuntime } from '../processRuntime.ts';
 import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
+import { inspectTargetOf, openStatelyStream, withInspectOptions } from '../statelyInspection.ts';
 
 const SUMMARY = 'Run the control plane (one leader among replicas) until SIGINT/SIGTERM';
 
 /** `opstate control-plane`: contends for leadership and runs scheduler, relay, monitor, reconciler. */
 export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (program, ctx) => {
-  program
-    .command('control-plane')
-    .description(SUMMARY)
-    .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
+  withInspectOptions(
+    program
+      .command('control-plane')
+      .description(SUMMARY)
+      .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
+      .option('--inspect', "stream every operation's transitions, live, to the Stately inspector"),
+  )
     .addHelpText(
       'after',
       [
@@ -19,14 +24,36 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
         'dead or frozen leader is replaced within the lease plus one poll. `opstate status` shows',
         'who leads since when. Starts without the database or the broker: it waits for them and',
         'retries with capped backoff, and exits only on a configuration error.',
+        '',
+        '--inspect streams every operation’s transitions, live, to the Stately inspector (any',
+        'replica may, leader or not): open the page it prints.',
       ].join('\n'),
     )
     .action(
       ctx.action(async (cmd) => {
-        const { metricsPort } = optionsOf<{ metricsPort?: string }>(cmd);
-        const proc = await openProcessRuntime('control-plane', { metricsPort });
+        const o = optionsOf<{
+          metricsPort?: string;
+          inspect?: boolean;
+          inspectPort?: string;
+          inspectUrl?: string;
+        }>(cmd);
+        if (o.inspect !== true && (o.inspectPort ?? o.inspectUrl) !== undefined) {
+          throw new UsageError('--inspect-port and --inspect-url go with --inspect');
+        }
+        // --inspect: every operation's transitions, live, in the Stately inspector.
+        const inspection =
+          o.inspect === true
+            ? await openStatelyStream(inspectTargetOf(o), ctx.io, createPinoLogger())
+            : null;
+        const proc = await openProcessRuntime('control-plane', {
+          metricsPort: o.metricsPort,
+        }).catch(async (err: unknown) => {
+          await inspection?.stop();
+          throw err;
+        });
         surviveStrayRejections(proc.logger);
         const { runtime } = proc;
+        inspection?.follow(runtime.database);
         const plane = runtime.startControlPlane();
         const server = await proc.serve({ plane });
         ctx.io.out(
@@ -34,6 +61,7 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
         );
         const signal = await untilSignal();
         ctx.io.out(`${signal}: stopping (leader: ${plane.isLeader})`);
+        await inspection?.stop();
         await proc.close();
         return 0;
       }),

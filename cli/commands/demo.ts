@@ -15,6 +15,7 @@ import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { defineCommand, type Io, optionsOf, UsageError } from '../Command.ts';
+import { inspectTargetOf, openStatelyStream, withInspectOptions } from '../statelyInspection.ts';
 import { startDeletionDemo } from './demoDeletion.ts';
 import { describePath, recoveryOf, stepsOf } from './demoReport.ts';
 import { createStatusCommand } from './status.ts';
@@ -85,40 +86,58 @@ const SUMMARY =
  * ```
  */
 export const demoCommand = defineCommand('demo', SUMMARY, (program, ctx) => {
-  program
-    .command('demo')
-    .description(SUMMARY)
-    .option(
-      '--data-dir <dir>',
-      'keep everything in this new or empty folder (default: a temporary one, removed at the end)',
-    )
-    .action(
-      ctx.action(async (cmd) => {
-        const given = optionsOf<{ dataDir?: string }>(cmd).dataDir;
-        const keep = given !== undefined;
-        const dir = keep ? resolve(given) : await mkdtemp(join(tmpdir(), 'opstate-demo-'));
-        if (keep && (await readdir(dir).catch(() => [])).length > 0) {
-          throw new UsageError(`--data-dir ${dir} is not empty; give a new or empty folder`);
-        }
-        // The embedded Postgres server of a root process runs as another user, who must reach it.
-        if (!keep) await chmod(dir, 0o711);
-        // Ctrl-C while the database is being created should not leave a temporary one behind.
-        const interrupted = () => {
-          rmSync(dir, { recursive: true, force: true });
-          process.exit(130);
-        };
-        if (!keep) process.once('SIGINT', interrupted);
-        try {
-          return await demo(dir, keep, ctx.io);
-        } finally {
-          process.off('SIGINT', interrupted);
-          if (!keep) await rm(dir, { recursive: true, force: true });
-        }
-      }),
-    );
+  withInspectOptions(
+    program
+      .command('demo')
+      .description(SUMMARY)
+      .option(
+        '--data-dir <dir>',
+        'keep everything in this new or empty folder (default: a temporary one, removed at the end)',
+      )
+      .option('--inspect', "stream every operation's transitions, live, to the Stately inspector"),
+  ).action(
+    ctx.action(async (cmd) => {
+      const o = optionsOf<{
+        dataDir?: string;
+        inspect?: boolean;
+        inspectPort?: string;
+        inspectUrl?: string;
+      }>(cmd);
+      if (o.inspect !== true && (o.inspectPort ?? o.inspectUrl) !== undefined) {
+        throw new UsageError('--inspect-port and --inspect-url go with --inspect');
+      }
+      const inspect = o.inspect === true ? inspectTargetOf(o) : undefined;
+      const keep = o.dataDir !== undefined;
+      const dir = keep
+        ? resolve(o.dataDir as string)
+        : await mkdtemp(join(tmpdir(), 'opstate-demo-'));
+      if (keep && (await readdir(dir).catch(() => [])).length > 0) {
+        throw new UsageError(`--data-dir ${dir} is not empty; give a new or empty folder`);
+      }
+      // The embedded Postgres server of a root process runs as another user, who must reach it.
+      if (!keep) await chmod(dir, 0o711);
+      // Ctrl-C while the database is being created should not leave a temporary one behind.
+      const interrupted = () => {
+        rmSync(dir, { recursive: true, force: true });
+        process.exit(130);
+      };
+      if (!keep) process.once('SIGINT', interrupted);
+      try {
+        return await demo(dir, keep, ctx.io, inspect);
+      } finally {
+        process.off('SIGINT', interrupted);
+        if (!keep) await rm(dir, { recursive: true, force: true });
+      }
+    }),
+  );
 });
 
-async function demo(dir: string, keep: boolean, io: Io): Promise<number> {
+async function demo(
+  dir: string,
+  keep: boolean,
+  io: Io,
+  inspect?: { 'inspect-port'?: string | undefined; 'inspect-url'?: string | undefined },
+): Promise<number> {
   const out = (line = '') => io.out(line);
   out(
     'opstate demo: one pipeline, run embedded (a private Postgres server + in-process transport).',
@@ -128,15 +147,24 @@ async function demo(dir: string, keep: boolean, io: Io): Promise<number> {
     out('DATABASE_URL / NATS_URL are set, but the demo always runs embedded and ignores them.');
   }
   out();
-  out('Opening the embedded database (creating it takes a few seconds; please wait)...');
-  const opened = Date.now();
   const logger = memoryLogger();
-  const runtime = await createEmbeddedRuntime(dir, logger);
-  out(`  ready after ${seconds(Date.now() - opened)}, migrations applied.`);
+  // --inspect: every operation's transitions stream live to the Stately inspector.
+  const inspection = inspect === undefined ? null : await openStatelyStream(inspect, io, logger);
   try {
-    return await pipeline(runtime, dir, keep, logger, out);
-  } finally {
-    await runtime.close();
+    out('Opening the embedded database (creating it takes a few seconds; please wait)...');
+    const opened = Date.now();
+    const runtime = await createEmbeddedRuntime(dir, logger);
+    out(`  ready after ${seconds(Date.now() - opened)}, migrations applied.`);
+    try {
+      inspection?.follow(runtime.database);
+      return await pipeline(runtime, dir, keep, logger, out);
+    } finally {
+      await inspection?.stop();
+      await runtime.close();
+    }
+  } catch (err) {
+    await inspection?.stop();
+    throw err;
   }
 }
 
@@ -345,7 +373,14 @@ async function pipeline(
 
   out();
   out('7. Operation counts (as `opstate status` prints them)');
-  const status = createStatusCommand(async () => ({ ...runtime.database, close: async () => {} }));
+  const status = createStatusCommand(
+    async () => ({ ...runtime.database, close: async () => {} }),
+    async () => ({
+      timing: runtime.timing,
+      heartbeats: runtime.transport.heartbeats,
+      close: async () => {},
+    }),
+  );
   await status.run([], { out: (l) => out(`  ${l}`), err: (l) => out(`  ${l}`) });
 
   const archives = (await viewsOf(ids))

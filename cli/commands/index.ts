@@ -5,6 +5,7 @@ import { breakerCommand } from './breaker.ts';
 import { configCommand } from './config.ts';
 import { controlPlaneCommand } from './controlPlane.ts';
 import { copyCommand } from './copy.ts';
+import { dashboardCommand } from './dashboard.ts';
 import { demoCommand } from './demo.ts';
 import { diagramCommand } from './diagram.ts';
 import { inspectCommand } from './inspect.ts';
@@ -37,6 +38,7 @@ export const commands: readonly Command[] = [
   migrateCommand,
   controlPlaneCommand,
   workerCommand,
+  dashboardCommand,
   configCommand,
   diagramCommand,
   demoCommand,

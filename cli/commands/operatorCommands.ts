@@ -1,13 +1,9 @@
 import { replan } from '../../actors/replan.ts';
-import type { OperationEvent } from '../../machines/operationMachine.ts';
+import { type OperatorAction, operatorEvent } from '../../machines/operatorEvent.ts';
 import { argumentsOf, defineCommand, optionsOf } from '../Command.ts';
 import { runtimeFromEnv } from '../runtimeFromEnv.ts';
 
-function operatorCommand(
-  name: 'retry' | 'reset' | 'cancel',
-  summary: string,
-  toEvent: (reason: string | undefined) => OperationEvent,
-) {
+function operatorCommand(name: OperatorAction, summary: string) {
   return defineCommand(name, summary, (program, ctx) => {
     const command = program
       .command(name)
@@ -38,7 +34,7 @@ function operatorCommand(
             );
             return 0;
           }
-          const t = await runtime.command(id, toEvent(o.reason));
+          const t = await runtime.command(id, operatorEvent(name, o.reason));
           ctx.io.out(
             o.json === true
               ? JSON.stringify({ id, from: t.from, to: t.status, attempt: t.context.attempt })
@@ -56,15 +52,12 @@ function operatorCommand(
 export const retryCommand = operatorCommand(
   'retry',
   'Send a FAILED operation back to PENDING with a fresh retry budget (--replan: plan it anew)',
-  (reason) => ({ type: 'RETRY', ...(reason === undefined ? {} : { reason }) }),
 );
 export const resetCommand = operatorCommand(
   'reset',
   'Send a SCHEDULED or IN_PROGRESS operation back to PENDING (a new, fenced attempt)',
-  (reason) => ({ type: 'RESET', by: 'operator', reason: reason ?? 'reset by an operator' }),
 );
 export const cancelCommand = operatorCommand(
   'cancel',
   'Move a live operation to FAILED with the reason',
-  (reason) => ({ type: 'CANCEL', reason: reason ?? 'cancelled by an operator' }),
 );

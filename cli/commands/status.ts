@@ -8,6 +8,12 @@ import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
 import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
+import {
+  type AttentionSource,
+  attentionOf,
+  attentionSourceFromEnv,
+  printAttention,
+} from '../attentionFromEnv.ts';
 import { type Command, defineCommand, optionsOf } from '../Command.ts';
 import { databaseFromEnv } from '../runtimeFromEnv.ts';
 import { printCopyStatus } from './printCopyStatus.ts';
@@ -64,27 +70,33 @@ function table(rows: readonly string[][]): string[] {
 /**
  * `opstate status [--json]`: who leads each control plane and since when, operation counts per
  * kind × status (every kind and status shown), the circuit breakers that are not CLOSED (parked
- * or probing (kind, location) pairs), then the physical copies per location type × status with
- * the deletions in progress and failed. JSON shape: `{"leaders": [{name, holder, epoch, since,
- * renewedAt, expiresAt, expired}], "operations": {"<kind>": {"PENDING": n, …}},
+ * or probing (kind, location) pairs), the physical copies per location type × status with the
+ * deletions in progress and failed, then the attention list the dashboard shows (first page of
+ * each category). JSON shape: `{"leaders": [{name, holder, epoch, since, renewedAt, expiresAt,
+ * expired}], "operations": {"<kind>": {"PENDING": n, …}},
  * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
- * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]}}`.
+ * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]},
+ * "attention": {at, heartbeatsVisible, sections: [{category, total, totalCapped, next,
+ * items: [{category, subject: {type, id}, kind, state, since, why}]}]}}`.
  *
  * @example
  * ```ts
  * await createStatusCommand(() => Promise.resolve(database)).run(['--json'], io);
  * ```
  */
-export function createStatusCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+export function createStatusCommand(
+  open: () => Promise<Database> = databaseFromEnv,
+  attentionSource: () => Promise<AttentionSource> = attentionSourceFromEnv,
+): Command {
   const summary =
-    'Who leads the control plane since when, operation counts per kind and status, circuit breakers not closed, copies and their deletions';
+    'Who leads the control plane, operation counts per kind and status, breakers not closed, copies and their deletions, what needs attention';
   return defineCommand('status', summary, (program, ctx) => {
     program
       .command('status')
       .description(summary)
       .option(
         '--json',
-        'print the leader, operations, circuitBreakers, copies and deletions as one JSON object',
+        'print the leaders, operations, breakers, copies, deletions and attention as one JSON object',
       )
       .action(
         ctx.action(async (cmd) => {
@@ -108,6 +120,13 @@ export function createStatusCommand(open: () => Promise<Database> = databaseFrom
               }),
             );
             const copies = await selectCopyStatus(database);
+            // The dashboard's attention list, by the same rules.
+            const source = await attentionSource();
+            const now = Date.now();
+            const attention = await attentionOf(database, source, now).finally(() =>
+              source.close(),
+            );
+            if (source.warning !== undefined) io.err(`opstate status: ${source.warning}`);
             if (values.json === true) {
               io.out(
                 JSON.stringify({
@@ -116,6 +135,7 @@ export function createStatusCommand(open: () => Promise<Database> = databaseFrom
                   circuitBreakers: breakers,
                   copies: copies.copies,
                   deletions: { inProgress: copies.inProgress, failed: copies.failed },
+                  attention,
                 }),
               );
               return 0;
@@ -154,6 +174,8 @@ export function createStatusCommand(open: () => Promise<Database> = databaseFrom
               for (const line of table([header, ...rows])) io.out(line);
             }
             printCopyStatus(copies, io);
+            io.out('');
+            printAttention(attention, io, now);
             return 0;
           } finally {
             await database.close();

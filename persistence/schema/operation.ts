@@ -60,6 +60,8 @@ export const operation = pgTable(
     scheduledAt: timestamp('scheduled_at', { withTimezone: true }),
     startedAt: timestamp('started_at', { withTimezone: true }),
     finishedAt: timestamp('finished_at', { withTimezone: true }),
+    /** When it entered its current status (its last transition's time). */
+    statusChangedAt: timestamp('status_changed_at', { withTimezone: true }).notNull().defaultNow(),
     lastError: jsonb('last_error').$type<OperationError>(),
     workerId: text('worker_id'),
     /**
@@ -84,7 +86,26 @@ export const operation = pgTable(
     index('operation_active_idx')
       .on(t.status, t.startedAt)
       .where(sql`status in ('SCHEDULED', 'IN_PROGRESS')`),
-    index('operation_kind_status_idx').on(t.kind, t.status),
+    // Counts per kind × status, and the operations of one kind and status page by page.
+    index('operation_kind_status_created_idx').on(t.kind, t.status, t.createdAt, t.id),
+    // The attention list: FAILED operations an operator has not cancelled, oldest first.
+    index('operation_failed_idx')
+      .on(t.finishedAt, t.id)
+      .where(sql`status = 'FAILED' and coalesce(last_error->>'code', '') <> 'CANCELLED'`),
+    // The attention list: live operations that have spent their retry budget.
+    index('operation_retry_cap_idx')
+      .on(t.id)
+      .where(
+        sql`status in ('PENDING', 'SCHEDULED', 'IN_PROGRESS') and retry_count > 0 and retry_count >= max_retries`,
+      ),
+    // The attention list: PENDING operations by the time they became due.
+    index('operation_pending_due_idx')
+      .on(sql`greatest(not_before, status_changed_at)`, t.id)
+      .where(sql`status = 'PENDING'`),
+    // PENDING work per (kind, target): what a circuit breaker that is not CLOSED parks.
+    index('operation_pending_target_idx')
+      .on(t.kind, t.targetLocationId)
+      .where(sql`status = 'PENDING'`),
     // Live work per (kind, target): a half-open circuit breaker admits one probe at a time.
     index('operation_target_live_idx')
       .on(t.kind, t.targetLocationId)

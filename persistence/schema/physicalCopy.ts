@@ -64,6 +64,10 @@ export const physicalCopy = pgTable(
     index('physical_copy_deleting_idx')
       .on(t.status)
       .where(sql`status in ('DELETION_SCHEDULED', 'DELETION_IN_PROGRESS')`),
+    // The attention list: copies whose deletion failed (kept, waiting for an operator).
+    index('physical_copy_deletion_failed_idx')
+      .on(t.updatedAt, t.id)
+      .where(sql`status = 'DELETION_FAILED'`),
     check('physical_copy_status_check', oneOf(t.status, PHYSICAL_COPY_STATUSES)),
     check('physical_copy_artifact_type_check', oneOf(t.artifactType, Object.values(ArtifactType))),
     check('physical_copy_deletion_failure_count_check', sql`${t.deletionFailureCount} >= 0`),

@@ -50,7 +50,7 @@ export async function completeOperations(
       update operation o set
         status = i.status, attempt = i.attempt, retry_count = i.retry_count,
         snapshot = i.snapshot, not_before = i.not_before, worker_id = i.worker_id,
-        finished_at = i.finished_at, version = o.version + 1
+        finished_at = i.finished_at, status_changed_at = i.t_at, version = o.version + 1
       from i
       where o.id = i.id and o.version = i.expected_version and o.attempt = i.t_attempt
       returning o.id, o.version

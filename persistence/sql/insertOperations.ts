@@ -68,10 +68,10 @@ export async function insertOperations(
     o as (
       insert into operation (id, kind, operation_type, location_type, status, attempt,
         retry_count, max_retries, snapshot, machine_id, machine_version, xstate_version, version,
-        group_id, target_location_id, not_before, created_at)
+        group_id, target_location_id, not_before, created_at, status_changed_at)
       select id, kind, operation_type, location_type, status, attempt, retry_count, max_retries,
         snapshot, machine_id, machine_version, xstate_version, 0, group_id, target_location_id,
-        not_before, created_at
+        not_before, created_at, created_at
       from i
       returning id
     ),

@@ -41,7 +41,7 @@ export async function writeTransitions(
         snapshot = i.snapshot, not_before = i.not_before,
         last_error = case when jsonb_typeof(i.last_error) = 'null' then null else i.last_error end,
         worker_id = i.worker_id, scheduled_at = i.scheduled_at, started_at = i.started_at,
-        finished_at = i.finished_at, version = o.version + 1
+        finished_at = i.finished_at, status_changed_at = i.t_at, version = o.version + 1
       from i
       where o.id = i.id and o.version = i.expected_version
       returning o.id, o.version

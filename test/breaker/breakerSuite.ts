@@ -330,6 +330,7 @@ export function breakerSuite(backend: BreakerBackend): void {
       'circuitBreakers',
       'copies',
       'deletions',
+      'attention',
     ]);
     expect(parsed.operations[OperationKind.LONG_TERM_ARCHIVE]?.PENDING).toBeGreaterThanOrEqual(1);
     const mine = parsed.circuitBreakers.filter((b) => b.locationId === t.w.archive.id);

@@ -648,6 +648,7 @@ export function storeSuite(backend: SuiteBackend): void {
       'circuitBreakers',
       'copies',
       'deletions',
+      'attention',
     ]);
     expect(parsed.leaders.find((l) => l.name === `status-${id}`)).toEqual({
       name: `status-${id}`,
@@ -677,6 +678,8 @@ export function storeSuite(backend: SuiteBackend): void {
     const copiesAt = table.out.indexOf('physical copies (deletion after archive)');
     expect(copiesAt).toBeGreaterThan(1 + OPERATION_KINDS.length);
     expect(table.out[copiesAt + 1]).toMatch(/^location type\s+PRESENT\s+DELETION_SCHEDULED/);
+    // Then the attention list.
+    expect(table.out.some((l) => /^attention \(\d+\+?\)/.test(l))).toBe(true);
 
     const inspect = capture();
     expect(await createInspectCommand(shared).run([id, '--json'], inspect.io)).toBe(0);

@@ -1,0 +1,103 @@
+import { resolveRuntimeTiming } from '../actors/Runtime.ts';
+import {
+  ATTENTION_TITLES,
+  type AttentionTiming,
+  formatAge,
+  heartbeatFacts,
+} from '../machines/attention.ts';
+import { type AttentionList, loadAttention } from '../persistence/loadAttention.ts';
+import type { Executor } from '../persistence/openDatabase.ts';
+import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import type { Heartbeats } from '../transport/Transport.ts';
+import type { Io } from './Command.ts';
+import { timingFromEnv } from './runtimeFromEnv.ts';
+
+/** What the attention rules need besides the database: timers, and heartbeats if visible. */
+export interface AttentionSource {
+  readonly timing: AttentionTiming;
+  /** Null when heartbeats are not visible from here (no `NATS_URL`: an in-process transport). */
+  readonly heartbeats: Heartbeats | null;
+  /** Why heartbeats are not visible although `NATS_URL` is set (the broker is unreachable). */
+  readonly warning?: string;
+  close(): Promise<void>;
+}
+
+/**
+ * The attention source of a CLI process: the timers from `OPSTATE_TIMING` (as the control plane
+ * reads them) and, when `NATS_URL` is set, the heartbeat bucket of `OPSTATE_PREFIX`.
+ *
+ * @example
+ * ```ts
+ * const source = await attentionSourceFromEnv();
+ * try { … } finally { await source.close(); }
+ * ```
+ */
+export async function attentionSourceFromEnv(): Promise<AttentionSource> {
+  const timing = resolveRuntimeTiming(timingFromEnv());
+  const servers = process.env.NATS_URL;
+  if (servers === undefined || servers === '') {
+    return { timing, heartbeats: null, close: async () => {} };
+  }
+  try {
+    const transport = await createJetStreamTransport({
+      servers,
+      prefix: process.env.OPSTATE_PREFIX || 'opstate',
+      timing,
+    });
+    return { timing, heartbeats: transport.heartbeats, close: () => transport.close() };
+  } catch (err) {
+    // Reading the database is still worth it: the list says it judged without heartbeats.
+    const why = err instanceof Error ? err.message : String(err);
+    return {
+      timing,
+      heartbeats: null,
+      warning: `heartbeats not read: NATS at ${servers} is unreachable (${why})`,
+      close: async () => {},
+    };
+  }
+}
+
+/**
+ * Loads the attention list (first page of each category) the way the dashboard does.
+ *
+ * @example
+ * ```ts
+ * const list = await attentionOf(database, source, Date.now());
+ * ```
+ */
+export async function attentionOf(
+  database: Executor,
+  source: AttentionSource,
+  now: number,
+): Promise<AttentionList> {
+  const heartbeats =
+    source.heartbeats === null ? null : heartbeatFacts(await source.heartbeats.list());
+  return loadAttention(database, { now, timing: source.timing, heartbeats });
+}
+
+/** Prints the attention list as text: each category, then one line per item. */
+export function printAttention(list: AttentionList, io: Io, now: number): void {
+  const total = list.sections.reduce((n, s) => n + s.total, 0);
+  io.out(
+    `attention (${total}${list.sections.some((s) => s.totalCapped) ? '+' : ''})${total === 0 ? ': nothing needs an operator' : ''}`,
+  );
+  if (!list.heartbeatsVisible) {
+    io.out(
+      '  (heartbeats not visible here: SCHEDULED and IN_PROGRESS are judged by the reconciler floor alone)',
+    );
+  }
+  for (const section of list.sections) {
+    if (section.total === 0) continue;
+    const more =
+      section.total > section.items.length ? `, first ${section.items.length} shown` : '';
+    io.out(
+      `  ${ATTENTION_TITLES[section.category]} (${section.total}${section.totalCapped ? '+' : ''}${more})`,
+    );
+    for (const item of section.items) {
+      const age = formatAge(now - Date.parse(item.since));
+      io.out(
+        `    ${item.subject.id}  ${item.kind ?? item.subject.type}  ${item.state}  ${age}: ${item.why}`,
+      );
+    }
+  }
+}

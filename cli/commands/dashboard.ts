@@ -1,0 +1,62 @@
+import { InvalidArgumentError } from 'commander';
+import { createRuntime } from '../../actors/Runtime.ts';
+import { startDashboard } from '../../dashboard/startDashboard.ts';
+import { defineCommand, optionsOf } from '../Command.ts';
+import { timingFromEnv, untilSignal } from '../runtimeFromEnv.ts';
+
+function portNumber(value: string): number {
+  const port = Number(value);
+  if (!/^\d+$/.test(value) || port > 65_535)
+    throw new InvalidArgumentError('use a port number 0–65535');
+  return port;
+}
+
+/**
+ * `opstate dashboard [--port N] [--host H] [--allow-actions]`: the operator's web dashboard on the
+ * control plane's database (`DATABASE_URL`, heartbeats from `NATS_URL`), read-only unless
+ * `--allow-actions`. It applies no migrations.
+ *
+ * @example
+ * ```ts
+ * process.exitCode = await dashboardCommand.run(['--port', '8090'], processIo);
+ * ```
+ */
+const SUMMARY =
+  'Serve the web dashboard: counts, the attention list, operations, live (read-only by default)';
+
+export const dashboardCommand = defineCommand('dashboard', SUMMARY, (program, ctx) => {
+  program
+    .command('dashboard')
+    .description(SUMMARY)
+    .option('--port <port>', 'the port to serve on', portNumber, 8090)
+    .option('--host <address>', 'the address to listen on (default 127.0.0.1)')
+    .option('--allow-actions', 'let the page retry, reset and cancel operations')
+    .action(
+      ctx.action(async (cmd) => {
+        const o = optionsOf<{ port: number; host?: string; allowActions?: boolean }>(cmd);
+        const runtime = await createRuntime({ timing: timingFromEnv(), migrate: false });
+        try {
+          const inProcess = runtime.mode.transport === 'in-process';
+          const dashboard = await startDashboard({
+            database: runtime.database,
+            timing: runtime.timing,
+            // An in-process transport's heartbeats live in the process that runs the workers.
+            heartbeats: inProcess ? null : runtime.transport.heartbeats,
+            command: o.allowActions === true ? runtime.command : null,
+            port: o.port,
+            ...(o.host === undefined ? {} : { host: o.host }),
+            logger: runtime.logger,
+          });
+          ctx.io.out(
+            `dashboard at ${dashboard.url} (${runtime.mode.database}; ${o.allowActions === true ? 'operator actions enabled' : 'read-only'}${inProcess ? '; heartbeats not visible: in-process transport' : ''})`,
+          );
+          const signal = await untilSignal();
+          ctx.io.out(`${signal}: stopping the dashboard`);
+          await dashboard.close();
+          return 0;
+        } finally {
+          await runtime.close();
+        }
+      }),
+    );
+});

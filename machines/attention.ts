@@ -1,0 +1,384 @@
+import type { OperationKind } from './OperationKind.ts';
+import { type OperationError, OperationStatus } from './operationMachine.ts';
+
+/**
+ * What an operator must look at, by category. Each category is one rule below; the dashboard
+ * and `opstate status` show the same list because both go through `classifyOperation`,
+ * `classifyBreaker`, `classifyArchive` and `classifyCopy`.
+ */
+export const AttentionCategory = {
+  /** A live operation past the timer that should have moved it (scheduler, monitor, reconciler). */
+  STUCK: 'stuck',
+  /** A live operation that has spent its retry budget: its next failure or reset FAILS it. */
+  RETRY_CAP: 'retry_cap',
+  /** FAILED and not cancelled by an operator: it stays listed until it is retried. */
+  FAILED: 'failed',
+  /** A circuit breaker that is not CLOSED: the pair's PENDING operations are parked. */
+  BREAKER_OPEN: 'breaker_open',
+  /**
+   * An archive that stopped short of VERIFIED: another object at its key (never overwritten) or
+   * an object that does not read back as written. The source is kept.
+   */
+  ARCHIVE_CONFLICT: 'archive_conflict',
+  /**
+   * A source deletion that failed or is blocked: members kept with their reasons, or interrupted
+   * too often. The copy is kept.
+   */
+  DELETION_FAILED: 'deletion_failed',
+  /** A deletion in progress whose deleter's lease ran out and that no deleter took over. */
+  DELETION_STALLED: 'deletion_stalled',
+} as const;
+export type AttentionCategory = (typeof AttentionCategory)[keyof typeof AttentionCategory];
+export const ATTENTION_CATEGORIES: readonly AttentionCategory[] = Object.freeze(
+  Object.values(AttentionCategory),
+);
+
+/** How each category is titled, on the dashboard and in `opstate status`. */
+export const ATTENTION_TITLES: Readonly<Record<AttentionCategory, string>> = Object.freeze({
+  stuck: 'Stuck past their timers',
+  retry_cap: 'At the retry cap',
+  failed: 'Failed',
+  breaker_open: 'Circuit breakers open',
+  archive_conflict: 'Archive conflicts',
+  deletion_failed: 'Deletions failed or blocked',
+  deletion_stalled: 'Deletions stalled',
+});
+
+/** One line of the attention list. */
+export interface AttentionItem {
+  readonly category: AttentionCategory;
+  /** What it is about: an operation, a breaker (`<kind>|<location id>`) or a copy. */
+  readonly subject: { readonly type: 'operation' | 'breaker' | 'copy'; readonly id: string };
+  readonly kind: OperationKind | null;
+  /** The operation's status, the breaker's state or the copy's status. */
+  readonly state: string;
+  /** Since when the condition holds (ISO): the clock the rule measured. */
+  readonly since: string;
+  /** Why it is on the list and what to do, in one sentence. */
+  readonly why: string;
+}
+
+/** The timers the rules measure against (a runtime's, so the list agrees with its recovery). */
+export interface AttentionTiming {
+  readonly heartbeatTimeoutMs: number;
+  readonly reconcilerFloorMs: number;
+}
+
+/** An operation as the attention queries select it. */
+export interface AttentionOperationRow {
+  readonly id: string;
+  readonly kind: OperationKind;
+  readonly status: OperationStatus;
+  readonly attempt: number;
+  readonly retryCount: number;
+  readonly maxRetries: number;
+  /**
+   * When it entered its current status; for PENDING, when it became due (its last transition,
+   * or the end of its retry backoff if that is later).
+   */
+  readonly since: Date;
+  readonly workerId: string | null;
+  readonly lastError: OperationError | null;
+  /** PENDING only: a circuit breaker that is not CLOSED holds its (kind, target) pair. */
+  readonly parked: boolean;
+}
+
+/**
+ * What is known about heartbeats where the list is computed: per operation attempt
+ * (`heldKey(id, attempt)`), the newest heartbeat of a worker that holds it (ms); or `null` when
+ * heartbeats are not visible from here (an in-process transport in another process), so that
+ * only the reconciler floor can say a SCHEDULED or IN_PROGRESS operation is stuck.
+ */
+export type HeartbeatFacts = ReadonlyMap<string, number> | null;
+
+/** The key of one operation attempt in `HeartbeatFacts`. */
+export function heldKey(operationId: string, attempt: number): string {
+  return `${operationId}:${attempt}`;
+}
+
+/** A worker heartbeat as the heartbeat store lists it: when, and which attempts it holds. */
+export interface HeldBeat {
+  readonly at: number;
+  readonly held: readonly { readonly operationId: string; readonly attempt: number }[];
+}
+
+/**
+ * Folds worker heartbeats into `HeartbeatFacts`: for each attempt held, its newest heartbeat.
+ *
+ * @example
+ * ```ts
+ * const facts = heartbeatFacts(await runtime.transport.heartbeats.list());
+ * ```
+ */
+export function heartbeatFacts(beats: readonly HeldBeat[]): Map<string, number> {
+  const facts = new Map<string, number>();
+  for (const beat of beats) {
+    for (const h of beat.held) {
+      const key = heldKey(h.operationId, h.attempt);
+      facts.set(key, Math.max(facts.get(key) ?? 0, beat.at));
+    }
+  }
+  return facts;
+}
+
+export interface AttentionFacts {
+  readonly now: number;
+  readonly timing: AttentionTiming;
+  readonly heartbeats: HeartbeatFacts;
+}
+
+const LIVE: ReadonlySet<string> = new Set([
+  OperationStatus.PENDING,
+  OperationStatus.SCHEDULED,
+  OperationStatus.IN_PROGRESS,
+]);
+
+/** `95 s`, `12 min`, `3.5 h`, `2.0 d`: an age an operator reads at a glance. */
+export function formatAge(ms: number): string {
+  const s = Math.max(0, ms) / 1000;
+  if (s < 120) return `${Math.round(s)} s`;
+  if (s < 7200) return `${Math.round(s / 60)} min`;
+  if (s < 172_800) return `${(s / 3600).toFixed(1)} h`;
+  return `${(s / 86_400).toFixed(1)} d`;
+}
+
+/**
+ * The cut-off times the attention queries select candidates by, so that the SQL asks exactly
+ * what the rules below decide: older than the reconciler floor, or than the heartbeat timeout.
+ *
+ * @example
+ * ```ts
+ * const { floorCutoff, heartbeatCutoff } = attentionCutoffs(Date.now(), runtime.timing);
+ * ```
+ */
+export function attentionCutoffs(
+  now: number,
+  timing: AttentionTiming,
+): { readonly floorCutoff: Date; readonly heartbeatCutoff: Date } {
+  return {
+    floorCutoff: new Date(now - timing.reconcilerFloorMs),
+    heartbeatCutoff: new Date(now - timing.heartbeatTimeoutMs),
+  };
+}
+
+function stuckReason(row: AttentionOperationRow, facts: AttentionFacts): string | null {
+  const { now, timing, heartbeats } = facts;
+  const floor = timing.reconcilerFloorMs;
+  const age = now - row.since.getTime();
+  if (row.status === OperationStatus.PENDING) {
+    if (row.parked || age <= floor) return null; // a parked pair's breaker is the item to look at
+    return `PENDING and due for ${formatAge(age)} (longer than the reconciler floor, ${formatAge(floor)}) without being scheduled: is a control-plane leader running, or is the backlog deeper than maxScheduled lets through?`;
+  }
+  if (row.status !== OperationStatus.SCHEDULED && row.status !== OperationStatus.IN_PROGRESS) {
+    return null;
+  }
+  // Held by a worker (a dispatch pulled, or running): the heartbeat monitor's case; held by none:
+  // the reconciler's. Both judge the current attempt only.
+  const beat = heartbeats?.get(heldKey(row.id, row.attempt));
+  const what =
+    row.status === OperationStatus.SCHEDULED
+      ? 'SCHEDULED'
+      : `IN_PROGRESS on ${row.workerId ?? 'an unknown worker'}`;
+  if (beat !== undefined) {
+    if (now - beat < timing.heartbeatTimeoutMs || age <= timing.heartbeatTimeoutMs) return null;
+    return `${what} and held by a worker whose last heartbeat was ${formatAge(now - beat)} ago (timeout ${formatAge(timing.heartbeatTimeoutMs)}); the heartbeat monitor should have reset it: is a control-plane leader running?`;
+  }
+  if (age <= floor) return null;
+  return heartbeats === null
+    ? `${what} for ${formatAge(age)} (longer than the reconciler floor, ${formatAge(floor)}); heartbeats are not visible from here, so check the workers`
+    : `${what} for ${formatAge(age)} and held by no live worker (reconciler floor ${formatAge(floor)}); the reconciler should have reset it: is a control-plane leader running${row.status === OperationStatus.SCHEDULED ? `, and a worker for ${row.kind}` : ''}?`;
+}
+
+/**
+ * The attention items of one operation (none, one or several categories), decided from its row
+ * alone. These are the rules; the queries only pre-select rows by the same cut-offs.
+ *
+ * @example
+ * ```ts
+ * classifyOperation(row, { now: Date.now(), timing: runtime.timing, heartbeats: null })
+ *   .map((item) => item.category); // ['stuck', 'retry_cap']
+ * ```
+ */
+export function classifyOperation(
+  row: AttentionOperationRow,
+  facts: AttentionFacts,
+): AttentionItem[] {
+  const items: AttentionItem[] = [];
+  const base = {
+    subject: { type: 'operation' as const, id: row.id },
+    kind: row.kind,
+    state: row.status,
+    since: row.since.toISOString(),
+  };
+  const stuck = stuckReason(row, facts);
+  if (stuck !== null) items.push({ ...base, category: AttentionCategory.STUCK, why: stuck });
+  if (LIVE.has(row.status) && row.retryCount > 0 && row.retryCount >= row.maxRetries) {
+    items.push({
+      ...base,
+      category: AttentionCategory.RETRY_CAP,
+      why: `${row.status} at attempt ${row.attempt} with its retry budget spent (${row.retryCount}/${row.maxRetries}): its next failure or reset FAILS it${row.lastError === null ? '' : `; last error: ${row.lastError.message}`}`,
+    });
+  }
+  if (row.status === OperationStatus.FAILED && row.lastError?.code !== 'CANCELLED') {
+    items.push({
+      ...base,
+      category: AttentionCategory.FAILED,
+      why: `FAILED at attempt ${row.attempt}: ${row.lastError?.message ?? 'no error recorded'}; retry it once the cause is fixed`,
+    });
+  }
+  return items;
+}
+
+/** A circuit breaker as the attention query selects it. */
+export interface AttentionBreakerRow {
+  readonly kind: OperationKind;
+  readonly locationId: string;
+  /** `site/name` of the location. */
+  readonly location: string;
+  readonly state: string;
+  readonly consecutiveFailures: number;
+  readonly openedAt: Date | null;
+  readonly lastFailureMessage: string | null;
+  /** PENDING operations of the pair that the scheduler leaves where they are. */
+  readonly parked: number;
+}
+
+/**
+ * The attention item of a circuit breaker: every breaker that is not CLOSED.
+ *
+ * @example
+ * ```ts
+ * classifyBreaker({ ...row, state: 'OPEN' })?.category; // 'breaker_open'
+ * ```
+ */
+export function classifyBreaker(row: AttentionBreakerRow): AttentionItem | null {
+  if (row.state === 'CLOSED') return null;
+  const probing = row.state === 'HALF_OPEN' ? 'letting one probe through' : 'parking the pair';
+  return {
+    category: AttentionCategory.BREAKER_OPEN,
+    subject: { type: 'breaker', id: `${row.kind}|${row.locationId}` },
+    kind: row.kind,
+    state: row.state,
+    since: (row.openedAt ?? new Date(0)).toISOString(),
+    why: `${row.kind} at ${row.location} is ${row.state} after ${row.consecutiveFailures} consecutive failures (${probing}; ${row.parked} PENDING parked)${row.lastFailureMessage === null ? '' : `; last error: ${row.lastFailureMessage}`}; fix the location, then \`opstate breaker reset ${row.kind} ${row.locationId}\``,
+  };
+}
+
+/** A physical copy as the attention queries select it. */
+export interface AttentionCopyRow {
+  readonly id: string;
+  readonly artifactType: string;
+  readonly artifactId: string;
+  /** `site/name` of its location. */
+  readonly location: string;
+  readonly status: string;
+  readonly deletionFailureCount: number;
+  readonly lastError: string | null;
+  /** When it entered its status (DELETION_FAILED), or when its deleter's lease ran out (stalled). */
+  readonly since: Date;
+  /** The archive operation its latest deletion plan relies on (its resume record says more). */
+  readonly archiveOperationId: string | null;
+  /** Members of the latest plan that were kept, with the reason each was kept. */
+  readonly kept: readonly { readonly name: string; readonly reason: string | null }[];
+  /** DELETION_IN_PROGRESS only: the deleter holding (or last holding) the lease. */
+  readonly holder: string | null;
+}
+
+/**
+ * The attention item of a copy: a deletion that failed or is blocked (DELETION_FAILED: the copy is
+ * kept; with the kept members' reasons), or one stalled (DELETION_IN_PROGRESS whose lease ran out
+ * longer than the heartbeat timeout ago with no deleter taking over).
+ *
+ * @example
+ * ```ts
+ * classifyCopy({ ...row, status: 'DELETION_FAILED' }, facts)?.category; // 'deletion_failed'
+ * ```
+ */
+export function classifyCopy(
+  row: AttentionCopyRow,
+  facts: Pick<AttentionFacts, 'now' | 'timing'>,
+): AttentionItem | null {
+  const base = {
+    subject: { type: 'copy' as const, id: row.id },
+    kind: null,
+    state: row.status,
+    since: row.since.toISOString(),
+  };
+  const review =
+    row.archiveOperationId === null
+      ? ''
+      : `; see \`opstate inspect ${row.archiveOperationId}\`, and after review \`opstate retry ${row.archiveOperationId} --replan\``;
+  if (row.status === 'DELETION_FAILED') {
+    const why =
+      row.kept.length > 0
+        ? `deletion of the ${row.artifactType} copy at ${row.location} is blocked, the copy is kept: ${row.kept.length} member(s) kept — ${row.kept.map((k) => `${k.name}: ${k.reason ?? 'no reason recorded'}`).join('; ')}`
+        : `deletion of the ${row.artifactType} copy at ${row.location} failed ${row.deletionFailureCount} time(s), the copy is kept: ${row.lastError ?? 'no error recorded'}`;
+    return { ...base, category: AttentionCategory.DELETION_FAILED, why: why + review };
+  }
+  if (row.status === 'DELETION_IN_PROGRESS') {
+    const lapsed = facts.now - row.since.getTime();
+    if (lapsed <= facts.timing.heartbeatTimeoutMs) return null;
+    return {
+      ...base,
+      category: AttentionCategory.DELETION_STALLED,
+      why: `deletion of the ${row.artifactType} copy at ${row.location} stalled: the lease of ${row.holder ?? 'its deleter'} ran out ${formatAge(lapsed)} ago and no deleter took over: is one running (\`opstate worker --delete-copies\`)?${review}`,
+    };
+  }
+  return null;
+}
+
+/** An archive operation whose last durable archive state stopped it short of VERIFIED. */
+export interface AttentionArchiveRow {
+  readonly operationId: string;
+  readonly kind: OperationKind;
+  readonly status: OperationStatus;
+  /** The last durable archive state: `CONFLICT` or `VERIFY_FAILED` (anything else is not listed). */
+  readonly archiveState: string;
+  readonly archiveKey: string | null;
+  readonly since: Date;
+  readonly lastError: OperationError | null;
+}
+
+/**
+ * The attention item of an archive that stopped short of VERIFIED: another object at its key
+ * (a conflict, never an overwrite) or an object that does not read back. The source is kept.
+ *
+ * @example
+ * ```ts
+ * classifyArchive({ ...row, archiveState: 'CONFLICT' })?.category; // 'archive_conflict'
+ * ```
+ */
+export function classifyArchive(row: AttentionArchiveRow): AttentionItem | null {
+  if (row.archiveState !== 'CONFLICT' && row.archiveState !== 'VERIFY_FAILED') return null;
+  const what =
+    row.archiveState === 'CONFLICT'
+      ? `another object is at the archive key ${row.archiveKey ?? '(unknown)'} and was never overwritten`
+      : `the archive at ${row.archiveKey ?? '(unknown key)'} does not read back as written and was never VERIFIED`;
+  return {
+    category: AttentionCategory.ARCHIVE_CONFLICT,
+    subject: { type: 'operation', id: row.operationId },
+    kind: row.kind,
+    state: row.archiveState,
+    since: row.since.toISOString(),
+    why: `${what}; the source is kept. Compare the object with the source and move it aside if it is wrong, then \`opstate retry ${row.operationId} --replan\`${row.lastError === null ? '' : ` (last error: ${row.lastError.message})`}`,
+  };
+}
+
+/**
+ * Orders items the way an operator reads them: by category (in `ATTENTION_CATEGORIES` order),
+ * then oldest first (failures newest first, as their pages are).
+ *
+ * @example
+ * ```ts
+ * const list = sortAttention([...operationItems, ...breakerItems]);
+ * ```
+ */
+export function sortAttention(items: readonly AttentionItem[]): AttentionItem[] {
+  const rank = new Map(ATTENTION_CATEGORIES.map((c, n) => [c, n]));
+  return [...items].sort((a, b) => {
+    const byCategory = (rank.get(a.category) ?? 0) - (rank.get(b.category) ?? 0);
+    if (byCategory !== 0) return byCategory;
+    const order = a.category === AttentionCategory.FAILED ? -1 : 1;
+    return order * (a.since.localeCompare(b.since) || a.subject.id.localeCompare(b.subject.id));
+  });
+}

@@ -1,0 +1,91 @@
+import { sql } from 'drizzle-orm';
+import type { OperationKind } from '../../machines/OperationKind.ts';
+import type { OperationError, OperationStatus } from '../../machines/operationMachine.ts';
+import type { StoredTransition } from '../../machines/replayTransitions.ts';
+import { toDate } from '../OperationRecord.ts';
+import type { Executor, Row } from '../openDatabase.ts';
+
+/** A stored transition with the operation it belongs to (what a replay needs of it). */
+export interface OperationTransitionRow extends StoredTransition {
+  readonly operationId: string;
+  readonly kind: OperationKind;
+  readonly maxRetries: number;
+}
+
+const SELECT = sql.raw(`select t.id, t.operation_id, t.from_status, t.to_status, t.event, t.by,
+    t.attempt, t.reason, t.at, o.kind, o.max_retries, fe.error
+  from operation_transition t
+  join operation o on o.id = t.operation_id
+  left join operation_failure_event fe on t.event = 'FAIL' and fe.kind = o.kind
+    and fe.operation_id = t.operation_id and fe.attempt = t.attempt`);
+
+function json<T>(value: unknown): T {
+  return (typeof value === 'string' ? JSON.parse(value) : value) as T;
+}
+
+function toRow(r: Row): OperationTransitionRow {
+  return {
+    id: Number(r.id),
+    operationId: String(r.operation_id),
+    kind: r.kind as OperationKind,
+    maxRetries: Number(r.max_retries),
+    from: (r.from_status ?? null) as OperationStatus | null,
+    to: r.to_status as OperationStatus,
+    event: String(r.event),
+    by: String(r.by),
+    attempt: Number(r.attempt),
+    reason: r.reason == null ? null : String(r.reason),
+    at: toDate(r.at) as Date,
+    error: r.error == null ? null : json<OperationError>(r.error),
+  };
+}
+
+/** The newest transition id (0 when there is none). */
+export async function selectLatestTransitionId(exec: Executor): Promise<number> {
+  const [row] = await exec.execute(
+    sql`select coalesce(max(id), 0) as id from operation_transition`,
+  );
+  return Number(row?.id ?? 0);
+}
+
+/**
+ * Transitions with an id above `after` (at most `limit`, in id order), plus those whose ids are
+ * in `gaps` (stepped over because not yet committed when read); two primary-key lookups.
+ */
+export async function selectTransitionsAfter(
+  exec: Executor,
+  after: number,
+  gaps: readonly number[],
+  limit: number,
+): Promise<OperationTransitionRow[]> {
+  const gapIds = gaps.filter((g) => Number.isSafeInteger(g) && g > 0 && g <= after);
+  const ids =
+    gapIds.length === 0
+      ? sql`(select id from operation_transition where id > ${after} order by id limit ${limit})`
+      : sql`(select id from operation_transition where id > ${after} order by id limit ${limit})
+          union all
+          (select id from operation_transition where id in (${sql.raw(gapIds.join(', '))}))`;
+  const rows = await exec.execute(sql`
+    with ids as (${ids})
+    ${SELECT} join ids on ids.id = t.id
+    order by t.id`);
+  return rows.map(toRow);
+}
+
+/**
+ * The whole stored history of some operations (oldest first), up to and including transition
+ * `upTo` when given (index on operation id, id).
+ */
+export async function selectHistories(
+  exec: Executor,
+  operationIds: readonly string[],
+  upTo?: number,
+): Promise<OperationTransitionRow[]> {
+  if (operationIds.length === 0) return [];
+  const rows = await exec.execute(sql`
+    ${SELECT}
+    where t.operation_id = any(${`{${operationIds.join(',')}}`}::uuid[])
+      ${upTo === undefined ? sql`` : sql`and t.id <= ${upTo}`}
+    order by t.operation_id, t.id`);
+  return rows.map(toRow);
+}
