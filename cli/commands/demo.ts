@@ -316,11 +316,16 @@ async function pipeline(
       out(`    error     ${view.lastError.message}`);
     }
     for (const c of view.outputs) {
-      const live = (await runtime.artifacts.copiesOf(c.artifactType, c.artifactId)).filter(
-        (x) => x.locationId === c.locationId && x.status !== 'DELETED',
+      const here = (await runtime.artifacts.copiesOf(c.artifactType, c.artifactId)).filter(
+        (x) => x.locationId === c.locationId,
       );
+      const live = here.filter((x) => x.status !== 'DELETED');
+      // A buffer copy may already be gone: the deleter runs beside the pipeline (see 8.).
+      const deleted = live.length === 0 && here.some((x) => x.status === 'DELETED');
+      const mark =
+        live.length > 1 ? '  <-- DUPLICATE' : live.length === 0 && !deleted ? '  <-- MISSING' : '';
       out(
-        `    output    ${c.artifactType} ${nameOf(c.artifactId)} at ${locationName.get(c.locationId)}: ${live.length} live cop${live.length === 1 ? 'y' : 'ies'}${live.length === 1 ? '' : '  <-- DUPLICATE'}`,
+        `    output    ${c.artifactType} ${nameOf(c.artifactId)} at ${locationName.get(c.locationId)}: ${deleted ? 'deleted after its verified archive' : `${live.length} live cop${live.length === 1 ? 'y' : 'ies'}`}${mark}`,
       );
     }
   }
