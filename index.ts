@@ -60,6 +60,11 @@ export {
   MEMBER_OUTCOMES,
   MemberOutcome,
 } from './machines/ArchiveState.ts';
+export {
+  ARTIFACT_TYPES,
+  ArtifactType,
+  isArtifactType,
+} from './machines/ArtifactType.ts';
 export type {
   AttentionFacts,
   AttentionItem,
@@ -85,6 +90,18 @@ export { acceptedCopyEvents, decideCopy } from './machines/decideCopy.ts';
 export { toMermaid } from './machines/diagram.ts';
 export type { GroupStatus } from './machines/groupStatus.ts';
 export { deriveGroupStatus } from './machines/groupStatus.ts';
+export type {
+  ContractFacts,
+  MissingOutput,
+  ProducedCopy,
+  RequiredOutput,
+} from './machines/missingOutputs.ts';
+// What each kind must produce, checked at every completion.
+export {
+  missingOutputs,
+  outputContractError,
+  requiredOutputs,
+} from './machines/missingOutputs.ts';
 export type { ResumeFacts } from './machines/nextSafeAction.ts';
 export { nextSafeAction } from './machines/nextSafeAction.ts';
 export { isOperationKind, OPERATION_KINDS, OperationKind } from './machines/OperationKind.ts';
@@ -105,6 +122,13 @@ export {
 } from './machines/operationMachine.ts';
 export type { OperatorAction } from './machines/operatorEvent.ts';
 export { OPERATOR_ACTIONS, operatorEvent } from './machines/operatorEvent.ts';
+export type {
+  ContractField,
+  KindContract,
+  OutputRequirement,
+} from './machines/outputContract.ts';
+export { membersFieldOf, OUTPUT_CONTRACT } from './machines/outputContract.ts';
+export { outputContractTable } from './machines/outputContractTable.ts';
 export type { PackageOperation } from './machines/packageState.ts';
 export { derivePackageState, PackageState } from './machines/packageState.ts';
 export type {
@@ -143,14 +167,13 @@ export {
 export type { ArchiveFields, ArchiveRecordEntry } from './persistence/ArchiveRecordRepository.ts';
 // Archive then delete: the archive record, every copy status change, the policy, the deletions.
 export { ArchiveRecordRepository } from './persistence/ArchiveRecordRepository.ts';
+// Persistence: the store and repositories a stage service registers its artifacts through.
 export type {
   DataLocation,
   NewCopy,
   PhysicalCopyRecord,
 } from './persistence/ArtifactRepository.ts';
 export { ArtifactRepository } from './persistence/ArtifactRepository.ts';
-// Persistence: the store and repositories a stage service registers its artifacts through.
-export { ArtifactType } from './persistence/ArtifactType.ts';
 export type { CircuitBreakerView } from './persistence/CircuitBreakerRepository.ts';
 // Circuit breakers per (kind, location): read and reset them from a stage service or a tool.
 export { CircuitBreakerRepository, CircuitState } from './persistence/CircuitBreakerRepository.ts';
@@ -176,6 +199,7 @@ export type { DatabaseTls } from './persistence/databaseTls.ts';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './persistence/embeddedPostgres.ts';
 export { startEmbeddedPostgres } from './persistence/embeddedPostgres.ts';
 export { GroupRepository } from './persistence/GroupRepository.ts';
+export type { InputRelations } from './persistence/inputRelations.ts';
 export type { OperationInspection } from './persistence/inspectOperation.ts';
 export { inspectOperation } from './persistence/inspectOperation.ts';
 export { JournalRepository } from './persistence/JournalRepository.ts';

@@ -205,7 +205,7 @@ export interface Runtime {
  * const runtime = await createRuntime();
  * const plane = runtime.startControlPlane();
  * runtime.startWorker({ kinds: [OperationKind.TRANSFER],
- *   handlers: { [OperationKind.TRANSFER]: async (ctx) => ({ outputs: [] }) } });
+ *   handlers: { [OperationKind.TRANSFER]: async (ctx) => ({ outputs: [await copyOver(ctx)] }) } });
  * const id = await runtime.submit({ kind: OperationKind.TRANSFER, fields: { ... } });
  * ```
  */

@@ -6,11 +6,13 @@ import { OperationStatus } from '../machines/operationMachine.ts';
 import { defaultRoute, queueName, type Route } from '../machines/routing.ts';
 import { checkId, notFound } from '../persistence/applyEvents.ts';
 import type { CompleteItem } from '../persistence/completeWithOutputs.ts';
+import { type InputRelations, inputRelations } from '../persistence/inputRelations.ts';
 import { inspectOperation, type OperationInspection } from '../persistence/inspectOperation.ts';
 import type { JournalRepository } from '../persistence/JournalRepository.ts';
 import type { OperationRecord } from '../persistence/OperationRecord.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
+import { requiredOutputsOf } from '../persistence/requiredOutputsOf.ts';
 import { DeliverySlots } from '../transport/DeliverySlots.ts';
 import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { Delivery, Subscription, Transport } from '../transport/Transport.ts';
@@ -46,6 +48,30 @@ export interface HandlerContext {
   readonly signal: AbortSignal;
   /** The whole operation: subtype fields, input copies, history (one read, on demand). */
   inspect(): Promise<OperationInspection>;
+  /**
+   * Each input copy with its artifact's relations (one indexed query, on demand): the raw data
+   * packages a data transfer package holds, the files of a raw data package, and the package a
+   * file or a package belongs to.
+   *
+   * @example
+   * ```ts
+   * const [bundle] = await ctx.relations();
+   * for (const pkg of bundle?.members ?? []) await unpackOne(bundle.path, pkg.id);
+   * ```
+   */
+  relations(): Promise<readonly InputRelations[]>;
+  /**
+   * What this operation must return among its outputs by its kind's output contract
+   * (`OUTPUT_CONTRACT`): the completion fails the attempt for good (`OUTPUT_CONTRACT`) when one
+   * is missing. One query, on demand.
+   *
+   * @example
+   * ```ts
+   * const required = await ctx.requiredOutputs(); // [{ artifactType, artifactId, locationId }]
+   * return { outputs: required.map((c) => ({ ...c, path: pathOf(c), checksum })) };
+   * ```
+   */
+  requiredOutputs(): Promise<readonly OutputCopy[]>;
 }
 
 /** What a handler returns: the copies it produced, created with the completion. */
@@ -132,7 +158,8 @@ function codeOf(err: unknown): OpstateErrorCode | undefined {
  * compare-and-set, run the handler; IN_PROGRESS of the current attempt with no live holder (a
  * broker redelivery after the holder died) → RESET by `broker`, so the next attempt is dispatched
  * fenced. On success it creates the output copies and COMPLETEs in one transaction, then acks; on
- * failure it FAILs (retryable or not) and acks.
+ * failure it FAILs (retryable or not) and acks. A result that lacks what the kind must produce
+ * (`OUTPUT_CONTRACT`) is a failure, never retried.
  *
  * The worker beats once per heartbeat interval for everything it holds (one key in the heartbeat
  * store), and covers an operation with a heartbeat before it starts it: an operation it holds,
@@ -143,7 +170,7 @@ function codeOf(err: unknown): OpstateErrorCode | undefined {
  * @example
  * ```ts
  * const worker = startWorker({ store, transport, clock, logger, kinds: [OperationKind.TRANSFER],
- *   handlers: { [OperationKind.TRANSFER]: async (ctx) => ({ outputs: [] }) } });
+ *   handlers: { [OperationKind.TRANSFER]: async (ctx) => ({ outputs: await copyOver(ctx) }) } });
  * await worker.stop();
  * ```
  */
@@ -361,6 +388,8 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
         heartbeat: () => heartbeat.cover(),
         step: (name, fn) => step(op, name, fn),
         inspect: () => inspectOperation(store.database, op.id),
+        relations: () => inputRelations(store.database, op.id),
+        requiredOutputs: () => requiredOutputsOf(store.database, op.id),
       };
       let result: HandlerResult | undefined;
       try {
@@ -372,7 +401,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
         return;
       }
       if (crashed) return;
-      await completed(d, op, result?.outputs ?? []);
+      await completed(d, op, lease, result?.outputs ?? []);
     } finally {
       if (!crashed) heartbeat.release(op.id);
       registry.trigger.released({ operationId: op.id });
@@ -382,12 +411,19 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   async function completed(
     d: Delivery,
     op: Running,
+    lease: Lease,
     outputs: readonly OutputCopy[],
   ): Promise<void> {
     try {
       unwrap(await completes.submit({ id: op.id, attempt: op.attempt, outputs, by: id }));
     } catch (err) {
       const code = codeOf(err);
+      // The result lacks what the kind must produce: the handler's failure, not the completion's,
+      // and running it again would return the same (the error is not retryable).
+      if (code === OpstateErrorCode.OUTPUT_CONTRACT) {
+        await failed(d, op, lease, err);
+        return;
+      }
       if (code === OpstateErrorCode.STALE_ATTEMPT || code === OpstateErrorCode.INVALID_EVENT) {
         // Reset while we worked: our attempt is fenced and its completion refused.
         logger.log('WARNING', 'completion of a superseded attempt refused', {

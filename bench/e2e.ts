@@ -29,6 +29,7 @@ import { PgDialect } from 'drizzle-orm/pg-core';
 import postgres from 'postgres';
 import type { Logger } from '../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../actors/Runtime.ts';
+import { ArtifactType } from '../machines/ArtifactType.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
@@ -366,6 +367,11 @@ async function main(): Promise<void> {
         destinationLocationId: buffer.id,
       },
     };
+    // What every one of these transfers must produce: the package at the buffer (one live copy,
+    // which later completions find already there).
+    const produced = [
+      { artifactType: ArtifactType.DATA_TRANSFER_PACKAGE, artifactId: dtp, locationId: buffer.id },
+    ];
     let expectedCompleted = 0;
 
     const openWorker = async (concurrency: number) => {
@@ -383,7 +389,7 @@ async function main(): Promise<void> {
       timeRuntime(runtime, timings, 'worker');
       runtime.startWorker({
         kinds: [OperationKind.TRANSFER],
-        handlers: { [OperationKind.TRANSFER]: async () => ({ outputs: [] }) },
+        handlers: { [OperationKind.TRANSFER]: async () => ({ outputs: produced }) },
         concurrency,
       });
       return { runtime, counter, timings };
@@ -643,6 +649,7 @@ async function main(): Promise<void> {
             NATS_URL,
             OPSTATE_PREFIX: prefix,
             OPSTATE_TIMING: JSON.stringify(TIMING),
+            BENCH_OUTPUTS: JSON.stringify(produced),
           },
         ),
       );

@@ -97,7 +97,15 @@ async function measure(engine: Engine): Promise<void> {
     runtime.startWorker({
       kinds: [OperationKind.TRANSFER],
       concurrency: 16,
-      handlers: { [OperationKind.TRANSFER]: async () => ({ outputs: [] }) },
+      // The copy a transfer must produce; every operation moves the same package, so all but the
+      // first find it there (conflict = already done).
+      handlers: {
+        [OperationKind.TRANSFER]: async () => ({
+          outputs: [
+            { artifactType: 'data_transfer_package', artifactId: bundle, locationId: buffer.id },
+          ],
+        }),
+      },
     });
     let peak = idle;
     const sampler = setInterval(() => {

@@ -144,7 +144,14 @@ function opstateContender(run: string): Contender {
       };
       runtime.startWorker({
         kinds: [OperationKind.TRANSFER],
-        handlers: { [OperationKind.TRANSFER]: async () => ({ outputs: [] }) },
+        // The copy every transfer must produce (one live copy; later ones find it there).
+        handlers: {
+          [OperationKind.TRANSFER]: async () => ({
+            outputs: [
+              { artifactType: 'data_transfer_package', artifactId: dtp, locationId: buffer.id },
+            ],
+          }),
+        },
         concurrency: OPSTATE_CONCURRENCY,
       });
     },

@@ -28,6 +28,12 @@ export const OpstateErrorCode = {
   NOT_LEADER: 'NOT_LEADER',
   /** A safety rule refused a destructive step (archive-then-delete). */
   UNSAFE: 'UNSAFE',
+  /**
+   * A handler's result lacks an output its kind must produce (`OUTPUT_CONTRACT` in
+   * `outputContract.ts`): the attempt fails for good, since running the same handler again would
+   * return the same result.
+   */
+  OUTPUT_CONTRACT: 'OUTPUT_CONTRACT',
 } as const;
 
 export type OpstateErrorCode = (typeof OpstateErrorCode)[keyof typeof OpstateErrorCode];

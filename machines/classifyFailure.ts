@@ -7,7 +7,8 @@ import { OpstateError, OpstateErrorCode } from './OpstateError.ts';
  * - `not_leader`: a control-plane write made after this process lost its leadership lease;
  * - `outage`: the database or the broker is unreachable or restarting (a retryable `DATABASE` or
  *   `TRANSPORT` error, or a socket error) — back off and say so once;
- * - `refused`: bad input, a missing record, a configuration or safety rule — the caller's to fix;
+ * - `refused`: bad input, a missing record, a configuration or safety rule, a handler result that
+ *   breaks its kind's output contract — the caller's to fix;
  * - `defect`: anything else, a bug to report.
  */
 export type FailureClass = 'lost_race' | 'not_leader' | 'outage' | 'refused' | 'defect';
@@ -23,6 +24,7 @@ const REFUSALS: readonly string[] = [
   OpstateErrorCode.CONFIG,
   OpstateErrorCode.SNAPSHOT_VERSION,
   OpstateErrorCode.UNSAFE,
+  OpstateErrorCode.OUTPUT_CONTRACT,
 ];
 /** Socket and driver codes that mean "the server is not there right now". */
 const OUTAGE_CODES = new Set([

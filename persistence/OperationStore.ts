@@ -223,7 +223,9 @@ export class OperationStore {
   /**
    * Completes an attempt: inserts the output copies (a live copy already there = already done),
    * links them, and moves to COMPLETED with a compare-and-set on attempt, atomically. A repeat of
-   * the same attempt returns `alreadyCompleted: true`.
+   * the same attempt returns `alreadyCompleted: true`. Outputs that lack what the kind must
+   * produce (`OUTPUT_CONTRACT`) are refused with a non-retryable `OUTPUT_CONTRACT` error naming
+   * what is missing, and nothing is written.
    *
    * @example
    * ```ts

@@ -1,3 +1,4 @@
+import { missingOutputs, outputContractError } from '../machines/missingOutputs.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OperationStatus } from '../machines/operationMachine.ts';
 import { checkId, conflict, notFound } from './applyEvents.ts';
@@ -9,7 +10,8 @@ import {
   linkExistingOutputs,
   type OutputCopyInsert,
 } from './sql/completeOperations.ts';
-import { selectOperations, selectVersions } from './sql/selectOperations.ts';
+import { selectForCompletion } from './sql/selectForCompletion.ts';
+import { selectVersions } from './sql/selectOperations.ts';
 
 /** One completion in a batch. */
 export interface CompleteItem {
@@ -54,7 +56,9 @@ function done(id: string, version: number): Completion {
  * ON CONFLICT DO NOTHING (a live copy already there counts as done), linked as outputs, and the
  * operation moves to COMPLETED with a compare-and-set on version and attempt, all atomically.
  * A repeated completion of the same attempt returns `alreadyCompleted`; a stale attempt gets
- * `STALE_ATTEMPT` and writes nothing.
+ * `STALE_ATTEMPT` and writes nothing. Outputs that lack what the operation's kind must produce
+ * (`OUTPUT_CONTRACT` in machines/outputContract.ts, checked against facts the select reads) get a
+ * non-retryable `OUTPUT_CONTRACT` error naming what is missing, and nothing is written for them.
  */
 export async function completeWithOutputs(
   exec: Executor,
@@ -86,16 +90,17 @@ export async function completeWithOutputs(
       results[n] = { ok: false, id: String(item.id), error: err };
     }
   });
-  const records = await selectOperations(exec, [...outputsById.keys()]);
+  const rows = await selectForCompletion(exec, [...outputsById.keys()]);
 
   const writes: TransitionWrite[] = [];
   const outputs: OutputCopyInsert[] = [];
   const index = new Map<string, number>();
   items.forEach((item, n) => {
     if (results[n] !== undefined) return;
-    const record = records.get(item.id);
+    const row = rows.get(item.id);
+    const record = row?.record;
     try {
-      if (record === undefined) throw notFound(item.id);
+      if (row === undefined || record === undefined) throw notFound(item.id);
       if (record.status === OperationStatus.COMPLETED && record.attempt === item.attempt) {
         results[n] = done(item.id, record.version);
         return;
@@ -106,6 +111,13 @@ export async function completeWithOutputs(
         now,
         item.by,
       );
+      const produced = (outputsById.get(item.id) ?? []).map((o) => ({
+        artifactType: o.artifact_type,
+        artifactId: o.artifact_id,
+        locationId: o.location_id,
+      }));
+      const missing = missingOutputs(record.kind, row.facts, produced);
+      if (missing.length > 0) throw outputContractError(record.kind, item.id, missing);
       writes.push(write);
       outputs.push(...(outputsById.get(item.id) ?? []));
       index.set(item.id, n);

@@ -79,7 +79,7 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
     .requiredOption('--kinds <kinds>', 'kinds to serve: kind,kind… or all', kindsOf)
     .requiredOption(
       '--handlers <module>',
-      'a .js/.mjs module that default-exports handlers keyed by operation kind',
+      'a .js/.mjs module that default-exports handlers keyed by operation kind, whose outputs include what each kind must produce (else the attempt fails for good; the README lists it per kind)',
     )
     .option(
       '--concurrency <n>',

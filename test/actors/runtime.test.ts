@@ -63,7 +63,9 @@ describe('embedded transport after a restart', () => {
     try {
       restarted.startWorker({
         kinds: [OperationKind.TRANSFER],
-        handlers: { [OperationKind.TRANSFER]: async () => ({ outputs: [] }) },
+        handlers: {
+          [OperationKind.TRANSFER]: async (ctx) => ({ outputs: await ctx.requiredOutputs() }),
+        },
       });
       restarted.startControlPlane();
       const deadline = Date.now() + 30_000;

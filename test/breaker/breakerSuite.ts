@@ -9,6 +9,7 @@ import { LocationType } from '../../machines/routing.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+import { requiredOutputsOf } from '../../persistence/requiredOutputsOf.ts';
 import { inputFor, makeWorld, type World } from '../persistence/fixtures.ts';
 
 export interface BreakerBackend {
@@ -79,7 +80,8 @@ async function setup(database: Database) {
     if (status === 'PENDING') await store.apply(id, { type: 'SCHEDULE' });
     const { attempt } = await store.load(id);
     await store.apply(id, { type: 'START', attempt, workerId: 'w-test' });
-    if (outcome === 'complete') await store.complete(id, attempt, []);
+    if (outcome === 'complete')
+      await store.complete(id, attempt, await requiredOutputsOf(store.database, id));
     else {
       await store.apply(id, {
         type: 'FAIL',
@@ -234,7 +236,11 @@ export function breakerSuite(backend: BreakerBackend): void {
     await t.breaker.pass();
     expect(await t.claim(parked)).toEqual([]);
 
-    await t.store.complete(probe as string, 1, []);
+    await t.store.complete(
+      probe as string,
+      1,
+      await requiredOutputsOf(t.store.database, probe as string),
+    );
     await t.breaker.pass();
     expect(await t.breakerOf(OperationKind.LONG_TERM_ARCHIVE, t.w.archive.id)).toBeUndefined();
     expect(t.released()).toBe(2);

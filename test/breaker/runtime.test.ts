@@ -45,13 +45,13 @@ async function deployment(breakerCooldownMs: number) {
     storageRoot: '/data/lta-down',
   });
   const state = { down: true };
-  const fine: OperationHandler = async () => ({ outputs: [] });
+  const fine: OperationHandler = async (ctx) => ({ outputs: await ctx.requiredOutputs() });
   const archive: OperationHandler = async (ctx) => {
     const { fields } = await ctx.inspect();
     if (state.down && fields.destinationLocationId === down.id) {
       throw Object.assign(new Error(`archive ${down.id} unreachable`), { retryable: false });
     }
-    return { outputs: [] };
+    return { outputs: await ctx.requiredOutputs() };
   };
   const plane = runtime.startControlPlane();
   await waitFor(() => plane.isLeader, 'leadership');

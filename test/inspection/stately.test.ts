@@ -153,7 +153,9 @@ describe('Stately inspection built from persisted transitions', () => {
     });
     await store.apply(id, { type: 'RETRY', reason: 'archive fixed' }, { by: 'operator' });
     await start(4, 'worker-2');
-    await store.complete(id, 4, []);
+    await store.complete(id, 4, [
+      { artifactType: 'raw_data_package', artifactId: world.pkg, locationId: world.archive.id },
+    ]);
     return id;
   }
 

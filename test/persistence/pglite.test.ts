@@ -6,6 +6,7 @@ import { LocationType } from '../../machines/routing.ts';
 import { ArtifactRepository } from '../../persistence/ArtifactRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { contractSuite } from './contractSuite.ts';
 import { copySuite } from './copySuite.ts';
 import { MIGRATIONS } from './fixtures.ts';
 import { storeSuite } from './storeSuite.ts';
@@ -26,6 +27,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
   // PGlite has one connection: the "peer" is the same database, and concurrent calls queue.
   storeSuite({ database: () => database, peer: async () => database });
   copySuite({ database: () => database, peer: async () => database });
+  contractSuite({ database: () => database, peer: async () => database });
 
   it('a PGlite data folder keeps its data and schema across a reopen', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'opstate-pglite-'));

@@ -5,6 +5,7 @@ import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { contractSuite } from './contractSuite.ts';
 import { copySuite } from './copySuite.ts';
 import { MIGRATIONS } from './fixtures.ts';
 import { storeSuite } from './storeSuite.ts';
@@ -32,6 +33,11 @@ describe('persistence on Postgres', () => {
   });
 
   copySuite({
+    database: () => database,
+    peer: () => openDatabase({ databaseUrl: testDb.url, max: 4 }),
+  });
+
+  contractSuite({
     database: () => database,
     peer: () => openDatabase({ databaseUrl: testDb.url, max: 4 }),
   });

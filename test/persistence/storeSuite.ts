@@ -575,7 +575,9 @@ export function storeSuite(backend: SuiteBackend): void {
     expect(await groups.status(group.id)).toBe('SCHEDULED');
     await store.apply(a as string, { type: 'START', attempt: 1, workerId: 'w' });
     expect(await groups.status(group.id)).toBe('IN_PROGRESS');
-    await store.complete(a as string, 1, []);
+    await store.complete(a as string, 1, [
+      { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.processing.id },
+    ]);
     expect(await groups.status(group.id)).toBe('IN_PROGRESS');
     await store.apply(b as string, { type: 'CANCEL', reason: 'operator gave up' });
     expect(await groups.status(group.id)).toBe('FAILED');
