@@ -1,6 +1,19 @@
 // The public entry of opstate. Names are re-exported one by one; anything not listed here is
-// internal and may change without notice.
+// internal and may change without notice. What only tests and crash drills need is in testing.ts
+// (`opstate/testing`).
 
+export type {
+  Configuration,
+  ConfigurationFlags,
+  LogLevelName,
+} from './actors/Configuration.ts';
+// Configuration: the environment and flags an opstate process reads, validated and redacted.
+export {
+  databaseOptionsOf,
+  LOG_LEVELS,
+  loadConfiguration,
+  redactConfiguration,
+} from './actors/Configuration.ts';
 export type { CopyDeleter, CopyDeleterOptions } from './actors/CopyDeleter.ts';
 // The operator's face: Stately inspection from persisted transitions, the dashboard, attention.
 export type { InspectionStreamOptions, StatelyInspector } from './actors/InspectionStream.ts';
@@ -10,7 +23,14 @@ export {
   startInspectionStream,
 } from './actors/InspectionStream.ts';
 export type { Logger, LogLevel } from './actors/Logger.ts';
-export { consoleLogger, memoryLogger } from './actors/Logger.ts';
+export { consoleLogger } from './actors/Logger.ts';
+export type { Metrics } from './actors/Metrics.ts';
+// Operating it: Prometheus metrics, health and readiness endpoints, JSON logs.
+export { createMetrics } from './actors/Metrics.ts';
+export type { MetricsServer, MetricsServerOptions, Readiness } from './actors/metricsServer.ts';
+export { readinessOf, startMetricsServer } from './actors/metricsServer.ts';
+export type { PinoLoggerOptions } from './actors/pinoLogger.ts';
+export { createPinoLogger } from './actors/pinoLogger.ts';
 export type {
   ControlPlane,
   Runtime,
@@ -20,13 +40,14 @@ export type {
 } from './actors/Runtime.ts';
 // Runtime: embed opstate in a stage service.
 export { createRuntime, resolveRuntimeTiming } from './actors/Runtime.ts';
+export type { ObservedTransition, RuntimeObserver } from './actors/RuntimeObserver.ts';
+export { composeObservers, RECOVERY_PATHS } from './actors/RuntimeObserver.ts';
 export type {
   HandlerContext,
   HandlerResult,
   OperationHandler,
   OperationView,
   Worker,
-  WorkerFaults,
 } from './actors/Worker.ts';
 export { isRetryable } from './actors/Worker.ts';
 export type { Dashboard, DashboardOptions } from './dashboard/startDashboard.ts';
@@ -134,8 +155,6 @@ export {
   queueName,
   queueSubject,
 } from './machines/routing.ts';
-// For tests and drills (moves to the testing entry once it exists).
-export { SimulatedClock } from './machines/SimulatedClock.ts';
 export type { EnvelopedSnapshot, SnapshotEnvelope } from './machines/snapshotEnvelope.ts';
 export {
   currentEnvelope,
@@ -176,6 +195,9 @@ export type {
   DeletionReceipt,
 } from './persistence/DeletionRepository.ts';
 export { DeletionRepository } from './persistence/DeletionRepository.ts';
+export type { DatabaseTls } from './persistence/databaseTls.ts';
+export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './persistence/embeddedPostgres.ts';
+export { startEmbeddedPostgres } from './persistence/embeddedPostgres.ts';
 export { GroupRepository } from './persistence/GroupRepository.ts';
 export type { InputRelations } from './persistence/inputRelations.ts';
 export type { OperationInspection } from './persistence/inspectOperation.ts';
@@ -188,13 +210,19 @@ export { migrate } from './persistence/migrate.ts';
 export type { OperationRecord } from './persistence/OperationRecord.ts';
 export { OperationStore } from './persistence/OperationStore.ts';
 export type { OutputCopy } from './persistence/OutputCopy.ts';
-export type { Database, OpenDatabaseOptions } from './persistence/openDatabase.ts';
+export type {
+  Database,
+  EmbeddedEngine,
+  OpenDatabaseOptions,
+  PgliteSettings,
+} from './persistence/openDatabase.ts';
 export { openDatabase } from './persistence/openDatabase.ts';
 export type { ResumeRecord } from './persistence/resumeRecord.ts';
 export { loadResumeRecord } from './persistence/resumeRecord.ts';
 // Transport: the dispatch/heartbeat contract and its two implementations.
 export { createInProcessTransport } from './transport/inprocess/createInProcessTransport.ts';
 export { createJetStreamTransport } from './transport/jetstream/createJetStreamTransport.ts';
+export type { NatsAuth, NatsCredentials, TlsFiles } from './transport/jetstream/natsCredentials.ts';
 export type {
   Delivery,
   DispatchMessage,

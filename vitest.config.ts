@@ -6,6 +6,7 @@ import { defineConfig } from 'vitest/config';
 // streams, so nothing collides).
 const DRILLS = [
   'test/actors/{recovery,longRunning,leadership,outbox,scale,badDispatch,stalledWorker}.test.ts',
+  'test/cli/{workerFaults,observability,natsAuthorization,stageHandlersModule,operatorCli}.test.ts',
   'test/demo/demo.test.ts',
   'test/breaker/runtime.test.ts',
   'test/archive/crashMatrix.test.ts',

@@ -6,22 +6,32 @@ import { allRoutes } from '../machines/routing.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import type { AppliedTransition } from '../persistence/applyEvents.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
+import type { DatabaseTls } from '../persistence/databaseTls.ts';
 import { missingDriverGuard } from '../persistence/driverPatch.ts';
 import { GroupRepository } from '../persistence/GroupRepository.ts';
 import { inspectOperation, type OperationInspection } from '../persistence/inspectOperation.ts';
 import { JournalRepository } from '../persistence/JournalRepository.ts';
 import { LineageRepository } from '../persistence/LineageRepository.ts';
 import { type MigrateResult, migrate } from '../persistence/migrate.ts';
-import { OperationStore } from '../persistence/OperationStore.ts';
-import { type Database, openDatabase } from '../persistence/openDatabase.ts';
+import type { OperationStore } from '../persistence/OperationStore.ts';
+import {
+  type Database,
+  type EmbeddedEngine,
+  type OpenDatabaseOptions,
+  openDatabase,
+} from '../persistence/openDatabase.ts';
 import { createInProcessTransport } from '../transport/inprocess/createInProcessTransport.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import type { NatsCredentials } from '../transport/jetstream/natsCredentials.ts';
 import type { Transport } from '../transport/Transport.ts';
 import { type ControlPlaneLoops, startControlPlaneLoops } from './ControlPlane.ts';
 import { type CopyDeleter, type CopyDeleterOptions, startCopyDeleter } from './CopyDeleter.ts';
 import { startLeadership } from './Leadership.ts';
-import { consoleLogger, type Logger } from './Logger.ts';
+import type { Logger } from './Logger.ts';
 import { logTransportEvents } from './logTransportEvents.ts';
+import { ObservedOperationStore } from './ObservedOperationStore.ts';
+import { createPinoLogger } from './pinoLogger.ts';
+import { composeObservers, loggingObserver, type RuntimeObserver } from './RuntimeObserver.ts';
 import { type RuntimeTiming, resolveRuntimeTiming } from './RuntimeTiming.ts';
 import { untilReachable } from './untilReachable.ts';
 import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
@@ -29,23 +39,39 @@ import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
 export { type RuntimeTiming, resolveRuntimeTiming };
 
 export interface RuntimeOptions {
-  /** Postgres URL; default `DATABASE_URL`, else embedded PGlite in `dataDir`. */
+  /** Postgres URL; default `DATABASE_URL`, else an embedded database in `dataDir`. */
   readonly databaseUrl?: string;
-  /** PGlite data folder when no URL (default `OPSTATE_DATA_DIR`, else `./.opstate`). */
+  /** The embedded database's folder when no URL (default `OPSTATE_DATA_DIR`, else `./.opstate`). */
   readonly dataDir?: string;
   /** NATS URL; default `NATS_URL`, else the in-process transport (one process). */
   readonly natsUrl?: string;
+  /** NATS credentials (user and password, token, NKey or `.creds`) and TLS. */
+  readonly natsCredentials?: NatsCredentials;
+  /** TLS to Postgres. */
+  readonly databaseTls?: DatabaseTls;
+  /** The embedded database without a URL: a private Postgres server (default) or PGlite. */
+  readonly embeddedEngine?: EmbeddedEngine;
+  /** Settings of embedded PGlite. */
+  readonly pglite?: OpenDatabaseOptions['pglite'];
   /** Names the deployment on NATS (stream, subjects, consumers, bucket) and the leader lock. */
   readonly prefix?: string;
   readonly timing?: Partial<RuntimeTiming>;
   /** Returns to PENDING an operation may take before it FAILS, unless it says (default 3). */
   readonly maxRetries?: number;
+  /** Default: JSON lines on stderr (pino) at `OPSTATE_LOG_LEVEL`. */
   readonly logger?: Logger;
+  /** Told of every committed transition (metrics); logging of transitions is built in. */
+  readonly observer?: RuntimeObserver;
   readonly clock?: Clock;
   /** Apply migrations on open (default true). */
   readonly migrate?: boolean;
   /**
-   * Run embedded whatever the environment says: PGlite in `dataDir` and the in-process transport,
+   * Create or update the dispatch stream and its consumers on open (default true). A worker
+   * with least-privilege NATS credentials passes false: the control plane creates them.
+   */
+  readonly ensureTransport?: boolean;
+  /**
+   * Run embedded whatever the environment says: the embedded database in `dataDir` and the in-process transport,
    * ignoring `DATABASE_URL` and `NATS_URL` (the demo, tests of the embedded mode).
    */
   readonly embedded?: boolean;
@@ -128,7 +154,7 @@ export interface Runtime {
  * ```
  */
 export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
-  const logger = options.logger ?? consoleLogger;
+  const logger = options.logger ?? createPinoLogger();
   const clock = options.clock ?? systemClock;
   const timing = resolveRuntimeTiming(options.timing);
   const { prefix, natsUrl } = deploymentOf(options);
@@ -140,7 +166,10 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     clock,
   });
   const stopLogging = logTransportEvents(transport, logger, clock);
-  const store = new OperationStore(database, { clock });
+  const store: OperationStore = new ObservedOperationStore(database, {
+    clock,
+    observer: composeObservers(loggingObserver(logger), options.observer),
+  });
   const shared: Shared = {
     database,
     store,
@@ -242,7 +271,7 @@ function deploymentOf(options: RuntimeOptions): { prefix: string; natsUrl: strin
   ) {
     throw new OpstateError(
       OpstateErrorCode.CONFIG,
-      'embedded: true runs on PGlite and the in-process transport; drop databaseUrl and natsUrl',
+      'embedded: true runs on the embedded database and the in-process transport; drop databaseUrl and natsUrl',
     );
   }
   const natsUrl = options.embedded === true ? undefined : (options.natsUrl ?? fromEnv('NATS_URL'));
@@ -251,8 +280,8 @@ function deploymentOf(options: RuntimeOptions): { prefix: string; natsUrl: strin
 
 /**
  * Opens the database (migrated unless told not to) and the transport (its stream and bucket
- * ensured), waiting for unreachable servers when `waitForServers` says so. Closes the database
- * again when the transport cannot be opened.
+ * ensured unless told not to), waiting for unreachable servers when `waitForServers` says so.
+ * Closes the database again when the transport cannot be opened.
  */
 async function openServers(
   options: RuntimeOptions,
@@ -267,6 +296,9 @@ async function openServers(
   const { prefix, natsUrl, timing, logger, clock } = at;
   const database = await openDatabase({
     ...(options.databaseUrl === undefined ? {} : { databaseUrl: options.databaseUrl }),
+    ...(options.databaseTls === undefined ? {} : { tls: options.databaseTls }),
+    ...(options.pglite === undefined ? {} : { pglite: options.pglite }),
+    ...(options.embeddedEngine === undefined ? {} : { engine: options.embeddedEngine }),
     ...(options.embedded === true
       ? { dataDir: options.dataDir ?? fromEnv('OPSTATE_DATA_DIR') ?? './.opstate', embedded: true }
       : options.dataDir === undefined
@@ -284,8 +316,19 @@ async function openServers(
     const transport =
       natsUrl === undefined
         ? createInProcessTransport({ timing, clock })
-        : await reach('NATS', () => createJetStreamTransport({ servers: natsUrl, prefix, timing }));
-    await reach('NATS JetStream', () => transport.ensure(allRoutes()));
+        : await reach('NATS', () =>
+            createJetStreamTransport({
+              servers: natsUrl,
+              prefix,
+              timing,
+              ...(options.natsCredentials === undefined
+                ? {}
+                : { credentials: options.natsCredentials }),
+            }),
+          );
+    if (options.ensureTransport !== false) {
+      await reach('NATS JetStream', () => transport.ensure(allRoutes()));
+    }
     return { database, transport };
   } catch (err) {
     await database.close().catch(() => undefined);

@@ -38,6 +38,7 @@ import { LocationType } from '../machines/routing.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { migrate } from '../persistence/migrate.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
+import { opstateArgs } from '../test/helpers/opstateCli.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 import { type CpuSample, cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.ts';
 import { print } from './lib/figure.ts';
@@ -72,7 +73,6 @@ const TIMING: Partial<RuntimeTiming> = {
 };
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const BIN = fileURLToPath(new URL('../bin/opstate.js', import.meta.url));
 const HANDLERS = fileURLToPath(new URL('./fixtures/noopHandlers.ts', import.meta.url));
 
 /** WARNING and ERROR lines go to stderr; the rest would only cost time. */
@@ -255,7 +255,7 @@ interface Child {
 }
 
 function spawnCli(args: string[], childEnv: Record<string, string>): Child {
-  const proc = spawn(process.execPath, [BIN, ...args], {
+  const proc = spawn(process.execPath, opstateArgs(args), {
     cwd: ROOT,
     env: { ...process.env, ...childEnv },
     stdio: ['ignore', 'pipe', 'pipe'],

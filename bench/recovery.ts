@@ -28,13 +28,13 @@ import { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { LocationType } from '../machines/routing.ts';
 import { LeaseRepository } from '../persistence/LeaseRepository.ts';
+import { opstateArgs, REPO_ROOT } from '../test/helpers/opstateCli.ts';
 import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { JetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 
 const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const SAMPLES = Number(process.env.OPSTATE_BENCH_RECOVERY_SAMPLES ?? 3);
-const BIN = fileURLToPath(new URL('../bin/opstate.js', import.meta.url));
 const HANDLERS = fileURLToPath(new URL('./fixtures/holdHandlers.ts', import.meta.url));
 
 const TIMING: Partial<RuntimeTiming> = {
@@ -61,8 +61,9 @@ async function until(cond: () => Promise<boolean>, what: string, ms = 120_000) {
 }
 
 function startWorker(env: Record<string, string>, extra: Record<string, string>, args?: string[]) {
-  const argv = args ?? ['worker', '--kinds', 'all', '--handlers', HANDLERS];
-  const proc = spawn(process.execPath, [BIN, ...argv], {
+  const argv = args ?? ['worker', '--kinds', 'all', '--handlers', HANDLERS, '--faults'];
+  const proc = spawn(process.execPath, opstateArgs(argv), {
+    cwd: REPO_ROOT,
     env: { ...process.env, ...env, ...extra },
     stdio: ['ignore', 'pipe', 'pipe'],
   });

@@ -17,6 +17,7 @@ const BENCHES = [
   'peers',
   'recovery',
   'deletion',
+  'embedded',
   'dashboard',
 ] as const;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));

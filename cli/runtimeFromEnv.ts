@@ -1,35 +1,115 @@
-import { consoleLogger } from '../actors/Logger.ts';
-import { createRuntime, type Runtime, type RuntimeTiming } from '../actors/Runtime.ts';
+import {
+  type Configuration,
+  type ConfigurationFlags,
+  databaseOptionsOf,
+  loadConfiguration,
+} from '../actors/Configuration.ts';
+import type { Logger } from '../actors/Logger.ts';
+import { createPinoLogger } from '../actors/pinoLogger.ts';
+import {
+  createRuntime,
+  type Runtime,
+  type RuntimeOptions,
+  type RuntimeTiming,
+} from '../actors/Runtime.ts';
+import type { RuntimeObserver } from '../actors/RuntimeObserver.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
-import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { migrate } from '../persistence/migrate.ts';
+import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 
-/**
- * Timer overrides from `OPSTATE_TIMING`, a JSON object of milliseconds, e.g.
- * `{"heartbeatIntervalMs":1000,"heartbeatTimeoutMs":5000,"reconcilerFloorMs":20000,"ackWaitMs":30000}`.
- */
-export function timingFromEnv(): Partial<RuntimeTiming> {
-  const raw = process.env.OPSTATE_TIMING;
-  if (raw === undefined || raw === '') return {};
-  try {
-    const parsed: unknown = JSON.parse(raw);
-    if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed))
-      throw new Error('not an object');
-    return parsed as Partial<RuntimeTiming>;
-  } catch (err) {
-    throw new OpstateError(
-      OpstateErrorCode.CONFIG,
-      `OPSTATE_TIMING must be a JSON object of timer names to milliseconds (${err instanceof Error ? err.message : String(err)})`,
-    );
+/** Every secret of a configuration, so that the logger can keep each out of every line. */
+export function secretsOf(config: Configuration): string[] {
+  const secrets: string[] = [];
+  const auth = config.nats.auth;
+  if (auth.type === 'user') secrets.push(auth.password);
+  if (auth.type === 'token') secrets.push(auth.token);
+  for (const url of [config.database.url, ...(config.nats.url?.split(',') ?? [])]) {
+    const match = url === undefined ? null : /^[a-z][a-z0-9+.-]*:\/\/[^:@/]*:([^@/]+)@/i.exec(url);
+    if (match?.[1] !== undefined) secrets.push(decodeURIComponent(match[1]));
   }
+  return secrets;
 }
 
 /**
- * The runtime the CLI runs on: `DATABASE_URL`, `NATS_URL`, `OPSTATE_PREFIX`, `OPSTATE_TIMING`.
- * Long-running commands (`control-plane`, `worker`) pass `waitForServers`: they start while
- * Postgres or NATS is down and wait for them.
+ * The logger of an opstate process: pino JSON lines on stderr at the configured level, with the
+ * configuration's secrets kept out. `role` goes on every line.
  */
-export function runtimeFromEnv(options: { waitForServers?: boolean } = {}): Promise<Runtime> {
-  return createRuntime({ timing: timingFromEnv(), ...options });
+export function loggerOf(config: Configuration, role?: string): Logger {
+  return createPinoLogger({
+    level: config.logLevel,
+    secrets: secretsOf(config),
+    ...(role === undefined ? {} : { base: { role } }),
+  });
+}
+
+/** The runtime options a configuration says, with the process's logger and an observer. */
+export function runtimeOptionsOf(
+  config: Configuration,
+  extra: {
+    logger?: Logger;
+    observer?: RuntimeObserver | undefined;
+    ensureTransport?: boolean;
+    /** Long-running processes start while Postgres or NATS is down and wait for them. */
+    waitForServers?: boolean;
+  } = {},
+): RuntimeOptions {
+  return {
+    ...(extra.waitForServers === undefined ? {} : { waitForServers: extra.waitForServers }),
+    ...(extra.ensureTransport === undefined ? {} : { ensureTransport: extra.ensureTransport }),
+    ...(config.database.url === undefined ? {} : { databaseUrl: config.database.url }),
+    dataDir: config.database.dataDir,
+    embeddedEngine: config.database.engine,
+    databaseTls: { mode: config.database.tls, ...config.database.tlsFiles },
+    ...(config.nats.url === undefined ? {} : { natsUrl: config.nats.url }),
+    natsCredentials: {
+      auth: config.nats.auth,
+      ...(config.nats.tls === undefined ? {} : { tls: config.nats.tls }),
+    },
+    prefix: config.prefix,
+    timing: config.timing,
+    logger: extra.logger ?? loggerOf(config),
+    ...(extra.observer === undefined ? {} : { observer: extra.observer }),
+  };
+}
+
+/** Timer overrides from `OPSTATE_TIMING` (validated with the rest of the configuration). */
+export function timingFromEnv(): Partial<RuntimeTiming> {
+  return loadConfiguration().timing;
+}
+
+/**
+ * The runtime the CLI runs on, from the one configuration (environment and flags; see
+ * `opstate config`).
+ */
+export function runtimeFromEnv(
+  options: {
+    flags?: ConfigurationFlags;
+    observer?: RuntimeObserver;
+    logger?: Logger;
+    waitForServers?: boolean;
+  } = {},
+): Promise<Runtime> {
+  const config = loadConfiguration(process.env, options.flags);
+  return createRuntime(runtimeOptionsOf(config, options));
+}
+
+/**
+ * The database alone (for commands that need no transport), from the same configuration. The
+ * embedded database is migrated on open, as the embedded runtime is; a server's is migrated by
+ * `opstate migrate`.
+ */
+export async function databaseFromEnv(): Promise<Database> {
+  const config = loadConfiguration();
+  const database = await openDatabase(databaseOptionsOf(config));
+  if (config.database.url === undefined) {
+    try {
+      await migrate(database);
+    } catch (err) {
+      await database.close();
+      throw err;
+    }
+  }
+  return database;
 }
 
 /** Resolves on the first SIGINT or SIGTERM. */
@@ -51,10 +131,10 @@ export function untilSignal(): Promise<NodeJS.Signals> {
  * WARNING, anything else as an ERROR naming it a bug — instead of crashing the process. The
  * runtime recovers connections on its own.
  */
-export function surviveStrayRejections(): void {
+export function surviveStrayRejections(logger: Logger = createPinoLogger()): void {
   process.on('unhandledRejection', (reason) => {
     const outage = classifyFailure(reason) === 'outage';
-    consoleLogger.log(
+    logger.log(
       outage ? 'WARNING' : 'ERROR',
       outage
         ? 'connection error outside any request; the runtime reconnects on its own'

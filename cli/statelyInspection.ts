@@ -1,5 +1,6 @@
 import { connect } from 'node:net';
 import { createWebSocketInspector } from '@statelyai/inspect';
+import type { Command as Program } from 'commander';
 import { startInspectionStream } from '../actors/InspectionStream.ts';
 import type { Logger } from '../actors/Logger.ts';
 import { systemClock } from '../machines/Clock.ts';
@@ -8,14 +9,36 @@ import type { Executor } from '../persistence/openDatabase.ts';
 import { type Io, UsageError } from './Command.ts';
 import { type InspectorRelay, startInspectorRelay } from './inspectorRelay.ts';
 
-/** The flags every command that streams to the Stately inspector takes. */
-export const INSPECT_FLAGS = {
-  'inspect-port': { type: 'string' },
-  'inspect-url': { type: 'string' },
-} as const;
+/** Where the Stately inspector's events go, as `--inspect-port` / `--inspect-url` give it. */
+export interface InspectTarget {
+  'inspect-port'?: string | undefined;
+  'inspect-url'?: string | undefined;
+}
 
-export const INSPECT_USAGE =
-  '[--inspect-port N (default 8080) | --inspect-url ws://host:port (a relay already running)]';
+/**
+ * Adds the options of every command that streams to the Stately inspector.
+ *
+ * @example
+ * ```ts
+ * withInspectOptions(program.command('demo').option('--inspect'));
+ * ```
+ */
+export function withInspectOptions(command: Program): Program {
+  return command
+    .option(
+      '--inspect-port <port>',
+      'the port of the inspector relay this process runs (default 8080)',
+    )
+    .option('--inspect-url <url>', 'a relay already running, ws://host:port');
+}
+
+/** The inspector target of parsed options (`--inspect-port`, `--inspect-url`). */
+export function inspectTargetOf(options: {
+  inspectPort?: string;
+  inspectUrl?: string;
+}): InspectTarget {
+  return { 'inspect-port': options.inspectPort, 'inspect-url': options.inspectUrl };
+}
 
 /** A WebSocket inspector connected to a relay, and how to let go of both. */
 export interface StatelyInspection {

@@ -108,3 +108,18 @@ export class SimulatedClock implements Clock {
     return first;
   }
 }
+
+/**
+ * A `SimulatedClock` starting at `start` (ms since the epoch; default 2030-01-01T00:00:00Z).
+ *
+ * @example
+ * ```ts
+ * import { createSimulatedClock } from 'opstate/testing';
+ * const clock = createSimulatedClock();
+ * const slept = clock.sleep(1_000);
+ * await clock.advance(1_000); // `slept` has resolved
+ * ```
+ */
+export function createSimulatedClock(start?: number): SimulatedClock {
+  return new SimulatedClock(start);
+}

@@ -129,6 +129,33 @@ export class ArtifactRepository {
   }
 
   /**
+   * The locations with these ids (unknown ids are left out).
+   *
+   * @example
+   * ```ts
+   * const [lta] = await artifacts.locationsById([archiveId]);
+   * ```
+   */
+  async locationsById(ids: readonly string[]): Promise<DataLocation[]> {
+    for (const id of ids) checkId(id);
+    if (ids.length === 0) return [];
+    const rows = await this.database.execute(
+      sql`select id, site, name, location_type, storage_root from data_location
+          where id in (${sql.join(
+            ids.map((id) => sql`${id}::uuid`),
+            sql`, `,
+          )})`,
+    );
+    return rows.map((r) => ({
+      id: String(r.id),
+      site: String(r.site),
+      name: String(r.name),
+      locationType: r.location_type as LocationType,
+      storageRoot: String(r.storage_root),
+    }));
+  }
+
+  /**
    * Registers a data transfer package; returns its id.
    *
    * @example

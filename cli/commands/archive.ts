@@ -2,16 +2,14 @@ import { resolve } from 'node:path';
 import { ArchiveState } from '../../machines/ArchiveState.ts';
 import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { checkId } from '../../persistence/applyEvents.ts';
-import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
 import { archiveCipherFromEnv } from '../../stages/archiveCipher.ts';
 import { LocalArchiveStore } from '../../stages/archiveStore.ts';
 import { loadRecordedArchive } from '../../stages/recordedArchive.ts';
 import { restorePackage } from '../../stages/restoreArchive.ts';
 import { verifyArchive } from '../../stages/verifyArchive.ts';
-import { type Command, type Io, parseFlags, UsageError } from '../Command.ts';
-
-const USAGE =
-  'opstate archive verify <operation-id> [--json] | opstate archive restore <operation-id> --to DIR [--json]';
+import { argumentsOf, type Command, defineCommand, type Io, optionsOf } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
 
 async function verify(database: Database, id: string, json: boolean, io: Io): Promise<number> {
   const recorded = await loadRecordedArchive(database, id);
@@ -114,38 +112,52 @@ async function restore(
  * await createArchiveCommand(() => Promise.resolve(database)).run(['verify', id], io);
  * ```
  */
-export function createArchiveCommand(
-  open: () => Promise<Database> = () => openDatabase(),
-): Command {
-  return {
-    name: 'archive',
-    summary: 'Verify or restore a long-term archive independently of any worker',
-    usage: USAGE,
-    async run(args, io) {
-      const { values, positionals } = parseFlags(args, {
-        json: { type: 'boolean' },
-        to: { type: 'string' },
-      });
-      const [action, id, extra] = positionals;
-      if (action !== 'verify' && action !== 'restore') {
-        throw new UsageError(`unknown action '${action ?? ''}'; use verify or restore`);
-      }
-      if (id === undefined) throw new UsageError('missing the operation id');
-      if (extra !== undefined) throw new UsageError(`unexpected argument '${extra}'`);
-      checkId(id);
-      if (action === 'restore' && values.to === undefined) {
-        throw new UsageError('restore needs --to DIR (an empty or new folder)');
-      }
-      const database = await open();
-      try {
-        return action === 'verify'
-          ? await verify(database, id, values.json === true, io)
-          : await restore(database, id, values.to as string, values.json === true, io);
-      } finally {
-        await database.close();
-      }
-    },
-  };
+export function createArchiveCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+  const summary = 'Verify or restore a long-term archive independently of any worker';
+  return defineCommand('archive', summary, (program, ctx) => {
+    const archive = program.command('archive').description(summary);
+    archive
+      .command('verify')
+      .description('Re-read the stored archive: exit 0 when it holds, 1 with every difference')
+      .argument('<operation-id>', 'the long-term-archive operation')
+      .option('--json', 'print the verification as one JSON object')
+      .action(
+        ctx.action(async (cmd) => {
+          const [id] = argumentsOf(cmd) as [string];
+          checkId(id);
+          const database = await open();
+          try {
+            return await verify(
+              database,
+              id,
+              optionsOf<{ json?: boolean }>(cmd).json === true,
+              ctx.io,
+            );
+          } finally {
+            await database.close();
+          }
+        }),
+      );
+    archive
+      .command('restore')
+      .description('Restore the package into an empty folder and check every member')
+      .argument('<operation-id>', 'the long-term-archive operation')
+      .requiredOption('--to <dir>', 'an empty or new folder')
+      .option('--json', 'print the restore as one JSON object')
+      .action(
+        ctx.action(async (cmd) => {
+          const [id] = argumentsOf(cmd) as [string];
+          const o = optionsOf<{ to: string; json?: boolean }>(cmd);
+          checkId(id);
+          const database = await open();
+          try {
+            return await restore(database, id, o.to, o.json === true, ctx.io);
+          } finally {
+            await database.close();
+          }
+        }),
+      );
+  });
 }
 
 export const archiveCommand: Command = createArchiveCommand();

@@ -1,6 +1,9 @@
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
-import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
+import { argumentsOf, type Command, defineCommand, optionsOf } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
+
+const SUMMARY = 'Close a circuit breaker by hand (scheduling of its kind and location resumes)';
 
 /**
  * `opstate breaker reset <kind> <location id>`: an operator closes a circuit breaker (failures to
@@ -13,41 +16,47 @@ import { type Command, parseFlags, UsageError } from '../Command.ts';
  *   .run(['reset', 'long_term_archive', archiveId], io);
  * ```
  */
-export function createBreakerCommand(
-  open: () => Promise<Database> = () => openDatabase(),
-): Command {
-  return {
-    name: 'breaker',
-    summary: 'Close a circuit breaker by hand (scheduling of its kind and location resumes)',
-    usage: 'opstate breaker reset <kind> <location id>',
-    async run(args, io) {
-      const { positionals } = parseFlags(args, {});
-      const [action, kind, locationId, extra] = positionals;
-      if (action !== 'reset') {
-        throw new UsageError(
-          action === undefined ? 'say what to do: reset' : `unknown action '${action}'; use reset`,
-        );
-      }
-      if (kind === undefined || locationId === undefined) {
-        throw new UsageError('the kind and the location id are required');
-      }
-      if (extra !== undefined) throw new UsageError(`unexpected argument '${extra}'`);
-      const database = await open();
-      try {
-        const before = await new CircuitBreakerRepository(database).reset(kind, locationId);
-        if (before === null) {
-          io.out(`no circuit breaker for ${kind} at ${locationId}: nothing to reset`);
-        } else {
-          io.out(
-            `${kind} at ${before.location}: ${before.state} → CLOSED (${before.consecutiveFailures} consecutive failures cleared)`,
-          );
-        }
-        return 0;
-      } finally {
-        await database.close();
-      }
-    },
-  };
+export function createBreakerCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+  return defineCommand('breaker', SUMMARY, (program, ctx) => {
+    const breaker = program.command('breaker').description(SUMMARY);
+    breaker
+      .command('reset')
+      .description('Close the breaker of a kind at a location')
+      .argument('<kind>', 'the operation kind, e.g. long_term_archive')
+      .argument('<location-id>', 'the location, as `opstate status` lists it')
+      .option('--json', 'print {"kind", "locationId", "before"}')
+      .action(
+        ctx.action(async (cmd) => {
+          const [kind, locationId] = argumentsOf(cmd) as [string, string];
+          const { json } = optionsOf<{ json?: boolean }>(cmd);
+          const database = await open();
+          try {
+            const before = await new CircuitBreakerRepository(database).reset(kind, locationId);
+            if (json === true) {
+              ctx.io.out(
+                JSON.stringify({
+                  kind,
+                  locationId,
+                  before:
+                    before === null
+                      ? null
+                      : { state: before.state, consecutiveFailures: before.consecutiveFailures },
+                }),
+              );
+            } else if (before === null) {
+              ctx.io.out(`no circuit breaker for ${kind} at ${locationId}: nothing to reset`);
+            } else {
+              ctx.io.out(
+                `${kind} at ${before.location}: ${before.state} → CLOSED (${before.consecutiveFailures} consecutive failures cleared)`,
+              );
+            }
+            return 0;
+          } finally {
+            await database.close();
+          }
+        }),
+      );
+  });
 }
 
 export const breakerCommand: Command = createBreakerCommand();

@@ -1,7 +1,15 @@
+import { InvalidArgumentError } from 'commander';
 import { createRuntime } from '../../actors/Runtime.ts';
 import { startDashboard } from '../../dashboard/startDashboard.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { defineCommand, optionsOf } from '../Command.ts';
 import { timingFromEnv, untilSignal } from '../runtimeFromEnv.ts';
+
+function portNumber(value: string): number {
+  const port = Number(value);
+  if (!/^\d+$/.test(value) || port > 65_535)
+    throw new InvalidArgumentError('use a port number 0–65535');
+  return port;
+}
 
 /**
  * `opstate dashboard [--port N] [--host H] [--allow-actions]`: the operator's web dashboard on the
@@ -13,45 +21,42 @@ import { timingFromEnv, untilSignal } from '../runtimeFromEnv.ts';
  * process.exitCode = await dashboardCommand.run(['--port', '8090'], processIo);
  * ```
  */
-export const dashboardCommand: Command = {
-  name: 'dashboard',
-  summary:
-    'Serve the web dashboard: counts, the attention list, operations, live (read-only by default)',
-  usage:
-    'opstate dashboard [--port N (default 8090)] [--host ADDRESS (default 127.0.0.1)] [--allow-actions]',
-  async run(args, io) {
-    const { values, positionals } = parseFlags(args, {
-      port: { type: 'string' },
-      host: { type: 'string' },
-      'allow-actions': { type: 'boolean' },
-    });
-    if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-    const port = Number(values.port ?? '8090');
-    if (!Number.isInteger(port) || port < 0 || port > 65_535) {
-      throw new UsageError(`--port must be a port number, got '${values.port}'`);
-    }
-    const runtime = await createRuntime({ timing: timingFromEnv(), migrate: false });
-    try {
-      const inProcess = runtime.mode.transport === 'in-process';
-      const dashboard = await startDashboard({
-        database: runtime.database,
-        timing: runtime.timing,
-        // An in-process transport's heartbeats live in the process that runs the workers.
-        heartbeats: inProcess ? null : runtime.transport.heartbeats,
-        command: values['allow-actions'] === true ? runtime.command : null,
-        port,
-        ...(values.host === undefined ? {} : { host: values.host }),
-        logger: runtime.logger,
-      });
-      io.out(
-        `dashboard at ${dashboard.url} (${runtime.mode.database}; ${values['allow-actions'] === true ? 'operator actions enabled' : 'read-only'}${inProcess ? '; heartbeats not visible: in-process transport' : ''})`,
-      );
-      const signal = await untilSignal();
-      io.out(`${signal}: stopping the dashboard`);
-      await dashboard.close();
-      return 0;
-    } finally {
-      await runtime.close();
-    }
-  },
-};
+const SUMMARY =
+  'Serve the web dashboard: counts, the attention list, operations, live (read-only by default)';
+
+export const dashboardCommand = defineCommand('dashboard', SUMMARY, (program, ctx) => {
+  program
+    .command('dashboard')
+    .description(SUMMARY)
+    .option('--port <port>', 'the port to serve on', portNumber, 8090)
+    .option('--host <address>', 'the address to listen on (default 127.0.0.1)')
+    .option('--allow-actions', 'let the page retry, reset and cancel operations')
+    .action(
+      ctx.action(async (cmd) => {
+        const o = optionsOf<{ port: number; host?: string; allowActions?: boolean }>(cmd);
+        const runtime = await createRuntime({ timing: timingFromEnv(), migrate: false });
+        try {
+          const inProcess = runtime.mode.transport === 'in-process';
+          const dashboard = await startDashboard({
+            database: runtime.database,
+            timing: runtime.timing,
+            // An in-process transport's heartbeats live in the process that runs the workers.
+            heartbeats: inProcess ? null : runtime.transport.heartbeats,
+            command: o.allowActions === true ? runtime.command : null,
+            port: o.port,
+            ...(o.host === undefined ? {} : { host: o.host }),
+            logger: runtime.logger,
+          });
+          ctx.io.out(
+            `dashboard at ${dashboard.url} (${runtime.mode.database}; ${o.allowActions === true ? 'operator actions enabled' : 'read-only'}${inProcess ? '; heartbeats not visible: in-process transport' : ''})`,
+          );
+          const signal = await untilSignal();
+          ctx.io.out(`${signal}: stopping the dashboard`);
+          await dashboard.close();
+          return 0;
+        } finally {
+          await runtime.close();
+        }
+      }),
+    );
+});

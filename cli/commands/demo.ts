@@ -1,5 +1,5 @@
 import { rmSync } from 'node:fs';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { type LogLevel, memoryLogger } from '../../actors/Logger.ts';
@@ -15,8 +15,8 @@ import type { OperationInspection } from '../../persistence/inspectOperation.ts'
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
-import { type Command, type Io, parseFlags, UsageError } from '../Command.ts';
-import { INSPECT_FLAGS, INSPECT_USAGE, openStatelyStream } from '../statelyInspection.ts';
+import { defineCommand, type Io, optionsOf, UsageError } from '../Command.ts';
+import { inspectTargetOf, openStatelyStream, withInspectOptions } from '../statelyInspection.ts';
 import { startDeletionDemo } from './demoDeletion.ts';
 import { describePath, recoveryOf, stepsOf } from './demoReport.ts';
 import { createStatusCommand } from './status.ts';
@@ -60,7 +60,7 @@ const aborted = (signal: AbortSignal) =>
 function createEmbeddedRuntime(dir: string, logger: ReturnType<typeof memoryLogger>) {
   return createRuntime({
     embedded: true,
-    dataDir: join(dir, 'pglite'),
+    dataDir: join(dir, 'data'),
     prefix: 'opstate_demo',
     timing: DEMO_TIMING,
     logger,
@@ -72,8 +72,11 @@ interface Stage {
   readonly inputs: CreateOperationInput[];
 }
 
+const SUMMARY =
+  'Run the pipeline embedded, crash a worker part-way, show how every operation got home';
+
 /**
- * `opstate demo [--data-dir DIR]`: the whole pipeline, embedded (PGlite + the in-process
+ * `opstate demo [--data-dir DIR]`: the whole pipeline, embedded (a private Postgres + the in-process
  * transport), with two workers, one of which is crashed part-way. Prints every operation's path
  * through the lifecycle and how it was recovered; exit 0 when all COMPLETED with no duplicate
  * copy.
@@ -83,42 +86,52 @@ interface Stage {
  * process.exitCode = await demoCommand.run([], processIo);
  * ```
  */
-export const demoCommand: Command = {
-  name: 'demo',
-  summary: 'Run the pipeline embedded, crash a worker part-way, show how every operation got home',
-  usage: `opstate demo [--data-dir DIR] [--inspect ${INSPECT_USAGE}]   (default: a fresh temporary folder, removed at the end)`,
-  async run(args, io) {
-    const { values, positionals } = parseFlags(args, {
-      'data-dir': { type: 'string' },
-      inspect: { type: 'boolean' },
-      ...INSPECT_FLAGS,
-    });
-    if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-    if (values.inspect !== true && (values['inspect-port'] ?? values['inspect-url'])) {
-      throw new UsageError('--inspect-port and --inspect-url go with --inspect');
-    }
-    const inspect = values.inspect === true ? values : undefined;
-    const keep = values['data-dir'] !== undefined;
-    const dir = keep
-      ? resolve(values['data-dir'] as string)
-      : await mkdtemp(join(tmpdir(), 'opstate-demo-'));
-    if (keep && (await readdir(dir).catch(() => [])).length > 0) {
-      throw new UsageError(`--data-dir ${dir} is not empty; give a new or empty folder`);
-    }
-    // Ctrl-C while PGlite is being created should not leave a temporary database behind.
-    const interrupted = () => {
-      rmSync(dir, { recursive: true, force: true });
-      process.exit(130);
-    };
-    if (!keep) process.once('SIGINT', interrupted);
-    try {
-      return await demo(dir, keep, io, inspect);
-    } finally {
-      process.off('SIGINT', interrupted);
-      if (!keep) await rm(dir, { recursive: true, force: true });
-    }
-  },
-};
+export const demoCommand = defineCommand('demo', SUMMARY, (program, ctx) => {
+  withInspectOptions(
+    program
+      .command('demo')
+      .description(SUMMARY)
+      .option(
+        '--data-dir <dir>',
+        'keep everything in this new or empty folder (default: a temporary one, removed at the end)',
+      )
+      .option('--inspect', "stream every operation's transitions, live, to the Stately inspector"),
+  ).action(
+    ctx.action(async (cmd) => {
+      const o = optionsOf<{
+        dataDir?: string;
+        inspect?: boolean;
+        inspectPort?: string;
+        inspectUrl?: string;
+      }>(cmd);
+      if (o.inspect !== true && (o.inspectPort ?? o.inspectUrl) !== undefined) {
+        throw new UsageError('--inspect-port and --inspect-url go with --inspect');
+      }
+      const inspect = o.inspect === true ? inspectTargetOf(o) : undefined;
+      const keep = o.dataDir !== undefined;
+      const dir = keep
+        ? resolve(o.dataDir as string)
+        : await mkdtemp(join(tmpdir(), 'opstate-demo-'));
+      if (keep && (await readdir(dir).catch(() => [])).length > 0) {
+        throw new UsageError(`--data-dir ${dir} is not empty; give a new or empty folder`);
+      }
+      // The embedded Postgres server of a root process runs as another user, who must reach it.
+      if (!keep) await chmod(dir, 0o711);
+      // Ctrl-C while the database is being created should not leave a temporary one behind.
+      const interrupted = () => {
+        rmSync(dir, { recursive: true, force: true });
+        process.exit(130);
+      };
+      if (!keep) process.once('SIGINT', interrupted);
+      try {
+        return await demo(dir, keep, ctx.io, inspect);
+      } finally {
+        process.off('SIGINT', interrupted);
+        if (!keep) await rm(dir, { recursive: true, force: true });
+      }
+    }),
+  );
+});
 
 async function demo(
   dir: string,
@@ -127,7 +140,9 @@ async function demo(
   inspect?: { 'inspect-port'?: string | undefined; 'inspect-url'?: string | undefined },
 ): Promise<number> {
   const out = (line = '') => io.out(line);
-  out('opstate demo: one pipeline, run embedded (PGlite database + in-process transport).');
+  out(
+    'opstate demo: one pipeline, run embedded (a private Postgres server + in-process transport).',
+  );
   out(`Data folder: ${dir}${keep ? ' (kept)' : ' (removed at the end; --data-dir DIR keeps it)'}`);
   if (process.env.DATABASE_URL || process.env.NATS_URL) {
     out('DATABASE_URL / NATS_URL are set, but the demo always runs embedded and ignores them.');
@@ -137,7 +152,7 @@ async function demo(
   // --inspect: every operation's transitions stream live to the Stately inspector.
   const inspection = inspect === undefined ? null : await openStatelyStream(inspect, io, logger);
   try {
-    out('Opening the embedded database (PGlite takes several seconds to create; please wait)...');
+    out('Opening the embedded database (creating it takes a few seconds; please wait)...');
     const opened = systemClock.now();
     const runtime = await createEmbeddedRuntime(dir, logger);
     out(`  ready after ${seconds(systemClock.now() - opened)}, migrations applied.`);
@@ -302,11 +317,16 @@ async function pipeline(
       out(`    error     ${view.lastError.message}`);
     }
     for (const c of view.outputs) {
-      const live = (await runtime.artifacts.copiesOf(c.artifactType, c.artifactId)).filter(
-        (x) => x.locationId === c.locationId && x.status !== 'DELETED',
+      const here = (await runtime.artifacts.copiesOf(c.artifactType, c.artifactId)).filter(
+        (x) => x.locationId === c.locationId,
       );
+      const live = here.filter((x) => x.status !== 'DELETED');
+      // A buffer copy may already be gone: the deleter runs beside the pipeline (see 8.).
+      const deleted = live.length === 0 && here.some((x) => x.status === 'DELETED');
+      const mark =
+        live.length > 1 ? '  <-- DUPLICATE' : live.length === 0 && !deleted ? '  <-- MISSING' : '';
       out(
-        `    output    ${c.artifactType} ${nameOf(c.artifactId)} at ${locationName.get(c.locationId)}: ${live.length} live cop${live.length === 1 ? 'y' : 'ies'}${live.length === 1 ? '' : '  <-- DUPLICATE'}`,
+        `    output    ${c.artifactType} ${nameOf(c.artifactId)} at ${locationName.get(c.locationId)}: ${deleted ? 'deleted after its verified archive' : `${live.length} live cop${live.length === 1 ? 'y' : 'ies'}`}${mark}`,
       );
     }
   }
@@ -388,7 +408,7 @@ async function pipeline(
   );
   if (keep) {
     out(`Data kept in ${dir}: storage/ holds the files; to look again:`);
-    out(`  OPSTATE_DATA_DIR=${join(dir, 'pglite')} node bin/opstate.js status`);
+    out(`  OPSTATE_DATA_DIR=${join(dir, 'data')} node bin/opstate.js status`);
   }
   return ok ? 0 : 1;
 }

@@ -1,24 +1,32 @@
+import { Option } from 'commander';
 import { toMermaid } from '../../machines/diagram.ts';
 import { operationMachine } from '../../machines/operationMachine.ts';
 import { physicalCopyMachine } from '../../machines/physicalCopyMachine.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { defineCommand, optionsOf } from '../Command.ts';
 
 const MACHINES = { operation: operationMachine, 'physical-copy': physicalCopyMachine } as const;
+const SUMMARY =
+  'Print a lifecycle as a Mermaid stateDiagram-v2, generated from the machine definition';
 
-export const diagramCommand: Command = {
-  name: 'diagram',
-  summary: 'Print a lifecycle as a Mermaid stateDiagram-v2, generated from the machine definition',
-  usage: 'opstate diagram [--machine operation|physical-copy]',
-  async run(args, io) {
-    const { values, positionals } = parseFlags(args, { machine: { type: 'string' } });
-    if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-    const name = values.machine ?? 'operation';
-    if (!(name in MACHINES)) {
-      throw new UsageError(
-        `unknown machine '${name}'; use one of ${Object.keys(MACHINES).join(', ')}`,
-      );
-    }
-    io.out(toMermaid(MACHINES[name as keyof typeof MACHINES]));
-    return 0;
-  },
-};
+/** `opstate diagram [--machine operation|physical-copy] [--json]`. */
+export const diagramCommand = defineCommand('diagram', SUMMARY, (program, ctx) => {
+  program
+    .command('diagram')
+    .description(SUMMARY)
+    .addOption(
+      new Option('--machine <name>', 'which lifecycle')
+        .choices(Object.keys(MACHINES))
+        .default('operation'),
+    )
+    .option('--json', 'print {"machine", "mermaid"}')
+    .action(
+      ctx.action(async (cmd) => {
+        const { machine, json } = optionsOf<{ machine: keyof typeof MACHINES; json?: boolean }>(
+          cmd,
+        );
+        const mermaid = toMermaid(MACHINES[machine]);
+        ctx.io.out(json === true ? JSON.stringify({ machine, mermaid }) : mermaid);
+        return 0;
+      }),
+    );
+});

@@ -1,9 +1,10 @@
 import { checkId } from '../../persistence/applyEvents.ts';
 import { inspectOperation } from '../../persistence/inspectOperation.ts';
-import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
 import { loadResumeRecord } from '../../persistence/resumeRecord.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
-import { INSPECT_FLAGS, INSPECT_USAGE } from '../statelyInspection.ts';
+import { argumentsOf, type Command, defineCommand, optionsOf, UsageError } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { inspectTargetOf, withInspectOptions } from '../statelyInspection.ts';
 import { inspectStately } from './inspectStately.ts';
 import { printResumeRecord } from './printResumeRecord.ts';
 
@@ -21,97 +22,104 @@ const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
  * await createInspectCommand(() => Promise.resolve(database)).run([id, '--json'], io);
  * ```
  */
-export function createInspectCommand(
-  open: () => Promise<Database> = () => openDatabase(),
-): Command {
-  return {
-    name: 'inspect',
-    summary:
-      "Show one operation: state, fields, copies, transitions, journal steps; an archive's resume record",
-    usage: `opstate inspect <operation-id> [--json | --stately ${INSPECT_USAGE}]`,
-    async run(args, io) {
-      const { values, positionals } = parseFlags(args, {
-        json: { type: 'boolean' },
-        stately: { type: 'boolean' },
-        ...INSPECT_FLAGS,
-      });
-      const [id, extra] = positionals;
-      if (id === undefined) throw new UsageError('missing the operation id');
-      if (extra !== undefined) throw new UsageError(`unexpected argument '${extra}'`);
-      if (values.stately !== true && (values['inspect-port'] ?? values['inspect-url'])) {
-        throw new UsageError('--inspect-port and --inspect-url go with --stately');
-      }
-      checkId(id);
-      const database = await open();
-      try {
-        if (values.stately === true) return await inspectStately(database, id, values, io);
-        const view = await inspectOperation(database, id);
-        const resume = await loadResumeRecord(database, view);
-        if (values.json === true) {
-          io.out(
-            JSON.stringify({
-              ...view,
-              ...(resume === undefined ? {} : { resume }),
-              transitions: view.transitions.map((t) => ({
-                from: t.from,
-                to: t.to,
-                event: t.event,
-                by: t.by,
-                attempt: t.attempt,
-                at: t.at,
-                reason: t.reason,
-              })),
-            }),
-          );
-          return 0;
+export function createInspectCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+  const summary =
+    "Show one operation: state, fields, copies, transitions, journal steps; an archive's resume record";
+  return defineCommand('inspect', summary, (program, ctx) => {
+    withInspectOptions(
+      program
+        .command('inspect')
+        .description(summary)
+        .argument('<operation-id>', 'the operation (a uuid, as `opstate list` prints it)')
+        .option('--json', 'print the operation as one JSON object')
+        .option('--stately', 'replay its transitions into the Stately inspector'),
+    ).action(
+      ctx.action(async (cmd) => {
+        const io = ctx.io;
+        const [id] = argumentsOf(cmd) as [string];
+        const values = optionsOf<{
+          json?: boolean;
+          stately?: boolean;
+          inspectPort?: string;
+          inspectUrl?: string;
+        }>(cmd);
+        if (values.stately !== true && (values.inspectPort ?? values.inspectUrl) !== undefined) {
+          throw new UsageError('--inspect-port and --inspect-url go with --stately');
         }
-        io.out(`operation ${view.id}`);
-        io.out(`  kind        ${view.kind}`);
-        io.out(`  status      ${view.status}`);
-        io.out(`  attempt     ${view.attempt}  (retries ${view.retryCount}/${view.maxRetries})`);
-        io.out(`  queue       ${view.queue}`);
-        io.out(`  worker      ${view.workerId ?? '-'}`);
-        io.out(`  group       ${view.groupId ?? '-'}`);
-        io.out(`  created     ${iso(view.createdAt)}`);
-        io.out(`  scheduled   ${iso(view.scheduledAt)}`);
-        io.out(`  started     ${iso(view.startedAt)}`);
-        io.out(`  finished    ${iso(view.finishedAt)}`);
-        io.out(`  not before  ${iso(view.notBefore)}`);
-        if (view.lastError !== null) io.out(`  last error  ${view.lastError.message}`);
-        io.out('  fields');
-        for (const [k, v] of Object.entries(view.fields)) io.out(`    ${k}: ${v ?? '-'}`);
-        for (const [label, copies] of [
-          ['inputs', view.inputs],
-          ['outputs', view.outputs],
-        ] as const) {
-          io.out(`  ${label} (${copies.length})`);
-          for (const c of copies) {
-            io.out(`    ${c.artifactType} ${c.artifactId} @ ${c.locationId} ${c.status}`);
+        checkId(id);
+        const database = await open();
+        try {
+          if (values.stately === true) {
+            return await inspectStately(database, id, inspectTargetOf(values), io);
           }
+          const view = await inspectOperation(database, id);
+          const resume = await loadResumeRecord(database, view);
+          if (values.json === true) {
+            io.out(
+              JSON.stringify({
+                ...view,
+                ...(resume === undefined ? {} : { resume }),
+                transitions: view.transitions.map((t) => ({
+                  from: t.from,
+                  to: t.to,
+                  event: t.event,
+                  by: t.by,
+                  attempt: t.attempt,
+                  at: t.at,
+                  reason: t.reason,
+                })),
+              }),
+            );
+            return 0;
+          }
+          io.out(`operation ${view.id}`);
+          io.out(`  kind        ${view.kind}`);
+          io.out(`  status      ${view.status}`);
+          io.out(`  attempt     ${view.attempt}  (retries ${view.retryCount}/${view.maxRetries})`);
+          io.out(`  queue       ${view.queue}`);
+          io.out(`  worker      ${view.workerId ?? '-'}`);
+          io.out(`  group       ${view.groupId ?? '-'}`);
+          io.out(`  created     ${iso(view.createdAt)}`);
+          io.out(`  scheduled   ${iso(view.scheduledAt)}`);
+          io.out(`  started     ${iso(view.startedAt)}`);
+          io.out(`  finished    ${iso(view.finishedAt)}`);
+          io.out(`  not before  ${iso(view.notBefore)}`);
+          if (view.lastError !== null) io.out(`  last error  ${view.lastError.message}`);
+          io.out('  fields');
+          for (const [k, v] of Object.entries(view.fields)) io.out(`    ${k}: ${v ?? '-'}`);
+          for (const [label, copies] of [
+            ['inputs', view.inputs],
+            ['outputs', view.outputs],
+          ] as const) {
+            io.out(`  ${label} (${copies.length})`);
+            for (const c of copies) {
+              io.out(`    ${c.artifactType} ${c.artifactId} @ ${c.locationId} ${c.status}`);
+            }
+          }
+          io.out(`  transitions (${view.transitions.length})`);
+          for (const t of view.transitions) {
+            const reason = t.reason === null ? '' : `: ${t.reason}`;
+            io.out(
+              `    ${iso(t.at)}  ${t.from ?? '∅'} → ${t.to}  ${t.event} #${t.attempt} by ${t.by}${reason}`,
+            );
+          }
+          io.out(`  steps (${view.steps.length})`);
+          for (const s of view.steps) {
+            const plan = s.generation > 1 ? ` (plan ${s.generation})` : '';
+            io.out(`    ${iso(s.at)}  ${s.name} #${s.attempt}${plan} ${s.state}`);
+          }
+          if (view.failures.length > 0) {
+            io.out(`  failures (${view.failures.length})`);
+            for (const f of view.failures) io.out(`    #${f.attempt} ${JSON.stringify(f.error)}`);
+          }
+          if (resume !== undefined) printResumeRecord(resume, io);
+          return 0;
+        } finally {
+          await database.close();
         }
-        io.out(`  transitions (${view.transitions.length})`);
-        for (const t of view.transitions) {
-          const reason = t.reason === null ? '' : `: ${t.reason}`;
-          io.out(
-            `    ${iso(t.at)}  ${t.from ?? '∅'} → ${t.to}  ${t.event} #${t.attempt} by ${t.by}${reason}`,
-          );
-        }
-        io.out(`  steps (${view.steps.length})`);
-        for (const s of view.steps) {
-          const plan = s.generation > 1 ? ` (plan ${s.generation})` : '';
-          io.out(`    ${iso(s.at)}  ${s.name} #${s.attempt}${plan} ${s.state}`);
-        }
-        if (view.failures.length > 0) {
-          io.out(`  failures (${view.failures.length})`);
-          for (const f of view.failures) io.out(`    #${f.attempt} ${JSON.stringify(f.error)}`);
-        }
-        if (resume !== undefined) printResumeRecord(resume, io);
-        return 0;
-      } finally {
-        await database.close();
-      }
-    },
-  };
+      }),
+    );
+  });
 }
 
 export const inspectCommand: Command = createInspectCommand();

@@ -1,40 +1,45 @@
 import { migrate } from '../../persistence/migrate.ts';
-import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
+import { defineCommand, optionsOf } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
+
+const SUMMARY = 'Apply the database migrations (DATABASE_URL, else the embedded database)';
 
 /**
- * `opstate migrate`: applies the committed migrations (harmless to repeat, safe to race).
- * The factory takes the database opener so tests can hand in their own.
+ * `opstate migrate [--json]`: applies the committed migrations (harmless to repeat, safe to
+ * race). The factory takes the database opener so tests can hand in their own.
  *
  * @example
  * ```ts
  * await createMigrateCommand(() => openDatabase({ dataDir: 'memory://' })).run([], io);
  * ```
  */
-export function createMigrateCommand(
-  open: () => Promise<Database> = () => openDatabase(),
-): Command {
-  return {
-    name: 'migrate',
-    summary: 'Apply the database migrations (DATABASE_URL, else PGlite in OPSTATE_DATA_DIR)',
-    usage: 'opstate migrate',
-    async run(args, io) {
-      const { positionals } = parseFlags(args, {});
-      if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-      const database = await open();
-      try {
-        const { applied, total } = await migrate(database);
-        io.out(
-          applied === 0
-            ? `schema is current (${total} migrations, ${database.dialect})`
-            : `applied ${applied} of ${total} migrations (${database.dialect})`,
-        );
-        return 0;
-      } finally {
-        await database.close();
-      }
-    },
-  };
+export function createMigrateCommand(open: () => Promise<Database> = databaseFromEnv) {
+  return defineCommand('migrate', SUMMARY, (program, ctx) => {
+    program
+      .command('migrate')
+      .description(SUMMARY)
+      .option('--json', 'print {"applied", "total", "dialect"}')
+      .action(
+        ctx.action(async (cmd) => {
+          const { json } = optionsOf<{ json?: boolean }>(cmd);
+          const database = await open();
+          try {
+            const { applied, total } = await migrate(database);
+            ctx.io.out(
+              json === true
+                ? JSON.stringify({ applied, total, dialect: database.dialect })
+                : applied === 0
+                  ? `schema is current (${total} migrations, ${database.dialect})`
+                  : `applied ${applied} of ${total} migrations (${database.dialect})`,
+            );
+            return 0;
+          } finally {
+            await database.close();
+          }
+        }),
+      );
+  });
 }
 
-export const migrateCommand: Command = createMigrateCommand();
+export const migrateCommand = createMigrateCommand();

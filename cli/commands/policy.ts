@@ -1,10 +1,12 @@
+import { InvalidArgumentError } from 'commander';
 import { isLocationType, type LocationType } from '../../machines/routing.ts';
 import {
   type DeletionPolicy,
   DeletionPolicyRepository,
 } from '../../persistence/DeletionPolicyRepository.ts';
-import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
-import { type Command, type Io, parseFlags, UsageError } from '../Command.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
+import { type Command, defineCommand, type Io, optionsOf, wholeNumber } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
 
 function print(p: DeletionPolicy, io: Io): void {
   io.out('deletion policy (read by every deleter at every pass and before every unlink)');
@@ -13,13 +15,6 @@ function print(p: DeletionPolicy, io: Io): void {
   io.out(`  protected prefixes     ${p.protectedPrefixes.join(', ') || '(none)'}`);
   io.out(`  interruptions cap      ${p.maxFailures}`);
   io.out(`  changed                ${p.updatedAt.toISOString()} by ${p.updatedBy}`);
-}
-
-function whole(flag: string, value: string | undefined): number | undefined {
-  if (value === undefined) return undefined;
-  const n = Number(value);
-  if (!Number.isSafeInteger(n) || n < 0) throw new UsageError(`${flag} must be a whole number ≥ 0`);
-  return n;
 }
 
 /**
@@ -33,66 +28,87 @@ function whole(flag: string, value: string | undefined): number | undefined {
  * await createPolicyCommand(() => Promise.resolve(database)).run(['set', '--protect', '/data/keep'], io);
  * ```
  */
-export function createPolicyCommand(open: () => Promise<Database> = () => openDatabase()): Command {
-  return {
-    name: 'policy',
-    summary:
-      'Show or change the deletion policy (what is cleaned after archive, what is protected)',
-    usage:
-      'opstate policy [--json] | opstate policy set [--clean buffer,processing] [--grace SECONDS] [--protect PREFIX]... [--unprotect PREFIX]... [--max-failures N]',
-    async run(args, io) {
-      const { values, positionals } = parseFlags(args, {
-        json: { type: 'boolean' },
-        clean: { type: 'string' },
-        grace: { type: 'string' },
-        protect: { type: 'string', multiple: true },
-        unprotect: { type: 'string', multiple: true },
-        'max-failures': { type: 'string' },
-      });
-      const [action, extra] = positionals;
-      if (action !== undefined && action !== 'set') {
-        throw new UsageError(`unknown action '${action}'; use set, or nothing to show`);
-      }
-      if (extra !== undefined) throw new UsageError(`unexpected argument '${extra}'`);
+export function createPolicyCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+  const summary =
+    'Show or change the deletion policy (what is cleaned after archive, what is protected)';
+  const collect = (value: string, previous: string[] = []) => [...previous, value];
+  const locationTypes = (value: string): LocationType[] => {
+    const types = value
+      .split(',')
+      .map((t) => t.trim())
+      .filter((t) => t !== '');
+    for (const t of types) {
+      if (!isLocationType(t)) throw new InvalidArgumentError(`'${t}' is not a location type`);
+    }
+    return types as LocationType[];
+  };
+  return defineCommand('policy', summary, (program, ctx) => {
+    const show = async (
+      json: boolean,
+      change?: (p: DeletionPolicyRepository) => Promise<DeletionPolicy>,
+    ) => {
       const database = await open();
       try {
         const policies = new DeletionPolicyRepository(database);
-        let policy = await policies.get();
-        if (action === 'set') {
-          const clean =
-            values.clean === undefined
-              ? undefined
-              : values.clean
-                  .split(',')
-                  .map((t) => t.trim())
-                  .filter((t) => t !== '');
-          for (const t of clean ?? []) {
-            if (!isLocationType(t)) throw new UsageError(`'${t}' is not a location type`);
-          }
-          const drop = new Set(values.unprotect ?? []);
-          const prefixes = [...policy.protectedPrefixes, ...(values.protect ?? [])].filter(
-            (p, i, all) => !drop.has(p) && all.indexOf(p) === i,
-          );
-          const grace = whole('--grace', values.grace);
-          const max = whole('--max-failures', values['max-failures']);
-          policy = await policies.set(
-            {
-              ...(clean === undefined ? {} : { cleanLocationTypes: clean as LocationType[] }),
-              ...(grace === undefined ? {} : { graceSeconds: grace }),
-              ...(max === undefined ? {} : { maxFailures: max }),
-              protectedPrefixes: prefixes,
-            },
-            'operator',
-          );
-        }
-        if (values.json === true) io.out(JSON.stringify(policy));
-        else print(policy, io);
+        const policy = change === undefined ? await policies.get() : await change(policies);
+        if (json) ctx.io.out(JSON.stringify(policy));
+        else print(policy, ctx.io);
         return 0;
       } finally {
         await database.close();
       }
-    },
-  };
+    };
+    const policy = program
+      .command('policy')
+      .description(summary)
+      .option('--json', 'print the policy as one JSON object')
+      .action(ctx.action(async (cmd) => show(optionsOf<{ json?: boolean }>(cmd).json === true)));
+    policy
+      .command('set')
+      .description('Change the policy; what is not given stays as it is')
+      .option(
+        '--clean <types>',
+        'location types cleaned after archive, e.g. buffer,processing',
+        locationTypes,
+      )
+      .option('--grace <seconds>', 'wait this long after the archive completed', wholeNumber(0))
+      .option('--protect <prefix>', 'never delete under this path prefix (repeatable)', collect)
+      .option('--unprotect <prefix>', 'drop a protected prefix (repeatable)', collect)
+      .option(
+        '--max-failures <n>',
+        'interruptions before a deletion is DELETION_FAILED',
+        wholeNumber(0),
+      )
+      .option('--json', 'print the policy as one JSON object')
+      .action(
+        ctx.action(async (cmd) => {
+          const o = optionsOf<{
+            clean?: LocationType[];
+            grace?: number;
+            protect?: string[];
+            unprotect?: string[];
+            maxFailures?: number;
+            json?: boolean;
+          }>(cmd);
+          return show(o.json === true, async (policies) => {
+            const current = await policies.get();
+            const drop = new Set(o.unprotect ?? []);
+            const prefixes = [...current.protectedPrefixes, ...(o.protect ?? [])].filter(
+              (p, i, all) => !drop.has(p) && all.indexOf(p) === i,
+            );
+            return policies.set(
+              {
+                ...(o.clean === undefined ? {} : { cleanLocationTypes: o.clean }),
+                ...(o.grace === undefined ? {} : { graceSeconds: o.grace }),
+                ...(o.maxFailures === undefined ? {} : { maxFailures: o.maxFailures }),
+                protectedPrefixes: prefixes,
+              },
+              'operator',
+            );
+          });
+        }),
+      );
+  });
 }
 
 export const policyCommand: Command = createPolicyCommand();

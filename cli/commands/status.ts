@@ -6,7 +6,7 @@ import {
   type CircuitBreakerView,
 } from '../../persistence/CircuitBreakerRepository.ts';
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
-import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
 import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
 import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
 import {
@@ -15,7 +15,8 @@ import {
   attentionSourceFromEnv,
   printAttention,
 } from '../attentionFromEnv.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
+import { type Command, defineCommand, optionsOf } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
 import { printCopyStatus } from './printCopyStatus.ts';
 
 /** A breaker in `opstate status --json`. */
@@ -85,93 +86,104 @@ function table(rows: readonly string[][]): string[] {
  * ```
  */
 export function createStatusCommand(
-  open: () => Promise<Database> = () => openDatabase(),
+  open: () => Promise<Database> = databaseFromEnv,
   attentionSource: () => Promise<AttentionSource> = attentionSourceFromEnv,
 ): Command {
-  return {
-    name: 'status',
-    summary:
-      'Who leads the control plane, operation counts per kind and status, breakers not closed, copies and their deletions, what needs attention',
-    usage: 'opstate status [--json]',
-    async run(args, io) {
-      const { values, positionals } = parseFlags(args, { json: { type: 'boolean' } });
-      if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-      const database = await open();
-      try {
-        const counts = await selectStatusCounts(database);
-        const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
-          toStatus,
-        );
-        const leaders: LeaderStatus[] = (await new LeaseRepository(database).list()).map((l) => ({
-          name: l.name,
-          holder: l.holder,
-          epoch: l.epoch,
-          since: l.acquiredAt.toISOString(),
-          renewedAt: l.renewedAt.toISOString(),
-          expiresAt: l.expiresAt.toISOString(),
-          expired: l.expired,
-        }));
-        const copies = await selectCopyStatus(database);
-        // The dashboard's attention list, by the same rules.
-        const source = await attentionSource();
-        const now = systemClock.now();
-        const attention = await attentionOf(database, source, now).finally(() => source.close());
-        if (source.warning !== undefined) io.err(`opstate status: ${source.warning}`);
-        if (values.json === true) {
-          io.out(
-            JSON.stringify({
-              leaders,
-              operations: counts,
-              circuitBreakers: breakers,
-              copies: copies.copies,
-              deletions: { inProgress: copies.inProgress, failed: copies.failed },
-              attention,
-            }),
-          );
-          return 0;
-        }
+  const summary =
+    'Who leads the control plane, operation counts per kind and status, breakers not closed, copies and their deletions, what needs attention';
+  return defineCommand('status', summary, (program, ctx) => {
+    program
+      .command('status')
+      .description(summary)
+      .option(
+        '--json',
+        'print the leaders, operations, breakers, copies, deletions and attention as one JSON object',
+      )
+      .action(
+        ctx.action(async (cmd) => {
+          const values = optionsOf<{ json?: boolean }>(cmd);
+          const io = ctx.io;
+          const database = await open();
+          try {
+            const counts = await selectStatusCounts(database);
+            const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
+              toStatus,
+            );
+            const leaders: LeaderStatus[] = (await new LeaseRepository(database).list()).map(
+              (l) => ({
+                name: l.name,
+                holder: l.holder,
+                epoch: l.epoch,
+                since: l.acquiredAt.toISOString(),
+                renewedAt: l.renewedAt.toISOString(),
+                expiresAt: l.expiresAt.toISOString(),
+                expired: l.expired,
+              }),
+            );
+            const copies = await selectCopyStatus(database);
+            // The dashboard's attention list, by the same rules.
+            const source = await attentionSource();
+            const now = systemClock.now();
+            const attention = await attentionOf(database, source, now).finally(() =>
+              source.close(),
+            );
+            if (source.warning !== undefined) io.err(`opstate status: ${source.warning}`);
+            if (values.json === true) {
+              io.out(
+                JSON.stringify({
+                  leaders,
+                  operations: counts,
+                  circuitBreakers: breakers,
+                  copies: copies.copies,
+                  deletions: { inProgress: copies.inProgress, failed: copies.failed },
+                  attention,
+                }),
+              );
+              return 0;
+            }
 
-        const width = Math.max(...OPERATION_KINDS.map((k) => k.length), 'kind'.length);
-        const cols = OPERATION_STATUSES.map((s) => s.length);
-        io.out(['kind'.padEnd(width), ...OPERATION_STATUSES].join('  '));
-        for (const kind of OPERATION_KINDS) {
-          const cells = OPERATION_STATUSES.map((s, n) =>
-            String(counts[kind][s]).padStart(cols[n] as number),
-          );
-          io.out([kind.padEnd(width), ...cells].join('  '));
-        }
-        io.out('');
-        if (leaders.length === 0) io.out('leader: none (no control plane has run)');
-        for (const l of leaders) {
-          io.out(
-            l.expired
-              ? `leader of ${l.name}: none (the lease of ${l.holder} lapsed at ${l.expiresAt}; a standby takes over at its next poll)`
-              : `leader of ${l.name}: ${l.holder} since ${l.since} (epoch ${l.epoch}, lease renewed ${l.renewedAt}, until ${l.expiresAt})`,
-          );
-        }
-        if (breakers.length > 0) {
-          io.out('');
-          io.out('circuit breakers (not closed: scheduling parked or probing)');
-          const header = ['kind', 'location', 'state', 'failures', 'since', 'last error'];
-          const rows = breakers.map((b) => [
-            b.kind,
-            `${b.location} (${b.locationId})`,
-            b.state,
-            String(b.consecutiveFailures),
-            b.openedAt ?? '',
-            b.lastError?.message ?? '',
-          ]);
-          for (const line of table([header, ...rows])) io.out(line);
-        }
-        printCopyStatus(copies, io);
-        io.out('');
-        printAttention(attention, io, now);
-        return 0;
-      } finally {
-        await database.close();
-      }
-    },
-  };
+            const width = Math.max(...OPERATION_KINDS.map((k) => k.length), 'kind'.length);
+            const cols = OPERATION_STATUSES.map((s) => s.length);
+            io.out(['kind'.padEnd(width), ...OPERATION_STATUSES].join('  '));
+            for (const kind of OPERATION_KINDS) {
+              const cells = OPERATION_STATUSES.map((s, n) =>
+                String(counts[kind][s]).padStart(cols[n] as number),
+              );
+              io.out([kind.padEnd(width), ...cells].join('  '));
+            }
+            io.out('');
+            if (leaders.length === 0) io.out('leader: none (no control plane has run)');
+            for (const l of leaders) {
+              io.out(
+                l.expired
+                  ? `leader of ${l.name}: none (the lease of ${l.holder} lapsed at ${l.expiresAt}; a standby takes over at its next poll)`
+                  : `leader of ${l.name}: ${l.holder} since ${l.since} (epoch ${l.epoch}, lease renewed ${l.renewedAt}, until ${l.expiresAt})`,
+              );
+            }
+            if (breakers.length > 0) {
+              io.out('');
+              io.out('circuit breakers (not closed: scheduling parked or probing)');
+              const header = ['kind', 'location', 'state', 'failures', 'since', 'last error'];
+              const rows = breakers.map((b) => [
+                b.kind,
+                `${b.location} (${b.locationId})`,
+                b.state,
+                String(b.consecutiveFailures),
+                b.openedAt ?? '',
+                b.lastError?.message ?? '',
+              ]);
+              for (const line of table([header, ...rows])) io.out(line);
+            }
+            printCopyStatus(copies, io);
+            io.out('');
+            printAttention(attention, io, now);
+            return 0;
+          } finally {
+            await database.close();
+          }
+        }),
+      );
+  });
 }
 
 export const statusCommand: Command = createStatusCommand();

@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
+import { InvalidArgumentError } from 'commander';
 import type { DeleterFaults } from '../../actors/runDeletion.ts';
 import type { OperationHandler, WorkerFaults } from '../../actors/Worker.ts';
 import {
@@ -7,23 +8,40 @@ import {
   OPERATION_KINDS,
   type OperationKind,
 } from '../../machines/OperationKind.ts';
-import { type Command, parseFlags, UsageError } from '../Command.ts';
-import { runtimeFromEnv, surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
+import { defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';
+import { openProcessRuntime } from '../processRuntime.ts';
+import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
 
 interface HandlersModule {
   readonly table: Partial<Record<OperationKind, OperationHandler>>;
   readonly faults: (WorkerFaults & DeleterFaults) | undefined;
+  /** The module's own `close()`, called when the worker stops (its connections, files). */
+  readonly close: (() => Promise<void>) | undefined;
 }
 
 /**
- * A handlers module: `export default { <kind>: async (ctx) => ({ outputs }), … }`, and, for crash
- * drills only, `export const faults = { beforeStart() {…} }`.
+ * A handlers module: JavaScript (`.js`/`.mjs`) that default-exports handlers keyed by operation
+ * kind, `export default { <kind>: async (ctx) => ({ outputs }), … }`. A crash drill's module may
+ * also `export const faults = { beforeStart() {…} }`; those are honoured only with `--faults`.
  */
 async function loadHandlers(path: string): Promise<HandlersModule> {
-  const mod = (await import(pathToFileURL(resolve(path)).href)) as {
-    default?: unknown;
-    faults?: WorkerFaults & DeleterFaults;
-  };
+  let mod: { default?: unknown; faults?: WorkerFaults & DeleterFaults; close?: unknown };
+  try {
+    mod = (await import(pathToFileURL(resolve(path)).href)) as typeof mod;
+  } catch (err) {
+    const code = (err as { code?: unknown }).code;
+    if (code === 'ERR_UNKNOWN_FILE_EXTENSION') {
+      throw new UsageError(
+        `${path} is not JavaScript; compile it to .js or .mjs (e.g. with tsc) and pass that file`,
+      );
+    }
+    if (code === 'ERR_MODULE_NOT_FOUND' && String((err as Error).message).includes(resolve(path))) {
+      throw new UsageError(
+        `${path} does not exist; pass the path of a .js or .mjs handlers module`,
+      );
+    }
+    throw err;
+  }
   const table = mod.default;
   if (typeof table !== 'object' || table === null) {
     throw new UsageError(
@@ -35,97 +53,111 @@ async function loadHandlers(path: string): Promise<HandlersModule> {
     if (typeof fn !== 'function')
       throw new UsageError(`${path}: the handler for '${key}' is not a function`);
   }
-  return { table: table as HandlersModule['table'], faults: mod.faults };
+  const close = typeof mod.close === 'function' ? (mod.close as () => Promise<void>) : undefined;
+  return { table: table as HandlersModule['table'], faults: mod.faults, close };
 }
 
-/** `opstate worker --kinds a,b --handlers ./handlers.ts`: runs handlers for those kinds. */
-export const workerCommand: Command = {
-  name: 'worker',
-  summary: 'Run a worker for some operation kinds until SIGINT/SIGTERM',
-  usage:
-    'opstate worker --kinds <kind,kind…|all> --handlers <module> [--concurrency N] [--id NAME] [--delete-copies [--deleter-lease-ms N] [--deleter-interval-ms N]]',
-  help: [
-    '',
-    '  --kinds <kind,kind…|all>  operation kinds to serve (one queue per kind and location type)',
-    '  --handlers <module>       a module that default-exports { <kind>: async (ctx) => ({ outputs }) }',
-    '                            whose outputs include what each kind must produce, else the',
-    '                            attempt fails for good (the README lists it per kind)',
-    '  --concurrency N           operations this worker process holds at once, across all its',
-    '                            queues, pulled or running (default 4); with fewer than its',
-    '                            queues, the queues take turns',
-    '  --id NAME                 the worker id in transitions and in its heartbeat (letters,',
-    '                            digits, - _ =; default worker-<random>)',
-    '  --delete-copies           also run a copy deleter: source copies eligible under the',
-    '                            deletion policy are revalidated and deleted after their',
-    '                            verified archive (this host must see their storage)',
-    '  --deleter-lease-ms N      how long a deleter holds a deletion between renewals',
-    '  --deleter-interval-ms N   how often the deleter looks for eligible copies',
-    '',
-    'Starts without the database or the broker: it waits for them and retries, and exits only',
-    'on a configuration error.',
-  ],
-  async run(args, io) {
-    const { values, positionals } = parseFlags(args, {
-      kinds: { type: 'string' },
-      handlers: { type: 'string' },
-      concurrency: { type: 'string' },
-      id: { type: 'string' },
-      'delete-copies': { type: 'boolean' },
-      'deleter-lease-ms': { type: 'string' },
-      'deleter-interval-ms': { type: 'string' },
-    });
-    if (positionals.length > 0) throw new UsageError(`unexpected argument '${positionals[0]}'`);
-    if (values.kinds === undefined) throw new UsageError('--kinds is required');
-    if (values.handlers === undefined)
-      throw new UsageError(
-        '--handlers is required (a module that default-exports handlers by kind)',
+const SUMMARY = 'Run a worker for some operation kinds until SIGINT/SIGTERM';
+
+function kindsOf(value: string): OperationKind[] {
+  const kinds = value === 'all' ? [...OPERATION_KINDS] : value.split(',').map((k) => k.trim());
+  for (const k of kinds) {
+    if (!isOperationKind(k)) {
+      throw new InvalidArgumentError(
+        `'${k}' is not an operation kind; use ${OPERATION_KINDS.join(', ')} or all`,
       );
-    const kinds =
-      values.kinds === 'all' ? [...OPERATION_KINDS] : values.kinds.split(',').map((k) => k.trim());
-    for (const k of kinds) {
-      if (!isOperationKind(k)) {
-        throw new UsageError(`'${k}' is not an operation kind; use ${OPERATION_KINDS.join(', ')}`);
-      }
     }
-    const concurrency = values.concurrency === undefined ? 4 : Number(values.concurrency);
-    if (!Number.isSafeInteger(concurrency) || concurrency < 1) {
-      throw new UsageError(`--concurrency must be a whole number ≥ 1, got '${values.concurrency}'`);
-    }
-    const ms = (flag: string, value: string | undefined) => {
-      if (value === undefined) return undefined;
-      const n = Number(value);
-      if (!Number.isSafeInteger(n) || n < 1)
-        throw new UsageError(`${flag} must be a whole number ≥ 1`);
-      return n;
-    };
-    const leaseMs = ms('--deleter-lease-ms', values['deleter-lease-ms']);
-    const intervalMs = ms('--deleter-interval-ms', values['deleter-interval-ms']);
-    const { table, faults } = await loadHandlers(values.handlers);
-    const missing = (kinds as OperationKind[]).filter((k) => table[k] === undefined);
-    if (missing.length > 0)
-      throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
-    surviveStrayRejections();
-    const runtime = await runtimeFromEnv({ waitForServers: true });
-    const worker = runtime.startWorker({
-      kinds: kinds as OperationKind[],
-      handlers: table as Record<OperationKind, OperationHandler>,
-      concurrency,
-      ...(values.id === undefined ? {} : { workerId: values.id }),
-      ...(faults === undefined ? {} : { faults }),
-    });
-    io.out(`worker ${worker.id} started for ${kinds.join(', ')}`);
-    if (values['delete-copies'] === true) {
-      const deleter = runtime.startCopyDeleter({
-        id: `${worker.id}-deleter`,
-        ...(leaseMs === undefined ? {} : { leaseMs }),
-        ...(intervalMs === undefined ? {} : { intervalMs }),
-        ...(faults === undefined ? {} : { faults }),
-      });
-      io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
-    }
-    const signal = await untilSignal();
-    io.out(`${signal}: stopping worker ${worker.id}`);
-    await runtime.close();
-    return 0;
-  },
-};
+  }
+  return kinds as OperationKind[];
+}
+
+/** `opstate worker --kinds a,b --handlers ./handlers.js`: runs handlers for those kinds. */
+export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => {
+  program
+    .command('worker')
+    .description(SUMMARY)
+    .requiredOption('--kinds <kinds>', 'kinds to serve: kind,kind… or all', kindsOf)
+    .requiredOption(
+      '--handlers <module>',
+      'a .js/.mjs module that default-exports handlers keyed by operation kind, whose outputs include what each kind must produce (else the attempt fails for good; the README lists it per kind)',
+    )
+    .option(
+      '--concurrency <n>',
+      'operations this worker process holds at once, across all its queues, pulled or running (with fewer slots than queues, the queues take turns)',
+      wholeNumber(1),
+      4,
+    )
+    .option(
+      '--id <name>',
+      'the worker id in transitions and in its heartbeat (letters, digits, - _ =)',
+    )
+    .option('--faults', "honour the module's faults export (crash drills only)")
+    .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
+    .option('--delete-copies', 'also run a deleter (the deletion policy decides what it deletes)')
+    .option('--deleter-lease-ms <n>', "how long a deleter's claim on a copy lasts", wholeNumber(1))
+    .option('--deleter-interval-ms <n>', 'how often the deleter looks for work', wholeNumber(1))
+    .addHelpText(
+      'after',
+      '\nStarts without the database or the broker: it waits for them and retries, and exits only\non a configuration error.',
+    )
+    .action(
+      ctx.action(async (cmd) => {
+        const values = optionsOf<{
+          kinds: OperationKind[];
+          handlers: string;
+          concurrency: number;
+          id?: string;
+          faults?: boolean;
+          metricsPort?: string;
+          deleteCopies?: boolean;
+          deleterLeaseMs?: number;
+          deleterIntervalMs?: number;
+        }>(cmd);
+        const { kinds } = values;
+        const { table, faults, close } = await loadHandlers(values.handlers);
+        const missing = kinds.filter((k) => table[k] === undefined);
+        if (missing.length > 0) {
+          throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
+        }
+        const proc = await openProcessRuntime('worker', { metricsPort: values.metricsPort });
+        surviveStrayRejections(proc.logger);
+        const { runtime } = proc;
+        const worker = runtime.startWorker({
+          kinds,
+          handlers: table as Record<OperationKind, OperationHandler>,
+          concurrency: values.concurrency,
+          ...(values.id === undefined ? {} : { workerId: values.id }),
+          ...(faults === undefined || values.faults !== true ? {} : { faults }),
+        });
+        if (faults !== undefined && values.faults !== true) {
+          runtime.logger.log(
+            'WARNING',
+            'the handlers module exports faults; ignored without --faults',
+            {
+              handlers: values.handlers,
+            },
+          );
+        }
+        const server = await proc.serve({ worker });
+        ctx.io.out(
+          `worker ${worker.id} started for ${kinds.join(', ')}${server === undefined ? '' : `; metrics on port ${server.port}`}`,
+        );
+        if (values.deleteCopies === true) {
+          const deleter = runtime.startCopyDeleter({
+            id: `${worker.id}-deleter`,
+            ...(values.deleterLeaseMs === undefined ? {} : { leaseMs: values.deleterLeaseMs }),
+            ...(values.deleterIntervalMs === undefined
+              ? {}
+              : { intervalMs: values.deleterIntervalMs }),
+            ...(faults === undefined || values.faults !== true ? {} : { faults }),
+          });
+          ctx.io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
+        }
+        const signal = await untilSignal();
+        ctx.io.out(`${signal}: stopping worker ${worker.id}`);
+        await proc.close();
+        await close?.();
+        return 0;
+      }),
+    );
+});

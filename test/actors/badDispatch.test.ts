@@ -65,7 +65,11 @@ describe('a worker given dispatches it cannot use', () => {
     ];
     for (const data of junk) await nc.request(subject, data); // a JetStream publish ack
     const rejected = () =>
-      worker.output.filter((l) => l.includes('WARNING dispatch message rejected and terminated'));
+      worker.output.filter(
+        (l) =>
+          l.includes('"level":40') &&
+          l.includes('"msg":"dispatch message rejected and terminated"'),
+      );
     await waitFor(() => rejected().length === junk.length, 'a warning per junk message');
     const lines = rejected().join('\n');
     for (const reason of ['not JSON', 'wrong shape', 'oversized: 524288 bytes'])

@@ -5,6 +5,7 @@ import { memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
+import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor as waitUntil } from '../helpers/waitFor.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
@@ -37,9 +38,8 @@ export function waitFor(
 }
 
 export const NATS_URL = process.env.OPSTATE_TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
-const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const BIN = fileURLToPath(new URL('../../bin/opstate.js', import.meta.url));
-const HANDLERS = fileURLToPath(new URL('./fixtures/handlers.ts', import.meta.url));
+/** The fixture handlers module the drills' workers load. */
+export const HANDLERS = fileURLToPath(new URL('./fixtures/handlers.ts', import.meta.url));
 
 /**
  * Small timers in the order the runtime demands; tests wait on conditions, never on these. The
@@ -119,8 +119,8 @@ export async function startDeployment(
     OPSTATE_TIMING: JSON.stringify(timing),
   };
   const spawnCli = (args: string[], extra: Record<string, string> = {}): Child => {
-    const proc = spawn(process.execPath, [BIN, ...args], {
-      cwd: ROOT,
+    const proc = spawn(process.execPath, opstateArgs(args), {
+      cwd: REPO_ROOT,
       env: { ...env, ...extra },
       stdio: ['ignore', 'pipe', 'pipe'],
     });
@@ -150,6 +150,7 @@ export async function startDeployment(
         HANDLERS,
         '--id',
         `w-${randomUUID().slice(0, 6)}`,
+        '--faults',
         ...args,
       ],
       extra,

@@ -70,6 +70,12 @@ describe('recovery paths', () => {
       async () => (await dep.runtime.get(op.id)).steps.length === 1,
       'the first worker’s journal step',
     );
+    // The heartbeat comes before the handler's first step: wait for the step this test checks.
+    await waitFor(
+      async () =>
+        (await dep.runtime.get(op.id)).steps.some((s) => s.name === 'started' && s.attempt === 1),
+      'the first worker to record its first step',
+    );
     await kill9(first);
     await dep.readyWorker();
     await waitFor(

@@ -144,7 +144,7 @@ describe('the worker’s in-flight bound', () => {
     const help = dep.spawnCli(['worker', '--help']);
     expect(await help.exited).toBe(0);
     expect(help.output.join('\n')).toMatch(
-      /--concurrency N\s+operations this worker process holds at once, across all its/,
+      /--concurrency <n>\s+operations this worker process holds at once,\s+across\s+all its/,
     );
     expect(worker.proc.exitCode).toBeNull();
   });

@@ -96,6 +96,8 @@ describe('archive-then-delete crash matrix (SIGKILL at every boundary)', () => {
       '1500',
       '--deleter-interval-ms',
       '100',
+      // The fixture's deleter crash points are its `faults` export: honoured only with this flag.
+      '--faults',
     ];
     const spawnWorker = () =>
       d.spawnCli(['worker', ...args, '--id', `mx-${randomUUID().slice(0, 6)}`], env);

@@ -228,23 +228,26 @@ describe('Stately inspection built from persisted transitions', () => {
     const io: Io = { out: (l) => lines.push(l), err: (l) => lines.push(l) };
     const inspect = createInspectCommand(async () => ({ ...database, close: async () => {} }));
     const port = await freePort();
-    await expect(
-      inspect.run(
+    expect(
+      await inspect.run(
         [await walkedOperation(), '--stately', '--inspect-url', `ws://localhost:${port}`],
         io,
       ),
-    ).rejects.toThrow(/nothing accepts connections/);
+    ).toBe(1);
+    expect(lines.join('\n')).toMatch(/nothing accepts connections.*\[TRANSPORT\]/);
     const relay = await relayWithReceiver();
     cleanups.push(() => relay.stop());
-    await expect(
-      inspect.run(
+    lines.length = 0;
+    expect(
+      await inspect.run(
         ['00000000-0000-4000-8000-000000000000', '--stately', '--inspect-url', relay.url],
         io,
       ),
-    ).rejects.toMatchObject({ code: 'NOT_FOUND' });
-    expect(
-      await inspect.run([crypto.randomUUID(), '--inspect-port', '9'], io).catch((e) => e),
-    ).toMatchObject({ message: expect.stringMatching(/go with --stately/) });
+    ).toBe(1);
+    expect(lines.join('\n')).toMatch(/\[NOT_FOUND\]/);
+    lines.length = 0;
+    expect(await inspect.run([crypto.randomUUID(), '--inspect-port', '9'], io)).toBe(2);
+    expect(lines.join('\n')).toMatch(/go with --stately/);
   });
 
   it('the live stream shows every operation as it moves, including one first seen mid-history and one committed out of order', async () => {

@@ -3,7 +3,7 @@ import { join, relative } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { systemClock } from '../../machines/Clock.ts';
-import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import { createSimulatedClock, SimulatedClock } from '../../machines/SimulatedClock.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** The runtime's sources: everything but tests, benches and dependencies. */
@@ -110,6 +110,17 @@ describe('SimulatedClock', () => {
     stop.abort();
     await loop;
     expect(clock.pending).toBe(0); // the aborted sleep cleared its timer
+  });
+
+  it('an aborted sleep resolves at once and leaves no timer behind', async () => {
+    const clock = createSimulatedClock();
+    const stop = new AbortController();
+    const slept = clock.sleep(60_000, stop.signal);
+    expect(clock.pending).toBe(1);
+    stop.abort();
+    await slept;
+    expect(clock.pending).toBe(0);
+    expect(clock.now()).toBe(Date.UTC(2030, 0, 1));
   });
 
   it('runNext jumps to the next timer whatever its time; time never goes back', async () => {

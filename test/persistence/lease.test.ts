@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ObservedOperationStore } from '../../actors/ObservedOperationStore.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
@@ -48,52 +49,65 @@ describe('the control-plane lease and its fence', () => {
     expect(await leases.acquire('deploy-1', 'c', 60_000)).toMatchObject({ epoch: 3 });
   });
 
-  it('a stale epoch writes nothing: no claim, no reset, no outbox deletion', async () => {
-    const leases = new LeaseRepository(database);
-    const store = new OperationStore(database);
-    const w = await makeWorld(database);
-    const old = await leases.acquire('deploy-2', 'old', 60_000);
-    const stale = { name: 'deploy-2', epoch: old?.epoch ?? 0 };
-    await leases.renew(stale, 1);
-    await waitFor(async () => !(await leases.holds(stale)), 'the old leader’s lease to lapse');
-    const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, w));
-    await expect(store.claimDue(10, stale)).rejects.toMatchObject({
-      code: OpstateErrorCode.NOT_LEADER,
-    });
-    expect((await store.load(id)).status).toBe('PENDING');
-    expect(await store.fetchOutbox(10)).toEqual([]);
+  // The runtime's store (observed, for logs and metrics) must carry the fence exactly as the plain one.
+  const stores: [string, (d: Database) => OperationStore][] = [
+    ['the store', (d) => new OperationStore(d)],
+    [
+      'the runtime’s observed store',
+      (d) => new ObservedOperationStore(d, { observer: { transitions: () => {} } }),
+    ],
+  ];
+  it.each(stores)(
+    'a stale epoch writes nothing through %s: no claim, no reset, no outbox deletion',
+    async (label, storeOf) => {
+      const leases = new LeaseRepository(database);
+      const store = storeOf(database);
+      const w = await makeWorld(database);
+      const name = `deploy-2-${label.length}`;
+      const old = await leases.acquire(name, 'old', 60_000);
+      const stale = { name, epoch: old?.epoch ?? 0 };
+      await leases.renew(stale, 1);
+      await waitFor(async () => !(await leases.holds(stale)), 'the old leader’s lease to lapse');
+      const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, w));
+      await expect(store.claimDue(10, stale)).rejects.toMatchObject({
+        code: OpstateErrorCode.NOT_LEADER,
+      });
+      expect((await store.load(id)).status).toBe('PENDING');
+      expect(await store.fetchOutbox(10)).toEqual([]);
 
-    const fresh = await leases.acquire('deploy-2', 'new', 60_000);
-    const current = { name: 'deploy-2', epoch: fresh?.epoch ?? 0 };
-    const { claimed } = await store.claimDue(10, current);
-    expect(claimed.map((c) => c.id)).toEqual([id]);
-    const outbox = await store.fetchOutbox(10);
-    expect(
-      await store.deleteOutbox(
-        outbox.map((o) => o.id),
-        stale,
-      ),
-    ).toBe(0);
-    await expect(
-      store.apply(
+      const fresh = await leases.acquire(name, 'new', 60_000);
+      const current = { name, epoch: fresh?.epoch ?? 0 };
+      const { claimed } = await store.claimDue(10, current);
+      expect(claimed.map((c) => c.id)).toEqual([id]);
+      const outbox = await store.fetchOutbox(10);
+      expect(
+        await store.deleteOutbox(
+          outbox.map((o) => o.id),
+          stale,
+        ),
+      ).toBe(0);
+      await expect(
+        store.apply(
+          id,
+          { type: 'RESET', by: 'reconciler', reason: 'stale pass', attempt: 1 },
+          { by: 'reconciler', fence: stale },
+        ),
+      ).rejects.toMatchObject({ code: OpstateErrorCode.NOT_LEADER });
+      const after = await store.load(id);
+      expect([after.status, after.attempt]).toEqual(['SCHEDULED', 1]);
+      expect(
+        await store.deleteOutbox(
+          outbox.map((o) => o.id),
+          current,
+        ),
+      ).toBe(1);
+      await store.apply(
         id,
-        { type: 'RESET', by: 'reconciler', reason: 'stale pass', attempt: 1 },
-        { by: 'reconciler', fence: stale },
-      ),
-    ).rejects.toMatchObject({ code: OpstateErrorCode.NOT_LEADER });
-    const after = await store.load(id);
-    expect([after.status, after.attempt]).toEqual(['SCHEDULED', 1]);
-    expect(
-      await store.deleteOutbox(
-        outbox.map((o) => o.id),
-        current,
-      ),
-    ).toBe(1);
-    await store.apply(
-      id,
-      { type: 'RESET', by: 'reconciler', reason: 'current pass', attempt: 1 },
-      { by: 'reconciler', fence: current },
-    );
-    expect((await store.load(id)).status).toBe('PENDING');
-  });
+        { type: 'RESET', by: 'reconciler', reason: 'current pass', attempt: 1 },
+        { by: 'reconciler', fence: current },
+      );
+      expect((await store.load(id)).status).toBe('PENDING');
+      await store.apply(id, { type: 'CANCEL', reason: 'test done' }); // not due for the next store
+    },
+  );
 });

@@ -32,7 +32,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
   it('a PGlite data folder keeps its data and schema across a reopen', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'opstate-pglite-'));
     try {
-      const first = await openDatabase({ dataDir: dir });
+      const first = await openDatabase({ dataDir: dir, engine: 'pglite' });
       expect(await migrate(first)).toEqual({ applied: MIGRATIONS, total: MIGRATIONS });
       await new ArtifactRepository(first).addLocation({
         site: 'disk',
@@ -41,7 +41,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
         storageRoot: '/b',
       });
       await first.close();
-      const again = await openDatabase({ dataDir: dir });
+      const again = await openDatabase({ dataDir: dir, engine: 'pglite' });
       try {
         expect(await migrate(again)).toEqual({ applied: 0, total: MIGRATIONS });
         expect(await new ArtifactRepository(again).findLocation('disk', 'buffer')).toBeDefined();

@@ -1,9 +1,9 @@
 import { execFile } from 'node:child_process';
-import { fileURLToPath } from 'node:url';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { contractSuite } from './contractSuite.ts';
 import { copySuite } from './copySuite.ts';
@@ -60,9 +60,9 @@ describe('persistence on Postgres', () => {
 
   it('`opstate migrate` racing from two processes applies each migration exactly once', async () => {
     const fresh = await createTestDatabase();
-    const bin = fileURLToPath(new URL('../../bin/opstate.js', import.meta.url));
     const run = () =>
-      promisify(execFile)(process.execPath, [bin, 'migrate'], {
+      promisify(execFile)(process.execPath, opstateArgs(['migrate']), {
+        cwd: REPO_ROOT,
         env: { ...process.env, DATABASE_URL: fresh.url },
       });
     try {

@@ -73,11 +73,21 @@ export class NatsServerProcess {
     return `nats://127.0.0.1:${this.port}`;
   }
 
-  async start(): Promise<void> {
+  /** Starts it; `args` add to (and override) the flags, e.g. `['-c', 'nats.conf']`. */
+  async start(options: { args?: string[]; env?: Record<string, string> } = {}): Promise<void> {
     const child = spawn(
       '/usr/sbin/nats-server',
-      ['-a', '127.0.0.1', '-p', String(this.port), '-js', '-sd', this.storeDir],
-      { stdio: 'ignore' },
+      [
+        ...(options.args ?? []),
+        '-a',
+        '127.0.0.1',
+        '-p',
+        String(this.port),
+        '-js',
+        '-sd',
+        this.storeDir,
+      ],
+      { stdio: 'ignore', env: { ...process.env, ...options.env } },
     );
     this.#child = child;
     await waitFor(() => reachable(this.port), `nats-server on port ${this.port}`, 15_000, 50);

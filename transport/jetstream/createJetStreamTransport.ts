@@ -29,12 +29,20 @@ import { ensureDispatchStream } from './ensureDispatchStream.ts';
 import { JetStreamHeartbeats } from './JetStreamHeartbeats.ts';
 import { JetStreamSubscription } from './JetStreamSubscription.ts';
 import { MaxDeliveriesWatcher } from './MaxDeliveriesWatcher.ts';
+import {
+  type NatsCredentials,
+  natsConnectOptions,
+  redactServers,
+  splitServers,
+} from './natsCredentials.ts';
 import { translateJetStreamError } from './translateJetStreamError.ts';
 
 /** Options of the JetStream transport. */
 export interface JetStreamTransportOptions extends TransportOptions {
   /** Server URL(s), e.g. `nats://127.0.0.1:4222`. Ignored when `connection` is given. */
   readonly servers?: string | string[];
+  /** Credentials and TLS (see `natsConnectOptions`). Ignored when `connection` is given. */
+  readonly credentials?: NatsCredentials;
   /** An open connection to use instead; the transport will not close it. */
   readonly connection?: NatsConnection;
   /** Names the deployment: stream, subjects, consumers and bucket derive from it ['opstate']. */
@@ -92,7 +100,8 @@ export async function createJetStreamTransport(
     nc =
       options.connection ??
       (await connect({
-        servers: options.servers ?? 'nats://127.0.0.1:4222',
+        ...natsConnectOptions(options.credentials),
+        servers: splitServers(options.servers ?? 'nats://127.0.0.1:4222'),
         name: `opstate-${names.prefix}`,
         maxReconnectAttempts: -1,
         reconnectTimeWait: 250,
@@ -102,7 +111,7 @@ export async function createJetStreamTransport(
         noAsyncTraces: true,
       }));
   } catch (err) {
-    throw translateJetStreamError(err, 'connect', { servers: options.servers });
+    throw translateJetStreamError(err, 'connect', { servers: redactServers(options.servers) });
   }
   const requestTimeout = options.requestTimeoutMs ?? 5000;
   const js: JetStreamClient = jetstream(nc, { timeout: requestTimeout });
@@ -111,7 +120,7 @@ export async function createJetStreamTransport(
     jsm = await jetstreamManager(nc, { timeout: requestTimeout });
   } catch (err) {
     if (ownConnection) await nc.close();
-    throw translateJetStreamError(err, 'connect', { servers: options.servers });
+    throw translateJetStreamError(err, 'connect', { servers: redactServers(options.servers) });
   }
   const hub = new TransportEventHub();
   const subscriptions = new Set<JetStreamSubscription>();

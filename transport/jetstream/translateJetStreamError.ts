@@ -40,6 +40,24 @@ export function translateJetStreamError(
       { details, retryable: false, cause: err },
     );
   }
+  const root = err instanceof errors.RequestError && err.cause instanceof Error ? err.cause : err;
+  if (
+    root instanceof errors.AuthorizationError ||
+    root instanceof errors.UserAuthenticationExpiredError
+  ) {
+    return new OpstateError(
+      OpstateErrorCode.TRANSPORT,
+      `NATS refused the connection: ${root.message}. Give the credentials of a user this server knows: OPSTATE_NATS_USER and OPSTATE_NATS_PASSWORD, OPSTATE_NATS_TOKEN, OPSTATE_NATS_NKEY_SEED_FILE or OPSTATE_NATS_CREDS_FILE (natsCredentials when embedding).`,
+      { details, retryable: false, cause: err },
+    );
+  }
+  if (root instanceof errors.PermissionViolationError) {
+    return new OpstateError(
+      OpstateErrorCode.TRANSPORT,
+      `JetStream ${action} failed: NATS does not permit this user to ${root.operation} to ${root.subject}; that belongs to another role (see the server's permissions for this user).`,
+      { details: { ...details, subject: root.subject }, retryable: false, cause: err },
+    );
+  }
   const transient =
     err instanceof errors.TimeoutError ||
     err instanceof errors.NoRespondersError ||

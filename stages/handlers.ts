@@ -1,0 +1,73 @@
+/**
+ * The reference stage handlers as a module for `opstate worker --handlers`, built to
+ * `dist/stages/handlers.js`: what a team copies to start its own. Every kind is served; each
+ * location's `storageRoot` is a local folder (mount it at the same path on every worker). The
+ * storage roots an operation needs are read from the configured database when it starts.
+ *
+ *   opstate worker --kinds all --handlers dist/stages/handlers.js
+ */
+import { databaseOptionsOf, loadConfiguration } from '../actors/Configuration.ts';
+import type { HandlerContext, OperationHandler } from '../actors/Worker.ts';
+import { OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
+import { type Database, openDatabase } from '../persistence/openDatabase.ts';
+import { archiveCipherFromEnv } from './archiveCipher.ts';
+import { createStageHandlers } from './createStageHandlers.ts';
+
+let database: Promise<Database> | undefined;
+/** Archives are encrypted at rest with the key in `OPSTATE_ARCHIVE_KEY_FILE`, when it is set. */
+const cipher = archiveCipherFromEnv();
+
+/** The storage roots of every location an operation names in its fields or its inputs. */
+async function storageRoots(ctx: HandlerContext): Promise<Map<string, string>> {
+  const view = await ctx.inspect();
+  const ids = new Set<string>(view.inputs.map((c) => c.locationId));
+  for (const [key, value] of Object.entries(view.fields)) {
+    if (key.endsWith('LocationId') || key === 'locationId') {
+      if (typeof value === 'string') ids.add(value);
+    }
+  }
+  const locations = await new ArtifactRepository(await databaseOf()).locationsById([...ids]);
+  return new Map(locations.map((l) => [l.id, l.storageRoot]));
+}
+
+function databaseOf(): Promise<Database> {
+  database ??= openDatabase({ ...databaseOptionsOf(loadConfiguration()), max: 2 });
+  return database;
+}
+
+function handlerFor(kind: OperationKind): OperationHandler {
+  return async (ctx) => {
+    const roots = await storageRoots(ctx);
+    const table = createStageHandlers({
+      database: await databaseOf(),
+      ...(cipher === undefined ? {} : { cipher }),
+      storageRootOf(id) {
+        const root = roots.get(id);
+        if (root === undefined) {
+          throw new OpstateError(
+            OpstateErrorCode.BAD_INPUT,
+            `operation ${ctx.operation.id} names location ${id}, which is not registered`,
+          );
+        }
+        return root;
+      },
+    });
+    return table[kind](ctx);
+  };
+}
+
+/** Handlers keyed by operation kind, as `opstate worker --handlers` expects. */
+const handlers = Object.fromEntries(OPERATION_KINDS.map((k) => [k, handlerFor(k)])) as Record<
+  OperationKind,
+  OperationHandler
+>;
+export default handlers;
+
+/** Called by the worker when it stops: closes the module's database connection. */
+export async function close(): Promise<void> {
+  const open = database;
+  database = undefined;
+  if (open !== undefined) await (await open).close();
+}

@@ -1,0 +1,109 @@
+import { describe, expect, it } from 'vitest';
+import { loadConfiguration, redactConfiguration } from '../../actors/Configuration.ts';
+import { secretsOf } from '../../cli/runtimeFromEnv.ts';
+import { OpstateError } from '../../machines/OpstateError.ts';
+
+function refusal(env: NodeJS.ProcessEnv, flags = {}): OpstateError {
+  try {
+    loadConfiguration(env, flags);
+  } catch (err) {
+    if (err instanceof OpstateError) return err;
+    throw err;
+  }
+  throw new Error('the configuration was accepted');
+}
+
+describe('loadConfiguration', () => {
+  it('defaults to the embedded deployment', () => {
+    expect(loadConfiguration({})).toEqual({
+      database: { dataDir: './.opstate', engine: 'postgres', tls: 'disable', tlsFiles: {} },
+      nats: { auth: { type: 'none' } },
+      prefix: 'opstate',
+      timing: {},
+      logLevel: 'info',
+    });
+  });
+
+  it('reads every variable, and a flag wins over the environment', () => {
+    const config = loadConfiguration(
+      {
+        DATABASE_URL: 'postgres://app:pw@db:5432/app',
+        OPSTATE_DATABASE_TLS: 'verify-full',
+        OPSTATE_DATABASE_CA_FILE: '/etc/ca.pem',
+        NATS_URL: 'tls://n1:4222,tls://n2:4222',
+        OPSTATE_NATS_CREDS_FILE: '/run/worker.creds',
+        OPSTATE_PREFIX: 'prod_a',
+        OPSTATE_TIMING: '{"heartbeatIntervalMs":1000}',
+        OPSTATE_LOG_LEVEL: 'debug',
+        OPSTATE_METRICS_PORT: '9000',
+      },
+      { metricsPort: '9464' },
+    );
+    expect(config).toEqual({
+      database: {
+        url: 'postgres://app:pw@db:5432/app',
+        dataDir: './.opstate',
+        engine: 'postgres',
+        tls: 'verify-full',
+        tlsFiles: { caFile: '/etc/ca.pem' },
+      },
+      nats: {
+        url: 'tls://n1:4222,tls://n2:4222',
+        auth: { type: 'creds', credsFile: '/run/worker.creds' },
+        tls: {},
+      },
+      prefix: 'prod_a',
+      timing: { heartbeatIntervalMs: 1000 },
+      logLevel: 'debug',
+      metricsPort: 9464,
+    });
+  });
+
+  it.each([
+    [{ DATABASE_URL: 'mysql://x' }, 'DATABASE_URL must be postgres://'],
+    [{ NATS_URL: 'http://x:4222' }, 'NATS_URL must be nats://host:port or tls://'],
+    [{ OPSTATE_PREFIX: 'a.b' }, "OPSTATE_PREFIX must be letters, digits, '-' and '_'"],
+    [{ OPSTATE_TIMING: '{"ackWaitMs":-1}' }, 'OPSTATE_TIMING must be a JSON object'],
+    [{ OPSTATE_TIMING: 'soon' }, 'OPSTATE_TIMING must be a JSON object'],
+    [{ OPSTATE_LOG_LEVEL: 'loud' }, 'OPSTATE_LOG_LEVEL must be trace | debug | info'],
+    [{ OPSTATE_METRICS_PORT: '70000' }, 'OPSTATE_METRICS_PORT / --metrics-port must be a TCP port'],
+    [
+      { OPSTATE_DATABASE_TLS: 'yes' },
+      'OPSTATE_DATABASE_TLS must be disable | require | verify-full',
+    ],
+  ])('refuses %j naming the variable and what it allows', (env, message) => {
+    const err = refusal(env);
+    expect(err.code).toBe('CONFIG');
+    expect(err.message).toContain(message);
+  });
+
+  it('refuses two ways of NATS credentials, a half pair, and TLS files with TLS off', () => {
+    expect(refusal({ OPSTATE_NATS_TOKEN: 'abc', OPSTATE_NATS_CREDS_FILE: '/c' }).message).toContain(
+      'given 2 ways',
+    );
+    expect(refusal({ OPSTATE_NATS_USER: 'w' }).message).toContain('set both or neither');
+    expect(refusal({ OPSTATE_NATS_CERT_FILE: '/c.pem' }).message).toContain(
+      'OPSTATE_NATS_CERT_FILE and OPSTATE_NATS_KEY_FILE go together',
+    );
+    expect(refusal({ OPSTATE_DATABASE_CA_FILE: '/ca.pem' }).message).toContain(
+      'OPSTATE_DATABASE_TLS is disable',
+    );
+  });
+
+  it('never shows a secret, neither in a refusal nor redacted', () => {
+    const err = refusal({ OPSTATE_NATS_PASSWORD: 'hunter22-secret' });
+    expect(err.message).not.toContain('hunter22-secret');
+    const config = loadConfiguration({
+      DATABASE_URL: 'postgres://app:db-pass-1@db/app',
+      NATS_URL: 'nats://tok-in-url@n1:4222',
+      OPSTATE_NATS_USER: 'worker',
+      OPSTATE_NATS_PASSWORD: 'nats-pass-2',
+    });
+    const shown = JSON.stringify(redactConfiguration(config));
+    for (const secret of ['db-pass-1', 'tok-in-url', 'nats-pass-2']) {
+      expect(shown).not.toContain(secret);
+    }
+    expect(shown).toContain('postgres://app:***@db/app');
+    expect(secretsOf(config).sort()).toEqual(['db-pass-1', 'nats-pass-2']);
+  });
+});

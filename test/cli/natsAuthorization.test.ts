@@ -1,0 +1,238 @@
+import { type ChildProcess, spawn } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { createUser } from '@nats-io/nkeys';
+import { afterEach, describe, expect, it } from 'vitest';
+import { memoryLogger } from '../../actors/Logger.ts';
+import { createRuntime, type Runtime } from '../../actors/Runtime.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { defaultRoute } from '../../machines/routing.ts';
+import {
+  createJetStreamTransport,
+  type JetStreamTransport,
+} from '../../transport/jetstream/createJetStreamTransport.ts';
+import type { NatsCredentials } from '../../transport/jetstream/natsCredentials.ts';
+import { FAST_TIMING, HANDLERS, newPackage } from '../actors/harness.ts';
+import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
+import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { makeWorld } from '../persistence/fixtures.ts';
+import { freePort, NatsServerProcess, waitFor } from '../transport/helpers.ts';
+
+/**
+ * The deployment's own NATS configuration (deploy/nats.conf: accounts, a user per role, least
+ * privilege) on a private nats-server with authorization on.
+ */
+const CONF = fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url));
+const PASSWORDS = {
+  OPSTATE_NATS_CONTROL_PLANE_PASSWORD: `cp-${Math.random().toString(36).slice(2)}`,
+  OPSTATE_NATS_WORKER_A_PASSWORD: `wa-${Math.random().toString(36).slice(2)}`,
+  OPSTATE_NATS_WORKER_B_PASSWORD: `wb-${Math.random().toString(36).slice(2)}`,
+};
+
+let server: NatsServerProcess | undefined;
+let db: TestDatabase | undefined;
+let plane: Runtime | undefined;
+const children: ChildProcess[] = [];
+const extraTransports: JetStreamTransport[] = [];
+
+afterEach(async () => {
+  for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  await Promise.all(
+    children.map((c) =>
+      c.exitCode !== null || c.signalCode !== null
+        ? undefined
+        : new Promise((r) => c.once('exit', r)),
+    ),
+  );
+  children.length = 0;
+  for (const t of extraTransports.splice(0)) await t.close();
+  await plane?.close();
+  plane = undefined;
+  await server?.dispose();
+  server = undefined;
+  if (db !== undefined) await dropTestDatabase(db);
+  db = undefined;
+});
+
+function spawnWorker(env: Record<string, string>) {
+  const proc = spawn(
+    process.execPath,
+    opstateArgs([
+      'worker',
+      '--kinds',
+      'long_term_archive',
+      '--handlers',
+      HANDLERS,
+      '--id',
+      'worker-b',
+    ]),
+    {
+      cwd: REPO_ROOT,
+      env: { ...process.env, OPSTATE_TIMING: JSON.stringify(FAST_TIMING), ...env },
+      stdio: ['ignore', 'pipe', 'pipe'],
+    },
+  );
+  children.push(proc);
+  const output: string[] = [];
+  proc.stdout?.on('data', (b: Buffer) => output.push(b.toString()));
+  proc.stderr?.on('data', (b: Buffer) => output.push(b.toString()));
+  const exited = new Promise<number | null>((r) => proc.on('exit', (code) => r(code)));
+  return { proc, output, exited, text: () => output.join('') };
+}
+
+describe('NATS with authorization on (deploy/nats.conf)', () => {
+  it('refuses a worker without credentials, serves one with them, and lets no worker publish dispatches', async () => {
+    server = await NatsServerProcess.create();
+    await server.start({ args: ['-c', CONF, '-m', String(await freePort())], env: PASSWORDS });
+    db = await createTestDatabase('opstate_natsauth');
+    const url = server.url;
+    // The control plane, with its own credentials: creates the stream, consumers, bucket.
+    const planeLogger = memoryLogger();
+    plane = await createRuntime({
+      databaseUrl: db.url,
+      natsUrl: url,
+      natsCredentials: {
+        auth: {
+          type: 'user',
+          user: 'control-plane',
+          password: PASSWORDS.OPSTATE_NATS_CONTROL_PLANE_PASSWORD,
+        },
+      },
+      prefix: 'opstate',
+      timing: FAST_TIMING,
+      logger: planeLogger,
+    });
+    plane.startControlPlane();
+    const base = { DATABASE_URL: db.url, NATS_URL: url, OPSTATE_PREFIX: 'opstate' };
+
+    // No credentials: refused at start, with an error that says what to set.
+    const anonymous = spawnWorker(base);
+    expect(await anonymous.exited).toBe(1);
+    expect(anonymous.text()).toMatch(/Authorization Violation/i);
+    expect(anonymous.text()).toContain('OPSTATE_NATS_USER');
+
+    // worker-b serves long-term archive: it completes one.
+    const worker = spawnWorker({
+      ...base,
+      OPSTATE_NATS_USER: 'worker-b',
+      OPSTATE_NATS_PASSWORD: PASSWORDS.OPSTATE_NATS_WORKER_B_PASSWORD,
+    });
+    await waitFor(() => worker.text().includes('started for'), 'worker-b to start', 60_000);
+    const w = await makeWorld(plane.database);
+    const { pkg, sourceCopy } = await newPackage(plane, { source: w.source.id });
+    const id = await plane.submit({
+      kind: OperationKind.LONG_TERM_ARCHIVE,
+      fields: {
+        rawDataPackageId: pkg,
+        sourceLocationId: w.source.id,
+        destinationLocationId: w.archive.id,
+      },
+      inputs: [sourceCopy],
+    });
+    await waitFor(
+      async () => (await plane?.store.load(id))?.status === 'COMPLETED',
+      `the archive to complete on worker-b:\n${worker.text()}`,
+      30_000,
+    );
+
+    // Its heartbeat got through: the control plane reads it.
+    await waitFor(
+      async () =>
+        ((await plane?.transport.heartbeats.list()) ?? []).some((h) => h.workerId === 'worker-b'),
+      "worker-b's heartbeat",
+    );
+
+    // With worker-b's credentials, no dispatch can be published: not to a queue worker-b does
+    // not serve, nor to its own.
+    const asWorker = await createJetStreamTransport({
+      servers: url,
+      prefix: 'opstate',
+      timing: FAST_TIMING,
+      credentials: {
+        auth: {
+          type: 'user',
+          user: 'worker-b',
+          password: PASSWORDS.OPSTATE_NATS_WORKER_B_PASSWORD,
+        },
+      },
+      requestTimeoutMs: 2000,
+    });
+    extraTransports.push(asWorker);
+    for (const kind of [OperationKind.TRANSFER, OperationKind.LONG_TERM_ARCHIVE]) {
+      const route = defaultRoute(kind);
+      await expect(
+        asWorker.publish(route, {
+          operationId: id,
+          kind,
+          operationType: route.operationType,
+          attempt: 9,
+        }),
+      ).rejects.toThrow(/permission|publish/i);
+    }
+    // Nor can it create a stream, a consumer or the stream's settings.
+    await expect(asWorker.ensure([defaultRoute(OperationKind.TRANSFER)])).rejects.toThrow();
+    expect(worker.proc.exitCode).toBeNull();
+    // Everything worker-b needs (pull, ack, heartbeats) is within its permissions.
+    expect(worker.text()).not.toMatch(/Permissions Violation|"level":(40|50)/);
+    // And everything the control plane does (schedule, publish, watch heartbeats) within its own.
+    expect(planeLogger.lines.filter((l) => l.level !== 'DEBUG' && l.level !== 'INFO')).toEqual([]);
+    for (const c of [anonymous, worker]) {
+      for (const secret of Object.values(PASSWORDS)) expect(c.text()).not.toContain(secret);
+    }
+  });
+});
+
+describe('NATS credentials other than a password', () => {
+  async function serverWith(authorization: string, dir: string) {
+    const conf = join(dir, `nats-${Math.random().toString(36).slice(2)}.conf`);
+    await writeFile(conf, `authorization {\n${authorization}\n}\n`);
+    const s = await NatsServerProcess.create();
+    await s.start({ args: ['-c', conf] });
+    return s;
+  }
+
+  async function connects(url: string, credentials: NatsCredentials | undefined) {
+    const t = await createJetStreamTransport({
+      servers: url,
+      prefix: `auth_${Math.random().toString(36).slice(2, 8)}`,
+      timing: FAST_TIMING,
+      requestTimeoutMs: 2000,
+      ...(credentials === undefined ? {} : { credentials }),
+    });
+    try {
+      await t.ensure([defaultRoute(OperationKind.STAGING)]);
+      return 'ok';
+    } finally {
+      await t.destroy();
+    }
+  }
+
+  it('connects with an NKey seed file or a token, and is refused without them', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'opstate-nats-auth-'));
+    try {
+      const user = createUser();
+      const seedFile = join(dir, 'user.nk');
+      await writeFile(seedFile, new TextDecoder().decode(user.getSeed()), { mode: 0o600 });
+      server = await serverWith(`  users: [ { nkey: ${user.getPublicKey()} } ]`, dir);
+      expect(await connects(server.url, { auth: { type: 'nkey', seedFile } })).toBe('ok');
+      await expect(connects(server.url, undefined)).rejects.toThrow(/NATS refused the connection/);
+      await expect(
+        connects(server.url, { auth: { type: 'nkey', seedFile: join(dir, 'missing.nk') } }),
+      ).rejects.toThrow(/cannot read the NKey seed at .*missing\.nk/);
+      await server.dispose();
+
+      const token = `tok-${Math.random().toString(36).slice(2)}`;
+      server = await serverWith(`  token: "${token}"`, dir);
+      expect(await connects(server.url, { auth: { type: 'token', token } })).toBe('ok');
+      const refused = await connects(server.url, {
+        auth: { type: 'token', token: 'wrong-token' },
+      }).catch((err: Error) => err.message);
+      expect(refused).toMatch(/NATS refused the connection/);
+      expect(refused).not.toContain(token);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+});

@@ -1,0 +1,233 @@
+import { execFile } from 'node:child_process';
+import { chmod, mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { main } from '../../cli/main.ts';
+import { type Deployment, HANDLERS, startDeployment, waitFor } from '../actors/harness.ts';
+import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
+
+/**
+ * The operator's CLI, spawned as a user runs it: register what the pipeline works on, submit,
+ * wait, list — against real Postgres and NATS, and against the embedded default.
+ */
+let d: Deployment | undefined;
+let dir: string | undefined;
+afterEach(async () => {
+  await d?.close();
+  d = undefined;
+  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+function opstate(args: string[], env: Record<string, string>): Promise<Result> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      opstateArgs(args),
+      { cwd: REPO_ROOT, env: { ...process.env, ...env } },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : Number((err as { code?: number }).code ?? 1);
+        resolve({ code, stdout: stdout.trim(), stderr: stderr.trim() });
+      },
+    );
+  });
+}
+
+/**
+ * `opstate <args>` in this process (the same `main` the spawned CLI runs), with the environment
+ * set for the call: the cheap way to run the follow-up commands of a flow proved by processes.
+ */
+async function inProcess(args: string[], env: Record<string, string>): Promise<Result> {
+  const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, env);
+  const out: string[] = [];
+  const err: string[] = [];
+  try {
+    const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l) });
+    return { code, stdout: out.join('\n').trim(), stderr: err.join('\n').trim() };
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+}
+
+async function ok(
+  args: string[],
+  env: Record<string, string>,
+  run: typeof opstate = opstate,
+): Promise<string> {
+  const r = await run(args, env);
+  expect(r.code, `opstate ${args.join(' ')}\n${r.stderr}`).toBe(0);
+  return r.stdout;
+}
+
+const UUID = /^[0-9a-f-]{36}$/;
+
+describe('opstate for operators', () => {
+  it('registers, submits, waits for COMPLETED and lists, on Postgres and NATS', async () => {
+    d = await startDeployment();
+    const dep = d;
+    const env = { DATABASE_URL: dep.db.url, OPSTATE_PREFIX: dep.prefix };
+    dep.runtime.startControlPlane();
+    const worker = dep.spawnCli(['worker', '--kinds', 'long_term_archive', '--handlers', HANDLERS]);
+
+    const source = await ok(
+      ['location', 'add', '--site', 'cli', '--name', 'src', '--type', 'source', '--root', '/s'],
+      env,
+    );
+    const archive = JSON.parse(
+      await ok(
+        [
+          'location',
+          'add',
+          '--site',
+          'cli',
+          '--name',
+          'lta',
+          '--type',
+          'long_term_archive',
+          '--root',
+          's3://lta',
+          '--json',
+        ],
+        env,
+      ),
+    ) as { id: string; locationType: string };
+    expect(source).toMatch(UUID);
+    expect(archive.locationType).toBe('long_term_archive');
+    const pkg = await ok(['artifact', 'add', 'raw_data_package', '--name', 'obs-cli-1'], env);
+    const copy = await ok(
+      [
+        'copy',
+        'add',
+        '--artifact-type',
+        'raw_data_package',
+        '--artifact',
+        pkg,
+        '--location',
+        source,
+      ],
+      env,
+    );
+    const fields = JSON.stringify({
+      rawDataPackageId: pkg,
+      sourceLocationId: source,
+      destinationLocationId: archive.id,
+    });
+    const id = await ok(['submit', 'long_term_archive', '--fields', fields, '--inputs', copy], env);
+    expect(id).toMatch(UUID);
+    await waitFor(() => worker.printed('started for'), 'the worker to start', 60_000);
+
+    const waited = await opstate(['wait', id, '--timeout', '60s', '--json'], env);
+    expect(waited.code, waited.stderr).toBe(0);
+    expect(JSON.parse(waited.stdout)).toMatchObject({ id, status: 'COMPLETED', timedOut: false });
+
+    const listed = JSON.parse(
+      await ok(
+        ['list', '--kind', 'long_term_archive', '--status', 'COMPLETED', '--since', '1h', '--json'],
+        env,
+      ),
+    ) as { id: string }[];
+    expect(listed.map((o) => o.id)).toEqual([id]);
+    const none = JSON.parse(await ok(['list', '--status', 'FAILED', '--json'], env, inProcess));
+    expect(none).toEqual([]);
+
+    // A second operation, with no worker left to run it, cancelled by the operator: `wait` exits
+    // 1 and says FAILED.
+    worker.proc.kill('SIGTERM');
+    expect(await worker.exited).toBe(0);
+    const other = await ok(['submit', 'long_term_archive', '--fields', fields], env, inProcess);
+    await ok(['cancel', other, '--reason', 'not wanted'], env, inProcess);
+    const failed = await opstate(['wait', other, '--timeout', '30s'], env);
+    expect(failed.code).toBe(1);
+    expect(failed.stdout).toContain(`${other} FAILED`);
+
+    // Bad input is a usage error that says what to type instead, and writes nothing.
+    const missing = await inProcess(['submit', 'long_term_archive', '--fields', '{}'], env);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/rawDataPackageId/);
+    const counts = JSON.parse(await ok(['status', '--json'], env, inProcess)) as {
+      operations: Record<string, Record<string, number>>;
+    };
+    expect(counts.operations.long_term_archive).toMatchObject({ COMPLETED: 1, FAILED: 1 });
+  });
+
+  it('works the same on the embedded default, and a wait that times out exits 1', async () => {
+    dir = await mkdtemp(join(tmpdir(), 'opstate-cli-embedded-'));
+    await chmod(dir, 0o711); // as root, the embedded Postgres server runs as another user
+    const env = { DATABASE_URL: '', NATS_URL: '', OPSTATE_DATA_DIR: join(dir, 'data') };
+    const pkg = await ok(['artifact', 'add', 'data_transfer_package', '--name', 'dtp-1'], env);
+    const loc = await ok(
+      ['location', 'add', '--site', 'e', '--name', 'b', '--type', 'buffer', '--root', '/b'],
+      env,
+      inProcess,
+    );
+    const src = await ok(
+      ['location', 'add', '--site', 'e', '--name', 's', '--type', 'source', '--root', '/s'],
+      env,
+      inProcess,
+    );
+    const id = await ok(
+      [
+        'submit',
+        'transfer',
+        '--fields',
+        JSON.stringify({
+          dataTransferPackageId: pkg,
+          sourceLocationId: src,
+          destinationLocationId: loc,
+        }),
+      ],
+      env,
+      inProcess,
+    );
+    const listed = JSON.parse(await ok(['list', '--json'], env, inProcess)) as {
+      id: string;
+      status: string;
+    }[];
+    expect(listed).toMatchObject([{ id, status: 'PENDING' }]);
+    const waited = await opstate(['wait', id, '--timeout', '1s'], env);
+    expect(waited.code).toBe(1);
+    expect(waited.stderr).toContain(
+      `${id} is still PENDING (attempt 1); run 'opstate inspect ${id}'`,
+    );
+  });
+
+  it('answers a usage error with exit 2 and what to type instead, before touching a database', async () => {
+    const cases: [string[], RegExp][] = [
+      [
+        ['submit', 'nope', '--fields', '{}'],
+        /value 'nope' is invalid for argument 'kind'\. use one of raw_data_package/,
+      ],
+      [['submit', 'transfer', '--fields', '{bad'], /not JSON; quote an object/],
+      [['submit', 'transfer'], /required option '--fields <json>' not specified/],
+      [['list', '--status', 'DONE'], /Allowed choices are PENDING, SCHEDULED/],
+      [['list', '--since', 'yesterday'], /an age such as 2h/],
+      [['wait', 'x', '--timeout', 'soon'], /a duration such as 30s/],
+      [['location', 'add', '--site', 's'], /required option '--name <name>'/],
+      [['copy', 'add', '--artifact-type', 'tape'], /Allowed choices are raw_data_file/],
+      [['stauts'], /Did you mean status\?/],
+    ];
+    for (const [args, message] of cases) {
+      const err: string[] = [];
+      const code = await main(args, { out: () => {}, err: (l) => err.push(l) });
+      expect(code, args.join(' ')).toBe(2);
+      expect(err.join('\n'), args.join(' ')).toMatch(message);
+      expect(err.join('\n'), args.join(' ')).toMatch(
+        /Run 'opstate [a-z -]*--help' for its usage\./,
+      );
+    }
+    const help: string[] = [];
+    expect(await main(['submit', '--help'], { out: (l) => help.push(l), err: () => {} })).toBe(0);
+    expect(help.join('\n')).toMatch(/--fields <json>[\s\S]*--inputs <ids>[\s\S]*--json/);
+  });
+});

@@ -1,0 +1,242 @@
+import { execFile } from 'node:child_process';
+import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { REPO_ROOT } from '../helpers/opstateCli.ts';
+
+/**
+ * The package as a user gets it: `npm pack`, then the tarball installed into a plain Node 20 ESM
+ * project (no loader) and into a strict TypeScript `nodenext` project. Each runs an operation to
+ * COMPLETED on the embedded default and `npx opstate --help` from the installed package.
+ */
+const run = promisify(execFile);
+
+/** The environment of a consumer: no servers, so the embedded default is what runs. */
+function consumerEnv(): NodeJS.ProcessEnv {
+  const env = { ...process.env };
+  for (const name of ['DATABASE_URL', 'NATS_URL', 'OPSTATE_DATA_DIR', 'NODE_OPTIONS']) {
+    delete env[name];
+  }
+  return env;
+}
+
+async function sh(cmd: string, args: string[], cwd: string) {
+  try {
+    return await run(cmd, args, { cwd, env: consumerEnv(), maxBuffer: 64 * 1024 * 1024 });
+  } catch (err) {
+    const e = err as Error & { stdout?: string; stderr?: string };
+    throw new Error(`${cmd} ${args.join(' ')} failed in ${cwd}:\n${e.stdout}\n${e.stderr}`);
+  }
+}
+
+/**
+ * One program for both consumers: register two locations and a package, run a control plane and
+ * a worker, submit a long-term archive and wait for COMPLETED. `typed` adds the annotations a
+ * TypeScript consumer writes, so the declarations are what get checked.
+ */
+function consumerProgram(typed: boolean): string {
+  const t = (annotation: string) => (typed ? annotation : '');
+  return `import { createRuntime, LocationType, OperationKind, OperationStatus${t(', type Runtime')} } from 'opstate';
+import { createSimulatedClock${t(', type SimulatedClock')} } from 'opstate/testing';
+
+const clock${t(': SimulatedClock')} = createSimulatedClock();
+await clock.advance(1);
+const runtime${t(': Runtime')} = await createRuntime();
+const source = await runtime.artifacts.addLocation({
+  site: 'pack', name: 'source', locationType: LocationType.SOURCE, storageRoot: '/data/source',
+});
+const archive = await runtime.artifacts.addLocation({
+  site: 'pack', name: 'lta', locationType: LocationType.LONG_TERM_ARCHIVE, storageRoot: '/data/lta',
+});
+const pkg = await runtime.artifacts.addRawDataPackage({ name: 'pkg-1' });
+const { copy } = await runtime.artifacts.addCopy({
+  artifactType: 'raw_data_package', artifactId: pkg, locationId: source.id,
+});
+runtime.startControlPlane();
+runtime.startWorker({
+  kinds: [OperationKind.LONG_TERM_ARCHIVE],
+  handlers: {
+    [OperationKind.LONG_TERM_ARCHIVE]: async () => ({
+      outputs: [{ artifactType: 'raw_data_package', artifactId: pkg, locationId: archive.id, checksum: 'sha256:00' }],
+    }),
+  },
+});
+const id = await runtime.submit({
+  kind: OperationKind.LONG_TERM_ARCHIVE,
+  fields: { rawDataPackageId: pkg, sourceLocationId: source.id, destinationLocationId: archive.id },
+  inputs: [copy.id],
+});
+const deadline = Date.now() + 120_000;
+let status${t(': string')} = '';
+while (status !== OperationStatus.COMPLETED) {
+  if (Date.now() > deadline) throw new Error('operation ' + id + ' still ' + status);
+  status = (await runtime.get(id)).status;
+  await new Promise((resolve) => setTimeout(resolve, 50));
+}
+let deepImport = 'allowed';
+try {
+  await import('opstate/' + 'dist/actors/Worker.js');
+} catch (err) {
+  deepImport = String(${typed ? '(err as { code?: string })' : 'err'}.code);
+}
+console.log(JSON.stringify({ id, status, mode: runtime.mode, deepImport }));
+await runtime.close();
+`;
+}
+
+let work: string;
+let tarball: string;
+let packed: {
+  filename: string;
+  size: number;
+  unpackedSize: number;
+  entryCount: number;
+  files: { path: string }[];
+};
+
+beforeAll(async () => {
+  work = await mkdtemp(join(tmpdir(), 'opstate-pack-'));
+  // As root, the embedded Postgres server runs as another user, who must reach the projects.
+  await chmod(work, 0o711);
+  // A fresh build, so that a stale dist/ can never be what gets packed.
+  await sh('npm', ['run', 'build', '--silent'], REPO_ROOT);
+  const { stdout } = await sh(
+    'npm',
+    ['pack', '--json', '--ignore-scripts', '--pack-destination', work],
+    REPO_ROOT,
+  );
+  packed = (JSON.parse(stdout) as (typeof packed)[])[0] as typeof packed;
+  tarball = join(work, packed.filename);
+  process.stdout.write(
+    `opstate tarball: ${packed.size} bytes packed, ${packed.unpackedSize} unpacked, ${packed.entryCount} files\n`,
+  );
+});
+
+afterAll(async () => {
+  if (work !== undefined) await rm(work, { recursive: true, force: true });
+});
+
+describe('the packed tarball', () => {
+  it('holds the build, the bin and the migrations, and no sources, tests, benchmarks or CI', () => {
+    const paths = packed.files.map((f) => f.path);
+    expect(paths).toContain('dist/index.js');
+    expect(paths).toContain('dist/index.d.ts');
+    expect(paths).toContain('dist/index.js.map');
+    expect(paths).toContain('dist/testing.js');
+    expect(paths).toContain('dist/cli/run.js');
+    expect(paths).toContain('bin/opstate.js');
+    expect(paths).toContain('dist/persistence/migrations/0000_init.sql');
+    expect(paths).toContain('dist/persistence/migrations/meta/_journal.json');
+    const unwanted = paths.filter(
+      (p) =>
+        /^(test|bench|\.ci|dist\/test|dist\/bench)\//.test(p) ||
+        (p.endsWith('.ts') && !p.endsWith('.d.ts')) ||
+        p.endsWith('_snapshot.json'),
+    );
+    expect(unwanted).toEqual([]);
+  });
+
+  it('names tsx nowhere among what it needs at run time', async () => {
+    const manifest = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as {
+      dependencies: Record<string, string>;
+    };
+    expect(Object.keys(manifest.dependencies)).not.toContain('tsx');
+  });
+});
+
+describe('installed from the tarball', () => {
+  async function project(name: string, manifest: object, extra: string[]) {
+    const dir = join(work, name);
+    await mkdir(dir);
+    await writeFile(join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
+    await sh(
+      'npm',
+      ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball, ...extra],
+      dir,
+    );
+    return dir;
+  }
+
+  async function expectCompleted(dir: string, entry: string) {
+    const { stdout } = await sh(process.execPath, [entry], dir);
+    const result = JSON.parse(stdout.trim().split('\n').at(-1) as string) as {
+      status: string;
+      mode: unknown;
+      deepImport: string;
+    };
+    expect(result.status).toBe('COMPLETED');
+    expect(result.mode).toEqual({ database: 'postgres', transport: 'in-process' });
+    // Only `opstate` and `opstate/testing` are importable.
+    expect(result.deepImport).toBe('ERR_PACKAGE_PATH_NOT_EXPORTED');
+    const help = await sh('npx', ['--no-install', 'opstate', '--help'], dir);
+    expect(help.stdout).toMatch(/Usage: opstate <command>/);
+    // The built CLI loads JavaScript handler modules; a TypeScript one is a usage error.
+    await writeFile(join(dir, 'handlers.ts'), 'export default {};\n');
+    const refused = await run(
+      'npx',
+      ['--no-install', 'opstate', 'worker', '--kinds', 'all', '--handlers', 'handlers.ts'],
+      {
+        cwd: dir,
+        env: consumerEnv(),
+      },
+    ).then(
+      () => ({ code: 0, stderr: '' }),
+      (err: { code: number; stderr: string }) => err,
+    );
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toContain('compile it to .js or .mjs');
+  }
+
+  it('runs in a plain Node ESM project and in a strict nodenext TypeScript project', async () => {
+    const typescript = JSON.parse(
+      await readFile(join(REPO_ROOT, 'node_modules/typescript/package.json'), 'utf8'),
+    ) as { version: string };
+    const [plain, typed] = await Promise.all([
+      project('plain', { name: 'plain-consumer', private: true, type: 'module' }, []),
+      project('typed', { name: 'typed-consumer', private: true, type: 'module' }, [
+        `typescript@${typescript.version}`,
+        '@types/node@20',
+      ]),
+    ]);
+
+    await writeFile(join(plain, 'main.mjs'), consumerProgram(false));
+    await writeFile(join(typed, 'main.ts'), consumerProgram(true));
+    await writeFile(
+      join(typed, 'tsconfig.json'),
+      JSON.stringify({
+        compilerOptions: {
+          module: 'nodenext',
+          moduleResolution: 'nodenext',
+          target: 'ES2022',
+          strict: true,
+          // drizzle-orm 0.45's own declarations do not type-check (checked below); ours do.
+          skipLibCheck: true,
+          types: ['node'],
+          outDir: 'out',
+        },
+        include: ['main.ts'],
+      }),
+    );
+    // Type-checks against the shipped declarations, then the same program runs as JavaScript.
+    await sh('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], typed);
+    // Every declaration file checked too: the only errors are inside drizzle-orm's own.
+    const strictLibs = await run(
+      'npx',
+      ['--no-install', 'tsc', '--noEmit', '-p', '.', '--skipLibCheck', 'false'],
+      {
+        cwd: typed,
+        env: consumerEnv(),
+        maxBuffer: 64 * 1024 * 1024,
+      },
+    ).catch((err: { stdout: string }) => err);
+    const located = strictLibs.stdout
+      .split('\n')
+      .filter((l) => /^\S+\.ts\(\d+,\d+\): error/.test(l));
+    expect(located.filter((l) => !l.startsWith('node_modules/drizzle-orm/'))).toEqual([]);
+    await sh('npx', ['--no-install', 'tsc', '-p', '.'], typed);
+
+    await Promise.all([expectCompleted(plain, 'main.mjs'), expectCompleted(typed, 'out/main.js')]);
+  });
+});

@@ -1,0 +1,11 @@
+// The testing entry of opstate (`opstate/testing`): what tests and crash drills need and a service
+// in production never should. Names are re-exported one by one.
+
+export { crashHere } from './actors/crashHere.ts';
+export type { LogLevel } from './actors/Logger.ts';
+// Logs kept in memory, to assert on.
+export { memoryLogger } from './actors/Logger.ts';
+// Fault points a crash drill sets on a worker, and the crash they usually trigger.
+export type { WorkerFaults } from './actors/Worker.ts';
+// Simulated time: loops wait on it, the test moves it.
+export { createSimulatedClock, SimulatedClock } from './machines/SimulatedClock.ts';

@@ -1,0 +1,109 @@
+import { readFileSync } from 'node:fs';
+import {
+  credsAuthenticator,
+  type NodeConnectionOptions,
+  nkeyAuthenticator,
+} from '@nats-io/transport-node';
+import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+
+/** How the NATS client proves who it is: at most one way. */
+export type NatsAuth =
+  | { readonly type: 'none' }
+  | { readonly type: 'user'; readonly user: string; readonly password: string }
+  | { readonly type: 'token'; readonly token: string }
+  | { readonly type: 'nkey'; readonly seedFile: string }
+  | { readonly type: 'creds'; readonly credsFile: string };
+
+/** Files for a TLS connection: the CA to trust, and a client certificate and key when required. */
+export interface TlsFiles {
+  readonly caFile?: string;
+  readonly certFile?: string;
+  readonly keyFile?: string;
+}
+
+/** Credentials and TLS of a NATS connection. */
+export interface NatsCredentials {
+  readonly auth?: NatsAuth;
+  /** Present (even empty): the connection must be TLS. */
+  readonly tls?: TlsFiles;
+}
+
+function readSecretFile(path: string, what: string): Uint8Array {
+  try {
+    return readFileSync(path);
+  } catch (err) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `cannot read the ${what} at ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'}); check the path and that this user may read it`,
+    );
+  }
+}
+
+/**
+ * The NATS client's connection options for the credentials: user and password, a token, an NKey
+ * seed file or a `.creds` file, plus TLS files. Files are read here, once; a missing file is a
+ * `CONFIG` error naming the path (never its content).
+ *
+ * @example
+ * ```ts
+ * await connect({ servers, ...natsConnectOptions({ auth: { type: 'token', token } }) });
+ * ```
+ */
+export function natsConnectOptions(credentials: NatsCredentials = {}): NodeConnectionOptions {
+  const auth = credentials.auth ?? { type: 'none' };
+  const options: NodeConnectionOptions = {};
+  switch (auth.type) {
+    case 'user':
+      options.user = auth.user;
+      options.pass = auth.password;
+      break;
+    case 'token':
+      options.token = auth.token;
+      break;
+    case 'nkey': {
+      const seed = new TextDecoder().decode(readSecretFile(auth.seedFile, 'NKey seed')).trim();
+      options.authenticator = nkeyAuthenticator(new TextEncoder().encode(seed));
+      break;
+    }
+    case 'creds':
+      options.authenticator = credsAuthenticator(readSecretFile(auth.credsFile, 'creds file'));
+      break;
+    case 'none':
+      break;
+  }
+  if (credentials.tls !== undefined) {
+    for (const [key, path] of Object.entries(credentials.tls)) {
+      if (path !== undefined) readSecretFile(path, `TLS ${key.replace('File', '')} file`);
+    }
+    options.tls = { ...credentials.tls };
+  }
+  return options;
+}
+
+/** `nats://a:4222,nats://b:4222` as the list the client takes. */
+export function splitServers(servers: string | string[]): string[] {
+  return (Array.isArray(servers) ? servers : servers.split(','))
+    .map((s) => s.trim())
+    .filter(Boolean);
+}
+
+/**
+ * A URL with the secret part of its user info replaced by `***`: `nats://u:***@host`,
+ * `postgres://u:***@host/db`; a lone user-info part (a token) becomes `***`.
+ *
+ * @example
+ * ```ts
+ * redactUrl('postgres://app:s3cret@db:5432/app'); // 'postgres://app:***@db:5432/app'
+ * ```
+ */
+export function redactUrl(url: string): string {
+  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)([^@/]*)@/i, (_, scheme: string, info: string) => {
+    const colon = info.indexOf(':');
+    return `${scheme}${colon === -1 ? '***' : `${info.slice(0, colon)}:***`}@`;
+  });
+}
+
+/** The server list with every URL's secret redacted, for errors and logs. */
+export function redactServers(servers: string | string[] | undefined): string | undefined {
+  return servers === undefined ? undefined : splitServers(servers).map(redactUrl).join(',');
+}
