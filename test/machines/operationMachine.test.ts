@@ -1,7 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { createActor, initialTransition, type SnapshotFrom } from 'xstate';
+import { createActor, initialTransition, type SnapshotFrom, transition } from 'xstate';
 import { adjacencyMapToArray, getAdjacencyMap } from 'xstate/graph';
-import { createOperationState, decide } from '../../machines/decide.ts';
+import {
+  createOperationState,
+  decide,
+  type PersistedOperationSnapshot,
+} from '../../machines/decide.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import {
@@ -367,5 +371,48 @@ describe('operationMachine: fencing, retry cap and backoff', () => {
   it('keeps context free of anything that jsonb would change', () => {
     const [s] = initialTransition(operationMachine, { kind: OperationKind.STAGING });
     expect(JSON.parse(JSON.stringify(s.context))).toEqual(s.context);
+  });
+});
+
+describe('decide persists exactly what xstate would', () => {
+  it('for every accepted event in every state, the snapshot equals transition() + getPersistedSnapshot()', () => {
+    const at = '2030-01-01T00:00:00.000Z';
+    const events = (attempt: number): OperationEvent[] => [
+      { type: 'SCHEDULE', at },
+      { type: 'START', attempt, workerId: 'w-1', at },
+      { type: 'COMPLETE', attempt, at },
+      { type: 'FAIL', attempt, error: { message: 'x', retryable: true }, at },
+      { type: 'FAIL', attempt, error: { message: 'y', retryable: false }, at },
+      { type: 'RESET', by: 'heartbeat_monitor', reason: 'stale', attempt, at },
+      { type: 'RETRY', at },
+      { type: 'CANCEL', reason: 'no', at },
+    ];
+    let frontier = [createOperationState({ kind: OperationKind.UNPACK, maxRetries: 1 }).snapshot];
+    let compared = 0;
+    for (let depth = 0; depth < 6; depth++) {
+      const next: PersistedOperationSnapshot[] = [];
+      for (const snapshot of frontier) {
+        for (const event of events(snapshot.context.attempt)) {
+          let mine: PersistedOperationSnapshot;
+          try {
+            mine = decide(snapshot, event).snapshot;
+          } catch {
+            continue; // refused: nothing persisted
+          }
+          const [theirs] = transition(
+            operationMachine,
+            operationMachine.resolveState({ value: snapshot.value, context: snapshot.context }),
+            event,
+          );
+          expect(JSON.parse(JSON.stringify(mine))).toEqual(
+            JSON.parse(JSON.stringify(operationMachine.getPersistedSnapshot(theirs))),
+          );
+          compared++;
+          next.push(mine);
+        }
+      }
+      frontier = next;
+    }
+    expect(compared).toBeGreaterThan(100);
   });
 });
