@@ -16,7 +16,8 @@
  * (default nats://127.0.0.1:4222), OPSTATE_BENCH_E2E_OPS (operations per e2e run, default 5000),
  * OPSTATE_BENCH_CREATE_BATCH (createMany size, default 500), OPSTATE_BENCH_CONCURRENCY (worker
  * concurrency per queue, default 256; split between child workers), OPSTATE_BENCH_WORKER_PROCESSES
- * (default 2; 0 skips), OPSTATE_BENCH_TRICKLE (default 200; 0 skips), OPSTATE_BENCH_SECONDS
+ * (default 2; 0 skips), OPSTATE_BENCH_WORKER_KINDS (what they serve, default transfer as the
+ * in-process worker; all for every kind), OPSTATE_BENCH_TRICKLE (default 200; 0 skips), OPSTATE_BENCH_SECONDS
  * (baseline length, default 3), OPSTATE_BENCH_MEMORY_ROWS (default 1000000; 0 skips),
  * OPSTATE_BENCH_PROFILE=1 (also prints the statements the runtime ran, grouped by SQL text),
  * OPSTATE_BENCH_CPU_PROFILE=<file> (writes a V8 CPU profile of this process over the timed
@@ -59,6 +60,12 @@ const CREATE_BATCH = env('OPSTATE_BENCH_CREATE_BATCH', 500);
 const CONCURRENCY = env('OPSTATE_BENCH_CONCURRENCY', 256);
 const CHILDREN = env('OPSTATE_BENCH_WORKER_PROCESSES', 2);
 const TRICKLE = env('OPSTATE_BENCH_TRICKLE', 200);
+/**
+ * What the worker processes serve: the kind the in-process worker serves, so the two figures
+ * compare like with like. `all` measures a worker whose slots are shared by six queues, five of
+ * them idle (each idle queue's open pull request holds its share of the slots).
+ */
+const WORKER_KINDS = process.env.OPSTATE_BENCH_WORKER_KINDS ?? OperationKind.TRANSFER;
 const SECONDS = env('OPSTATE_BENCH_SECONDS', 3);
 const MEMORY_ROWS = env('OPSTATE_BENCH_MEMORY_ROWS', 1_000_000);
 const PROFILE = process.env.OPSTATE_BENCH_PROFILE === '1';
@@ -658,7 +665,7 @@ async function main(): Promise<void> {
           [
             'worker',
             '--kinds',
-            'all',
+            WORKER_KINDS,
             '--handlers',
             HANDLERS,
             '--concurrency',
@@ -700,7 +707,7 @@ async function main(): Promise<void> {
         { before: dbBefore, after: dbAfter },
         { before: cpuBefore, after: cpuAfter, postgresPids },
         [{ label: 'control_plane', before: pBefore, after: pAfter }],
-        `control plane in this process, ${CHILDREN} worker processes (opstate worker --kinds all, concurrency ${perChild} each)`,
+        `control plane in this process, ${CHILDREN} worker processes (opstate worker --kinds ${WORKER_KINDS}, concurrency ${perChild} each)`,
       );
     }
 
