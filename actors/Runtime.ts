@@ -2,26 +2,17 @@ import { type Clock, systemClock } from '../machines/Clock.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
-import { allRoutes } from '../machines/routing.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import type { AppliedTransition } from '../persistence/applyEvents.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import type { DatabaseTls } from '../persistence/databaseTls.ts';
-import { missingDriverGuard } from '../persistence/driverPatch.ts';
 import { GroupRepository } from '../persistence/GroupRepository.ts';
 import { inspectOperation, type OperationInspection } from '../persistence/inspectOperation.ts';
 import { JournalRepository } from '../persistence/JournalRepository.ts';
 import { LineageRepository } from '../persistence/LineageRepository.ts';
 import { type MigrateResult, migrate } from '../persistence/migrate.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
-import {
-  type Database,
-  type EmbeddedEngine,
-  type OpenDatabaseOptions,
-  openDatabase,
-} from '../persistence/openDatabase.ts';
-import { createInProcessTransport } from '../transport/inprocess/createInProcessTransport.ts';
-import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import type { Database, EmbeddedEngine, OpenDatabaseOptions } from '../persistence/openDatabase.ts';
 import type { NatsCredentials } from '../transport/jetstream/natsCredentials.ts';
 import type { Transport } from '../transport/Transport.ts';
 import { type ControlPlaneLoops, startControlPlaneLoops } from './ControlPlane.ts';
@@ -30,10 +21,10 @@ import { startLeadership } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
 import { logTransportEvents } from './logTransportEvents.ts';
 import { ObservedOperationStore } from './ObservedOperationStore.ts';
+import { deploymentOf, openServers } from './openServers.ts';
 import { createPinoLogger } from './pinoLogger.ts';
 import { composeObservers, loggingObserver, type RuntimeObserver } from './RuntimeObserver.ts';
 import { type RuntimeTiming, resolveRuntimeTiming } from './RuntimeTiming.ts';
-import { untilReachable } from './untilReachable.ts';
 import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
 
 export { type RuntimeTiming, resolveRuntimeTiming };
@@ -94,11 +85,6 @@ export interface ControlPlane {
   /** This replica's name in the leadership lease (`opstate status` shows the leader's). */
   readonly holder: string;
   stop(): Promise<void>;
-}
-
-function fromEnv(name: string): string | undefined {
-  const v = process.env[name];
-  return v === undefined || v === '' ? undefined : v;
 }
 
 /** The embedded runtime of one deployment: the database, the transport and the actors on them. */
@@ -254,86 +240,6 @@ interface Shared {
   readonly deleters: Set<CopyDeleter>;
   /** The control-plane loops of this process while it leads: woken when work is submitted. */
   readonly wakers: Set<ControlPlaneLoops>;
-}
-
-/** The deployment's name on NATS and the broker's URL, checked; `CONFIG` when they clash. */
-function deploymentOf(options: RuntimeOptions): { prefix: string; natsUrl: string | undefined } {
-  const prefix = options.prefix ?? fromEnv('OPSTATE_PREFIX') ?? 'opstate';
-  if (!/^[A-Za-z0-9_-]+$/.test(prefix)) {
-    throw new OpstateError(
-      OpstateErrorCode.CONFIG,
-      `prefix '${prefix}' may hold only letters, digits, '-' and '_' (it names NATS subjects and streams)`,
-    );
-  }
-  if (
-    options.embedded === true &&
-    (options.databaseUrl !== undefined || options.natsUrl !== undefined)
-  ) {
-    throw new OpstateError(
-      OpstateErrorCode.CONFIG,
-      'embedded: true runs on the embedded database and the in-process transport; drop databaseUrl and natsUrl',
-    );
-  }
-  const natsUrl = options.embedded === true ? undefined : (options.natsUrl ?? fromEnv('NATS_URL'));
-  return { prefix, natsUrl };
-}
-
-/**
- * Opens the database (migrated unless told not to) and the transport (its stream and bucket
- * ensured unless told not to), waiting for unreachable servers when `waitForServers` says so.
- * Closes the database again when the transport cannot be opened.
- */
-async function openServers(
-  options: RuntimeOptions,
-  at: {
-    prefix: string;
-    natsUrl: string | undefined;
-    timing: RuntimeTiming;
-    logger: Logger;
-    clock: Clock;
-  },
-): Promise<{ database: Database; transport: Transport }> {
-  const { prefix, natsUrl, timing, logger, clock } = at;
-  const database = await openDatabase({
-    ...(options.databaseUrl === undefined ? {} : { databaseUrl: options.databaseUrl }),
-    ...(options.databaseTls === undefined ? {} : { tls: options.databaseTls }),
-    ...(options.pglite === undefined ? {} : { pglite: options.pglite }),
-    ...(options.embeddedEngine === undefined ? {} : { engine: options.embeddedEngine }),
-    ...(options.embedded === true
-      ? { dataDir: options.dataDir ?? fromEnv('OPSTATE_DATA_DIR') ?? './.opstate', embedded: true }
-      : options.dataDir === undefined
-        ? {}
-        : { dataDir: options.dataDir }),
-  });
-  if (database.dialect === 'postgres') {
-    const problem = missingDriverGuard();
-    if (problem !== undefined) logger.log('WARNING', problem);
-  }
-  const reach = <T>(what: string, attempt: () => Promise<T>) =>
-    options.waitForServers === true ? untilReachable(what, attempt, { logger, clock }) : attempt();
-  try {
-    if (options.migrate !== false) await reach('Postgres', () => migrate(database));
-    const transport =
-      natsUrl === undefined
-        ? createInProcessTransport({ timing, clock })
-        : await reach('NATS', () =>
-            createJetStreamTransport({
-              servers: natsUrl,
-              prefix,
-              timing,
-              ...(options.natsCredentials === undefined
-                ? {}
-                : { credentials: options.natsCredentials }),
-            }),
-          );
-    if (options.ensureTransport !== false) {
-      await reach('NATS JetStream', () => transport.ensure(allRoutes()));
-    }
-    return { database, transport };
-  } catch (err) {
-    await database.close().catch(() => undefined);
-    throw err;
-  }
 }
 
 /** An operator command (RETRY, RESET or CANCEL), stamped with the runtime's clock. */
