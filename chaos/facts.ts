@@ -1,5 +1,5 @@
 import { createHash } from 'node:crypto';
-import { lstat, readFile } from 'node:fs/promises';
+import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../persistence/openDatabase.ts';
@@ -46,6 +46,10 @@ export interface ChaosFacts {
     path: string | null;
     /** Whether something stands at `path` now (null without a path). */
     onStorage: boolean | null;
+    /** The newest modification at `path` (the file, or a folder and its entries), if any. */
+    modifiedAt: Date | null;
+    /** The latest COMPLETE of an operation that output this copy, if any. */
+    completedAt: Date | null;
   }[];
   /** The archive record, in id order (worker rows carry the attempt; operator rows null). */
   readonly archiveRecords: readonly {
@@ -76,6 +80,23 @@ export interface ChaosFacts {
   }[];
   /** Members a deletion recorded as removed, and whether a file stands at that path again. */
   readonly deletedMembers: readonly { copyId: string; path: string; onStorage: boolean }[];
+}
+
+/** The newest mtime of a file, or of a folder and the entries in it. */
+async function modifiedAt(path: string): Promise<Date | null> {
+  try {
+    const st = await lstat(path, { bigint: true });
+    let newest = st.mtimeNs;
+    if (st.isDirectory()) {
+      for (const name of await readdir(path)) {
+        const e = await lstat(join(path, name), { bigint: true });
+        if (e.mtimeNs > newest) newest = e.mtimeNs;
+      }
+    }
+    return new Date(Number(newest / 1_000_000n));
+  } catch {
+    return null;
+  }
 }
 
 const exists = (path: string) =>
@@ -113,15 +134,22 @@ export async function collectFacts(database: Database): Promise<ChaosFacts> {
   ).map((t) => ({ ...t, at: new Date(t.at) }));
   const steps = await q<ChaosFacts['steps'][number]>(sql`
     select operation_id::text as "operationId", generation, name, attempt from operation_step`);
-  const copyRows = await q<Omit<ChaosFacts['copies'][number], 'onStorage'>>(sql`
+  const copyRows = await q<
+    Omit<ChaosFacts['copies'][number], 'onStorage' | 'modifiedAt'> & { completedAt: string | null }
+  >(sql`
     select c.id::text as id, c.artifact_type as "artifactType", c.artifact_id::text as "artifactId",
            c.location_id::text as "locationId", l.location_type as "locationType", c.status,
-           c.checksum, c.path
+           c.checksum, c.path,
+           (select max(t.at) from operation_output o join operation_transition t
+              on t.operation_id = o.operation_id and t.event = 'COMPLETE'
+            where o.physical_copy_id = c.id) as "completedAt"
     from physical_copy c join data_location l on l.id = c.location_id`);
   const copies = await Promise.all(
     copyRows.map(async (c) => ({
       ...c,
+      completedAt: c.completedAt === null ? null : new Date(c.completedAt),
       onStorage: c.path === null ? null : await exists(c.path),
+      modifiedAt: c.path === null || c.status !== 'PRESENT' ? null : await modifiedAt(c.path),
     })),
   );
   const archiveRecords = await q<ChaosFacts['archiveRecords'][number]>(sql`

@@ -188,7 +188,9 @@ const STEP_STATES: Record<string, readonly string[]> = {
 
 /**
  * No stale write: every journal step and worker-written archive row comes from an attempt that
- * was STARTed, and no archive step ran again (rows of a later attempt) once it was journaled.
+ * was STARTed, no archive step ran again (rows of a later attempt) once it was journaled, and no
+ * copy an operation produced was modified on storage after that operation completed (a worker
+ * presumed dead that woke and went on writing).
  */
 const noStaleWrite: Check = (f) => {
   const violations: string[] = [];
@@ -228,7 +230,16 @@ const noStaleWrite: Check = (f) => {
       );
     }
   }
-  return { checked: f.steps.length + workerRows.length, violations };
+  // On storage: nothing an operation produced was written after it completed.
+  const produced = f.copies.filter((c) => c.modifiedAt !== null && c.completedAt !== null);
+  for (const c of produced) {
+    if ((c.modifiedAt as Date).getTime() > (c.completedAt as Date).getTime()) {
+      violations.push(
+        `${c.path} (copy ${c.id}) was written at ${c.modifiedAt?.toISOString()}, after its operation completed at ${c.completedAt?.toISOString()}`,
+      );
+    }
+  }
+  return { checked: f.steps.length + workerRows.length + produced.length, violations };
 };
 
 export const INVARIANTS: ReadonlyArray<readonly [string, Check]> = [

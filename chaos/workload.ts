@@ -128,7 +128,7 @@ export class Workload {
           sql`select id::text as id, status from operation where id = any(${`{${ids.join(',')}}`}::uuid[])`,
         )
         .catch(() => undefined);
-      if (rows !== undefined && rows.every((r) => TERMINAL.has(r.status))) {
+      if (rows?.every((r) => TERMINAL.has(r.status))) {
         return new Map(rows.map((r) => [r.id, r.status]));
       }
       if (Date.now() > deadlineAt) return undefined;

@@ -63,6 +63,8 @@ function clean(): ChaosFacts {
         checksum: 'sha256:aa',
         path: '/b/pkg',
         onStorage: false,
+        modifiedAt: null,
+        completedAt: at(11),
       },
       {
         id: 'lta',
@@ -74,6 +76,8 @@ function clean(): ChaosFacts {
         checksum: 'sha256:aa',
         path: '/a/pkg.tar',
         onStorage: true,
+        modifiedAt: at(10),
+        completedAt: at(11),
       },
     ],
     archiveRecords: [
@@ -125,6 +129,12 @@ function clean(): ChaosFacts {
   };
 }
 
+function nth<T>(items: readonly T[], i: number): T {
+  const item = items[i];
+  if (item === undefined) throw new Error(`no item ${i}`);
+  return item;
+}
+
 const broken = (f: ChaosFacts) =>
   checkInvariants(f)
     .filter((i) => i.violations.length > 0)
@@ -140,23 +150,26 @@ describe('chaos invariants', () => {
   it.each<[string, (f: ChaosFacts) => ChaosFacts]>([
     [
       'every operation terminal',
-      (f) => ({ ...f, operations: [{ ...f.operations[0]!, status: 'FAILED', lastError: null }] }),
+      (f) => ({
+        ...f,
+        operations: [{ ...nth(f.operations, 0), status: 'FAILED', lastError: null }],
+      }),
     ],
     [
       'every operation terminal',
       (f) => ({
         ...f,
-        operations: [{ ...f.operations[0]!, status: 'IN_PROGRESS' }],
+        operations: [{ ...nth(f.operations, 0), status: 'IN_PROGRESS' }],
         transitions: f.transitions.slice(0, -1),
       }),
     ],
     [
       'one live copy of an artifact at a location',
-      (f) => ({ ...f, copies: [...f.copies, { ...f.copies[1]!, id: 'lta2' }] }),
+      (f) => ({ ...f, copies: [...f.copies, { ...nth(f.copies, 1), id: 'lta2' }] }),
     ],
     [
       'no archive replaced',
-      (f) => ({ ...f, archiveObjects: [{ ...f.archiveObjects[0]!, version: '1:9:9' }] }),
+      (f) => ({ ...f, archiveObjects: [{ ...nth(f.archiveObjects, 0), version: '1:9:9' }] }),
     ],
     [
       'no archive replaced',
@@ -164,14 +177,14 @@ describe('chaos invariants', () => {
         ...f,
         archiveRecords: [
           ...f.archiveRecords,
-          { ...f.archiveRecords[1]!, id: 9, objectSha256: 'cc' },
+          { ...nth(f.archiveRecords, 1), id: 9, objectSha256: 'cc' },
         ],
       }),
     ],
     ['no deletion without a verified archive', (f) => ({ ...f, receipts: [] })],
     [
       'no deletion without a verified archive',
-      (f) => ({ ...f, copies: [f.copies[0]!, { ...f.copies[1]!, checksum: 'sha256:ff' }] }),
+      (f) => ({ ...f, copies: [nth(f.copies, 0), { ...nth(f.copies, 1), checksum: 'sha256:ff' }] }),
     ],
     [
       'no deletion without a verified archive',
@@ -179,17 +192,17 @@ describe('chaos invariants', () => {
         ...f,
         archiveRecords: [
           ...f.archiveRecords,
-          { ...f.archiveRecords[2]!, id: 4, state: 'VERIFY_FAILED', attempt: null },
+          { ...nth(f.archiveRecords, 2), id: 4, state: 'VERIFY_FAILED', attempt: null },
         ],
       }),
     ],
     [
       'no deletion without a verified archive',
-      (f) => ({ ...f, deletedMembers: [{ ...f.deletedMembers[0]!, onStorage: true }] }),
+      (f) => ({ ...f, deletedMembers: [{ ...nth(f.deletedMembers, 0), onStorage: true }] }),
     ],
     [
       'PRESENT copies on storage',
-      (f) => ({ ...f, copies: [f.copies[0]!, { ...f.copies[1]!, onStorage: false }] }),
+      (f) => ({ ...f, copies: [nth(f.copies, 0), { ...nth(f.copies, 1), onStorage: false }] }),
     ],
     // A worker of attempt 1 completing after the reset: the machine refuses the stale attempt.
     [
@@ -198,7 +211,7 @@ describe('chaos invariants', () => {
         ...f,
         transitions: [
           ...f.transitions.slice(0, -1),
-          { ...f.transitions[6]!, attempt: 1, by: 'w-1' },
+          { ...nth(f.transitions, 6), attempt: 1, by: 'w-1' },
         ],
       }),
     ],
@@ -206,7 +219,7 @@ describe('chaos invariants', () => {
       'transition paths valid',
       (f) => ({
         ...f,
-        transitions: [...f.transitions, { ...f.transitions[6]!, id: 12, from: 'COMPLETED' }],
+        transitions: [...f.transitions, { ...nth(f.transitions, 6), id: 12, from: 'COMPLETED' }],
       }),
     ],
     [
@@ -220,13 +233,18 @@ describe('chaos invariants', () => {
         steps: [...f.steps, { operationId: OP, generation: 1, name: 'extra', attempt: 3 }],
       }),
     ],
+    // A worker of a superseded attempt wrote the archive copy's file after the operation completed.
+    [
+      'no stale write',
+      (f) => ({ ...f, copies: [nth(f.copies, 0), { ...nth(f.copies, 1), modifiedAt: at(12) }] }),
+    ],
     // The upload step, journaled by attempt 2, ran again under attempt 3.
     [
       'no stale write',
       (f) => ({
         ...f,
-        archiveRecords: [...f.archiveRecords, { ...f.archiveRecords[1]!, id: 5, attempt: 3 }],
-        transitions: [...f.transitions, { ...f.transitions[5]!, id: 20, attempt: 3 }],
+        archiveRecords: [...f.archiveRecords, { ...nth(f.archiveRecords, 1), id: 5, attempt: 3 }],
+        transitions: [...f.transitions, { ...nth(f.transitions, 5), id: 20, attempt: 3 }],
       }),
     ],
   ])('%s fails on a planted violation', (name, plant) => {
