@@ -1,10 +1,14 @@
 /**
- * `npm run chaos -- --minutes N [--seed S] [--workers W] [--parallel P]`: a chaos soak on private
+ * `npm run chaos -- --minutes N [--seed S] [--workers W] [--parallel P] [--report FILE]`: a chaos soak on private
  * servers (see docs/chaos.md). Prints the seed, each fault as it happens (stderr), then one JSON
  * line per figure and per invariant on stdout; exits 1 when an invariant broke or a pipeline did
  * not finish.
  */
+import { writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
+import { recoveries } from './figures.ts';
 import { runChaos } from './runChaos.ts';
 
 const { values } = parseArgs({
@@ -13,6 +17,7 @@ const { values } = parseArgs({
     seed: { type: 'string' },
     workers: { type: 'string', default: '3' },
     parallel: { type: 'string', default: '3' },
+    report: { type: 'string' },
   },
 });
 const seed = values.seed === undefined ? Math.floor(Math.random() * 2 ** 31) : Number(values.seed);
@@ -56,5 +61,12 @@ for (const i of report.invariants) {
     ...(i.violations.length === 0 ? {} : { violations: i.violations.slice(0, 20) }),
   });
 }
+// Everything the checks read, with each recovery, for a closer look at a broken run.
+const file = values.report ?? join(tmpdir(), `opstate-chaos-${seed}-${process.pid}.json`);
+await writeFile(
+  file,
+  JSON.stringify({ ...report, recoveries: recoveries(report.facts, report.faults) }, null, 1),
+);
+process.stderr.write(`chaos: the whole report (facts, faults, recoveries) is in ${file}\n`);
 const broken = report.invariants.some((i) => i.violations.length > 0);
 process.exitCode = broken ? 1 : 0;
