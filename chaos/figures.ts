@@ -27,7 +27,8 @@ export interface Recovery {
 /**
  * Each reset by the heartbeat monitor, reconciler or broker, with its latency: from the later of
  * the moment the operation entered the status it was reset from and the start of the last fault
- * before the reset, to the reset.
+ * before the reset, to the reset (for the reconciler, whose floor counts from the status entered,
+ * always from that moment).
  */
 export function recoveries(facts: ChaosFacts, faults: readonly FaultRecord[]): Recovery[] {
   const out: Recovery[] = [];
@@ -42,7 +43,11 @@ export function recoveries(facts: ChaosFacts, faults: readonly FaultRecord[]): R
       const path = RECOVERY_PATHS.find((p) => p === t.by);
       if (t.event !== 'RESET' || path === undefined) return;
       const entered = rows[i - 1]?.at ?? t.at;
-      const fault = [...faults].reverse().find((f) => f.at <= t.at && f.at > entered);
+      // The reconciler's floor counts from the status entered, whatever happened since.
+      const fault =
+        path === 'reconciler'
+          ? undefined
+          : [...faults].reverse().find((f) => f.at <= t.at && f.at > entered);
       const from = fault?.at ?? entered;
       out.push({
         path,
