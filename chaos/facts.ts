@@ -42,6 +42,8 @@ export interface ChaosFacts {
     locationId: string;
     locationType: string;
     status: string;
+    /** Why a deletion failed or what it kept, when it did. */
+    lastError?: string | null;
     checksum: string | null;
     path: string | null;
     /** Whether something stands at `path` now (null without a path). */
@@ -139,7 +141,7 @@ export async function collectFacts(database: Database): Promise<ChaosFacts> {
   >(sql`
     select c.id::text as id, c.artifact_type as "artifactType", c.artifact_id::text as "artifactId",
            c.location_id::text as "locationId", l.location_type as "locationType", c.status,
-           c.checksum, c.path,
+           c.checksum, c.path, c.last_error as "lastError",
            (select max(t.at) from operation_output o join operation_transition t
               on t.operation_id = o.operation_id and t.event = 'COMPLETE'
             where o.physical_copy_id = c.id) as "completedAt"

@@ -82,7 +82,21 @@ export function chaosFigures(
   for (const kind of new Set(faults.map((f) => f.kind))) {
     count(`faults_${kind}`, faults.filter((f) => f.kind === kind).length);
   }
-  count('buffer_copies_deleted', facts.copies.filter((c) => c.status === 'DELETED').length);
+  // The workload archives every raw data package it unpacks to the buffer.
+  const buffer = facts.copies.filter(
+    (c) => c.locationType === 'buffer' && c.artifactType === 'raw_data_package',
+  );
+  count('buffer_copies_deleted', buffer.filter((c) => c.status === 'DELETED').length);
+  count(
+    'buffer_copies_not_deleted',
+    buffer.filter((c) => c.status !== 'DELETED').length,
+    'count',
+    'every buffer copy is archived by the workload: one left is a deletion that did not finish',
+  );
+  count(
+    'copies_deletion_failed',
+    facts.copies.filter((c) => c.status === 'DELETION_FAILED').length,
+  );
   const all = recoveries(facts, faults);
   for (const path of RECOVERY_PATHS) {
     const mine = all.filter((r) => r.path === path);

@@ -35,6 +35,14 @@ describe('chaos (short)', () => {
     expect(report.deletionsSettled, context).toBe(true);
     // The run did what it claims: every kind ran, and buffer copies were deleted after archive.
     expect(new Set(report.facts.operations.map((o) => o.kind)).size, context).toBe(6);
-    expect(report.facts.copies.filter((c) => c.status === 'DELETED').length).toBeGreaterThan(0);
+    // Every buffer copy was archived: each must have been deleted, none kept or failed.
+    const buffer = report.facts.copies.filter(
+      (c) => c.locationType === 'buffer' && c.artifactType === 'raw_data_package',
+    );
+    expect(buffer.length).toBeGreaterThan(0);
+    expect(
+      buffer.filter((c) => c.status !== 'DELETED').map((c) => `${c.id} ${c.status}`),
+      context,
+    ).toEqual([]);
   });
 });
