@@ -58,7 +58,10 @@ export interface ChaosReport {
   readonly invariants: readonly InvariantResult[];
   readonly figures: readonly ChaosFigure[];
   readonly facts: ChaosFacts;
-  /** Whether every copy deletion had ended (no copy left scheduled or in progress). */
+  /**
+   * Whether every copy deletion had ended: none scheduled or in progress, and no archived buffer
+   * copy still PRESENT.
+   */
   readonly deletionsSettled: boolean;
 }
 
@@ -138,10 +141,18 @@ async function injectFaults(
   }
 }
 
+/**
+ * No deletion waits or runs, and none is still due: every buffer copy a completed long-term
+ * archive consumed has left PRESENT (the policy cleans buffer copies at once).
+ */
 async function deletionsIdle(database: Database): Promise<boolean> {
-  const [row] = await database.execute<{ n: number }>(
-    sql`select count(*)::int as n from physical_copy where status in ('DELETION_SCHEDULED', 'DELETION_IN_PROGRESS')`,
-  );
+  const [row] = await database.execute<{ n: number }>(sql`
+    select count(*)::int as n from physical_copy c join data_location l on l.id = c.location_id
+    where c.status in ('DELETION_SCHEDULED', 'DELETION_IN_PROGRESS')
+       or (c.status = 'PRESENT' and l.location_type = 'buffer' and exists (
+             select 1 from operation_input i join operation o on o.id = i.operation_id
+             where i.physical_copy_id = c.id and o.kind = 'long_term_archive'
+               and o.status = 'COMPLETED'))`);
   return row?.n === 0;
 }
 
