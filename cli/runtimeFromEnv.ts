@@ -41,10 +41,13 @@ export function runtimeOptionsOf(
     ensureTransport?: boolean;
     /** Long-running processes start while Postgres or NATS is down and wait for them. */
     waitForServers?: boolean;
+    /** Told what start waits for (readiness of a process served from the start). */
+    onWaiting?: RuntimeOptions['onWaiting'];
   } = {},
 ): RuntimeOptions {
   return {
     ...(extra.waitForServers === undefined ? {} : { waitForServers: extra.waitForServers }),
+    ...(extra.onWaiting === undefined ? {} : { onWaiting: extra.onWaiting }),
     ...(extra.ensureTransport === undefined ? {} : { ensureTransport: extra.ensureTransport }),
     ...(config.database.url === undefined ? {} : { databaseUrl: config.database.url }),
     dataDir: config.database.dataDir,
