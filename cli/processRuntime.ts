@@ -1,4 +1,4 @@
-import { loadConfiguration } from '../actors/Configuration.ts';
+import { loadConfiguration, secretsOf } from '../actors/Configuration.ts';
 import type { Logger } from '../actors/Logger.ts';
 import { createMetrics, type Metrics } from '../actors/Metrics.ts';
 import {
@@ -8,6 +8,7 @@ import {
   startMetricsServer,
 } from '../actors/metricsServer.ts';
 import type { StartupWait } from '../actors/openServers.ts';
+import { scrubText } from '../actors/pinoLogger.ts';
 import { type ControlPlane, createRuntime, type Runtime } from '../actors/Runtime.ts';
 import type { Worker } from '../actors/Worker.ts';
 import { loggerOf, runtimeOptionsOf } from './runtimeFromEnv.ts';
@@ -43,6 +44,17 @@ export function startingReadiness(waiting: StartupWait, role: string): Readiness
   };
 }
 
+/** A readiness report with every secret kept out of its errors, as out of the log. */
+function scrubbed(report: Readiness, secrets: readonly string[]): Readiness {
+  const checks = Object.fromEntries(
+    Object.entries(report.checks).map(([name, c]) => [
+      name,
+      c.error === undefined ? c : { ...c, error: scrubText(c.error, secrets) },
+    ]),
+  );
+  return { ...report, checks };
+}
+
 /**
  * Opens the runtime of a `control-plane` or `worker` process from the configuration
  * (environment, `--metrics-port`), with a pino logger naming the role and, when a metrics port is
@@ -75,7 +87,8 @@ export async function openProcessRuntime(
       : await startMetricsServer({
           port: config.metricsPort,
           registry: metrics.registry,
-          readiness: () => readiness?.() ?? Promise.resolve(startingReadiness(waiting, role)),
+          readiness: async () =>
+            scrubbed(await (readiness?.() ?? startingReadiness(waiting, role)), secretsOf(config)),
           logger,
         });
   if (server !== undefined) {

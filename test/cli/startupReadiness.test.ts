@@ -14,6 +14,7 @@ let pg: PrivatePostgres | undefined;
 let nats: NatsServerProcess | undefined;
 const children: ChildProcess[] = [];
 const output: string[] = [];
+const PASSWORD = `pw-${Math.random().toString(36).slice(2, 12)}`;
 
 afterAll(async () => {
   for (const c of children) {
@@ -57,7 +58,9 @@ describe('metrics from the start', () => {
   it('serves /healthz and a 503 /readyz naming what it waits for, then 200 once the servers are up', async () => {
     pg = await PrivatePostgres.create();
     nats = await NatsServerProcess.create();
-    const env = { DATABASE_URL: pg.url('postgres'), NATS_URL: nats.url };
+    const url = new URL(pg.url('postgres'));
+    url.password = PASSWORD; // trust auth ignores it: it must show nowhere
+    const env = { DATABASE_URL: url.toString(), NATS_URL: nats.url };
     const [planePort, workerPort] = [await freePort(), await freePort()];
     spawnCli(['control-plane', '--metrics-port', String(planePort)], env);
     spawnCli(
@@ -91,6 +94,7 @@ describe('metrics from the start', () => {
       checks: { database: { ok: false, error: expect.stringMatching(/ECONNREFUSED|connect/i) } },
     });
     expect((await readyz(workerPort)).body).not.toHaveProperty('leader');
+    expect(JSON.stringify(waiting.body)).not.toContain(PASSWORD);
 
     await pg.start();
     for (const port of [planePort, workerPort]) {
@@ -121,5 +125,6 @@ describe('metrics from the start', () => {
     });
     expect(ready.body).not.toHaveProperty('reason');
     for (const c of children) expect(c.exitCode).toBeNull();
+    expect(output.join('')).not.toContain(PASSWORD);
   });
 });
