@@ -225,6 +225,15 @@ describe('NATS credentials other than a password', () => {
       await writeFile(seedFile, new TextDecoder().decode(user.getSeed()), { mode: 0o600 });
       server = await serverWith(`  users: [ { nkey: ${user.getPublicKey()} } ]`, dir);
       expect(await connects(server.url, { auth: { type: 'nkey', seedFile } })).toBe('ok');
+      // The same from the environment, through the runtime's configuration.
+      db = await createTestDatabase('opstate_natsnkey');
+      const fromEnv = await createRuntime({
+        env: { DATABASE_URL: db.url, NATS_URL: server.url, OPSTATE_NATS_NKEY_SEED_FILE: seedFile },
+        prefix: `nkey_${Math.random().toString(36).slice(2, 8)}`,
+        logger: memoryLogger(),
+      });
+      expect(fromEnv.mode.transport).toBe('jetstream');
+      await fromEnv.close();
       await expect(connects(server.url, undefined)).rejects.toThrow(/NATS refused the connection/);
       await expect(
         connects(server.url, { auth: { type: 'nkey', seedFile: join(dir, 'missing.nk') } }),
