@@ -201,7 +201,9 @@ function read(env: Environment, variable: string, value = env[variable], named?:
   const schema = schemas[variable] ?? nonEmpty;
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
-    const shown = setting.secret ? '(the value is secret)' : `got '${value}'`;
+    const shown = setting.secret
+      ? '(the value is secret)'
+      : `got '${variable.endsWith('_URL') ? String(value).split(',').map(redactUrl).join(',') : value}'`;
     const reason = parsed.error.issues.map((i) => i.message).join('; ');
     const name = named ?? (setting.flag === undefined ? variable : `${variable} / ${setting.flag}`);
     throw new OpstateError(

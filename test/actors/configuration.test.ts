@@ -95,6 +95,8 @@ describe('loadConfiguration', () => {
   it('never shows a secret, neither in a refusal nor redacted', () => {
     const err = refusal({ OPSTATE_NATS_PASSWORD: 'hunter22-secret' });
     expect(err.message).not.toContain('hunter22-secret');
+    const url = refusal({ DATABASE_URL: 'mysql://app:db-pass-0@db/app' });
+    expect(url.message).toContain("got 'mysql://app:***@db/app'");
     const config = loadConfiguration({
       DATABASE_URL: 'postgres://app:db-pass-1@db/app',
       NATS_URL: 'nats://tok-in-url@n1:4222',
