@@ -7,7 +7,7 @@ import { createRuntime, type Runtime, type RuntimeOptions } from '../../actors/R
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError } from '../../machines/OpstateError.ts';
 import { createJetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
-import { FAST_TIMING, HANDLERS, newPackage } from '../actors/harness.ts';
+import { HANDLERS, newPackage } from '../actors/harness.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { PrivatePostgres, postgresIds } from '../helpers/privateServers.ts';
 import { makeTestCertificates, type TestCertificates } from '../helpers/tlsFiles.ts';
@@ -89,7 +89,6 @@ function tlsEnv(without: string[] = []): Record<string, string> {
     OPSTATE_NATS_CA_FILE: certs.caFile,
     OPSTATE_NATS_CERT_FILE: certs.clientCertFile,
     OPSTATE_NATS_KEY_FILE: certs.clientKeyFile,
-    OPSTATE_TIMING: JSON.stringify(FAST_TIMING),
   };
   for (const v of without) delete env[v];
   return env;
@@ -121,7 +120,6 @@ const withTls = (): RuntimeOptions => ({
   natsCredentials: {
     tls: { caFile: certs.caFile, certFile: certs.clientCertFile, keyFile: certs.clientKeyFile },
   },
-  timing: FAST_TIMING,
   env: {},
 });
 
