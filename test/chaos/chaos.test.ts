@@ -14,11 +14,11 @@ describe('chaos (short)', () => {
     const log: string[] = [`seed ${seed}`];
     const report = await runChaos({
       seed,
-      workloadMs: 40_000,
+      workloadMs: 30_000,
       parallel: 3,
       workers: 3,
       faults: 'all-once',
-      gapMs: [1_000, 3_000],
+      gapMs: [1_000, 2_500],
       settleMs: 150_000,
       log: (l) => log.push(l),
     });
