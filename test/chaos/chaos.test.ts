@@ -35,14 +35,24 @@ describe('chaos (short)', () => {
     expect(report.deletionsSettled, context).toBe(true);
     // The run did what it claims: every kind ran, and buffer copies were deleted after archive.
     expect(new Set(report.facts.operations.map((o) => o.kind)).size, context).toBe(6);
-    // Every buffer copy was archived: each must have been deleted, none kept or failed.
+    // Every buffer copy was archived: each must have been deleted, or its deletion failed for a
+    // reason it names (a member held open by a frozen worker is kept, as it must be); none is left
+    // PRESENT or mid-deletion.
     const buffer = report.facts.copies.filter(
       (c) => c.locationType === 'buffer' && c.artifactType === 'raw_data_package',
     );
     expect(buffer.length).toBeGreaterThan(0);
+    const notDeleted = buffer.filter((c) => c.status !== 'DELETED');
     expect(
-      buffer.filter((c) => c.status !== 'DELETED').map((c) => `${c.id} ${c.status}`),
+      notDeleted
+        .filter((c) => c.status !== 'DELETION_FAILED' || (c.lastError ?? '') === '')
+        .map((c) => `${c.id} ${c.status} ${c.lastError ?? ''}`),
       context,
     ).toEqual([]);
+    // Most are deleted: a failed deletion is the exception a fault caused, not the rule.
+    expect(
+      notDeleted.length * 10,
+      `${context}\n${notDeleted.map((c) => c.lastError).join('\n')}`,
+    ).toBeLessThan(buffer.length);
   });
 });
