@@ -223,6 +223,13 @@ export interface Transport {
   consume(route: Route, options: ConsumeOptions, handler: DeliveryHandler): Subscription;
   /** Heartbeat store. */
   readonly heartbeats: Heartbeats;
+  /**
+   * Dispatches the broker has handed out and not seen settled since (acked or terminated): held
+   * by a live worker, waiting to be redelivered, or stranded with a worker that died or froze
+   * before it read them. One read per queue with such messages; the heartbeat monitor asks only
+   * when a SCHEDULED operation has been held by no live worker for longer than the timeout.
+   */
+  unsettled(): Promise<DispatchMessage[]>;
   /** Subscribes to notifications; returns the unsubscribe function. */
   onEvent(listener: (event: TransportEvent) => void): () => void;
   /** Running totals. */
