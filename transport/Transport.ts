@@ -158,9 +158,15 @@ export interface Heartbeats {
   list(): Promise<WorkerHeartbeat[]>;
   /**
    * Does a worker whose heartbeat is younger than `heartbeatTimeoutMs` hold this operation (at
-   * `attempt`, when given)?
+   * `attempt`, when given)? `exceptWorkerId` leaves that worker's own heartbeat out (a worker
+   * asking about a delivery it lists itself).
    */
-  isAlive(kind: OperationKind, operationId: string, attempt?: number): Promise<boolean>;
+  isAlive(
+    kind: OperationKind,
+    operationId: string,
+    attempt?: number,
+    exceptWorkerId?: string,
+  ): Promise<boolean>;
 }
 
 /** Notifications from the transport, tagged by `type`. */
