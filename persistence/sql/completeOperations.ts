@@ -29,6 +29,12 @@ export interface CompletedRow {
  * already there: done, not an error), the copy subtype rows, and the `operation_output` links to
  * the new or already-present copies.
  *
+ * Every step is linear in the batch: the live copies already there are read once per copy key
+ * (a semi-join, not a join with the outputs), and the per-operation counts are grouped once. When
+ * many operations of a batch produce the same copy, joining the outputs with themselves made the
+ * link step quadratic (255 completions of one copy: 65,025 rows sorted, most of a worker's
+ * database time).
+ *
  * A live copy committed by a concurrent writer after this statement began is invisible to it, so
  * its link is missing from `linked`; `linkExistingOutputs` adds it in a next statement.
  */
@@ -87,9 +93,9 @@ export async function completeOperations(
     ),
     e as (
       select pc.id, pc.artifact_type, pc.artifact_id, pc.location_id from physical_copy pc
-      join x on pc.artifact_type = x.artifact_type and pc.artifact_id = x.artifact_id
-        and pc.location_id = x.location_id
       where pc.status <> 'DELETED'
+        and (pc.artifact_type, pc.artifact_id, pc.location_id) in
+          (select artifact_type, artifact_id, location_id from x)
     ),
     l as (
       insert into operation_output (operation_id, physical_copy_id)
@@ -99,13 +105,15 @@ export async function completeOperations(
         and k.location_id = x.location_id
       on conflict do nothing
       returning operation_id
-    )
-    select u.id, u.version,
-      (select count(*) from c join x on c.artifact_type = x.artifact_type
-         and c.artifact_id = x.artifact_id and c.location_id = x.location_id
-         where x.operation_id = u.id)::int as created,
-      (select count(*) from l where l.operation_id = u.id)::int as linked
-    from u`,
+    ),
+    cn as (
+      select x.operation_id, count(*)::int as n from c join x on c.artifact_type = x.artifact_type
+        and c.artifact_id = x.artifact_id and c.location_id = x.location_id
+      group by x.operation_id
+    ),
+    ln as (select operation_id, count(*)::int as n from l group by operation_id)
+    select u.id, u.version, coalesce(cn.n, 0) as created, coalesce(ln.n, 0) as linked
+    from u left join cn on cn.operation_id = u.id left join ln on ln.operation_id = u.id`,
   );
   return rows.map((r) => ({
     id: String(r.id),
