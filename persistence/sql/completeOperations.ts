@@ -30,7 +30,8 @@ export interface CompletedRow {
  * the new or already-present copies.
  *
  * Every step is linear in the batch: the live copies already there are read once per copy key
- * (a semi-join, not a join with the outputs), and the per-operation counts are grouped once. When
+ * (a semi-join, not a join with the outputs), and the statement returns the written rows, the keys
+ * of the copies it created and its links as rows of their own, counted per operation here. When
  * many operations of a batch produce the same copy, joining the outputs with themselves made the
  * link step quadratic (255 completions of one copy: 65,025 rows sorted, most of a worker's
  * database time).
@@ -44,7 +45,7 @@ export async function completeOperations(
   outputs: readonly OutputCopyInsert[],
 ): Promise<CompletedRow[]> {
   if (writes.length === 0) return [];
-  const rows = await exec.execute<{ id: string; version: number; created: number; linked: number }>(
+  const rows = await exec.execute<{ r: string; id: unknown; version: unknown; key: unknown }>(
     sql`
     with i as (
       select * from jsonb_to_recordset(${JSON.stringify(writes)}::jsonb) as i(
@@ -105,22 +106,35 @@ export async function completeOperations(
         and k.location_id = x.location_id
       on conflict do nothing
       returning operation_id
-    ),
-    cn as (
-      select x.operation_id, count(*)::int as n from c join x on c.artifact_type = x.artifact_type
-        and c.artifact_id = x.artifact_id and c.location_id = x.location_id
-      group by x.operation_id
-    ),
-    ln as (select operation_id, count(*)::int as n from l group by operation_id)
-    select u.id, u.version, coalesce(cn.n, 0) as created, coalesce(ln.n, 0) as linked
-    from u left join cn on cn.operation_id = u.id left join ln on ln.operation_id = u.id`,
+    )
+    select 'u' as r, u.id, u.version, null as key from u
+    union all
+    select 'c', null, null, c.artifact_type || '|' || c.artifact_id || '|' || c.location_id from c
+    union all
+    select 'l', l.operation_id, null, null from l`,
   );
-  return rows.map((r) => ({
-    id: String(r.id),
-    version: Number(r.version),
-    created: Number(r.created),
-    linked: Number(r.linked),
-  }));
+  // Postgres prints a uuid in lower case; the caller's may not be.
+  const key = (o: OutputCopyInsert) =>
+    `${o.artifact_type}|${o.artifact_id.toLowerCase()}|${o.location_id.toLowerCase()}`;
+  const createdKeys = new Set<string>();
+  const linked = new Map<string, number>();
+  for (const r of rows) {
+    if (r.r === 'c') createdKeys.add(String(r.key));
+    else if (r.r === 'l') linked.set(String(r.id), (linked.get(String(r.id)) ?? 0) + 1);
+  }
+  const created = new Map<string, number>();
+  for (const o of outputs) {
+    if (createdKeys.has(key(o)))
+      created.set(o.operation_id, (created.get(o.operation_id) ?? 0) + 1);
+  }
+  return rows
+    .filter((r) => r.r === 'u')
+    .map((r) => ({
+      id: String(r.id),
+      version: Number(r.version),
+      created: created.get(String(r.id)) ?? 0,
+      linked: linked.get(String(r.id)) ?? 0,
+    }));
 }
 
 /**
