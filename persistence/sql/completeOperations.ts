@@ -1,6 +1,26 @@
 import { sql } from 'drizzle-orm';
 import type { Executor } from '../openDatabase.ts';
 import type { TransitionWrite } from '../planTransition.ts';
+import { recordsetJson } from './recordsetJson.ts';
+
+/** What a completion's recordset reads of a planned transition. */
+const COMPLETE_COLUMNS = [
+  'id',
+  'expected_version',
+  'status',
+  'attempt',
+  'retry_count',
+  'snapshot',
+  'not_before',
+  'worker_id',
+  'finished_at',
+  't_from',
+  't_event',
+  't_attempt',
+  't_by',
+  't_reason',
+  't_at',
+] as const satisfies readonly (keyof TransitionWrite)[];
 
 /** One output copy of one completing operation (recordset row). */
 export interface OutputCopyInsert {
@@ -48,7 +68,7 @@ export async function completeOperations(
   const rows = await exec.execute<{ r: string; id: unknown; version: unknown; key: unknown }>(
     sql`
     with i as (
-      select * from jsonb_to_recordset(${JSON.stringify(writes)}::jsonb) as i(
+      select * from jsonb_to_recordset(${recordsetJson(writes, COMPLETE_COLUMNS)}::jsonb) as i(
         id uuid, expected_version int, status text, attempt int, retry_count int, snapshot jsonb,
         not_before timestamptz, worker_id text, finished_at timestamptz,
         t_from text, t_event text, t_attempt int, t_by text, t_reason text, t_at timestamptz)
@@ -69,7 +89,7 @@ export async function completeOperations(
       from i join u on u.id = i.id
     ),
     x as (
-      select x.* from jsonb_to_recordset(${JSON.stringify(outputs)}::jsonb) as x(
+      select x.* from jsonb_to_recordset(${recordsetJson(outputs)}::jsonb) as x(
         operation_id uuid, artifact_type text, artifact_id uuid, location_id uuid, path text,
         checksum text, size bigint)
       join u on u.id = x.operation_id
@@ -148,7 +168,7 @@ export async function linkExistingOutputs(
   if (outputs.length === 0) return 0;
   const rows = await exec.execute<{ n: number }>(sql`
     with x as (
-      select * from jsonb_to_recordset(${JSON.stringify(outputs)}::jsonb) as x(
+      select * from jsonb_to_recordset(${recordsetJson(outputs)}::jsonb) as x(
         operation_id uuid, artifact_type text, artifact_id uuid, location_id uuid)
     ),
     l as (

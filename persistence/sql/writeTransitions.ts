@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { type LeaseFence, leaseHolds } from '../LeaseFence.ts';
 import type { Executor } from '../openDatabase.ts';
 import type { TransitionWrite } from '../planTransition.ts';
+import { recordsetJson } from './recordsetJson.ts';
 
 export interface WrittenTransition {
   readonly id: string;
@@ -26,7 +27,7 @@ export async function writeTransitions(
   if (writes.length === 0) return [];
   const rows = await exec.execute<{ id: string; version: number; outbox_id: unknown }>(sql`
     with i as (
-      select * from jsonb_to_recordset(${JSON.stringify(writes)}::jsonb) as i(
+      select * from jsonb_to_recordset(${recordsetJson(writes)}::jsonb) as i(
         id uuid, expected_version int, status text, attempt int, retry_count int, snapshot jsonb,
         not_before timestamptz, last_error jsonb, worker_id text, scheduled_at timestamptz,
         started_at timestamptz, finished_at timestamptz,
