@@ -38,7 +38,8 @@ RUN mkdir -p /home/node/opstate-data /srv/opstate \
  && chown node:node /home/node/opstate-data /srv/opstate
 USER node
 # /metrics, /healthz and /readyz when a process runs with --metrics-port 9464 (or
-# OPSTATE_METRICS_PORT=9464).
+# OPSTATE_METRICS_PORT=9464), from its start: while it waits for Postgres or NATS, /healthz is 200
+# (the process is alive; no restart) and /readyz 503 saying what it waits for.
 EXPOSE 9464
 HEALTHCHECK --interval=15s --timeout=5s --start-period=30s --retries=3 \
   CMD ["node", "-e", "fetch('http://127.0.0.1:'+(process.env.OPSTATE_METRICS_PORT||9464)+'/healthz').then(r=>process.exit(r.ok?0:1),()=>process.exit(1))"]

@@ -5,6 +5,7 @@
 export type {
   Configuration,
   ConfigurationFlags,
+  ConfigurationOverrides,
   LogLevelName,
 } from './actors/Configuration.ts';
 // Configuration: the environment and flags an opstate process reads, validated and redacted.
@@ -13,6 +14,7 @@ export {
   LOG_LEVELS,
   loadConfiguration,
   redactConfiguration,
+  secretsOf,
 } from './actors/Configuration.ts';
 export type { CopyDeleter, CopyDeleterOptions } from './actors/CopyDeleter.ts';
 // The operator's face: Stately inspection from persisted transitions, the dashboard, attention.
@@ -29,6 +31,7 @@ export type { Metrics } from './actors/Metrics.ts';
 export { createMetrics } from './actors/Metrics.ts';
 export type { MetricsServer, MetricsServerOptions, Readiness } from './actors/metricsServer.ts';
 export { readinessOf, startMetricsServer } from './actors/metricsServer.ts';
+export type { StartupWait } from './actors/openServers.ts';
 export type { PinoLoggerOptions } from './actors/pinoLogger.ts';
 export { createPinoLogger } from './actors/pinoLogger.ts';
 export type {

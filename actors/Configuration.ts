@@ -1,8 +1,14 @@
 import { z } from 'zod';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { DatabaseTls } from '../persistence/databaseTls.ts';
 import type { EmbeddedEngine, OpenDatabaseOptions } from '../persistence/openDatabase.ts';
-import { type NatsAuth, redactUrl, type TlsFiles } from '../transport/jetstream/natsCredentials.ts';
-import type { RuntimeTiming } from './Runtime.ts';
+import {
+  type NatsAuth,
+  type NatsCredentials,
+  redactUrl,
+  type TlsFiles,
+} from '../transport/jetstream/natsCredentials.ts';
+import type { RuntimeTiming } from './RuntimeTiming.ts';
 
 /** pino's level names, lowest to highest, and `silent`. */
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -14,8 +20,11 @@ export interface Configuration {
     /** Postgres; absent: embedded in `dataDir`. */
     readonly url?: string;
     readonly dataDir: string;
-    /** The embedded database without a URL: `postgres` (a private server) or `pglite`. */
-    readonly engine: EmbeddedEngine;
+    /**
+     * The embedded database without a URL: `postgres` (a private server) or `pglite`; absent: a
+     * private server, unless the folder already holds PGlite.
+     */
+    readonly engine?: EmbeddedEngine;
     /** `disable` (the URL decides), `require` (encrypted), `verify-full` (encrypted, verified). */
     readonly tls: 'disable' | 'require' | 'verify-full';
     readonly tlsFiles: TlsFiles;
@@ -38,6 +47,32 @@ export interface Configuration {
 export interface ConfigurationFlags {
   readonly metricsPort?: string;
 }
+
+/**
+ * Settings given in code (`createRuntime`'s options of the same names): each wins over its
+ * variable, which is then not read, and is held to the same rules.
+ */
+export interface ConfigurationOverrides {
+  readonly databaseUrl?: string;
+  readonly dataDir?: string;
+  readonly embeddedEngine?: EmbeddedEngine;
+  readonly databaseTls?: DatabaseTls;
+  readonly natsUrl?: string;
+  readonly natsCredentials?: NatsCredentials;
+  readonly prefix?: string;
+  readonly timing?: Partial<RuntimeTiming>;
+  /** The embedded database and the in-process transport: `DATABASE_URL` and `NATS_URL` are not read. */
+  readonly embedded?: boolean;
+}
+
+/** The option that overrides each variable, for messages. */
+const OPTION_OF: Record<string, keyof ConfigurationOverrides> = {
+  DATABASE_URL: 'databaseUrl',
+  OPSTATE_DATA_DIR: 'dataDir',
+  OPSTATE_EMBEDDED_ENGINE: 'embeddedEngine',
+  NATS_URL: 'natsUrl',
+  OPSTATE_PREFIX: 'prefix',
+};
 
 /** One environment variable: what it sets, what it allows, and whether it is a secret. */
 export interface Setting {
@@ -159,36 +194,91 @@ const schemas: Record<string, z.ZodType> = {
   OPSTATE_METRICS_PORT: nonEmpty.pipe(port.optional()),
 };
 
-function read(env: NodeJS.ProcessEnv, variable: string, value = env[variable]): unknown {
+type Environment = Readonly<Record<string, string | undefined>>;
+
+function read(env: Environment, variable: string, value = env[variable], named?: string): unknown {
   const setting = SETTINGS.find((s) => s.variable === variable) as Setting;
   const schema = schemas[variable] ?? nonEmpty;
   const parsed = schema.safeParse(value);
   if (!parsed.success) {
-    const shown = setting.secret ? '(the value is secret)' : `got '${value}'`;
+    const shown = setting.secret
+      ? '(the value is secret)'
+      : `got '${variable.endsWith('_URL') ? String(value).split(',').map(redactUrl).join(',') : value}'`;
     const reason = parsed.error.issues.map((i) => i.message).join('; ');
+    const name = named ?? (setting.flag === undefined ? variable : `${variable} / ${setting.flag}`);
     throw new OpstateError(
       OpstateErrorCode.CONFIG,
-      `${setting.flag === undefined ? variable : `${variable} / ${setting.flag}`} must be ${setting.allowed}; ${shown} (${reason})`,
+      `${name} must be ${setting.allowed}; ${shown} (${reason})`,
     );
   }
   return parsed.data;
 }
 
 /**
- * Resolves every setting of an opstate process from the environment and flags (a flag wins), and
- * validates it: a bad value is refused with `CONFIG`, naming the variable and what it allows.
+ * Resolves every setting of an opstate process from the environment, flags and options given in
+ * code (a flag or an option wins over its variable), and validates it: a bad value is refused
+ * with `CONFIG`, naming the variable (or option) and what it allows. `createRuntime` resolves its
+ * options through it, as the CLI does its environment and flags.
  *
  * @example
  * ```ts
  * const config = loadConfiguration(process.env, { metricsPort: '9464' });
- * const runtime = await createRuntime(runtimeOptionsOf(config));
+ * const mine = loadConfiguration(process.env, {}, { natsUrl: 'nats://n1:4222' });
  * ```
  */
 export function loadConfiguration(
-  env: NodeJS.ProcessEnv = process.env,
+  env: Environment = process.env,
   flags: ConfigurationFlags = {},
+  overrides: ConfigurationOverrides = {},
 ): Configuration {
-  const get = (variable: string) => read(env, variable) as string | undefined;
+  const embedded = overrides.embedded === true;
+  if (embedded && (overrides.databaseUrl !== undefined || overrides.natsUrl !== undefined)) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      'embedded: true runs on the embedded database and the in-process transport; drop databaseUrl and natsUrl',
+    );
+  }
+  const get = (variable: string): string | undefined => {
+    const option = OPTION_OF[variable];
+    const given = option === undefined ? undefined : overrides[option];
+    if (given !== undefined) {
+      return read(env, variable, String(given), `the option ${option} (as ${variable})`) as
+        | string
+        | undefined;
+    }
+    if (embedded && (variable === 'DATABASE_URL' || variable === 'NATS_URL')) return undefined;
+    return read(env, variable) as string | undefined;
+  };
+  const natsUrl = get('NATS_URL');
+  const nats = natsOf(overrides.natsCredentials ?? natsCredentialsOf(get), natsUrl);
+  const database = databaseTlsOf(overrides.databaseTls, get);
+  const metricsPort =
+    flags.metricsPort === undefined
+      ? (read(env, 'OPSTATE_METRICS_PORT') as number | undefined)
+      : (read({ OPSTATE_METRICS_PORT: flags.metricsPort }, 'OPSTATE_METRICS_PORT') as number);
+  const databaseUrl = get('DATABASE_URL');
+  const engine = get('OPSTATE_EMBEDDED_ENGINE') as EmbeddedEngine | undefined;
+  return {
+    database: {
+      ...(databaseUrl === undefined ? {} : { url: databaseUrl }),
+      dataDir: get('OPSTATE_DATA_DIR') ?? './.opstate',
+      ...(engine === undefined ? {} : { engine }),
+      tls: database.mode,
+      tlsFiles: database.files,
+    },
+    nats: { ...(natsUrl === undefined ? {} : { url: natsUrl }), ...nats },
+    prefix: get('OPSTATE_PREFIX') ?? 'opstate',
+    timing:
+      overrides.timing ?? (read(env, 'OPSTATE_TIMING') as Partial<RuntimeTiming> | undefined) ?? {},
+    logLevel: (get('OPSTATE_LOG_LEVEL') ?? 'info') as LogLevelName,
+    ...(metricsPort === undefined ? {} : { metricsPort }),
+  };
+}
+
+type Get = (variable: string) => string | undefined;
+
+/** The NATS credentials the environment gives: at most one way. */
+function natsCredentialsOf(get: Get): NatsCredentials {
   const user = get('OPSTATE_NATS_USER');
   const password = get('OPSTATE_NATS_PASSWORD');
   const token = get('OPSTATE_NATS_TOKEN');
@@ -222,54 +312,57 @@ export function loadConfiguration(
           : credsFile !== undefined
             ? { type: 'creds', credsFile }
             : { type: 'none' };
-  const tlsFiles = (kind: 'DATABASE' | 'NATS'): TlsFiles => {
-    const files = {
-      caFile: get(`OPSTATE_${kind}_CA_FILE`),
-      certFile: get(`OPSTATE_${kind}_CERT_FILE`),
-      keyFile: get(`OPSTATE_${kind}_KEY_FILE`),
-    };
-    if ((files.certFile === undefined) !== (files.keyFile === undefined)) {
+  const tls = tlsFilesOf('NATS', get);
+  return { auth, ...(Object.keys(tls).length > 0 ? { tls } : {}) };
+}
+
+/** Credentials as the configuration holds them: TLS on when a file is named or the URL is `tls://`. */
+function natsOf(credentials: NatsCredentials, url: string | undefined): Configuration['nats'] {
+  const tls =
+    credentials.tls ??
+    (url?.split(',').some((u) => u.trim().startsWith('tls://')) === true ? {} : undefined);
+  return { auth: credentials.auth ?? { type: 'none' }, ...(tls === undefined ? {} : { tls }) };
+}
+
+function tlsFilesOf(kind: 'DATABASE' | 'NATS', get: Get): TlsFiles {
+  const files = {
+    caFile: get(`OPSTATE_${kind}_CA_FILE`),
+    certFile: get(`OPSTATE_${kind}_CERT_FILE`),
+    keyFile: get(`OPSTATE_${kind}_KEY_FILE`),
+  };
+  if ((files.certFile === undefined) !== (files.keyFile === undefined)) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `OPSTATE_${kind}_CERT_FILE and OPSTATE_${kind}_KEY_FILE go together; set both or neither`,
+    );
+  }
+  return Object.fromEntries(Object.entries(files).filter(([, v]) => v !== undefined));
+}
+
+/** TLS to Postgres from the option, else the environment; files need TLS on. */
+function databaseTlsOf(
+  given: DatabaseTls | undefined,
+  get: Get,
+): { mode: Configuration['database']['tls']; files: TlsFiles } {
+  if (given !== undefined) {
+    const { mode, ...files } = given;
+    if (!['disable', 'require', 'verify-full'].includes(mode)) {
       throw new OpstateError(
         OpstateErrorCode.CONFIG,
-        `OPSTATE_${kind}_CERT_FILE and OPSTATE_${kind}_KEY_FILE go together; set both or neither`,
+        `the option databaseTls.mode (as OPSTATE_DATABASE_TLS) must be disable | require | verify-full; got '${mode}'`,
       );
     }
-    return Object.fromEntries(Object.entries(files).filter(([, v]) => v !== undefined));
-  };
-  const natsUrl = get('NATS_URL');
-  const natsTls = tlsFiles('NATS');
-  const databaseTls = (get('OPSTATE_DATABASE_TLS') ??
-    'disable') as Configuration['database']['tls'];
-  const databaseTlsFiles = tlsFiles('DATABASE');
-  if (databaseTls === 'disable' && Object.keys(databaseTlsFiles).length > 0) {
+    return { mode, files };
+  }
+  const mode = (get('OPSTATE_DATABASE_TLS') ?? 'disable') as Configuration['database']['tls'];
+  const files = tlsFilesOf('DATABASE', get);
+  if (mode === 'disable' && Object.keys(files).length > 0) {
     throw new OpstateError(
       OpstateErrorCode.CONFIG,
       'OPSTATE_DATABASE_*_FILE is set but OPSTATE_DATABASE_TLS is disable; set it to require or verify-full',
     );
   }
-  const metricsPort =
-    flags.metricsPort === undefined
-      ? (read(env, 'OPSTATE_METRICS_PORT') as number | undefined)
-      : (read({ OPSTATE_METRICS_PORT: flags.metricsPort }, 'OPSTATE_METRICS_PORT') as number);
-  const databaseUrl = get('DATABASE_URL');
-  return {
-    database: {
-      ...(databaseUrl === undefined ? {} : { url: databaseUrl }),
-      dataDir: get('OPSTATE_DATA_DIR') ?? './.opstate',
-      engine: (get('OPSTATE_EMBEDDED_ENGINE') ?? 'postgres') as EmbeddedEngine,
-      tls: databaseTls,
-      tlsFiles: databaseTlsFiles,
-    },
-    nats: {
-      ...(natsUrl === undefined ? {} : { url: natsUrl }),
-      auth,
-      ...(Object.keys(natsTls).length > 0 || natsUrl?.startsWith('tls://') ? { tls: natsTls } : {}),
-    },
-    prefix: get('OPSTATE_PREFIX') ?? 'opstate',
-    timing: (read(env, 'OPSTATE_TIMING') as Partial<RuntimeTiming> | undefined) ?? {},
-    logLevel: (get('OPSTATE_LOG_LEVEL') ?? 'info') as LogLevelName,
-    ...(metricsPort === undefined ? {} : { metricsPort }),
-  };
+  return { mode, files };
 }
 
 /**
@@ -316,7 +409,30 @@ export function databaseOptionsOf(config: Configuration): OpenDatabaseOptions {
   return {
     ...(config.database.url === undefined ? {} : { databaseUrl: config.database.url }),
     dataDir: config.database.dataDir,
-    engine: config.database.engine,
+    ...(config.database.engine === undefined ? {} : { engine: config.database.engine }),
+    // Decided here: openDatabase does not read DATABASE_URL again.
+    ...(config.database.url === undefined ? { embedded: true } : {}),
     tls: { mode: config.database.tls, ...config.database.tlsFiles },
   };
+}
+
+/**
+ * Every secret of a configuration (passwords, tokens, a password in a URL), so that a logger can
+ * keep each out of every line.
+ *
+ * @example
+ * ```ts
+ * createPinoLogger({ secrets: secretsOf(loadConfiguration()) });
+ * ```
+ */
+export function secretsOf(config: Configuration): string[] {
+  const secrets: string[] = [];
+  const auth = config.nats.auth;
+  if (auth.type === 'user') secrets.push(auth.password);
+  if (auth.type === 'token') secrets.push(auth.token);
+  for (const url of [config.database.url, ...(config.nats.url?.split(',') ?? [])]) {
+    const match = url === undefined ? null : /^[a-z][a-z0-9+.-]*:\/\/[^:@/]*:([^@/]+)@/i.exec(url);
+    if (match?.[1] !== undefined) secrets.push(decodeURIComponent(match[1]));
+  }
+  return secrets;
 }

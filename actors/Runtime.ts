@@ -15,13 +15,14 @@ import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { Database, EmbeddedEngine, OpenDatabaseOptions } from '../persistence/openDatabase.ts';
 import type { NatsCredentials } from '../transport/jetstream/natsCredentials.ts';
 import type { Transport } from '../transport/Transport.ts';
+import { secretsOf } from './Configuration.ts';
 import { type ControlPlaneLoops, startControlPlaneLoops } from './ControlPlane.ts';
 import { type CopyDeleter, type CopyDeleterOptions, startCopyDeleter } from './CopyDeleter.ts';
 import { startLeadership } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
 import { logTransportEvents } from './logTransportEvents.ts';
 import { ObservedOperationStore } from './ObservedOperationStore.ts';
-import { deploymentOf, openServers } from './openServers.ts';
+import { configurationOf, openServers, type StartupWait } from './openServers.ts';
 import { createPinoLogger } from './pinoLogger.ts';
 import { composeObservers, loggingObserver, type RuntimeObserver } from './RuntimeObserver.ts';
 import { type RuntimeTiming, resolveRuntimeTiming } from './RuntimeTiming.ts';
@@ -46,10 +47,11 @@ export interface RuntimeOptions {
   readonly pglite?: OpenDatabaseOptions['pglite'];
   /** Names the deployment on NATS (stream, subjects, consumers, bucket) and the leader lock. */
   readonly prefix?: string;
+  /** Timer overrides; default `OPSTATE_TIMING` (given here, the variable is not read). */
   readonly timing?: Partial<RuntimeTiming>;
   /** Returns to PENDING an operation may take before it FAILS, unless it says (default 3). */
   readonly maxRetries?: number;
-  /** Default: JSON lines on stderr (pino) at `OPSTATE_LOG_LEVEL`. */
+  /** Default: JSON lines on stderr (pino) at `OPSTATE_LOG_LEVEL`, the configuration's secrets kept out. */
   readonly logger?: Logger;
   /** Told of every committed transition (metrics); logging of transitions is built in. */
   readonly observer?: RuntimeObserver;
@@ -72,6 +74,17 @@ export interface RuntimeOptions {
    * worker` do). A configuration error still fails at once. Default false.
    */
   readonly waitForServers?: boolean;
+  /**
+   * Told, while `waitForServers` waits, what for (`Postgres`, `NATS`, `NATS JetStream`) and the
+   * last error; then `undefined` once the servers are open (a readiness probe served from the
+   * start, as `opstate worker --metrics-port` does).
+   */
+  readonly onWaiting?: (waiting: StartupWait) => void;
+  /**
+   * Where settings the options leave unset come from (default `process.env`): `DATABASE_URL`,
+   * `NATS_URL`, `OPSTATE_*`, read and validated as the CLI reads them (`loadConfiguration`).
+   */
+  readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
 /** A worker's options without what the runtime supplies (store, transport, clock, logger). */
@@ -126,7 +139,10 @@ export interface Runtime {
 }
 
 /**
- * Opens a runtime. With no `databaseUrl`/`DATABASE_URL` it runs on embedded PGlite; with no
+ * Opens a runtime. Each setting comes from its option, else from the environment, resolved and
+ * validated by `loadConfiguration` as the CLI's are: a bad value (`NATS_URL=http://…`,
+ * `OPSTATE_TIMING=soon`) is refused at once with `CONFIG`, naming the variable or option and
+ * what it allows. With no `databaseUrl`/`DATABASE_URL` it runs on an embedded database; with no
  * `natsUrl`/`NATS_URL` on the in-process transport (everything in one process). With both set,
  * workers run anywhere that reaches NATS and Postgres.
  *
@@ -140,17 +156,14 @@ export interface Runtime {
  * ```
  */
 export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
-  const logger = options.logger ?? createPinoLogger();
+  const config = configurationOf(options);
+  const { prefix } = config;
+  const natsUrl = config.nats.url;
+  const logger =
+    options.logger ?? createPinoLogger({ level: config.logLevel, secrets: secretsOf(config) });
   const clock = options.clock ?? systemClock;
-  const timing = resolveRuntimeTiming(options.timing);
-  const { prefix, natsUrl } = deploymentOf(options);
-  const { database, transport } = await openServers(options, {
-    prefix,
-    natsUrl,
-    timing,
-    logger,
-    clock,
-  });
+  const timing = resolveRuntimeTiming(config.timing);
+  const { database, transport } = await openServers(options, { config, timing, logger, clock });
   const stopLogging = logTransportEvents(transport, logger, clock);
   const store: OperationStore = new ObservedOperationStore(database, {
     clock,

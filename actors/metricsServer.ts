@@ -8,6 +8,8 @@ import type { ControlPlane, Runtime } from './Runtime.ts';
 /** What `/readyz` answers: each dependency's check, and for a control plane whether it leads. */
 export interface Readiness {
   readonly ready: boolean;
+  /** Why it is not ready, in a few words (`waiting for Postgres`, `NATS does not answer`). */
+  readonly reason?: string;
   readonly checks: Record<string, { readonly ok: boolean; readonly error?: string }>;
   readonly leader?: boolean;
 }
@@ -65,8 +67,14 @@ export function readinessOf(runtime: Runtime, plane?: ControlPlane): () => Promi
       check('Postgres', () => runtime.database.execute('select 1')),
       check('NATS', async () => transport.connection?.rtt()),
     ]);
+    const reason = !database.ok
+      ? 'Postgres does not answer'
+      : !nats.ok
+        ? 'NATS does not answer'
+        : undefined;
     return {
-      ready: database.ok && nats.ok,
+      ready: reason === undefined,
+      ...(reason === undefined ? {} : { reason }),
       checks: { database, nats },
       ...(plane === undefined ? {} : { leader: plane.isLeader }),
     };

@@ -1,5 +1,4 @@
 import type { Clock } from '../machines/Clock.ts';
-import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { allRoutes } from '../machines/routing.ts';
 import { missingDriverGuard } from '../persistence/driverPatch.ts';
 import { migrate } from '../persistence/migrate.ts';
@@ -7,86 +6,87 @@ import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 import { createInProcessTransport } from '../transport/inprocess/createInProcessTransport.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 import type { Transport } from '../transport/Transport.ts';
+import {
+  type Configuration,
+  type ConfigurationOverrides,
+  databaseOptionsOf,
+  loadConfiguration,
+} from './Configuration.ts';
 import type { Logger } from './Logger.ts';
 import type { RuntimeOptions } from './Runtime.ts';
 import type { RuntimeTiming } from './RuntimeTiming.ts';
 import { untilReachable } from './untilReachable.ts';
 
-function fromEnv(name: string): string | undefined {
-  const v = process.env[name];
-  return v === undefined || v === '' ? undefined : v;
-}
-
 /**
- * The deployment's name on NATS and the broker's URL, checked; `CONFIG` when they clash.
+ * The runtime's configuration: its options, and for every setting they leave unset the
+ * environment (`options.env`, default `process.env`), through `loadConfiguration` as the CLI
+ * resolves its own: a bad value is refused with `CONFIG` naming the variable or option and what
+ * it allows.
  *
  * @example
  * ```ts
- * const { prefix, natsUrl } = deploymentOf({ prefix: 'opstate' }); // natsUrl from NATS_URL
+ * const config = configurationOf({ prefix: 'opstate' }); // NATS_URL etc. from the environment
  * ```
  */
-export function deploymentOf(options: RuntimeOptions): {
-  prefix: string;
-  natsUrl: string | undefined;
-} {
-  const prefix = options.prefix ?? fromEnv('OPSTATE_PREFIX') ?? 'opstate';
-  if (!/^[A-Za-z0-9_-]+$/.test(prefix)) {
-    throw new OpstateError(
-      OpstateErrorCode.CONFIG,
-      `prefix '${prefix}' may hold only letters, digits, '-' and '_' (it names NATS subjects and streams)`,
-    );
-  }
-  if (
-    options.embedded === true &&
-    (options.databaseUrl !== undefined || options.natsUrl !== undefined)
-  ) {
-    throw new OpstateError(
-      OpstateErrorCode.CONFIG,
-      'embedded: true runs on the embedded database and the in-process transport; drop databaseUrl and natsUrl',
-    );
-  }
-  const natsUrl = options.embedded === true ? undefined : (options.natsUrl ?? fromEnv('NATS_URL'));
-  return { prefix, natsUrl };
+export function configurationOf(options: RuntimeOptions): Configuration {
+  const pick = <K extends keyof ConfigurationOverrides>(key: K) =>
+    options[key] === undefined ? {} : { [key]: options[key] };
+  return loadConfiguration(
+    options.env ?? process.env,
+    {},
+    {
+      ...pick('databaseUrl'),
+      ...pick('dataDir'),
+      ...pick('embeddedEngine'),
+      ...pick('databaseTls'),
+      ...pick('natsUrl'),
+      ...pick('natsCredentials'),
+      ...pick('prefix'),
+      ...pick('timing'),
+      ...pick('embedded'),
+    },
+  );
 }
+
+/** What start is waiting for: a server, with the last error, or nothing once it has them all. */
+export type StartupWait = { readonly what: string; readonly error: string } | undefined;
 
 /**
  * Opens the database (migrated unless told not to) and the transport (its stream and bucket
- * ensured unless told not to), waiting for unreachable servers when `waitForServers` says so.
+ * ensured unless told not to), as the configuration says, waiting for unreachable servers when
+ * `waitForServers` says so (and telling `onWaiting` what it waits for, then that it waits no more).
  * Closes the database again when the transport cannot be opened.
  *
  * @example
  * ```ts
- * const { database, transport } = await openServers(options, { prefix, natsUrl, timing, logger, clock });
+ * const config = configurationOf(options);
+ * const { database, transport } = await openServers(options, { config, timing, logger, clock });
  * ```
  */
 export async function openServers(
   options: RuntimeOptions,
-  at: {
-    prefix: string;
-    natsUrl: string | undefined;
-    timing: RuntimeTiming;
-    logger: Logger;
-    clock: Clock;
-  },
+  at: { config: Configuration; timing: RuntimeTiming; logger: Logger; clock: Clock },
 ): Promise<{ database: Database; transport: Transport }> {
-  const { prefix, natsUrl, timing, logger, clock } = at;
+  const { config, timing, logger, clock } = at;
+  const { prefix } = config;
+  const natsUrl = config.nats.url;
   const database = await openDatabase({
-    ...(options.databaseUrl === undefined ? {} : { databaseUrl: options.databaseUrl }),
-    ...(options.databaseTls === undefined ? {} : { tls: options.databaseTls }),
+    ...databaseOptionsOf(config),
     ...(options.pglite === undefined ? {} : { pglite: options.pglite }),
-    ...(options.embeddedEngine === undefined ? {} : { engine: options.embeddedEngine }),
-    ...(options.embedded === true
-      ? { dataDir: options.dataDir ?? fromEnv('OPSTATE_DATA_DIR') ?? './.opstate', embedded: true }
-      : options.dataDir === undefined
-        ? {}
-        : { dataDir: options.dataDir }),
   });
   if (database.dialect === 'postgres') {
     const problem = missingDriverGuard();
     if (problem !== undefined) logger.log('WARNING', problem);
   }
+  const onWait = options.onWaiting;
   const reach = <T>(what: string, attempt: () => Promise<T>) =>
-    options.waitForServers === true ? untilReachable(what, attempt, { logger, clock }) : attempt();
+    options.waitForServers === true
+      ? untilReachable(what, attempt, {
+          logger,
+          clock,
+          ...(onWait === undefined ? {} : { onWait: (error: string) => onWait({ what, error }) }),
+        })
+      : attempt();
   try {
     if (options.migrate !== false) await reach('Postgres', () => migrate(database));
     const transport =
@@ -97,14 +97,16 @@ export async function openServers(
               servers: natsUrl,
               prefix,
               timing,
-              ...(options.natsCredentials === undefined
-                ? {}
-                : { credentials: options.natsCredentials }),
+              credentials: {
+                auth: config.nats.auth,
+                ...(config.nats.tls === undefined ? {} : { tls: config.nats.tls }),
+              },
             }),
           );
     if (options.ensureTransport !== false) {
       await reach('NATS JetStream', () => transport.ensure(allRoutes()));
     }
+    onWait?.(undefined);
     return { database, transport };
   } catch (err) {
     await database.close().catch(() => undefined);

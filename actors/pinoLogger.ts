@@ -31,7 +31,15 @@ const REDACT_PATHS = [...SECRET_KEYS, ...URL_KEYS].flatMap((k) => [k, `*.${k}`])
 /** `scheme://user:password@` anywhere in a text. */
 const URL_WITH_CREDENTIALS = /\b[a-z][a-z0-9+.-]*:\/\/[^\s@/]*@/gi;
 
-function scrubText(text: string, secrets: readonly string[]): string {
+/**
+ * A text with every URL's password and every given secret replaced by `***`.
+ *
+ * @example
+ * ```ts
+ * scrubText('postgres://app:pw@db/app failed', []); // 'postgres://app:***@db/app failed'
+ * ```
+ */
+export function scrubText(text: string, secrets: readonly string[]): string {
   let out = text.replace(URL_WITH_CREDENTIALS, (m) => redactUrl(m));
   for (const s of secrets) if (s.length > 0) out = out.split(s).join('***');
   return out;

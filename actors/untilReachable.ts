@@ -10,6 +10,8 @@ export interface ReachOptions {
   readonly initialBackoffMs?: number;
   /** Longest wait between tries [10 s]. */
   readonly maxBackoffMs?: number;
+  /** Told of every failed try (the error's message), e.g. for a readiness probe. */
+  readonly onWait?: (error: string) => void;
 }
 
 /**
@@ -48,6 +50,7 @@ export async function untilReachable<T>(
     } catch (err) {
       if (classifyFailure(err) !== 'outage') throw err;
       tries++;
+      options.onWait?.(err instanceof Error ? err.message : String(err));
       const backoff = Math.min(cap, first * 2 ** Math.min(tries - 1, 16));
       if (clock.now() - lastLog >= 60_000) {
         lastLog = clock.now();

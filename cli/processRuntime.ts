@@ -1,7 +1,14 @@
-import { loadConfiguration } from '../actors/Configuration.ts';
+import { loadConfiguration, secretsOf } from '../actors/Configuration.ts';
 import type { Logger } from '../actors/Logger.ts';
 import { createMetrics, type Metrics } from '../actors/Metrics.ts';
-import { type MetricsServer, readinessOf, startMetricsServer } from '../actors/metricsServer.ts';
+import {
+  type MetricsServer,
+  type Readiness,
+  readinessOf,
+  startMetricsServer,
+} from '../actors/metricsServer.ts';
+import type { StartupWait } from '../actors/openServers.ts';
+import { scrubText } from '../actors/pinoLogger.ts';
 import { type ControlPlane, createRuntime, type Runtime } from '../actors/Runtime.ts';
 import type { Worker } from '../actors/Worker.ts';
 import { loggerOf, runtimeOptionsOf } from './runtimeFromEnv.ts';
@@ -10,20 +17,55 @@ import { loggerOf, runtimeOptionsOf } from './runtimeFromEnv.ts';
 export interface ProcessRuntime {
   readonly runtime: Runtime;
   readonly logger: Logger;
-  /** Serves `/metrics`, `/healthz`, `/readyz` for the control plane or worker (once per process). */
-  serve(part: { plane: ControlPlane } | { worker: Worker }): Promise<MetricsServer | undefined>;
+  /** The metrics server, when a port is configured: serving since before the servers answered. */
+  readonly server: MetricsServer | undefined;
+  /** Watches the control plane or worker in metrics and readiness (once per process). */
+  serve(part: { plane: ControlPlane } | { worker: Worker }): void;
   close(): Promise<void>;
+}
+
+/** What `/readyz` says before the runtime is open: what start waits for, and why. */
+export function startingReadiness(waiting: StartupWait, role: string): Readiness {
+  const reason =
+    waiting === undefined ? 'starting: connecting to the servers' : `waiting for ${waiting.what}`;
+  return {
+    ready: false,
+    reason,
+    checks:
+      waiting === undefined
+        ? {}
+        : {
+            [waiting.what.startsWith('NATS') ? 'nats' : 'database']: {
+              ok: false,
+              error: waiting.error,
+            },
+          },
+    ...(role === 'control-plane' ? { leader: false } : {}),
+  };
+}
+
+/** A readiness report with every secret kept out of its errors, as out of the log. */
+function scrubbed(report: Readiness, secrets: readonly string[]): Readiness {
+  const checks = Object.fromEntries(
+    Object.entries(report.checks).map(([name, c]) => [
+      name,
+      c.error === undefined ? c : { ...c, error: scrubText(c.error, secrets) },
+    ]),
+  );
+  return { ...report, checks };
 }
 
 /**
  * Opens the runtime of a `control-plane` or `worker` process from the configuration
  * (environment, `--metrics-port`), with a pino logger naming the role and, when a metrics port is
- * set, prom-client metrics fed by the runtime's observer.
+ * set, prom-client metrics fed by the runtime's observer. The metrics server starts first: while
+ * the process waits for Postgres or NATS, `/healthz` answers 200 and `/readyz` 503 with what it
+ * waits for.
  *
  * @example
  * ```ts
  * const proc = await openProcessRuntime('worker', { metricsPort: '9464' });
- * await proc.serve({ worker: proc.runtime.startWorker({ … }) });
+ * proc.serve({ worker: proc.runtime.startWorker({ … }) });
  * ```
  */
 export async function openProcessRuntime(
@@ -37,21 +79,49 @@ export async function openProcessRuntime(
   const logger = loggerOf(config, role);
   const metrics: Metrics | undefined =
     config.metricsPort === undefined ? undefined : createMetrics(logger);
-  const runtime = await createRuntime(
-    // A worker creates nothing on NATS (its credentials may not allow it): the control plane does.
-    runtimeOptionsOf(config, {
-      logger,
-      observer: metrics?.observer,
-      ensureTransport: role !== 'worker' || config.nats.url === undefined,
-      waitForServers: true,
-    }),
-  );
-  let server: MetricsServer | undefined;
+  let waiting: StartupWait;
+  let readiness: (() => Promise<Readiness>) | undefined;
+  const server =
+    metrics === undefined || config.metricsPort === undefined
+      ? undefined
+      : await startMetricsServer({
+          port: config.metricsPort,
+          registry: metrics.registry,
+          readiness: async () =>
+            scrubbed(await (readiness?.() ?? startingReadiness(waiting, role)), secretsOf(config)),
+          logger,
+        });
+  if (server !== undefined) {
+    logger.log('INFO', 'metrics served', {
+      port: server.port,
+      paths: ['/metrics', '/healthz', '/readyz'],
+    });
+  }
+  let runtime: Runtime;
+  try {
+    runtime = await createRuntime(
+      // A worker creates nothing on NATS (its credentials may not allow it): the control plane does.
+      runtimeOptionsOf(config, {
+        logger,
+        observer: metrics?.observer,
+        ensureTransport: role !== 'worker' || config.nats.url === undefined,
+        waitForServers: true,
+        onWaiting: (w) => {
+          waiting = w;
+        },
+      }),
+    );
+  } catch (err) {
+    await server?.close();
+    throw err;
+  }
+  readiness = readinessOf(runtime);
   return {
     runtime,
     logger,
-    async serve(part) {
-      if (metrics === undefined || config.metricsPort === undefined) return undefined;
+    server,
+    serve(part) {
+      if (metrics === undefined) return;
       const plane = 'plane' in part ? part.plane : undefined;
       if (plane !== undefined) {
         metrics.watchDeployment(runtime);
@@ -59,17 +129,7 @@ export async function openProcessRuntime(
       } else if ('worker' in part) {
         metrics.watchWorker(part.worker);
       }
-      server = await startMetricsServer({
-        port: config.metricsPort,
-        registry: metrics.registry,
-        readiness: readinessOf(runtime, plane),
-        logger,
-      });
-      logger.log('INFO', 'metrics served', {
-        port: server.port,
-        paths: ['/metrics', '/healthz', '/readyz'],
-      });
-      return server;
+      readiness = readinessOf(runtime, plane);
     },
     async close() {
       await server?.close();

@@ -3,6 +3,7 @@ import {
   type ConfigurationFlags,
   databaseOptionsOf,
   loadConfiguration,
+  secretsOf,
 } from '../actors/Configuration.ts';
 import type { Logger } from '../actors/Logger.ts';
 import { createPinoLogger } from '../actors/pinoLogger.ts';
@@ -17,18 +18,7 @@ import { classifyFailure } from '../machines/classifyFailure.ts';
 import { migrate } from '../persistence/migrate.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 
-/** Every secret of a configuration, so that the logger can keep each out of every line. */
-export function secretsOf(config: Configuration): string[] {
-  const secrets: string[] = [];
-  const auth = config.nats.auth;
-  if (auth.type === 'user') secrets.push(auth.password);
-  if (auth.type === 'token') secrets.push(auth.token);
-  for (const url of [config.database.url, ...(config.nats.url?.split(',') ?? [])]) {
-    const match = url === undefined ? null : /^[a-z][a-z0-9+.-]*:\/\/[^:@/]*:([^@/]+)@/i.exec(url);
-    if (match?.[1] !== undefined) secrets.push(decodeURIComponent(match[1]));
-  }
-  return secrets;
-}
+export { secretsOf };
 
 /**
  * The logger of an opstate process: pino JSON lines on stderr at the configured level, with the
@@ -51,14 +41,17 @@ export function runtimeOptionsOf(
     ensureTransport?: boolean;
     /** Long-running processes start while Postgres or NATS is down and wait for them. */
     waitForServers?: boolean;
+    /** Told what start waits for (readiness of a process served from the start). */
+    onWaiting?: RuntimeOptions['onWaiting'];
   } = {},
 ): RuntimeOptions {
   return {
     ...(extra.waitForServers === undefined ? {} : { waitForServers: extra.waitForServers }),
+    ...(extra.onWaiting === undefined ? {} : { onWaiting: extra.onWaiting }),
     ...(extra.ensureTransport === undefined ? {} : { ensureTransport: extra.ensureTransport }),
     ...(config.database.url === undefined ? {} : { databaseUrl: config.database.url }),
     dataDir: config.database.dataDir,
-    embeddedEngine: config.database.engine,
+    ...(config.database.engine === undefined ? {} : { embeddedEngine: config.database.engine }),
     databaseTls: { mode: config.database.tls, ...config.database.tlsFiles },
     ...(config.nats.url === undefined ? {} : { natsUrl: config.nats.url }),
     natsCredentials: {

@@ -1,4 +1,5 @@
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { certificateFailure } from '../machines/tlsFailure.ts';
 
 /** The SQLSTATE codes opstate gives a meaning to (graphile-worker keeps its own `CLASH_CODES`). */
 export const SqlState = {
@@ -17,6 +18,8 @@ export const SqlState = {
   UNDEFINED_TABLE: '42P01',
   ADMIN_SHUTDOWN: '57P01',
   CANNOT_CONNECT_NOW: '57P03',
+  INVALID_AUTHORIZATION: '28000',
+  INVALID_PASSWORD: '28P01',
   /** Raised by opstate's own trigger: a retention claim on a copy whose deletion was decided. */
   CLAIM_REFUSED: 'OPS01',
 } as const;
@@ -35,6 +38,17 @@ interface DriverError {
 export function sqlStateOf(err: unknown): string | undefined {
   const code = (err as DriverError | null)?.code;
   return typeof code === 'string' && /^[0-9A-Z]{5}$/.test(code) ? code : undefined;
+}
+
+/** What to set when Postgres refuses a connection for want of TLS or a client certificate. */
+function refusalHint(message: string): string {
+  if (/client certificate/i.test(message)) {
+    return '; give a client certificate: OPSTATE_DATABASE_CERT_FILE and OPSTATE_DATABASE_KEY_FILE (databaseTls.certFile and keyFile when embedding)';
+  }
+  if (/no encryption/i.test(message)) {
+    return '; the server requires TLS: set OPSTATE_DATABASE_TLS to require or verify-full';
+  }
+  return '';
 }
 
 /**
@@ -63,7 +77,20 @@ export function toOpstateError(err: unknown): OpstateError {
   const make = (code: OpstateErrorCode, text: string, retryable = false) =>
     new OpstateError(code, text, { details, retryable, cause: err });
 
+  const certificate = certificateFailure(err);
+  if (certificate !== undefined) {
+    return make(
+      OpstateErrorCode.CONFIG,
+      `Postgres's TLS certificate does not verify (${certificate.code}: ${certificate.message}); set OPSTATE_DATABASE_CA_FILE (databaseTls.caFile when embedding) to the CA that signed it, and name the host the certificate is for`,
+    );
+  }
   switch (state) {
+    case SqlState.INVALID_AUTHORIZATION:
+    case SqlState.INVALID_PASSWORD:
+      return make(
+        OpstateErrorCode.CONFIG,
+        `Postgres refused the connection: ${message}${refusalHint(message)}`,
+      );
     case SqlState.UNIQUE_VIOLATION:
       return make(OpstateErrorCode.CONFLICT, `a row with the same key already exists${at}`);
     case SqlState.FOREIGN_KEY_VIOLATION:

@@ -55,7 +55,8 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
         const { runtime } = proc;
         inspection?.follow(runtime.database);
         const plane = runtime.startControlPlane();
-        const server = await proc.serve({ plane });
+        proc.serve({ plane });
+        const { server } = proc;
         ctx.io.out(
           `control plane started (${runtime.mode.database}, ${runtime.mode.transport}) as ${plane.holder}; waiting for leadership${server === undefined ? '' : `; metrics on port ${server.port}`}`,
         );

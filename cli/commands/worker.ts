@@ -138,7 +138,8 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
             },
           );
         }
-        const server = await proc.serve({ worker });
+        proc.serve({ worker });
+        const { server } = proc;
         ctx.io.out(
           `worker ${worker.id} started for ${kinds.join(', ')}${server === undefined ? '' : `; metrics on port ${server.port}`}`,
         );

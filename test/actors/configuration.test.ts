@@ -1,7 +1,10 @@
 import { describe, expect, it } from 'vitest';
 import { loadConfiguration, redactConfiguration } from '../../actors/Configuration.ts';
+import { memoryLogger } from '../../actors/Logger.ts';
+import { createRuntime, type RuntimeOptions } from '../../actors/Runtime.ts';
 import { secretsOf } from '../../cli/runtimeFromEnv.ts';
 import { OpstateError } from '../../machines/OpstateError.ts';
+import { createTestDatabase, dropTestDatabase } from '../helpers/postgres.ts';
 
 function refusal(env: NodeJS.ProcessEnv, flags = {}): OpstateError {
   try {
@@ -16,7 +19,7 @@ function refusal(env: NodeJS.ProcessEnv, flags = {}): OpstateError {
 describe('loadConfiguration', () => {
   it('defaults to the embedded deployment', () => {
     expect(loadConfiguration({})).toEqual({
-      database: { dataDir: './.opstate', engine: 'postgres', tls: 'disable', tlsFiles: {} },
+      database: { dataDir: './.opstate', tls: 'disable', tlsFiles: {} },
       nats: { auth: { type: 'none' } },
       prefix: 'opstate',
       timing: {},
@@ -43,7 +46,6 @@ describe('loadConfiguration', () => {
       database: {
         url: 'postgres://app:pw@db:5432/app',
         dataDir: './.opstate',
-        engine: 'postgres',
         tls: 'verify-full',
         tlsFiles: { caFile: '/etc/ca.pem' },
       },
@@ -93,6 +95,8 @@ describe('loadConfiguration', () => {
   it('never shows a secret, neither in a refusal nor redacted', () => {
     const err = refusal({ OPSTATE_NATS_PASSWORD: 'hunter22-secret' });
     expect(err.message).not.toContain('hunter22-secret');
+    const url = refusal({ DATABASE_URL: 'mysql://app:db-pass-0@db/app' });
+    expect(url.message).toContain("got 'mysql://app:***@db/app'");
     const config = loadConfiguration({
       DATABASE_URL: 'postgres://app:db-pass-1@db/app',
       NATS_URL: 'nats://tok-in-url@n1:4222',
@@ -105,5 +109,71 @@ describe('loadConfiguration', () => {
     }
     expect(shown).toContain('postgres://app:***@db/app');
     expect(secretsOf(config).sort()).toEqual(['db-pass-1', 'nats-pass-2']);
+  });
+});
+
+describe('createRuntime resolves its settings through the same configuration', () => {
+  async function refusedAtStart(options: RuntimeOptions): Promise<OpstateError> {
+    const err = await createRuntime({ logger: memoryLogger(), ...options }).then(
+      async (runtime) => {
+        await runtime.close();
+        throw new Error('the runtime started');
+      },
+      (e: unknown) => e,
+    );
+    if (!(err instanceof OpstateError)) throw err;
+    return err;
+  }
+
+  it.each([
+    [{ NATS_URL: 'http://n1:4222' }, 'NATS_URL must be nats://host:port or tls://'],
+    [{ OPSTATE_TIMING: 'soon' }, 'OPSTATE_TIMING must be a JSON object'],
+    [{ OPSTATE_LOG_LEVEL: 'loud' }, 'OPSTATE_LOG_LEVEL must be trace | debug | info'],
+    [{ OPSTATE_DATABASE_TLS: 'yes' }, 'OPSTATE_DATABASE_TLS must be disable | require'],
+    [{ OPSTATE_NATS_TOKEN: 't', OPSTATE_NATS_CREDS_FILE: '/c' }, 'given 2 ways'],
+  ])('refuses the environment %j at start, naming the variable', async (env, message) => {
+    const err = await refusedAtStart({ env });
+    expect(err.code).toBe('CONFIG');
+    expect(err.message).toContain(message);
+  });
+
+  it('holds options to the same rules, and an option wins over its variable', async () => {
+    const err = await refusedAtStart({ env: {}, natsUrl: 'http://n1:4222' });
+    expect(err.message).toContain('the option natsUrl (as NATS_URL) must be nats://host:port');
+    expect((await refusedAtStart({ env: {}, prefix: 'a.b' })).message).toContain(
+      "the option prefix (as OPSTATE_PREFIX) must be letters, digits, '-' and '_'",
+    );
+    const config = loadConfiguration(
+      { NATS_URL: 'not a url', OPSTATE_TIMING: 'soon', OPSTATE_NATS_TOKEN: 'env-token' },
+      {},
+      {
+        natsUrl: 'nats://n1:4222',
+        timing: { heartbeatIntervalMs: 500 },
+        natsCredentials: { auth: { type: 'none' } },
+      },
+    );
+    expect(config.nats).toEqual({ url: 'nats://n1:4222', auth: { type: 'none' } });
+    expect(config.timing).toEqual({ heartbeatIntervalMs: 500 });
+  });
+
+  it('runs on what the environment says when the options leave it unset', async () => {
+    const db = await createTestDatabase('opstate_config_env');
+    const runtime = await createRuntime({
+      logger: memoryLogger(),
+      env: {
+        DATABASE_URL: db.url,
+        OPSTATE_PREFIX: 'from_env',
+        OPSTATE_TIMING: '{"heartbeatIntervalMs":700,"heartbeatTimeoutMs":7000}',
+      },
+    });
+    try {
+      expect(runtime.mode).toEqual({ database: 'postgres', transport: 'in-process' });
+      expect(runtime.timing.heartbeatIntervalMs).toBe(700);
+      expect(runtime.timing.heartbeatTimeoutMs).toBe(7000);
+      expect(runtime.startControlPlane().holder).toBeTruthy();
+    } finally {
+      await runtime.close();
+      await dropTestDatabase(db);
+    }
   });
 });

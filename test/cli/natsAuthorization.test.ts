@@ -3,6 +3,14 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import {
+  createAccount,
+  createOperator,
+  encodeAccount,
+  encodeOperator,
+  encodeUser,
+  fmtCreds,
+} from '@nats-io/jwt';
 import { createUser } from '@nats-io/nkeys';
 import { afterEach, describe, expect, it } from 'vitest';
 import { memoryLogger } from '../../actors/Logger.ts';
@@ -217,6 +225,15 @@ describe('NATS credentials other than a password', () => {
       await writeFile(seedFile, new TextDecoder().decode(user.getSeed()), { mode: 0o600 });
       server = await serverWith(`  users: [ { nkey: ${user.getPublicKey()} } ]`, dir);
       expect(await connects(server.url, { auth: { type: 'nkey', seedFile } })).toBe('ok');
+      // The same from the environment, through the runtime's configuration.
+      db = await createTestDatabase('opstate_natsnkey');
+      const fromEnv = await createRuntime({
+        env: { DATABASE_URL: db.url, NATS_URL: server.url, OPSTATE_NATS_NKEY_SEED_FILE: seedFile },
+        prefix: `nkey_${Math.random().toString(36).slice(2, 8)}`,
+        logger: memoryLogger(),
+      });
+      expect(fromEnv.mode.transport).toBe('jetstream');
+      await fromEnv.close();
       await expect(connects(server.url, undefined)).rejects.toThrow(/NATS refused the connection/);
       await expect(
         connects(server.url, { auth: { type: 'nkey', seedFile: join(dir, 'missing.nk') } }),
@@ -231,6 +248,103 @@ describe('NATS credentials other than a password', () => {
       }).catch((err: Error) => err.message);
       expect(refused).toMatch(/NATS refused the connection/);
       expect(refused).not.toContain(token);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  /**
+   * Operator (JWT) mode: an operator signs an account with JetStream enabled and a system
+   * account, preloaded into the server's memory resolver; the account signs a user whose JWT and
+   * seed make the `.creds` file.
+   */
+  async function operatorMode(dir: string) {
+    const operator = createOperator();
+    const account = createAccount();
+    const system = createAccount();
+    // Every limit unlimited (one left out is 0: no connection, no subscription), JetStream on.
+    const limits = {
+      ...{ subs: -1, data: -1, payload: -1, imports: -1, exports: -1, conn: -1, leaf: -1 },
+      ...{ wildcards: true, mem_storage: -1, disk_storage: -1, streams: -1, consumer: -1 },
+    };
+    const accountJwt = await encodeAccount('opstate', account, { limits }, { signer: operator });
+    const systemJwt = await encodeAccount('SYS', system, {}, { signer: operator });
+    const operatorJwt = await encodeOperator('opstate-test', operator, {
+      system_account: system.getPublicKey(),
+    });
+    const conf = join(dir, 'operator.conf');
+    await writeFile(
+      conf,
+      [
+        `operator: ${operatorJwt}`,
+        `system_account: ${system.getPublicKey()}`,
+        'resolver: MEMORY',
+        'resolver_preload: {',
+        `  ${account.getPublicKey()}: ${accountJwt}`,
+        `  ${system.getPublicKey()}: ${systemJwt}`,
+        '}',
+        '',
+      ].join('\n'),
+    );
+    const credsFor = async (signer: ReturnType<typeof createAccount>, name: string) => {
+      const user = createUser();
+      const jwt = await encodeUser(name, user, signer);
+      const file = join(dir, `${name}.creds`);
+      await writeFile(file, fmtCreds(jwt, user), { mode: 0o600 });
+      return { file, seed: new TextDecoder().decode(user.getSeed()) };
+    };
+    return {
+      conf,
+      user: await credsFor(account, 'worker'),
+      // Signed by an account this server does not know.
+      stranger: await credsFor(createAccount(), 'stranger'),
+    };
+  }
+
+  it('connects with a .creds file in operator mode, as a runtime and as a worker process, and is refused with an unknown one', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'opstate-nats-creds-'));
+    try {
+      const { conf, user, stranger } = await operatorMode(dir);
+      server = await NatsServerProcess.create();
+      await server.start({ args: ['-c', conf] });
+      const creds = { auth: { type: 'creds', credsFile: user.file } } as const;
+      expect(await connects(server.url, creds)).toBe('ok');
+      const refused = await connects(server.url, {
+        auth: { type: 'creds', credsFile: stranger.file },
+      }).catch((err: Error) => err.message);
+      expect(refused).toMatch(/NATS refused the connection: .*OPSTATE_NATS_CREDS_FILE/);
+      expect(refused).not.toContain(stranger.seed);
+      await expect(connects(server.url, undefined)).rejects.toThrow(/NATS refused the connection/);
+
+      // The same credentials from the environment: a control plane and a worker process.
+      db = await createTestDatabase('opstate_natscreds');
+      plane = await createRuntime({
+        databaseUrl: db.url,
+        natsUrl: server.url,
+        natsCredentials: creds,
+        timing: FAST_TIMING,
+        logger: memoryLogger(),
+      });
+      plane.startControlPlane();
+      const port = await freePort();
+      const worker = spawnWorker({
+        DATABASE_URL: db.url,
+        NATS_URL: server.url,
+        OPSTATE_NATS_CREDS_FILE: user.file,
+        OPSTATE_METRICS_PORT: String(port),
+      });
+      await waitFor(
+        async () =>
+          (await fetch(`http://127.0.0.1:${port}/readyz`).catch(() => undefined))?.status === 200,
+        `the creds worker to be ready:\n${worker.text()}`,
+        60_000,
+      );
+      await waitFor(
+        async () =>
+          ((await plane?.transport.heartbeats.list()) ?? []).some((h) => h.workerId === 'worker-b'),
+        "the creds worker's heartbeat",
+      );
+      expect(worker.text()).not.toContain(user.seed);
     } finally {
       await rm(dir, { recursive: true, force: true });
     }

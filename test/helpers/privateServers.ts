@@ -63,7 +63,11 @@ export class PrivatePostgres {
     return `postgres://postgres@127.0.0.1:${this.port}/${database}`;
   }
 
-  async start(): Promise<void> {
+  /** Starts it; `settings` add server settings, e.g. `{ ssl: 'on', ssl_cert_file: '/…' }`. */
+  async start(settings: Record<string, string> = {}): Promise<void> {
+    const extra = Object.entries(settings)
+      .map(([k, v]) => ` -c ${k}=${v}`)
+      .join('');
     await asPostgres([
       `${BIN}/pg_ctl`,
       '-D',
@@ -72,7 +76,7 @@ export class PrivatePostgres {
       join(this.dir, 'log'),
       '-w',
       '-o',
-      `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c max_connections=200`,
+      `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c max_connections=200${extra}`,
       'start',
     ]);
     await waitFor(() => reachable(this.port), `private Postgres on port ${this.port}`, 30_000, 50);
@@ -119,7 +123,8 @@ export class PrivatePostgres {
   }
 }
 
-async function postgresIds(): Promise<{ uid: number; gid: number }> {
+/** The `postgres` OS user's uid and gid (to hand it files such as a TLS key). */
+export async function postgresIds(): Promise<{ uid: number; gid: number }> {
   const { stdout: uid } = await run('id', ['-u', 'postgres']);
   const { stdout: gid } = await run('id', ['-g', 'postgres']);
   return { uid: Number(uid.trim()), gid: Number(gid.trim()) };

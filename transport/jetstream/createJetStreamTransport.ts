@@ -6,7 +6,7 @@ import {
   jetstreamManager,
 } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
-import { connect, type NatsConnection } from '@nats-io/transport-node';
+import { connect, errors, type NatsConnection } from '@nats-io/transport-node';
 import { systemClock } from '../../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import type { Route } from '../../machines/routing.ts';
@@ -56,6 +56,8 @@ export interface JetStreamTransportOptions extends TransportOptions {
   readonly pullExpiresMs?: number;
   /** JetStream API request timeout [5000 ms]. */
   readonly requestTimeoutMs?: number;
+  /** How long connecting to a server may take [20000 ms]. */
+  readonly connectTimeoutMs?: number;
 }
 
 /** The JetStream transport, plus the connection for tools and tests. */
@@ -63,6 +65,25 @@ export interface JetStreamTransport extends Transport {
   readonly connection: NatsConnection;
   /** Deletes the stream and the heartbeat bucket (tests, teardown). */
   destroy(): Promise<void>;
+}
+
+/**
+ * A server that demands a client certificate (`verify`) answers a TLS client without one by
+ * letting the connection time out: when a connect timed out with TLS on and no certificate given,
+ * say so.
+ */
+function withClientCertificateHint(
+  err: OpstateError,
+  credentials: NatsCredentials | undefined,
+): OpstateError {
+  if (!err.retryable || credentials?.tls === undefined || credentials.tls.certFile !== undefined) {
+    return err;
+  }
+  return new OpstateError(
+    OpstateErrorCode.TRANSPORT,
+    `${err.message} If the server requires a client certificate (verify), set OPSTATE_NATS_CERT_FILE and OPSTATE_NATS_KEY_FILE (natsCredentials.tls.certFile and keyFile when embedding).`,
+    { details: err.details, retryable: true, cause: err },
+  );
 }
 
 /**
@@ -110,9 +131,15 @@ export async function createJetStreamTransport(
         // traces up front, in case it fails: a large share of a busy process's time. Failures are
         // translated into OpstateErrors naming the operation and subject anyway.
         noAsyncTraces: true,
+        ...(options.connectTimeoutMs === undefined ? {} : { timeout: options.connectTimeoutMs }),
       }));
   } catch (err) {
-    throw translateJetStreamError(err, 'connect', { servers: redactServers(options.servers) });
+    const translated = translateJetStreamError(err, 'connect', {
+      servers: redactServers(options.servers),
+    });
+    throw err instanceof errors.TimeoutError
+      ? withClientCertificateHint(translated, options.credentials)
+      : translated;
   }
   const requestTimeout = options.requestTimeoutMs ?? 5000;
   const js: JetStreamClient = jetstream(nc, { timeout: requestTimeout });

@@ -1,6 +1,7 @@
 import { JetStreamApiCodes, JetStreamApiError } from '@nats-io/jetstream';
 import { errors } from '@nats-io/transport-node';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { certificateFailure } from '../../machines/tlsFailure.ts';
 
 /**
  * Maps a failure of the NATS client or the JetStream API to an `OpstateError` `TRANSPORT`, so
@@ -37,6 +38,14 @@ export function translateJetStreamError(
     return new OpstateError(
       OpstateErrorCode.TRANSPORT,
       `JetStream ${action} failed: the connection is closed; create a new transport.`,
+      { details, retryable: false, cause: err },
+    );
+  }
+  const certificate = certificateFailure(err);
+  if (certificate !== undefined) {
+    return new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `NATS's TLS certificate does not verify (${certificate.code}: ${certificate.message}); set OPSTATE_NATS_CA_FILE (natsCredentials.tls.caFile when embedding) to the CA that signed it, and name the host the certificate is for`,
       { details, retryable: false, cause: err },
     );
   }
