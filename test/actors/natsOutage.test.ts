@@ -27,7 +27,11 @@ describe('a NATS outage', () => {
     nats = await NatsServerProcess.create();
     await nats.start();
     const server = nats;
-    d = await startDeployment({ ...FAST_TIMING, maxScheduled: 16 }, { natsUrl: server.url });
+    // The reconciler's floor and ack-wait are beyond the drill: nothing may wait for them.
+    d = await startDeployment(
+      { ...FAST_TIMING, reconcilerFloorMs: 90_000, ackWaitMs: 120_000, maxScheduled: 16 },
+      { natsUrl: server.url },
+    );
     const dep = d;
     const w = await makeWorld(dep.runtime.database);
     const plane = dep.spawnCli(['control-plane']);
