@@ -5,7 +5,7 @@ import { defineConfig } from 'vitest/config';
 // mistaken for a dead one. Everything else runs two files at a time (each owns its databases and
 // streams, so nothing collides).
 const DRILLS = [
-  'test/actors/{recovery,longRunning,leadership,outbox,scale,badDispatch,stalledWorker}.test.ts',
+  'test/actors/{recovery,longRunning,leadership,outbox,scale,badDispatch,stalledWorker,postgresRestart,natsOutage,strandedDispatch}.test.ts',
   'test/cli/{workerFaults,observability,natsAuthorization,stageHandlersModule,operatorCli}.test.ts',
   'test/demo/demo.test.ts',
   'test/breaker/runtime.test.ts',

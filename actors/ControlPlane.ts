@@ -1,7 +1,7 @@
 import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
-import type { Transport } from '../transport/Transport.ts';
+import type { Transport, WorkerHeartbeat } from '../transport/Transport.ts';
 import { type BreakerRepository, startCircuitBreakerLoop } from './CircuitBreaker.ts';
 import type { LeadershipTerm } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
@@ -15,7 +15,12 @@ import {
   schedulingLimit,
   sortPublished,
 } from './planDispatch.ts';
-import { planMonitorResets, staleSuspects } from './planMonitorPass.ts';
+import {
+  planMonitorResets,
+  planStrandedResets,
+  staleSuspects,
+  unlistedScheduled,
+} from './planMonitorPass.ts';
 import { planReconcilerResets } from './planReconcilerPass.ts';
 
 /** How often each control-plane loop runs when idle, and how much it takes per pass. */
@@ -180,13 +185,35 @@ function monitorLoop(shell: Shell): Loop {
     pass: async () => {
       const beats = await transport.heartbeats.list();
       const suspects = staleSuspects(beats, clock.now(), timeoutMs);
-      if (suspects.length === 0) return false;
-      const operations = [...(await store.loadMany(suspects)).values()];
-      const resets = planMonitorResets({ now: clock.now(), timeoutMs, beats, operations });
-      for (const r of resets) await applyReset(shell, r);
+      if (suspects.length > 0) {
+        const operations = [...(await store.loadMany(suspects)).values()];
+        const resets = planMonitorResets({ now: clock.now(), timeoutMs, beats, operations });
+        for (const r of resets) await applyReset(shell, r);
+      }
+      await strandedPass(shell, beats);
       return false;
     },
   });
+}
+
+/**
+ * The monitor's second look: dispatches the broker handed to a worker that died or froze before
+ * it could list them in a heartbeat (`planStrandedResets`). The broker is asked only when some
+ * SCHEDULED operation has gone unlisted for longer than the heartbeat timeout.
+ */
+async function strandedPass(shell: Shell, beats: readonly WorkerHeartbeat[]): Promise<void> {
+  const { store, transport, clock } = shell;
+  const timeoutMs = transport.timing.heartbeatTimeoutMs;
+  const now = clock.now();
+  const waiting = unlistedScheduled(
+    beats,
+    await store.listActiveOlderThan(new Date(now - timeoutMs)),
+    now - timeoutMs,
+  );
+  if (waiting.length === 0) return;
+  const unsettled = await transport.unsettled();
+  const resets = planStrandedResets({ now, timeoutMs, beats, waiting, unsettled });
+  for (const r of resets) await applyReset(shell, r);
 }
 
 /** Reconciler (backstop): active past the floor and held by no live worker → reset. */
@@ -221,6 +248,8 @@ function reconcilerLoop(shell: Shell): Loop {
  * - heartbeat monitor (primary recovery): SCHEDULED or IN_PROGRESS held (per the worker
  *   heartbeats) only by workers whose heartbeat went stale → RESET: a dispatch that sits with a
  *   dead or stalled worker, pulled or running, comes back within about the heartbeat timeout;
+ *   so does a dispatch the broker handed to a worker that died or froze before it read it (no
+ *   heartbeat lists it: SCHEDULED past the timeout, listed by none, and unsettled at the broker);
  * - reconciler (backstop): SCHEDULED/IN_PROGRESS held by no live worker and older than the floor →
  *   RESET, with one WARNING line per reset. It covers what the monitor cannot see: a dispatch lost
  *   on its way to a worker, and a heartbeat store that lost its keys;

@@ -11,6 +11,12 @@ interface Touchable {
 export interface WorkerHeartbeatLoop {
   /** Holds an operation (pulled, about to start, or running); the next beat lists it. */
   hold(op: HeldOperation, delivery: Touchable): void;
+  /**
+   * Holds a delivery just received, unless its operation is held already (running here, or another
+   * delivery of it on its way); returns whether it did. The next beat lists it, so a dispatch a
+   * live worker has read is never mistaken for one stranded with a dead worker.
+   */
+  receive(op: HeldOperation, delivery: Touchable): boolean;
   /** Lets it go; the next beat no longer lists it. */
   release(operationId: string): void;
   /** What is held now. */
@@ -119,6 +125,11 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
   return {
     hold(op, delivery) {
       entries.set(op.operationId, { op, delivery });
+    },
+    receive(op, delivery) {
+      if (entries.has(op.operationId)) return false;
+      entries.set(op.operationId, { op, delivery });
+      return true;
     },
     release(operationId) {
       entries.delete(operationId);

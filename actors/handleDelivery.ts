@@ -58,6 +58,23 @@ export async function handleDelivery(w: WorkerCore, d: Delivery): Promise<void> 
     d.nak(0);
     return;
   }
+  // Listed from receipt (the load may wait on the database): released once it is settled, unless
+  // it runs (the run holds and releases it itself) or was held already.
+  const received = w.heartbeat.receive(
+    { kind: m.kind, operationId: m.operationId, attempt: m.attempt },
+    d,
+  );
+  try {
+    await judge(w, d);
+  } finally {
+    if (received && !w.state.crashed && !w.registry.getSnapshot().context.leases.has(m.operationId))
+      w.heartbeat.release(m.operationId);
+  }
+}
+
+/** Loads the operation, triages the delivery and carries the triage out. */
+async function judge(w: WorkerCore, d: Delivery): Promise<void> {
+  const m = d.message;
   let op: OperationRecord;
   try {
     op = await w.batches.load(m.operationId);
@@ -81,7 +98,8 @@ export async function handleDelivery(w: WorkerCore, d: Delivery): Promise<void> 
   };
   let triage = triageDelivery(input);
   if (triage.action === 'check_holder') {
-    const holderAlive = await w.transport.heartbeats.isAlive(op.kind, op.id, op.attempt);
+    // Another worker's: this one lists the delivery itself from receipt.
+    const holderAlive = await w.transport.heartbeats.isAlive(op.kind, op.id, op.attempt, w.id);
     triage = triageDelivery({ ...input, holderAlive });
   }
   await settle(w, d, op, triage);

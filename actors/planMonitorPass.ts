@@ -1,4 +1,5 @@
-import type { WorkerHeartbeat } from '../transport/Transport.ts';
+import type { ActiveOperation } from '../persistence/sql/controlPlaneQueries.ts';
+import type { DispatchMessage, WorkerHeartbeat } from '../transport/Transport.ts';
 import { type ActiveAttempt, findAbandoned } from './findAbandoned.ts';
 import type { PlannedReset } from './PlannedReset.ts';
 
@@ -66,4 +67,78 @@ export function planMonitorResets(input: {
       },
     },
   }));
+}
+
+/**
+ * The heartbeat monitor's second look, pure: a SCHEDULED operation that no heartbeat lists at its
+ * attempt, fresh or stale, for longer than the timeout, whose dispatch the broker has handed out
+ * and not seen settled (`unsettled`), sits with a worker that died or froze before it read the
+ * dispatch: no heartbeat can ever list it, and the broker would only hand it out again after
+ * ack-wait. It gets a RESET by `heartbeat_monitor`, fenced on that attempt. One still waiting in
+ * the queue (not handed out: behind a busy worker, or with no worker at all) is left alone.
+ *
+ * @example
+ * ```ts
+ * const waiting = await store.listActiveOlderThan(new Date(now - timeoutMs));
+ * const resets = planStrandedResets({ now, timeoutMs, beats, waiting,
+ *   unsettled: await transport.unsettled() });
+ * ```
+ */
+export function planStrandedResets(input: {
+  readonly now: number;
+  readonly timeoutMs: number;
+  readonly beats: readonly WorkerHeartbeat[];
+  readonly waiting: readonly ActiveOperation[];
+  readonly unsettled: readonly DispatchMessage[];
+}): PlannedReset[] {
+  const { now, timeoutMs } = input;
+  const handedOut = new Set(input.unsettled.map((m) => `${m.operationId}:${m.attempt}`));
+  const at = new Date(now).toISOString();
+  return unlistedScheduled(input.beats, input.waiting, now - timeoutMs)
+    .filter((op) => handedOut.has(`${op.id}:${op.attempt}`))
+    .map((op) => {
+      const reason = `dispatch handed to a worker that never listed it (died or froze before reading it); SCHEDULED for ${Math.round((now - op.since.getTime()) / 1000)} s (timeout ${timeoutMs / 1000} s)`;
+      return {
+        id: op.id,
+        kind: op.kind,
+        status: op.status,
+        attempt: op.attempt,
+        event: {
+          type: 'RESET',
+          by: 'heartbeat_monitor',
+          reason: `stranded: ${reason}`,
+          attempt: op.attempt,
+          at,
+        },
+        line: {
+          level: 'INFO',
+          message: 'heartbeat monitor reset operation',
+          fields: {
+            operationId: op.id,
+            kind: op.kind,
+            status: op.status,
+            attempt: op.attempt,
+            reason,
+          },
+        },
+      };
+    });
+}
+
+/**
+ * The SCHEDULED operations scheduled before `before` that no heartbeat, fresh or stale, lists at
+ * their attempt: the only ones worth asking the broker about (`planStrandedResets`).
+ */
+export function unlistedScheduled(
+  beats: readonly WorkerHeartbeat[],
+  waiting: readonly ActiveOperation[],
+  before: number,
+): ActiveOperation[] {
+  const listed = new Set(beats.flatMap((b) => b.held.map((h) => `${h.operationId}:${h.attempt}`)));
+  return waiting.filter(
+    (op) =>
+      op.status === 'SCHEDULED' &&
+      op.since.getTime() <= before &&
+      !listed.has(`${op.id}:${op.attempt}`),
+  );
 }

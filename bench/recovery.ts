@@ -12,21 +12,27 @@
  * - reconciler path: a worker is killed and the heartbeat bucket purged (nothing lists the
  *   operation); from START to the RESET by the reconciler, against the reconciler floor;
  * - leader takeover: the leading control-plane process is frozen (SIGSTOP); from the freeze to
- *   the standby holding the lease, against the lease plus one poll.
+ *   the standby holding the lease, against the lease plus one poll;
+ * - stranded dispatch: an idle worker is frozen (SIGSTOP) with a pull request open and the broker
+ *   hands it a dispatch it never reads (no heartbeat lists it); from SCHEDULE to the RESET by the
+ *   heartbeat monitor, against the heartbeat timeout;
+ * - broker path: a second deployment whose monitor and reconciler sleep far longer than the run;
+ *   a worker running an operation is killed and an idle worker takes the redelivery; from the kill
+ *   to the RESET by `broker`, against ack-wait.
  *
  *   node --import tsx bench/recovery.ts        (OPSTATE_BENCH_RECOVERY_SAMPLES, default 3)
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { fileURLToPath } from 'node:url';
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import postgres from 'postgres';
 import { memoryLogger } from '../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../actors/Runtime.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import { LocationType } from '../machines/routing.ts';
+import { defaultRoute, LocationType, queueName } from '../machines/routing.ts';
 import { LeaseRepository } from '../persistence/LeaseRepository.ts';
 import { opstateArgs, REPO_ROOT } from '../test/helpers/opstateCli.ts';
 import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
@@ -48,6 +54,14 @@ const TIMING: Partial<RuntimeTiming> = {
   relayIntervalMs: 20,
   leaderPollMs: 250,
   leaderLeaseMs: 2_000,
+};
+
+/** The broker path alone: the monitor and the reconciler sleep far longer than the run. */
+const BROKER_TIMING: Partial<RuntimeTiming> = {
+  ...TIMING,
+  ackWaitMs: 10_000,
+  monitorIntervalMs: 600_000,
+  reconcilerIntervalMs: 600_000,
 };
 
 const emit = (o: Record<string, unknown>) => process.stdout.write(`${JSON.stringify(o)}\n`);
@@ -79,9 +93,9 @@ async function resetOf(runtime: Runtime, id: string, by: string) {
   return view.transitions.find((t) => t.event === 'RESET' && t.by === by);
 }
 
-async function main() {
+/** One isolated deployment: its own database, NATS prefix and runtime, with these timers. */
+async function openDeployment(admin: postgres.Sql, timing: Partial<RuntimeTiming>) {
   const name = `opstate_bench_rec_${randomBytes(4).toString('hex')}`;
-  const admin = postgres(ADMIN, { max: 1, onnotice: () => {} });
   await admin.unsafe(`create database ${name}`);
   const url = new URL(ADMIN);
   url.pathname = `/${name}`;
@@ -90,15 +104,45 @@ async function main() {
     databaseUrl: url.toString(),
     natsUrl: NATS_URL,
     prefix,
-    timing: TIMING,
+    timing,
     logger: memoryLogger(),
   });
   const env = {
     DATABASE_URL: url.toString(),
     NATS_URL,
     OPSTATE_PREFIX: prefix,
-    OPSTATE_TIMING: JSON.stringify(TIMING),
+    OPSTATE_TIMING: JSON.stringify(timing),
   };
+  const location = await runtime.artifacts.addLocation({
+    site: 'bench',
+    name: 'source',
+    locationType: LocationType.SOURCE,
+    storageRoot: '/bench',
+  });
+  const submit = async () => {
+    const pkg = await runtime.artifacts.addRawDataPackage({
+      name: `p-${randomBytes(4).toString('hex')}`,
+    });
+    return runtime.submit({
+      kind: OperationKind.RAW_DATA_PACKAGE,
+      fields: { rawDataPackageId: pkg, locationId: location.id },
+    });
+  };
+  const close = async () => {
+    await (runtime.transport as JetStreamTransport).destroy().catch(() => undefined);
+    await runtime.close();
+    await admin.unsafe(`drop database if exists ${name} with (force)`);
+  };
+  return { runtime, env, prefix, submit, close };
+}
+
+const ONE_KIND = ['worker', '--kinds', OperationKind.RAW_DATA_PACKAGE, '--handlers', HANDLERS];
+
+async function main() {
+  const admin = postgres(ADMIN, { max: 1, onnotice: () => {} });
+  const dep = await openDeployment(admin, TIMING);
+  const { runtime, env, prefix, submit } = dep;
+  const broker = await openDeployment(admin, BROKER_TIMING);
   const children: ChildProcess[] = [];
   try {
     const planes = [
@@ -106,21 +150,6 @@ async function main() {
       startWorker(env, {}, ['control-plane']),
     ];
     children.push(...planes.map((p) => p.proc));
-    const location = await runtime.artifacts.addLocation({
-      site: 'bench',
-      name: 'source',
-      locationType: LocationType.SOURCE,
-      storageRoot: '/bench',
-    });
-    const submit = async () => {
-      const pkg = await runtime.artifacts.addRawDataPackage({
-        name: `p-${randomBytes(4).toString('hex')}`,
-      });
-      return runtime.submit({
-        kind: OperationKind.RAW_DATA_PACKAGE,
-        fields: { rawDataPackageId: pkg, locationId: location.id },
-      });
-    };
     const ready = async (w: ReturnType<typeof startWorker>) =>
       until(async () => w.out.join('').includes('started for'), 'worker start');
     const status = async (id: string) => (await runtime.store.load(id)).status;
@@ -153,6 +182,16 @@ async function main() {
     const frozen: number[] = [];
     const reconciler: number[] = [];
     const takeover: number[] = [];
+    const stranded: number[] = [];
+    const brokerPath: number[] = [];
+    const jsm = await jetstreamManager((runtime.transport as JetStreamTransport).connection);
+    const queue = () =>
+      jsm.consumers.info(
+        `${prefix}_dispatch`,
+        queueName(defaultRoute(OperationKind.RAW_DATA_PACKAGE)),
+      );
+    const brokerPlane = startWorker(broker.env, {}, ['control-plane']);
+    children.push(brokerPlane.proc);
     const leases = new LeaseRepository(runtime.database);
     for (let i = 0; i < SAMPLES; i++) {
       // Monitor path: a running operation's worker killed.
@@ -208,6 +247,70 @@ async function main() {
       );
       takeover.push(Date.now() - stoppedAt);
       leader.proc.kill('SIGCONT');
+
+      // Stranded dispatch: handed to an idle worker frozen with a pull request open.
+      const e = startWorker(env, {}, ONE_KIND);
+      children.push(e.proc);
+      await ready(e);
+      let strandedId: string | undefined;
+      while (strandedId === undefined) {
+        await until(async () => (await queue()).num_waiting > 0, 'an open pull request');
+        e.proc.kill('SIGSTOP');
+        if ((await queue()).num_waiting === 0) {
+          e.proc.kill('SIGCONT'); // its request expired meanwhile: try again
+          continue;
+        }
+        const id = await submit();
+        // Earlier samples leave dispatches of their own unsettled: ask about this one.
+        const handedOut = async () =>
+          (await runtime.transport.unsettled()).some((m) => m.operationId === id);
+        await until(
+          async () =>
+            (await handedOut()) ||
+            ((await status(id)) === 'SCHEDULED' && (await queue()).num_waiting === 0),
+          'the dispatch handed out or left queued',
+        );
+        if (await handedOut()) strandedId = id;
+        else {
+          e.proc.kill('SIGCONT');
+          await until(async () => (await status(id)) === 'COMPLETED', 'the woken worker');
+        }
+      }
+      const sid = strandedId;
+      const scheduled = (await runtime.get(sid)).transitions.find((t) => t.event === 'SCHEDULE');
+      if (scheduled === undefined) throw new Error(`operation ${sid} was never scheduled`);
+      stranded.push((await resetBy(sid, 'heartbeat_monitor')) - scheduled.at.getTime());
+      e.proc.kill('SIGKILL');
+      await cancel(strandedId);
+
+      // Broker path (its own deployment): the redelivery after ack-wait finds no live holder.
+      const f = startWorker(broker.env, { BENCH_HOLD_MS: '600000' }, ONE_KIND);
+      children.push(f.proc);
+      await ready(f);
+      const fid = await broker.submit();
+      await until(
+        async () => (await broker.runtime.store.load(fid)).status === 'IN_PROGRESS',
+        'the broker-path worker to run it',
+      );
+      // A second worker, idle, takes the redelivery once the first is dead.
+      const g = startWorker(broker.env, {}, ONE_KIND);
+      children.push(g.proc);
+      await ready(g);
+      const brokerKilledAt = Date.now();
+      f.proc.kill('SIGKILL');
+      await f.exited;
+      await until(
+        async () => (await resetOf(broker.runtime, fid, 'broker')) !== undefined,
+        'the broker reset',
+      );
+      brokerPath.push(
+        ((await resetOf(broker.runtime, fid, 'broker'))?.at.getTime() ?? 0) - brokerKilledAt,
+      );
+      await until(
+        async () => (await broker.runtime.store.load(fid)).status === 'COMPLETED',
+        'the idle worker to complete it',
+      );
+      g.proc.kill('SIGKILL');
     }
     const worst = (xs: number[]) => Math.max(...xs);
     const figure = (name: string, xs: number[], baseline: number, note: string) =>
@@ -246,6 +349,18 @@ async function main() {
       'worker dead and its heartbeat purged → RESET by reconciler, from START, against the floor (target ≤ 1.2)',
     );
     figure(
+      'recovery_stranded_dispatch_worst',
+      stranded,
+      timeout,
+      'idle worker frozen (SIGSTOP) with a pull request open, handed a dispatch it never reads → RESET by heartbeat_monitor, from SCHEDULE, against the heartbeat timeout (target ≤ 1.2)',
+    );
+    figure(
+      'recovery_broker_path_worst',
+      brokerPath,
+      BROKER_TIMING.ackWaitMs as number,
+      'SIGKILL of a worker running an operation, monitor and reconciler asleep → RESET by broker on the redelivery, against ack-wait (target ≤ 1.2)',
+    );
+    figure(
       'leader_takeover_worst',
       takeover,
       (TIMING.leaderLeaseMs as number) + (TIMING.leaderPollMs as number),
@@ -253,9 +368,8 @@ async function main() {
     );
   } finally {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
-    await (runtime.transport as JetStreamTransport).destroy().catch(() => undefined);
-    await runtime.close();
-    await admin.unsafe(`drop database if exists ${name} with (force)`);
+    await dep.close();
+    await broker.close();
     await admin.end();
   }
 }

@@ -158,9 +158,15 @@ export interface Heartbeats {
   list(): Promise<WorkerHeartbeat[]>;
   /**
    * Does a worker whose heartbeat is younger than `heartbeatTimeoutMs` hold this operation (at
-   * `attempt`, when given)?
+   * `attempt`, when given)? `exceptWorkerId` leaves that worker's own heartbeat out (a worker
+   * asking about a delivery it lists itself).
    */
-  isAlive(kind: OperationKind, operationId: string, attempt?: number): Promise<boolean>;
+  isAlive(
+    kind: OperationKind,
+    operationId: string,
+    attempt?: number,
+    exceptWorkerId?: string,
+  ): Promise<boolean>;
 }
 
 /** Notifications from the transport, tagged by `type`. */
@@ -223,6 +229,13 @@ export interface Transport {
   consume(route: Route, options: ConsumeOptions, handler: DeliveryHandler): Subscription;
   /** Heartbeat store. */
   readonly heartbeats: Heartbeats;
+  /**
+   * Dispatches the broker has handed out and not seen settled since (acked or terminated): held
+   * by a live worker, waiting to be redelivered, or stranded with a worker that died or froze
+   * before it read them. One read per queue with such messages; the heartbeat monitor asks only
+   * when a SCHEDULED operation has been held by no live worker for longer than the timeout.
+   */
+  unsettled(): Promise<DispatchMessage[]>;
   /** Subscribes to notifications; returns the unsubscribe function. */
   onEvent(listener: (event: TransportEvent) => void): () => void;
   /** Running totals. */

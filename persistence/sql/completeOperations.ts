@@ -1,6 +1,26 @@
 import { sql } from 'drizzle-orm';
 import type { Executor } from '../openDatabase.ts';
 import type { TransitionWrite } from '../planTransition.ts';
+import { recordsetJson } from './recordsetJson.ts';
+
+/** What a completion's recordset reads of a planned transition. */
+const COMPLETE_COLUMNS = [
+  'id',
+  'expected_version',
+  'status',
+  'attempt',
+  'retry_count',
+  'snapshot',
+  'not_before',
+  'worker_id',
+  'finished_at',
+  't_from',
+  't_event',
+  't_attempt',
+  't_by',
+  't_reason',
+  't_at',
+] as const satisfies readonly (keyof TransitionWrite)[];
 
 /** One output copy of one completing operation (recordset row). */
 export interface OutputCopyInsert {
@@ -29,6 +49,13 @@ export interface CompletedRow {
  * already there: done, not an error), the copy subtype rows, and the `operation_output` links to
  * the new or already-present copies.
  *
+ * Every step is linear in the batch: the live copies already there are read once per copy key
+ * (a semi-join, not a join with the outputs), and the statement returns the written rows, the keys
+ * of the copies it created and its links as rows of their own, counted per operation here. When
+ * many operations of a batch produce the same copy, joining the outputs with themselves made the
+ * link step quadratic (255 completions of one copy: 65,025 rows sorted, most of a worker's
+ * database time).
+ *
  * A live copy committed by a concurrent writer after this statement began is invisible to it, so
  * its link is missing from `linked`; `linkExistingOutputs` adds it in a next statement.
  */
@@ -38,10 +65,10 @@ export async function completeOperations(
   outputs: readonly OutputCopyInsert[],
 ): Promise<CompletedRow[]> {
   if (writes.length === 0) return [];
-  const rows = await exec.execute<{ id: string; version: number; created: number; linked: number }>(
+  const rows = await exec.execute<{ r: string; id: unknown; version: unknown; key: unknown }>(
     sql`
     with i as (
-      select * from jsonb_to_recordset(${JSON.stringify(writes)}::jsonb) as i(
+      select * from jsonb_to_recordset(${recordsetJson(writes, COMPLETE_COLUMNS)}::jsonb) as i(
         id uuid, expected_version int, status text, attempt int, retry_count int, snapshot jsonb,
         not_before timestamptz, worker_id text, finished_at timestamptz,
         t_from text, t_event text, t_attempt int, t_by text, t_reason text, t_at timestamptz)
@@ -62,7 +89,7 @@ export async function completeOperations(
       from i join u on u.id = i.id
     ),
     x as (
-      select x.* from jsonb_to_recordset(${JSON.stringify(outputs)}::jsonb) as x(
+      select x.* from jsonb_to_recordset(${recordsetJson(outputs)}::jsonb) as x(
         operation_id uuid, artifact_type text, artifact_id uuid, location_id uuid, path text,
         checksum text, size bigint)
       join u on u.id = x.operation_id
@@ -87,9 +114,9 @@ export async function completeOperations(
     ),
     e as (
       select pc.id, pc.artifact_type, pc.artifact_id, pc.location_id from physical_copy pc
-      join x on pc.artifact_type = x.artifact_type and pc.artifact_id = x.artifact_id
-        and pc.location_id = x.location_id
       where pc.status <> 'DELETED'
+        and (pc.artifact_type, pc.artifact_id, pc.location_id) in
+          (select artifact_type, artifact_id, location_id from x)
     ),
     l as (
       insert into operation_output (operation_id, physical_copy_id)
@@ -100,19 +127,34 @@ export async function completeOperations(
       on conflict do nothing
       returning operation_id
     )
-    select u.id, u.version,
-      (select count(*) from c join x on c.artifact_type = x.artifact_type
-         and c.artifact_id = x.artifact_id and c.location_id = x.location_id
-         where x.operation_id = u.id)::int as created,
-      (select count(*) from l where l.operation_id = u.id)::int as linked
-    from u`,
+    select 'u' as r, u.id, u.version, null as key from u
+    union all
+    select 'c', null, null, c.artifact_type || '|' || c.artifact_id || '|' || c.location_id from c
+    union all
+    select 'l', l.operation_id, null, null from l`,
   );
-  return rows.map((r) => ({
-    id: String(r.id),
-    version: Number(r.version),
-    created: Number(r.created),
-    linked: Number(r.linked),
-  }));
+  // Postgres prints a uuid in lower case; the caller's may not be.
+  const key = (o: OutputCopyInsert) =>
+    `${o.artifact_type}|${o.artifact_id.toLowerCase()}|${o.location_id.toLowerCase()}`;
+  const createdKeys = new Set<string>();
+  const linked = new Map<string, number>();
+  for (const r of rows) {
+    if (r.r === 'c') createdKeys.add(String(r.key));
+    else if (r.r === 'l') linked.set(String(r.id), (linked.get(String(r.id)) ?? 0) + 1);
+  }
+  const created = new Map<string, number>();
+  for (const o of outputs) {
+    if (createdKeys.has(key(o)))
+      created.set(o.operation_id, (created.get(o.operation_id) ?? 0) + 1);
+  }
+  return rows
+    .filter((r) => r.r === 'u')
+    .map((r) => ({
+      id: String(r.id),
+      version: Number(r.version),
+      created: created.get(String(r.id)) ?? 0,
+      linked: linked.get(String(r.id)) ?? 0,
+    }));
 }
 
 /**
@@ -126,7 +168,7 @@ export async function linkExistingOutputs(
   if (outputs.length === 0) return 0;
   const rows = await exec.execute<{ n: number }>(sql`
     with x as (
-      select * from jsonb_to_recordset(${JSON.stringify(outputs)}::jsonb) as x(
+      select * from jsonb_to_recordset(${recordsetJson(outputs)}::jsonb) as x(
         operation_id uuid, artifact_type text, artifact_id uuid, location_id uuid)
     ),
     l as (

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { OPERATION_KINDS, type OperationKind } from '../../machines/OperationKind.ts';
 import type { Executor } from '../openDatabase.ts';
 import { SUBTYPE_SPEC } from '../subtypeFields.ts';
+import { recordsetJson } from './recordsetJson.ts';
 
 /** One new operation as the recordset of the insert statement sees it. */
 export interface OperationInsert {
@@ -59,7 +60,7 @@ export async function insertOperations(
   const subtypes = rows.every((r) => r.kind === kind) ? (SINGLE.get(kind) ?? MIXED) : MIXED;
   const result = await exec.execute<{ id: string }>(sql`
     with i as (
-      select * from jsonb_to_recordset(${JSON.stringify(rows)}::jsonb) as i(
+      select * from jsonb_to_recordset(${recordsetJson(rows)}::jsonb) as i(
         id uuid, kind text, operation_type text, location_type text, status text, attempt int,
         retry_count int, max_retries int, snapshot jsonb, machine_id text, machine_version int,
         xstate_version text, group_id uuid, target_location_id uuid, not_before timestamptz, created_at timestamptz,

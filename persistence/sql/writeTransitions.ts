@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import { type LeaseFence, leaseHolds } from '../LeaseFence.ts';
 import type { Executor } from '../openDatabase.ts';
 import type { TransitionWrite } from '../planTransition.ts';
+import { recordsetJson } from './recordsetJson.ts';
 
 export interface WrittenTransition {
   readonly id: string;
@@ -26,7 +27,7 @@ export async function writeTransitions(
   if (writes.length === 0) return [];
   const rows = await exec.execute<{ id: string; version: number; outbox_id: unknown }>(sql`
     with i as (
-      select * from jsonb_to_recordset(${JSON.stringify(writes)}::jsonb) as i(
+      select * from jsonb_to_recordset(${recordsetJson(writes)}::jsonb) as i(
         id uuid, expected_version int, status text, attempt int, retry_count int, snapshot jsonb,
         not_before timestamptz, last_error jsonb, worker_id text, scheduled_at timestamptz,
         started_at timestamptz, finished_at timestamptz,
@@ -69,10 +70,18 @@ export async function writeTransitions(
       where i.fe_kind is not null
       on conflict do nothing
     )
-    select u.id, u.version, ob.id as outbox_id from u left join ob on ob.operation_id = u.id`);
-  return rows.map((r) => ({
-    id: String(r.id),
-    version: Number(r.version),
-    outboxId: r.outbox_id == null ? null : Number(r.outbox_id),
-  }));
+    select u.id, u.version, null::bigint as outbox_id from u
+    union all
+    select ob.operation_id, null, ob.id from ob`);
+  // The outbox ids come as rows of their own and are matched here: joined in SQL, the planner
+  // (which cannot estimate a recordset) rescanned the outbox rows once per written row.
+  const outbox = new Map<string, number>();
+  for (const r of rows) if (r.outbox_id != null) outbox.set(String(r.id), Number(r.outbox_id));
+  return rows
+    .filter((r) => r.outbox_id == null)
+    .map((r) => ({
+      id: String(r.id),
+      version: Number(r.version),
+      outboxId: outbox.get(String(r.id)) ?? null,
+    }));
 }

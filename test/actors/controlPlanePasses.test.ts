@@ -6,7 +6,11 @@ import {
   schedulingLimit,
   sortPublished,
 } from '../../actors/planDispatch.ts';
-import { planMonitorResets, staleSuspects } from '../../actors/planMonitorPass.ts';
+import {
+  planMonitorResets,
+  planStrandedResets,
+  staleSuspects,
+} from '../../actors/planMonitorPass.ts';
 import { planReconcilerResets } from '../../actors/planReconcilerPass.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
@@ -235,6 +239,100 @@ describe('heartbeat monitor decisions', () => {
       workerIds: ['w-1', 'w-2'],
       attempt: 3,
     });
+  });
+});
+
+describe('stranded dispatch decisions', () => {
+  const waiting = (id: string, ageMs: number, attempt = 1, status: OperationStatus = 'SCHEDULED') =>
+    ({
+      id,
+      kind: KIND,
+      status,
+      attempt,
+      scheduledAt: new Date(NOW - ageMs),
+      startedAt: null,
+      since: new Date(NOW - ageMs),
+      workerId: null,
+    }) as ActiveOperation;
+  const out = (operationId: string, attempt = 1) => ({
+    operationId,
+    kind: KIND,
+    operationType: defaultRoute(KIND).operationType,
+    attempt,
+  });
+  const rows: [string, WorkerHeartbeat[], ActiveOperation, boolean][] = [
+    [
+      'handed out, listed by no heartbeat, past the timeout: reset',
+      [],
+      waiting('x', TIMEOUT),
+      true,
+    ],
+    [
+      'handed out but scheduled less than the timeout ago: not yet',
+      [],
+      waiting('x', TIMEOUT - 1),
+      false,
+    ],
+    [
+      'listed by a fresh heartbeat: a live worker holds it',
+      [beat('a', 0, [['x', 1]])],
+      waiting('x', TIMEOUT),
+      false,
+    ],
+    [
+      'listed by a stale heartbeat: the first look’s case',
+      [beat('a', TIMEOUT, [['x', 1]])],
+      waiting('x', TIMEOUT),
+      false,
+    ],
+    [
+      'the handed-out dispatch is of an older attempt: this one waits in the queue',
+      [],
+      waiting('x', TIMEOUT, 2),
+      false,
+    ],
+    [
+      'IN_PROGRESS: not a dispatch waiting for a worker',
+      [],
+      waiting('x', TIMEOUT, 1, 'IN_PROGRESS'),
+      false,
+    ],
+  ];
+  it.each(rows)('%s', (_, beats, op, reset) => {
+    const resets = planStrandedResets({
+      now: NOW,
+      timeoutMs: TIMEOUT,
+      beats,
+      waiting: [op],
+      unsettled: [out('x')],
+    });
+    expect(resets.map((r) => r.id)).toEqual(reset ? ['x'] : []);
+  });
+
+  it('one never handed out (queued behind busy workers, or no worker at all) is left alone', () => {
+    expect(
+      planStrandedResets({
+        now: NOW,
+        timeoutMs: TIMEOUT,
+        beats: [],
+        waiting: [waiting('x', 60_000)],
+        unsettled: [out('y')],
+      }),
+    ).toEqual([]);
+  });
+
+  it('a reset is by the heartbeat monitor, fenced on the attempt, and says why', () => {
+    const [r] = planStrandedResets({
+      now: NOW,
+      timeoutMs: TIMEOUT,
+      beats: [],
+      waiting: [waiting('x', 12_000, 2)],
+      unsettled: [out('x', 2)],
+    });
+    expect(r?.event).toMatchObject({ type: 'RESET', by: 'heartbeat_monitor', attempt: 2 });
+    expect(r?.event.reason).toBe(
+      'stranded: dispatch handed to a worker that never listed it (died or froze before reading it); SCHEDULED for 12 s (timeout 10 s)',
+    );
   });
 });
 

@@ -78,7 +78,10 @@ export interface Deployment {
   readonly children: Child[];
   /** Starts `opstate <args>` as a child process of this deployment. */
   spawnCli(args: string[], env?: Record<string, string>): Child;
-  /** Starts a worker process for every kind with the fixture handlers. */
+  /**
+   * Starts a worker process with the fixture handlers, for every kind (or the kinds
+   * `FIXTURE_KINDS` names, e.g. `long_term_archive`).
+   */
   spawnWorker(env?: Record<string, string>, args?: string[]): Child;
   /** The same, resolved once the worker consumes (so no dispatch waits on its start-up). */
   readyWorker(env?: Record<string, string>, args?: string[]): Promise<Child>;
@@ -145,7 +148,7 @@ export async function startDeployment(
       [
         'worker',
         '--kinds',
-        'all',
+        extra.FIXTURE_KINDS ?? 'all',
         '--handlers',
         HANDLERS,
         '--id',

@@ -377,6 +377,47 @@ export function storeSuite(backend: SuiteBackend): void {
     expect(await tableCounts(db())).toEqual(before);
   });
 
+  it('one completion batch of operations producing the same copy makes one copy and links them all', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const ids = await store.createMany(
+      Array.from({ length: 3 }, () => inputFor(OperationKind.LONG_TERM_ARCHIVE, w)),
+    );
+    for (const id of ids) {
+      await store.apply(id, { type: 'SCHEDULE' });
+      await store.apply(id, { type: 'START', attempt: 1, workerId: 'w' });
+    }
+    const output = {
+      artifactType: 'raw_data_package' as const,
+      artifactId: w.pkg,
+      locationId: w.archive.id,
+    };
+    // The same copy named in upper case by one of them: still the same copy, and still created.
+    const upper = {
+      ...output,
+      artifactId: w.pkg.toUpperCase(),
+      locationId: w.archive.id.toUpperCase(),
+    };
+    const [a, b, c] = ids as [string, string, string];
+    const batch = await store.completeMany([
+      { id: a, attempt: 1, outputs: [upper] },
+      { id: b, attempt: 1, outputs: [output] },
+    ]);
+    expect(batch.map((r) => r.ok && r.alreadyCompleted)).toEqual([false, false]);
+    expect(batch.map((r) => r.ok && r.copiesCreated + r.copiesAlreadyPresent)).toEqual([1, 1]);
+    expect(batch.map((r) => r.ok && r.copiesCreated)).toEqual([1, 1]);
+    const later = await store.complete(c, 1, [output]);
+    expect(later).toMatchObject({ copiesCreated: 0, copiesAlreadyPresent: 1 });
+    const copies = await w.artifacts.copiesOf('raw_data_package', w.pkg);
+    const here = copies.filter((copy) => copy.locationId === w.archive.id);
+    expect(here).toHaveLength(1);
+    const links = await db().execute(
+      `select operation_id::text as id from operation_output where physical_copy_id = '${here[0]?.id}'`,
+    );
+    expect(links.map((l) => l.id).sort()).toEqual([...ids].sort());
+    for (const id of ids) expect((await store.load(id)).status).toBe('COMPLETED');
+  });
+
   it('a second archive operation of the same package completes on the existing copy (conflict = done)', async () => {
     const store = new OperationStore(db());
     const w = await makeWorld(db());

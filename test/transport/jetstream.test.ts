@@ -1,10 +1,12 @@
-import { jetstream } from '@nats-io/jetstream';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
-import { queueSubject } from '../../machines/routing.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { defaultRoute, queueName, queueSubject } from '../../machines/routing.ts';
 import { createJetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
-import { reachable, uniquePrefix } from './helpers.ts';
-import { transportContract } from './transportContract.ts';
+import type { JetStreamSubscription } from '../../transport/jetstream/JetStreamSubscription.ts';
+import { reachable, uniquePrefix, waitFor } from './helpers.ts';
+import { TEST_TIMING, transportContract } from './transportContract.ts';
 
 const NATS_PORT = 4222;
 const up = await reachable(NATS_PORT);
@@ -54,6 +56,45 @@ describe('JetStream transport on a caller-owned connection', () => {
       await nc.flush(); // still usable by its owner
     } finally {
       await nc.close();
+    }
+  });
+});
+
+describe('JetStream pull requests ended early by the client', () => {
+  it('a pull request the client gave up on does not swallow the next dispatch: the broker skips an inbox no one listens on', async () => {
+    // ack-wait far beyond the test: a swallowed dispatch would not come back in time.
+    const prefix = uniquePrefix('early');
+    const transport = await createJetStreamTransport({
+      servers: `nats://127.0.0.1:${NATS_PORT}`,
+      prefix,
+      timing: { ...TEST_TIMING, ackWaitMs: 60_000 },
+      pullExpiresMs: 30_000,
+    });
+    try {
+      const route = defaultRoute(OperationKind.TRANSFER);
+      await transport.ensure([route]);
+      const jsm = await jetstreamManager(transport.connection);
+      const info = () => jsm.consumers.info(`${prefix}_dispatch`, queueName(route));
+      const seen: string[] = [];
+      const sub = transport.consume(route, { concurrency: 1 }, async (d) => {
+        seen.push(d.message.operationId);
+        await d.ack();
+      }) as JetStreamSubscription;
+      await waitFor(async () => (await info()).num_waiting === 1, 'the open pull request');
+      // The client ends its request (as on a disconnect) while the broker would still hold it for
+      // 30 s, serving the oldest request first; the subscription opens a new one at once.
+      sub.abortPulls();
+      await waitFor(async () => (await info()).num_waiting === 1, 'the new pull request');
+      await transport.publish(route, {
+        operationId: 'after',
+        kind: OperationKind.TRANSFER,
+        operationType: route.operationType,
+        attempt: 1,
+      });
+      await waitFor(() => seen.includes('after'), 'the dispatch, well before ack-wait', 10_000);
+      await sub.stop();
+    } finally {
+      await transport.destroy();
     }
   });
 });

@@ -131,6 +131,28 @@ export function transportContract(name: string, factory: HarnessFactory): void {
       await sub.stop();
     });
 
+    it('unsettled() lists what was handed out and not settled, never what still waits', async () => {
+      const { transport } = await setup({ timing: { ackWaitMs: 30_000 } });
+      const hold = gate();
+      const held: Delivery[] = [];
+      const sub = transport.consume(ROUTE, { concurrency: 1 }, async (d) => {
+        held.push(d);
+        await hold.promise;
+        await d.ack();
+      });
+      await transport.publish(ROUTE, dispatch('out'));
+      await transport.publish(ROUTE, dispatch('queued'));
+      await waitFor(() => held.length === 1, 'the first delivery');
+      expect(await transport.unsettled()).toEqual([dispatch('out')]);
+      hold.open();
+      await waitFor(() => held.length === 2, 'the second delivery');
+      await waitFor(
+        async () => JSON.stringify(await transport.unsettled()) === JSON.stringify([]),
+        'both settled',
+      );
+      await sub.stop();
+    });
+
     it('working() keeps a message held past ack-wait without redelivery', async () => {
       const { transport } = await setup();
       const timing = transport.timing;

@@ -46,9 +46,14 @@ export class InProcessHeartbeats implements Heartbeats {
     return [...this.#entries.values()];
   }
 
-  async isAlive(kind: OperationKind, operationId: string, attempt?: number): Promise<boolean> {
+  async isAlive(
+    kind: OperationKind,
+    operationId: string,
+    attempt?: number,
+    exceptWorkerId?: string,
+  ): Promise<boolean> {
     return holdsAlive(
-      await this.list(),
+      (await this.list()).filter((b) => b.workerId !== exceptWorkerId),
       this.clock.now(),
       this.timing.heartbeatTimeoutMs,
       kind,

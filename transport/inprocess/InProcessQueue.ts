@@ -95,6 +95,17 @@ export class InProcessQueue {
     return this.#messages.size;
   }
 
+  /** Messages delivered at least once and not settled since (held, delayed or awaiting redelivery). */
+  unsettled(): DispatchMessage[] {
+    const out: DispatchMessage[] = [];
+    for (const stored of this.#messages.values()) {
+      if (stored.deliveries === 0) continue;
+      const decoded = decodeDispatch(stored.data, this.deps.maxMessageBytes);
+      if (decoded.ok) out.push(decoded.message);
+    }
+    return out;
+  }
+
   enqueue(data: Uint8Array): void {
     const stored: StoredMessage = {
       seq: this.#nextSeq++,

@@ -184,6 +184,7 @@ export function createInProcessTransport(
       queue.attach(consumer);
       return subscription;
     },
+    unsettled: () => Promise.resolve([...queues.values()].flatMap((q) => q.unsettled())),
     onEvent: (listener) => hub.on(listener),
     stats: () => hub.stats(),
     async close() {

@@ -67,8 +67,13 @@ export class JetStreamHeartbeats implements Heartbeats {
     }
   }
 
-  async isAlive(kind: OperationKind, operationId: string, attempt?: number): Promise<boolean> {
-    const beats = await this.list();
+  async isAlive(
+    kind: OperationKind,
+    operationId: string,
+    attempt?: number,
+    exceptWorkerId?: string,
+  ): Promise<boolean> {
+    const beats = (await this.list()).filter((b) => b.workerId !== exceptWorkerId);
     return holdsAlive(
       beats,
       // The server stamped the entries: judge them by real time whatever the runtime's clock.

@@ -36,6 +36,7 @@ import {
   splitServers,
 } from './natsCredentials.ts';
 import { translateJetStreamError } from './translateJetStreamError.ts';
+import { unsettledDispatches } from './unsettledDispatches.ts';
 
 /** Options of the JetStream transport. */
 export interface JetStreamTransportOptions extends TransportOptions {
@@ -302,6 +303,13 @@ export async function createJetStreamTransport(
       subscriptions.add(sub);
       sub.start();
       return sub;
+    },
+    async unsettled() {
+      try {
+        return await unsettledDispatches(jsm, names.stream, maxMessageBytes);
+      } catch (err) {
+        throw translateJetStreamError(err, 'read unsettled dispatches', { stream: names.stream });
+      }
     },
     onEvent: (listener) => hub.on(listener),
     stats: () => hub.stats(),

@@ -1,0 +1,73 @@
+import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { NatsServerProcess } from '../helpers/privateServers.ts';
+import { makeWorld } from '../persistence/fixtures.ts';
+import { pathProblems, submitArchives } from './drillChecks.ts';
+import { type Deployment, FAST_TIMING, startDeployment, waitFor } from './harness.ts';
+
+/**
+ * A nats-server of the drill's own killed (SIGKILL) while the scheduler is handing operations to
+ * it, and started again on the same store: the dispatches written to the outbox meanwhile are
+ * published by the relay once it is back, no process exits, and every operation completes once
+ * along a path the lifecycle allows.
+ */
+let nats: NatsServerProcess | undefined;
+let d: Deployment | undefined;
+afterEach(async () => {
+  await d?.close();
+  d = undefined;
+});
+afterAll(async () => {
+  await nats?.dispose();
+});
+
+const N = 60;
+
+describe('a NATS outage', () => {
+  it(`the broker killed while ${N} operations are scheduled: the relay catches up and every one completes once`, async () => {
+    nats = await NatsServerProcess.create();
+    await nats.start();
+    const server = nats;
+    // The reconciler's floor and ack-wait are beyond the drill: nothing may wait for them.
+    d = await startDeployment(
+      { ...FAST_TIMING, reconcilerFloorMs: 90_000, ackWaitMs: 120_000, maxScheduled: 16 },
+      { natsUrl: server.url },
+    );
+    const dep = d;
+    const w = await makeWorld(dep.runtime.database);
+    const plane = dep.spawnCli(['control-plane']);
+    const env = { FIXTURE_HOLD_MS: '30', FIXTURE_KINDS: 'long_term_archive' };
+    const workers = [await dep.readyWorker(env), await dep.readyWorker(env)];
+    const children = [plane, ...workers];
+    await waitFor(() => plane.printed('waiting for leadership'), 'the control plane to start');
+    const count = async (status: 'COMPLETED' | 'SCHEDULED') =>
+      (await dep.runtime.store.countByKindAndStatus()).long_term_archive[status];
+    const outbox = async () =>
+      (
+        await dep.runtime.database.execute<{ n: number }>(
+          'select count(*)::int as n from dispatch_outbox',
+        )
+      )[0]?.n ?? 0;
+
+    const ids: string[] = [];
+    await submitArchives(dep, w, N / 2, ids);
+    await waitFor(async () => (await count('COMPLETED')) >= 5, 'the first completions', 60_000);
+    await server.kill();
+    // While it is down the scheduler goes on claiming: what it cannot publish stays in the outbox.
+    await submitArchives(dep, w, N / 2, ids);
+    await waitFor(async () => (await outbox()) > 0, 'dispatches waiting in the outbox', 30_000);
+    expect(await count('COMPLETED')).toBeLessThan(N);
+    await server.start();
+    await waitFor(async () => (await count('COMPLETED')) === N, `${N} completions`, 90_000, 100);
+    await waitFor(async () => (await outbox()) === 0, 'the outbox to drain', 30_000);
+
+    expect(ids).toHaveLength(N);
+    expect(await pathProblems(dep.runtime.database, ids, ['reconciler'])).toEqual([]);
+    for (const c of children) {
+      expect(c.proc.exitCode).toBeNull();
+      expect(c.proc.signalCode).toBeNull();
+    }
+    expect(plane.output.join('\n')).toMatch(
+      /could not publish|cannot reach the database or broker/,
+    );
+  }, 240_000);
+});
