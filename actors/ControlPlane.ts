@@ -179,6 +179,8 @@ async function applyReset(shell: Shell, r: PlannedReset): Promise<void> {
 function monitorLoop(shell: Shell): Loop {
   const { store, transport, clock, timing } = shell;
   const timeoutMs = transport.timing.heartbeatTimeoutMs;
+  // Stranded-dispatch marks of this process's passes (a new leader starts without any).
+  const seen = new Map<string, number>();
   return shell.leaderLoop({
     name: 'heartbeat monitor',
     intervalMs: timing.monitorIntervalMs,
@@ -190,7 +192,7 @@ function monitorLoop(shell: Shell): Loop {
         const resets = planMonitorResets({ now: clock.now(), timeoutMs, beats, operations });
         for (const r of resets) await applyReset(shell, r);
       }
-      await strandedPass(shell, beats);
+      await strandedPass(shell, beats, seen);
       return false;
     },
   });
@@ -201,7 +203,11 @@ function monitorLoop(shell: Shell): Loop {
  * it could list them in a heartbeat (`planStrandedResets`). The broker is asked only when some
  * SCHEDULED operation has gone unlisted for longer than the heartbeat timeout.
  */
-async function strandedPass(shell: Shell, beats: readonly WorkerHeartbeat[]): Promise<void> {
+async function strandedPass(
+  shell: Shell,
+  beats: readonly WorkerHeartbeat[],
+  seen: Map<string, number>,
+): Promise<void> {
   const { store, transport, clock } = shell;
   const timeoutMs = transport.timing.heartbeatTimeoutMs;
   const now = clock.now();
@@ -210,10 +216,17 @@ async function strandedPass(shell: Shell, beats: readonly WorkerHeartbeat[]): Pr
     await store.listActiveOlderThan(new Date(now - timeoutMs)),
     now - timeoutMs,
   );
-  if (waiting.length === 0) return;
+  if (waiting.length === 0) {
+    seen.clear();
+    return;
+  }
   const unsettled = await transport.unsettled();
-  const resets = planStrandedResets({ now, timeoutMs, beats, waiting, unsettled });
-  for (const r of resets) await applyReset(shell, r);
+  // More than one beat: a worker that received a dispatch just before this look lists it by then.
+  const graceMs = Math.ceil(1.5 * transport.timing.heartbeatIntervalMs);
+  const planned = planStrandedResets({ now, timeoutMs, graceMs, beats, waiting, unsettled, seen });
+  seen.clear();
+  for (const [key, at] of planned.seen) seen.set(key, at);
+  for (const r of planned.resets) await applyReset(shell, r);
 }
 
 /** Reconciler (backstop): active past the floor and held by no live worker → reset. */

@@ -77,25 +77,41 @@ export function planMonitorResets(input: {
  * ack-wait. It gets a RESET by `heartbeat_monitor`, fenced on that attempt. One still waiting in
  * the queue (not handed out: behind a busy worker, or with no worker at all) is left alone.
  *
+ * A dispatch handed out a moment ago looks the same until the worker's next beat lists it (a
+ * queue that kept it waiting past the timeout hands it out just before this look). So a first
+ * sighting only marks it (`seen`, the time of each mark; carry the returned map to the next
+ * pass): it is reset at a later pass at least `graceMs` (more than a heartbeat interval) after its
+ * mark, if still unlisted and handed out. A mark whose operation is no longer a suspect is dropped.
+ *
  * @example
  * ```ts
  * const waiting = await store.listActiveOlderThan(new Date(now - timeoutMs));
- * const resets = planStrandedResets({ now, timeoutMs, beats, waiting,
- *   unsettled: await transport.unsettled() });
+ * const { resets, seen: next } = planStrandedResets({ now, timeoutMs, graceMs, beats, waiting,
+ *   unsettled: await transport.unsettled(), seen });
  * ```
  */
 export function planStrandedResets(input: {
   readonly now: number;
   readonly timeoutMs: number;
+  readonly graceMs: number;
   readonly beats: readonly WorkerHeartbeat[];
   readonly waiting: readonly ActiveOperation[];
   readonly unsettled: readonly DispatchMessage[];
-}): PlannedReset[] {
+  readonly seen: ReadonlyMap<string, number>;
+}): { resets: PlannedReset[]; seen: Map<string, number> } {
   const { now, timeoutMs } = input;
   const handedOut = new Set(input.unsettled.map((m) => `${m.operationId}:${m.attempt}`));
   const at = new Date(now).toISOString();
-  return unlistedScheduled(input.beats, input.waiting, now - timeoutMs)
-    .filter((op) => handedOut.has(`${op.id}:${op.attempt}`))
+  const seen = new Map<string, number>();
+  const suspects = unlistedScheduled(input.beats, input.waiting, now - timeoutMs).filter((op) =>
+    handedOut.has(`${op.id}:${op.attempt}`),
+  );
+  for (const op of suspects) {
+    const key = `${op.id}:${op.attempt}`;
+    seen.set(key, input.seen.get(key) ?? now);
+  }
+  const resets: PlannedReset[] = suspects
+    .filter((op) => now - (seen.get(`${op.id}:${op.attempt}`) ?? now) >= input.graceMs)
     .map((op) => {
       const reason = `dispatch handed to a worker that never listed it (died or froze before reading it); SCHEDULED for ${Math.round((now - op.since.getTime()) / 1000)} s (timeout ${timeoutMs / 1000} s)`;
       return {
@@ -123,6 +139,7 @@ export function planStrandedResets(input: {
         },
       };
     });
+  return { resets, seen };
 }
 
 /**

@@ -22,6 +22,7 @@ import type { WorkerHeartbeat } from '../../transport/Transport.ts';
 const KIND = OperationKind.UNPACK;
 const NOW = Date.UTC(2030, 0, 1, 12);
 const TIMEOUT = 10_000;
+const GRACE = 1_500;
 const beat = (workerId: string, ageMs: number, held: [string, number][]): WorkerHeartbeat => ({
   workerId,
   at: NOW - ageMs,
@@ -299,14 +300,49 @@ describe('stranded dispatch decisions', () => {
     ],
   ];
   it.each(rows)('%s', (_, beats, op, reset) => {
-    const resets = planStrandedResets({
+    const { resets } = planStrandedResets({
       now: NOW,
       timeoutMs: TIMEOUT,
+      graceMs: GRACE,
       beats,
       waiting: [op],
       unsettled: [out('x')],
+      seen: new Map([[`x:${op.attempt}`, NOW - GRACE]]),
     });
     expect(resets.map((r) => r.id)).toEqual(reset ? ['x'] : []);
+  });
+
+  it('a first sighting only marks it; a later look at least the grace after the mark resets it', () => {
+    const input = {
+      timeoutMs: TIMEOUT,
+      graceMs: GRACE,
+      beats: [],
+      waiting: [waiting('x', TIMEOUT)],
+      unsettled: [out('x')],
+    };
+    const first = planStrandedResets({ ...input, now: NOW, seen: new Map() });
+    expect(first.resets).toEqual([]);
+    expect([...first.seen]).toEqual([['x:1', NOW]]);
+    const early = planStrandedResets({ ...input, now: NOW + GRACE - 1, seen: first.seen });
+    expect(early.resets).toEqual([]);
+    expect([...early.seen]).toEqual([['x:1', NOW]]);
+    const late = planStrandedResets({ ...input, now: NOW + GRACE, seen: early.seen });
+    expect(late.resets.map((r) => r.id)).toEqual(['x']);
+  });
+
+  it('a mark is dropped once its worker lists the dispatch: listed after a late hand-out is not stranded', () => {
+    const marked = new Map([['x:1', NOW - GRACE]]);
+    const listed = planStrandedResets({
+      now: NOW,
+      timeoutMs: TIMEOUT,
+      graceMs: GRACE,
+      beats: [beat('a', 0, [['x', 1]])],
+      waiting: [waiting('x', TIMEOUT)],
+      unsettled: [out('x')],
+      seen: marked,
+    });
+    expect(listed.resets).toEqual([]);
+    expect(listed.seen.size).toBe(0);
   });
 
   it('one never handed out (queued behind busy workers, or no worker at all) is left alone', () => {
@@ -314,10 +350,12 @@ describe('stranded dispatch decisions', () => {
       planStrandedResets({
         now: NOW,
         timeoutMs: TIMEOUT,
+        graceMs: GRACE,
         beats: [],
         waiting: [waiting('x', 60_000)],
         unsettled: [out('y')],
-      }),
+        seen: new Map([['x:1', NOW - GRACE]]),
+      }).resets,
     ).toEqual([]);
   });
 
@@ -325,10 +363,12 @@ describe('stranded dispatch decisions', () => {
     const [r] = planStrandedResets({
       now: NOW,
       timeoutMs: TIMEOUT,
+      graceMs: GRACE,
       beats: [],
       waiting: [waiting('x', 12_000, 2)],
       unsettled: [out('x', 2)],
-    });
+      seen: new Map([['x:2', NOW - GRACE]]),
+    }).resets;
     expect(r?.event).toMatchObject({ type: 'RESET', by: 'heartbeat_monitor', attempt: 2 });
     expect(r?.event.reason).toBe(
       'stranded: dispatch handed to a worker that never listed it (died or froze before reading it); SCHEDULED for 12 s (timeout 10 s)',
