@@ -10,6 +10,7 @@ const DRILLS = [
   'test/demo/demo.test.ts',
   'test/breaker/runtime.test.ts',
   'test/archive/crashMatrix.test.ts',
+  'test/chaos/chaos.test.ts',
 ];
 
 export default defineConfig({

@@ -216,12 +216,14 @@ type ScheduledCopy = Awaited<ReturnType<DeletionRepository['scheduled']>>[number
 
 /** 2. Plans each scheduled deletion mounted here, starts it (plan and lease first) and runs it. */
 async function startScheduled(d: Deleter): Promise<void> {
-  for (const copy of await d.deletions.scheduled(d.batch)) {
+  // Claimed for a lease: no other deleter plans these copies meanwhile.
+  for (const copy of await d.deletions.scheduled(d.batch, d.leaseMs)) {
     if (!d.state.alive) return;
     try {
       await rootIdentity(copy.storageRoot);
     } catch {
-      continue; // not mounted here: another deleter plans it
+      await d.deletions.releaseClaim(copy.id); // not mounted here: another deleter plans it
+      continue;
     }
     try {
       const plan = await planFor(d, copy);

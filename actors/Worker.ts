@@ -11,7 +11,7 @@ import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import { DeliverySlots } from '../transport/DeliverySlots.ts';
 import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { Delivery, Subscription, Transport } from '../transport/Transport.ts';
-import { abortMovedOn, handleDelivery, type WorkerCore } from './handleDelivery.ts';
+import { abortMovedOn, fenceOverdue, handleDelivery, type WorkerCore } from './handleDelivery.ts';
 import type { Logger } from './Logger.ts';
 import { createWorkerBatches } from './WorkerBatches.ts';
 import { startWorkerHeartbeat } from './WorkerHeartbeat.ts';
@@ -178,6 +178,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       clock: options.clock,
       logger,
       afterBeat: () => abortMovedOn(core, slots),
+      onOverdue: (ageMs) => fenceOverdue(core, ageMs),
     }),
     batches: createWorkerBatches(store, concurrency),
     state: { stopping: false, crashed: false },

@@ -22,6 +22,12 @@ export interface WorkerHeartbeatLoop {
   /** What is held now. */
   held(): HeldOperation[];
   /**
+   * How long ago (by the runtime's clock) the last beat that landed was issued. Past the heartbeat
+   * timeout the control plane may have presumed this worker dead and given its operations to
+   * another: a process that was frozen (SIGSTOP) or starved wakes to find this age too high.
+   */
+  age(): number;
+  /**
    * Resolves once a beat written after this call has landed, so it lists everything held now.
    * Concurrent callers share one write (one in flight, the next queued). Rejects when the write
    * fails (the broker unreachable): the caller must not start what it could not cover.
@@ -38,6 +44,11 @@ export interface WorkerHeartbeatOptions {
   readonly logger: Logger;
   /** After each periodic beat, with what was held: the worker checks for operations moved on. */
   readonly afterBeat?: (held: readonly HeldOperation[]) => Promise<void>;
+  /**
+   * Before a periodic beat, when the last beat that landed is older than the heartbeat timeout:
+   * the worker fences itself (aborts what it runs) before it could be seen alive again.
+   */
+  readonly onOverdue?: (ageMs: number) => void;
 }
 
 /**
@@ -54,7 +65,9 @@ export interface WorkerHeartbeatOptions {
  * ```
  */
 export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHeartbeatLoop {
-  const { workerId, transport, clock, logger, afterBeat } = options;
+  const { workerId, transport, clock, logger, afterBeat, onOverdue } = options;
+  let landedAt = clock.now();
+  const age = () => clock.now() - landedAt;
   const entries = new Map<string, { op: HeldOperation; delivery: Touchable }>();
   let inFlight: Promise<void> | undefined;
   let queued: Promise<void> | undefined;
@@ -63,7 +76,9 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
 
   const write = async () => {
     const held = [...entries.values()].map((e) => e.op);
+    const issuedAt = clock.now();
     await transport.heartbeats.beat(workerId, held);
+    landedAt = Math.max(landedAt, issuedAt);
   };
   const beat = (): Promise<void> => {
     if (inFlight === undefined) {
@@ -84,6 +99,7 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
 
   const loop = (async () => {
     while (!stop.signal.aborted) {
+      if (entries.size > 0 && age() > transport.timing.heartbeatTimeoutMs) onOverdue?.(age());
       try {
         await beat();
         for (const e of entries.values()) e.delivery.working();
@@ -119,6 +135,7 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
       entries.delete(operationId);
     },
     held: () => [...entries.values()].map((e) => e.op),
+    age,
     cover: beat,
     async stop({ remove }) {
       stop.abort();

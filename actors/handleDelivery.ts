@@ -278,7 +278,7 @@ function handlerContext(w: WorkerCore, op: OperationView, lease: Lease): Handler
     operation: { id: op.id, kind: op.kind, attempt: op.attempt, retryCount: op.retryCount },
     signal: lease.abort.signal,
     heartbeat: () => w.heartbeat.cover(),
-    step: (name, fn) => journalStep(w, op, name, fn),
+    step: (name, fn) => journalStep(w, op, lease, name, fn),
     inspect: () => inspectOperation(w.store.database, op.id),
     relations: () => inputRelations(w.store.database, op.id),
     requiredOutputs: () => requiredOutputsOf(w.store.database, op.id),
@@ -344,15 +344,33 @@ async function failed(
   await d.ack();
 }
 
-/** A durable journal step: run once, record the result; a re-run returns the record. */
+/**
+ * A durable journal step: run once, record the result; a re-run returns the record. A step not yet
+ * recorded runs only while this attempt still holds the operation: not once the handler was
+ * aborted, not when this worker's last heartbeat is past the timeout (it may have been presumed
+ * dead while frozen), and not when the operation moved on — so a worker that wakes from a freeze
+ * does not go on writing for an attempt given to another.
+ */
 async function journalStep<T>(
   w: WorkerCore,
   op: OperationView,
+  lease: Lease,
   name: string,
   fn: () => Promise<T>,
 ): Promise<T> {
+  const holds = (moved?: { operationId: string; reason: string }) => {
+    const age = w.heartbeat.age();
+    if (age > w.transport.timing.heartbeatTimeoutMs) fenceOverdue(w, age);
+    if (moved !== undefined) w.registry.trigger.abort(moved);
+    const signal = lease.abort.signal;
+    if (signal.aborted || moved !== undefined || age > w.transport.timing.heartbeatTimeoutMs) {
+      throw new Error(`step ${name} not run: ${messageOf(signal.reason ?? moved?.reason)}`);
+    }
+  };
+  holds();
   const recorded = await w.journal.getStep(op.id, name);
   if (recorded !== undefined) return recorded.result as T;
+  holds(movedOn([lease], await w.store.loadMany([op.id]))[0]);
   const result = await fn();
   if (w.state.crashed) throw new Error('worker crashed'); // a dead process records nothing
   const { step: stored } = await w.journal.recordStep({
@@ -363,6 +381,29 @@ async function journalStep<T>(
     result: result ?? null,
   });
   return stored.result as T;
+}
+
+/**
+ * This worker's last heartbeat that landed is older than the timeout: the control plane may have
+ * reset what it runs and given it to another worker. It aborts every handler it runs (they let go;
+ * an operation not reset is the heartbeat monitor's to reset), before it writes anything more.
+ */
+export function fenceOverdue(w: WorkerCore, ageMs: number): void {
+  const leases = [...w.registry.getSnapshot().context.leases.values()];
+  const live = leases.filter((l) => !l.abort.signal.aborted);
+  if (live.length === 0) return;
+  w.logger.log('WARNING', 'worker heartbeat overdue: aborting what it runs', {
+    workerId: w.id,
+    heartbeatAgeMs: Math.round(ageMs),
+    heartbeatTimeoutMs: w.transport.timing.heartbeatTimeoutMs,
+    operations: live.map((l) => l.operationId),
+  });
+  for (const l of live) {
+    w.registry.trigger.abort({
+      operationId: l.operationId,
+      reason: `this worker's last heartbeat is ${Math.round(ageMs)} ms old, past the heartbeat timeout (${w.transport.timing.heartbeatTimeoutMs} ms): presumed dead, it lets go`,
+    });
+  }
 }
 
 /**

@@ -175,19 +175,42 @@ export class DeletionRepository {
   }
 
   /**
-   * Copies whose deletion is scheduled and waits for a deleter to plan and start it.
+   * Copies whose deletion is scheduled and waits for a deleter to plan and start it, each claimed
+   * for `claimMs`: planning reads and hashes every member, so two deleters must not plan the same
+   * copy at once (one of them would lose START_DELETION's compare-and-set after doing it all). A
+   * claimed copy is left out of every other deleter's list until its claim runs out (the claimer
+   * died before START_DELETION) or is released (`releaseClaim`). The claim is the copy's
+   * `updated_at` set ahead to when it runs out; it changes neither status nor version, and
+   * START_DELETION sets `updated_at` anew.
    *
    * @example
    * ```ts
-   * for (const copy of await deletions.scheduled(16)) await planAndStart(copy);
+   * for (const copy of await deletions.scheduled(16, 60_000)) await planAndStart(copy);
    * ```
    */
-  async scheduled(limit: number): Promise<(PhysicalCopyRecord & { storageRoot: string })[]> {
+  async scheduled(
+    limit: number,
+    claimMs: number,
+  ): Promise<(PhysicalCopyRecord & { storageRoot: string })[]> {
     const rows = await this.database.execute(sql`
-      select c.*, l.storage_root from physical_copy c join data_location l on l.id = c.location_id
-      where c.status = 'DELETION_SCHEDULED' order by c.updated_at
-      limit ${Math.max(1, Math.floor(limit))}::int`);
+      with picked as (
+        select id from physical_copy
+        where status = 'DELETION_SCHEDULED' and updated_at <= now()
+        order by updated_at limit ${Math.max(1, Math.floor(limit))}::int
+        for update skip locked)
+      update physical_copy c
+      set updated_at = now() + ${Math.max(0, Math.floor(claimMs))}::int * interval '1 millisecond'
+      from picked, data_location l
+      where c.id = picked.id and l.id = c.location_id and c.status = 'DELETION_SCHEDULED'
+      returning c.*, l.storage_root`);
     return rows.map((r) => ({ ...toCopyRecord(r), storageRoot: String(r.storage_root) }));
+  }
+
+  /** Gives up a claim taken by `scheduled` (this deleter cannot plan the copy): others may now. */
+  async releaseClaim(copyId: string): Promise<void> {
+    await this.database.execute(sql`
+      update physical_copy set updated_at = now()
+      where id = ${copyId}::uuid and status = 'DELETION_SCHEDULED' and updated_at > now()`);
   }
 
   /**

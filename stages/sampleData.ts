@@ -52,28 +52,37 @@ function scan(pkg: string, n: number): Buffer {
 export async function registerSampleData(
   artifacts: ArtifactRepository,
   storageDir: string,
-  options: { site?: string; packageCount?: number; filesPerPackage?: number } = {},
+  options: {
+    site?: string;
+    packageCount?: number;
+    filesPerPackage?: number;
+    /** Put before every artifact name, so that several sample worlds share one database. */
+    namePrefix?: string;
+    /** Locations already registered (by an earlier call) to use instead of creating four. */
+    locations?: SampleLocations;
+  } = {},
 ): Promise<SampleData> {
   const site = options.site ?? 'demo-site';
+  const prefix = options.namePrefix ?? '';
   const location = async (name: string, locationType: LocationType) => {
     const storageRoot = join(storageDir, name);
     await mkdir(storageRoot, { recursive: true });
     return artifacts.addLocation({ site, name, locationType, storageRoot });
   };
-  const locations: SampleLocations = {
+  const locations: SampleLocations = options.locations ?? {
     source: await location('source', LocationType.SOURCE),
     buffer: await location('buffer', LocationType.BUFFER),
     archive: await location('archive', LocationType.LONG_TERM_ARCHIVE),
     processing: await location('processing', LocationType.PROCESSING),
   };
   const names = new Map<string, { type: ArtifactType; name: string }>();
-  const bundleName = 'dtp-2024-01';
+  const bundleName = `${prefix}dtp-2024-01`;
   const bundleId = await artifacts.addDataTransferPackage({ name: bundleName });
   names.set(bundleId, { type: ArtifactType.DATA_TRANSFER_PACKAGE, name: bundleName });
 
   const packages: SamplePackage[] = [];
   for (let p = 1; p <= (options.packageCount ?? 3); p++) {
-    const name = `obs-2024-${String(p).padStart(3, '0')}`;
+    const name = `${prefix}obs-2024-${String(p).padStart(3, '0')}`;
     const id = await artifacts.addRawDataPackage({ name, dataTransferPackageId: bundleId });
     names.set(id, { type: ArtifactType.RAW_DATA_PACKAGE, name });
     const fileCopyIds: string[] = [];

@@ -31,7 +31,10 @@ export function stagingHandler(env: StageEnvironment): OperationHandler {
       const data = await readCopy(archived, env.cipher);
       const { members } = readPackage(data);
       const folder = join(env.storageRootOf(to), packageId);
-      for (const m of members) await putOnce(join(folder, m.name), m.data);
+      for (const m of members) {
+        ctx.signal.throwIfAborted(); // a worker fenced mid-step writes nothing more
+        await putOnce(join(folder, m.name), m.data);
+      }
       return { path: folder, files: members.length, sha256: sha256(data), size: data.length };
     });
     return { outputs: [outputCopy(ArtifactType.RAW_DATA_PACKAGE, packageId, to, staged)] };

@@ -46,8 +46,14 @@ export function unpackHandler(env: StageEnvironment): OperationHandler {
         }
         const [head] = unpackTar(m.data);
         const folder = join(env.storageRootOf(locationId), 'raw_data_package', packageId);
+        // A worker fenced mid-step (frozen past its heartbeat timeout) writes nothing more: the
+        // buffer copy may already be archived and deleted by the attempt that replaced it.
+        ctx.signal.throwIfAborted();
         await putOnce(join(folder, MANIFEST_NAME), head?.data ?? Buffer.alloc(0));
-        for (const file of inner) await putOnce(join(folder, file.name), file.data);
+        for (const file of inner) {
+          ctx.signal.throwIfAborted();
+          await putOnce(join(folder, file.name), file.data);
+        }
         written.push({ packageId, path: folder, sha256: sha256(m.data), size: m.data.length });
       }
       return written;

@@ -1,3 +1,6 @@
+import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
@@ -22,6 +25,12 @@ afterEach(async () => {
   await d?.close();
   d = undefined;
 });
+
+/** The process state letter from /proc (`T` when stopped). */
+async function readProcState(child: Child): Promise<string> {
+  const stat = await readFile(`/proc/${child.proc.pid}/stat`, 'utf8');
+  return stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+}
 
 const status = async (dep: Deployment, id: string) => (await dep.runtime.store.load(id)).status;
 
@@ -70,6 +79,59 @@ describe('a stalled worker', () => {
     expect(after.transitions.filter((t) => t.event === 'COMPLETE')).toHaveLength(1);
     expect(after.outputs).toHaveLength(1);
     expect([frozen.proc.exitCode, healthy.proc.exitCode]).toEqual([null, null]);
+  });
+
+  it('frozen mid-handler past the heartbeat timeout: woken, it runs no further step for the attempt given to another worker', async () => {
+    d = await startDeployment({ ...FAST_TIMING, reconcilerFloorMs: 120_000, ackWaitMs: 180_000 });
+    const dep = d;
+    dep.runtime.startControlPlane();
+    const markers = await mkdtemp(join(tmpdir(), 'opstate-stale-writer-'));
+    try {
+      const frozen = await dep.readyWorker({
+        FIXTURE_STALL: 'mid-handler',
+        FIXTURE_MARKER_DIR: markers,
+      });
+      const op = await archiveOperation(dep);
+      await waitFor(
+        async () =>
+          frozen.proc.signalCode === null && (await dep.runtime.get(op.id)).steps.length === 1,
+        'the frozen worker to record its first step',
+        30_000,
+      );
+      await waitFor(async () => (await readProcState(frozen)) === 'T', 'the worker to stop itself');
+      // The next attempt runs on a healthy worker, which waits before its own write step.
+      await dep.readyWorker({ FIXTURE_MARKER_DIR: markers, FIXTURE_HOLD_BEFORE_WRITE_MS: '6000' });
+      await waitFor(
+        async () => {
+          const now = await dep.runtime.store.load(op.id);
+          return now.status === 'IN_PROGRESS' && now.attempt === 2;
+        },
+        'attempt 2 to run on the healthy worker',
+        40_000,
+      );
+      frozen.proc.kill('SIGCONT');
+      // Woken past its timeout, it lets go of attempt 1 (its heartbeat no longer lists it)…
+      const frozenId = frozen.proc.spawnargs[frozen.proc.spawnargs.indexOf('--id') + 1];
+      await waitFor(
+        async () =>
+          !(await dep.runtime.transport.heartbeats.list()).some(
+            (b) => b.workerId === frozenId && b.held.some((h) => h.operationId === op.id),
+          ),
+        'the woken worker to let go of attempt 1',
+      );
+      await waitFor(async () => (await status(dep, op.id)) === 'COMPLETED', 'attempt 2', 30_000);
+      // …without running the step it was about to: attempt 1 wrote nothing.
+      expect(await readdir(markers)).toEqual(['attempt-2']);
+      const view = await dep.runtime.get(op.id);
+      expect(view.steps.map((s) => `${s.name}@${s.attempt}`).sort()).toEqual([
+        'started@1',
+        'write@2',
+      ]);
+      expect(frozen.printed('worker let go of an operation that moved on')).toBe(true);
+      expect(frozen.proc.exitCode).toBeNull();
+    } finally {
+      await rm(markers, { recursive: true, force: true });
+    }
   });
 
   it('frozen for less than the heartbeat timeout: it runs the dispatch it held as soon as it resumes', async () => {

@@ -159,6 +159,31 @@ export function copySuite(backend: SuiteBackend): void {
     expect((await groups.get(group.id))?.active).toBe(false);
   });
 
+  it('a scheduled copy is claimed by one deleter at a time: another does not plan it until the claim runs out or is released', async () => {
+    const w = await makeWorld(db());
+    const copies = new CopyLifecycle(db());
+    const deletions = new DeletionRepository(db());
+    const p = await archivedPackage(db(), w, 'verified');
+    await copies.apply(p.buffer.id, { type: 'SCHEDULE_DELETION' }, { by: 'deleter-a' });
+    const mine = (rows: { id: string }[]) => rows.filter((r) => r.id === p.buffer.id);
+    const before = await copyState(db(), p.buffer.id);
+    // Both deleters look at once: the copy goes to one of them.
+    const [a, b] = await Promise.all([
+      deletions.scheduled(16, 60_000),
+      deletions.scheduled(16, 60_000),
+    ]);
+    expect(mine(a).length + mine(b).length).toBe(1);
+    expect(mine(await deletions.scheduled(16, 60_000))).toEqual([]);
+    // The claim changes neither status nor version nor history.
+    expect(await copyState(db(), p.buffer.id)).toEqual(before);
+    // Released (the claimer cannot plan it), it is there for the next deleter; a claim of 0 ms
+    // runs out at once.
+    await deletions.releaseClaim(p.buffer.id);
+    expect(mine(await deletions.scheduled(16, 0))).toHaveLength(1);
+    expect(mine(await deletions.scheduled(16, 60_000))).toHaveLength(1);
+    expect(mine(await deletions.scheduled(16, 60_000))).toEqual([]);
+  });
+
   it('walks a copy to DELETED only with a plan and a receipt, recording every change; DELETED frees the slot', async () => {
     const w = await makeWorld(db());
     const copies = new CopyLifecycle(db());

@@ -1,0 +1,220 @@
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
+import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
+import { createServer, Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { promisify } from 'node:util';
+import { waitFor } from './waitFor.ts';
+
+const run = promisify(execFile);
+const BIN = '/usr/lib/postgresql/15/bin';
+
+/** Runs a Postgres binary as the `postgres` OS user (Postgres refuses to run as root). */
+async function asPostgres(args: string[], timeoutMs = 60_000) {
+  try {
+    return await run('runuser', ['-u', 'postgres', '--', ...args], { timeout: timeoutMs });
+  } catch (err) {
+    const e = err as { stderr?: string; stdout?: string; message: string };
+    throw new Error(
+      `${args.join(' ')} failed: ${e.stderr || e.stdout || e.message} (needs the postgresql-15 package and the postgres user)`,
+    );
+  }
+}
+
+/**
+ * A Postgres cluster of a test's own — `initdb` into a temporary folder, listening on a free port
+ * of 127.0.0.1, run as the `postgres` OS user — that a drill may restart (fast or immediate) or
+ * stop without touching the shared server other tests run on.
+ *
+ * @example
+ * ```ts
+ * const pg = await PrivatePostgres.create(); await pg.start();
+ * const url = pg.url('postgres'); await pg.restart('immediate'); await pg.dispose();
+ * ```
+ */
+export class PrivatePostgres {
+  private constructor(
+    readonly port: number,
+    readonly dir: string,
+  ) {}
+
+  static async create(): Promise<PrivatePostgres> {
+    const dir = await mkdtemp(join(tmpdir(), 'opstate-pg-'));
+    await chmod(dir, 0o700);
+    const { uid, gid } = await postgresIds();
+    await chown(dir, uid, gid);
+    await asPostgres([
+      `${BIN}/initdb`,
+      '-D',
+      join(dir, 'data'),
+      '-A',
+      'trust',
+      '-U',
+      'postgres',
+      '--no-sync',
+    ]);
+    return new PrivatePostgres(await freePort(), dir);
+  }
+
+  /** A URL for `database` on this cluster. */
+  url(database = 'postgres'): string {
+    return `postgres://postgres@127.0.0.1:${this.port}/${database}`;
+  }
+
+  /** Starts it; `settings` add server settings, e.g. `{ ssl: 'on', ssl_cert_file: '/…' }`. */
+  async start(settings: Record<string, string> = {}): Promise<void> {
+    const extra = Object.entries(settings)
+      .map(([k, v]) => ` -c ${k}=${v}`)
+      .join('');
+    await asPostgres([
+      `${BIN}/pg_ctl`,
+      '-D',
+      join(this.dir, 'data'),
+      '-l',
+      join(this.dir, 'log'),
+      '-w',
+      '-o',
+      `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c max_connections=200${extra}`,
+      'start',
+    ]);
+    await waitFor(() => reachable(this.port), `private Postgres on port ${this.port}`, 30_000, 50);
+  }
+
+  /** Restarts with shutdown mode `fast` (sessions terminated) or `immediate` (a crash and recovery). */
+  async restart(mode: 'fast' | 'immediate'): Promise<void> {
+    await asPostgres([
+      `${BIN}/pg_ctl`,
+      '-D',
+      join(this.dir, 'data'),
+      '-m',
+      mode,
+      '-w',
+      'restart',
+      '-o',
+      `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c max_connections=200`,
+      '-l',
+      join(this.dir, 'log'),
+    ]);
+    await waitFor(
+      () => reachable(this.port),
+      `private Postgres back on port ${this.port}`,
+      30_000,
+      50,
+    );
+  }
+
+  async stop(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
+    await asPostgres([
+      `${BIN}/pg_ctl`,
+      '-D',
+      join(this.dir, 'data'),
+      '-m',
+      mode,
+      '-w',
+      'stop',
+    ]).catch(() => undefined);
+  }
+
+  async dispose(): Promise<void> {
+    await this.stop('immediate');
+    await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** The `postgres` OS user's uid and gid (to hand it files such as a TLS key). */
+export async function postgresIds(): Promise<{ uid: number; gid: number }> {
+  const { stdout: uid } = await run('id', ['-u', 'postgres']);
+  const { stdout: gid } = await run('id', ['-g', 'postgres']);
+  return { uid: Number(uid.trim()), gid: Number(gid.trim()) };
+}
+
+/** Whether something listens on host:port. */
+export function reachable(port: number, host = '127.0.0.1'): Promise<boolean> {
+  return new Promise((resolve) => {
+    const socket = new Socket();
+    const done = (ok: boolean) => {
+      socket.destroy();
+      resolve(ok);
+    };
+    socket.setTimeout(1000, () => done(false));
+    socket.once('error', () => done(false));
+    socket.connect(port, host, () => done(true));
+  });
+}
+
+/** A free TCP port on 127.0.0.1. */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer();
+    server.once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      const port = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(port));
+    });
+  });
+}
+
+/** A nats-server child process with JetStream on a free port and its own store dir. */
+export class NatsServerProcess {
+  #child: ChildProcess | undefined;
+  private constructor(
+    readonly port: number,
+    readonly storeDir: string,
+  ) {}
+
+  static async create(): Promise<NatsServerProcess> {
+    const dir = await mkdtemp(join(tmpdir(), 'opstate-nats-'));
+    return new NatsServerProcess(await freePort(), dir);
+  }
+
+  get url(): string {
+    return `nats://127.0.0.1:${this.port}`;
+  }
+
+  /** Starts it; `args` add to (and override) the flags, e.g. `['-c', 'nats.conf']`. */
+  async start(options: { args?: string[]; env?: Record<string, string> } = {}): Promise<void> {
+    const child = spawn(
+      '/usr/sbin/nats-server',
+      [
+        ...(options.args ?? []),
+        '-a',
+        '127.0.0.1',
+        '-p',
+        String(this.port),
+        '-js',
+        '-sd',
+        this.storeDir,
+      ],
+      { stdio: 'ignore', env: { ...process.env, ...options.env } },
+    );
+    this.#child = child;
+    await waitFor(() => reachable(this.port), `nats-server on port ${this.port}`, 15_000, 50);
+  }
+
+  /** Whether the server process runs. */
+  get running(): boolean {
+    return this.#child !== undefined && this.#child.exitCode === null;
+  }
+
+  /** A crash and a start on the same port and store (what the broker kept survives). */
+  async restart(options: { args?: string[]; env?: Record<string, string> } = {}): Promise<void> {
+    await this.kill();
+    await this.start(options);
+  }
+
+  /** SIGKILL: no clean shutdown, as in a crash. */
+  async kill(): Promise<void> {
+    const child = this.#child;
+    if (!child || child.exitCode !== null) return;
+    const exited = new Promise<void>((r) => child.once('exit', () => r()));
+    child.kill('SIGKILL');
+    await exited;
+    this.#child = undefined;
+  }
+
+  async dispose(): Promise<void> {
+    await this.kill();
+    await rm(this.storeDir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,53 @@
+import { describe, expect, it } from 'vitest';
+import { memoryLogger } from '../../actors/Logger.ts';
+import { startWorkerHeartbeat } from '../../actors/WorkerHeartbeat.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import type { Transport } from '../../transport/Transport.ts';
+
+/** A transport whose heartbeat writes land or fail as the test says. */
+function fakeTransport(state: { failing: boolean; beats: number }): Transport {
+  return {
+    timing: { heartbeatIntervalMs: 100, heartbeatTimeoutMs: 1_000 },
+    heartbeats: {
+      async beat() {
+        if (state.failing) throw new Error('broker unreachable');
+        state.beats++;
+      },
+    },
+  } as unknown as Transport;
+}
+
+describe('the worker heartbeat’s age', () => {
+  it('stays within the interval while beats land; past the timeout without one, the worker is told to fence itself', async () => {
+    const clock = new SimulatedClock();
+    const state = { failing: false, beats: 0 };
+    const overdue: number[] = [];
+    const hb = startWorkerHeartbeat({
+      workerId: 'w-1',
+      transport: fakeTransport(state),
+      clock,
+      logger: memoryLogger(),
+      onOverdue: (age) => overdue.push(age),
+    });
+    hb.hold({ kind: OperationKind.TRANSFER, operationId: 'op', attempt: 1 }, { working() {} });
+    for (let i = 0; i < 20; i++) await clock.advance(100);
+    expect(state.beats).toBeGreaterThan(10);
+    expect(hb.age()).toBeLessThanOrEqual(100);
+    expect(overdue).toEqual([]);
+
+    state.failing = true;
+    for (let i = 0; i < 9; i++) await clock.advance(100);
+    expect(overdue).toEqual([]); // within the timeout: nothing yet
+    for (let i = 0; i < 3; i++) await clock.advance(100);
+    expect(hb.age()).toBeGreaterThan(1_000);
+    expect(overdue.length).toBeGreaterThan(0);
+    expect(overdue.every((age) => age > 1_000)).toBe(true);
+
+    state.failing = false;
+    await clock.advance(100);
+    await clock.advance(100);
+    expect(hb.age()).toBeLessThanOrEqual(100);
+    await hb.stop({ remove: false });
+  });
+});
