@@ -129,7 +129,8 @@ export interface Worker {
  * dispatched fenced. Once the handler is done the pure `afterRun` decides: on success it creates
  * the output copies and COMPLETEs in one transaction, then acks; on failure it FAILs (retryable
  * or not) and acks; reset, cancelled or stopping, it lets go or hands the operation back. A result
- * that lacks what the kind must produce (`OUTPUT_CONTRACT`) is a failure, never retried. The I/O
+ * that lacks what the kind must produce (`OUTPUT_CONTRACT`) or returns malformed outputs
+ * (`BAD_INPUT`) is a failure, never retried. The I/O
  * around those decisions is `handleDelivery`'s.
  *
  * The worker beats once per heartbeat interval for everything it holds (one key in the heartbeat

@@ -104,8 +104,11 @@ export type Refusal = 'retriage' | 'term' | 'fail' | 'raise';
  * How the worker takes a refused write, pure, by phase. A START that lost its compare-and-set
  * (someone moved the operation between the read and the write) is judged again; a write of a
  * superseded attempt, or an event the state no longer takes, is fenced: term the delivery. A
- * completion refused by the kind's output contract is the handler's failure: FAIL the attempt
- * (for good: it would return the same again). Any other failure (the database unreachable) is
+ * completion refused for what the handler returned, be it outputs the kind's contract lacks
+ * (`OUTPUT_CONTRACT`) or outputs that are malformed (`BAD_INPUT`: not a copy, a field of the
+ * wrong shape, the same copy twice), is the handler's failure: FAIL the attempt for good, since
+ * the same handler would return the same again (the error names what is wrong; a retry would only
+ * spend the budget and the backoff on it). Any other failure (the database unreachable) is
  * raised, so the delivery stays unsettled and the broker brings it back.
  *
  * @example
@@ -116,7 +119,11 @@ export type Refusal = 'retriage' | 'term' | 'fail' | 'raise';
 export function onRefusal(err: unknown, phase: 'start' | 'finish'): Refusal {
   const code = codeOf(err);
   if (code === OpstateErrorCode.CONFLICT && phase === 'start') return 'retriage';
-  if (code === OpstateErrorCode.OUTPUT_CONTRACT && phase === 'finish') return 'fail';
+  if (
+    phase === 'finish' &&
+    (code === OpstateErrorCode.OUTPUT_CONTRACT || code === OpstateErrorCode.BAD_INPUT)
+  )
+    return 'fail';
   if (code === OpstateErrorCode.STALE_ATTEMPT || code === OpstateErrorCode.INVALID_EVENT) {
     return 'term';
   }

@@ -298,8 +298,8 @@ async function completed(
   } catch (err) {
     const refusal = onRefusal(err, 'finish');
     if (refusal === 'fail') {
-      // The result lacks what the kind must produce: the handler's failure, not the completion's,
-      // and running it again would return the same (the error is not retryable).
+      // The result lacks what the kind must produce, or is malformed: the handler's failure, not
+      // the completion's, and running it again would return the same (the error is not retryable).
       const signal = lease.abort.signal;
       const next = afterRun({
         operation: op,

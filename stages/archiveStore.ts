@@ -8,7 +8,7 @@ import {
   sealedKeyId,
 } from './archiveCipher.ts';
 import { sha256 } from './packageFormat.ts';
-import { putOnce } from './storage.ts';
+import { type PutOnceOptions, putOnce } from './storage.ts';
 
 /** An archive object as stored: where, its identity, and what it holds. */
 export interface StoredArchive {
@@ -41,7 +41,8 @@ const KEY = /^[A-Za-z0-9._-]+(\/[A-Za-z0-9._-]+)*$/;
 
 /**
  * Checks an archive key: a relative path of letters, digits, `.`, `_`, `-` and `/`, with no `.`
- * or `..` segment. Anything else is a `BAD_INPUT`.
+ * or `..` segment, that does not end like a temporary file of `putOnce` (`.partial-<8 hex>`).
+ * Anything else is a `BAD_INPUT`.
  *
  * @example
  * ```ts
@@ -55,8 +56,17 @@ export function checkArchiveKey(key: string): string {
       `archive key '${key}' must be a relative path of letters, digits, '.', '_', '-' and '/', without '.' or '..' segments`,
     );
   }
+  if (TEMPORARY_NAME.test(key)) {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `archive key '${key}' ends like a temporary file ('.partial-' and 8 hex digits), which a put of the key before it would remove once stale`,
+    );
+  }
   return key;
 }
+
+/** A name `putOnce` gives its temporary files: an archive key never ends so. */
+const TEMPORARY_NAME = /\.partial-[0-9a-f]{8}$/;
 
 async function versionOf(path: string): Promise<string> {
   const st = await lstat(path, { bigint: true });
@@ -83,9 +93,15 @@ async function versionOf(path: string): Promise<string> {
  * ```
  */
 export class LocalArchiveStore {
+  /**
+   * `temporaries`: when a killed writer's `<key>.partial-*` file counts as stale and is removed
+   * by the next put of that key (`staleTemporaryMs`, default one hour), and the clock it is
+   * measured by.
+   */
   constructor(
     readonly root: string,
     private readonly cipher?: ArchiveCipher,
+    private readonly temporaries: Pick<PutOnceOptions, 'staleTemporaryMs' | 'clock'> = {},
   ) {}
 
   /** The file behind a key. */
@@ -107,6 +123,7 @@ export class LocalArchiveStore {
     const contentSha256 = sha256(plain);
     const bytes = this.cipher === undefined ? Buffer.from(plain) : this.cipher.seal(plain);
     const put = await putOnce(path, bytes, {
+      ...this.temporaries,
       ...(options.afterPartialWrite === undefined
         ? {}
         : { afterPartialWrite: options.afterPartialWrite }),

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
-import { link, lstat, mkdir, open, readFile, unlink } from 'node:fs/promises';
-import { dirname } from 'node:path';
+import { link, lstat, mkdir, open, readdir, readFile, unlink } from 'node:fs/promises';
+import { basename, dirname, join } from 'node:path';
+import { type Clock, systemClock } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { PhysicalCopyRecord } from '../persistence/ArtifactRepository.ts';
 import { ARCHIVE_KEY_FILE_ENV, type ArchiveCipher, isSealed } from './archiveCipher.ts';
@@ -16,7 +17,12 @@ export interface StoredObject {
   readonly size: number;
   /** `created` by this call, or `identical`: already there with the same content, left as it was. */
   readonly outcome: 'created' | 'identical';
+  /** Stale temporary files of the same path that this call removed (see `putOnce`). */
+  readonly staleTemporariesRemoved: readonly string[];
 }
+
+/** How long a `<path>.partial-*` file stays untouched by default: one hour. */
+export const STALE_TEMPORARY_MS = 60 * 60 * 1000;
 
 /** How `putOnce` judges an object already at the path, and a drill's hook. */
 export interface PutOnceOptions {
@@ -27,6 +33,14 @@ export interface PutOnceOptions {
   readonly sameContent?: (existing: Buffer) => boolean;
   /** Drills only: called after half the bytes reached the temporary file. */
   readonly afterPartialWrite?: () => void | Promise<void>;
+  /**
+   * How old (by mtime) a temporary file of the same path must be before it is taken for the
+   * leftover of a killed writer and removed (default `STALE_TEMPORARY_MS`, one hour). Keep it well
+   * above the longest write: a live writer's temporary file younger than this is never touched.
+   */
+  readonly staleTemporaryMs?: number;
+  /** Where the time is read for that age (default the system clock). */
+  readonly clock?: Clock;
 }
 
 /**
@@ -35,7 +49,9 @@ export interface PutOnceOptions {
  * `path` exists, so the object appears whole or not at all and is never replaced. An existing
  * object is read back: the same content is success (`identical`: an earlier attempt got this
  * far), a different one is a non-retryable `CONFLICT` for an operator, never an overwrite. A
- * process killed mid-write leaves only a `<path>.partial-*` file, never a partial object.
+ * process killed mid-write leaves only a `<path>.partial-*` file, never a partial object; once a
+ * later call for the same path has its object (created or identical), it removes those of them
+ * older than `staleTemporaryMs` (`removeStaleTemporaries`).
  *
  * @example
  * ```ts
@@ -86,7 +102,47 @@ export async function putOnce(
       );
     }
   }
-  return { path, sha256: digest, size: data.length, outcome };
+  const staleTemporariesRemoved = await removeStaleTemporaries(
+    path,
+    (options.clock ?? systemClock).now() - (options.staleTemporaryMs ?? STALE_TEMPORARY_MS),
+  );
+  return { path, sha256: digest, size: data.length, outcome, staleTemporariesRemoved };
+}
+
+/** The temporary files `putOnce` names: `<basename>.partial-` and 8 hex digits. */
+const TEMPORARY = /^\.partial-[0-9a-f]{8}$/;
+
+/**
+ * Removes the temporary files `putOnce` left beside `path` (`<path>.partial-<8 hex>`) whose mtime
+ * is before `olderThan` (ms since the epoch): the leftovers of writers killed mid-write. Only
+ * regular files are removed, judged by `lstat` (a symlink or a folder of that name is left, and
+ * nothing is followed); a temporary file of another path never matches. Best effort: a file that
+ * cannot be read or removed (gone already, removed by a concurrent call) is left to the next call.
+ * Returns the paths removed.
+ *
+ * @example
+ * ```ts
+ * await removeStaleTemporaries('/archive/obs-1.tar', clock.now() - STALE_TEMPORARY_MS);
+ * ```
+ */
+export async function removeStaleTemporaries(path: string, olderThan: number): Promise<string[]> {
+  const folder = dirname(path);
+  const name = basename(path);
+  const names = await readdir(folder).catch(() => [] as string[]);
+  const removed: string[] = [];
+  for (const entry of names) {
+    if (!entry.startsWith(name) || !TEMPORARY.test(entry.slice(name.length))) continue;
+    const temporary = join(folder, entry);
+    try {
+      const st = await lstat(temporary);
+      if (!st.isFile() || st.mtimeMs >= olderThan) continue;
+      await unlink(temporary);
+      removed.push(temporary);
+    } catch {
+      // Gone meanwhile, or not ours to remove: the next call looks again.
+    }
+  }
+  return removed;
 }
 
 /**

@@ -24,6 +24,17 @@ const archive: OperationHandler = async (ctx) => {
   const { fields } = await ctx.inspect();
   // The wrong archive handler: it does its work and forgets to report the archive copy.
   if (fields.archiveKey === 'forgets-the-copy') return { outputs: [] };
+  // The garbage handler: its one output names the package by its name, not its id.
+  if (fields.archiveKey === 'garbage')
+    return {
+      outputs: [
+        {
+          artifactType: 'raw_data_package',
+          artifactId: 'rdp-by-name',
+          locationId: fields.destinationLocationId as string,
+        },
+      ],
+    };
   return {
     outputs: [
       {
@@ -190,5 +201,33 @@ describe('the output contract at completion (Postgres + NATS JetStream)', () => 
         (l) => l.message === 'operation failed' && l.fields.retryable === false,
       ),
     ).toHaveLength(2);
+  });
+
+  it('fails for good a handler that returns malformed outputs, naming what is wrong', async () => {
+    const garbage = await dep.runtime.submit({
+      kind: OperationKind.LONG_TERM_ARCHIVE,
+      fields: {
+        rawDataPackageId: w.pkg,
+        sourceLocationId: w.source.id,
+        destinationLocationId: w.archive.id,
+        archiveKey: 'garbage',
+      },
+      inputs: [w.sourceCopy],
+    });
+    const failed = await terminal(garbage);
+    expect(failed.status).toBe('FAILED');
+    expect(failed.lastError).toMatchObject({ code: OpstateErrorCode.BAD_INPUT, retryable: false });
+    expect(failed.lastError?.message).toContain(
+      `output 0 of operation ${garbage}: artifactId: must be a uuid`,
+    );
+    // Not retried: one attempt, straight to FAILED, with its budget untouched.
+    expect(failed.transitions.map((t) => `${t.event}:${t.to}`)).toEqual([
+      'CREATE:PENDING',
+      'SCHEDULE:SCHEDULED',
+      'START:IN_PROGRESS',
+      'FAIL:FAILED',
+    ]);
+    expect(failed.retryCount).toBe(0);
+    expect(failed.outputs).toEqual([]);
   });
 });

@@ -286,6 +286,18 @@ describe('onRefusal', () => {
       'finish',
       'fail',
     ],
+    [
+      'a completion refused for malformed outputs: the handler’s failure',
+      e(OpstateErrorCode.BAD_INPUT),
+      'finish',
+      'fail',
+    ],
+    [
+      'START refused as malformed: raise (not a handler’s result)',
+      e(OpstateErrorCode.BAD_INPUT),
+      'start',
+      'raise',
+    ],
     ['something else: raise', new Error('boom'), 'finish', 'raise'],
   ];
   it.each(rows)('%s', (_, err, phase, refusal) => {
