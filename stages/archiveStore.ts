@@ -8,7 +8,7 @@ import {
   sealedKeyId,
 } from './archiveCipher.ts';
 import { sha256 } from './packageFormat.ts';
-import { type PutOnceOptions, putOnce } from './storage.ts';
+import { type PutOnceOptions, putOnce, STALE_TEMPORARY_MS } from './storage.ts';
 
 /** An archive object as stored: where, its identity, and what it holds. */
 export interface StoredArchive {
@@ -123,7 +123,8 @@ export class LocalArchiveStore {
     const contentSha256 = sha256(plain);
     const bytes = this.cipher === undefined ? Buffer.from(plain) : this.cipher.seal(plain);
     const put = await putOnce(path, bytes, {
-      ...this.temporaries,
+      staleTemporaryMs: this.temporaries.staleTemporaryMs ?? STALE_TEMPORARY_MS,
+      ...(this.temporaries.clock === undefined ? {} : { clock: this.temporaries.clock }),
       ...(options.afterPartialWrite === undefined
         ? {}
         : { afterPartialWrite: options.afterPartialWrite }),

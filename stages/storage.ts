@@ -35,8 +35,10 @@ export interface PutOnceOptions {
   readonly afterPartialWrite?: () => void | Promise<void>;
   /**
    * How old (by mtime) a temporary file of the same path must be before it is taken for the
-   * leftover of a killed writer and removed (default `STALE_TEMPORARY_MS`, one hour). Keep it well
-   * above the longest write: a live writer's temporary file younger than this is never touched.
+   * leftover of a killed writer and removed (the archive store passes `STALE_TEMPORARY_MS`, one
+   * hour). Keep it well above the longest write: a live writer's temporary file younger than this
+   * is never touched. Unset, nothing is removed: in a folder whose names are not all ours (an
+   * unpacked package's members) a member may be named like a temporary file.
    */
   readonly staleTemporaryMs?: number;
   /** Where the time is read for that age (default the system clock). */
@@ -51,7 +53,7 @@ export interface PutOnceOptions {
  * far), a different one is a non-retryable `CONFLICT` for an operator, never an overwrite. A
  * process killed mid-write leaves only a `<path>.partial-*` file, never a partial object; once a
  * later call for the same path has its object (created or identical), it removes those of them
- * older than `staleTemporaryMs` (`removeStaleTemporaries`).
+ * older than `staleTemporaryMs` when that is given (`removeStaleTemporaries`).
  *
  * @example
  * ```ts
@@ -102,10 +104,13 @@ export async function putOnce(
       );
     }
   }
-  const staleTemporariesRemoved = await removeStaleTemporaries(
-    path,
-    (options.clock ?? systemClock).now() - (options.staleTemporaryMs ?? STALE_TEMPORARY_MS),
-  );
+  const staleTemporariesRemoved =
+    options.staleTemporaryMs === undefined
+      ? []
+      : await removeStaleTemporaries(
+          path,
+          (options.clock ?? systemClock).now() - options.staleTemporaryMs,
+        );
   return { path, sha256: digest, size: data.length, outcome, staleTemporariesRemoved };
 }
 

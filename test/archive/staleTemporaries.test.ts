@@ -14,7 +14,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
 import { LocalArchiveStore } from '../../stages/archiveStore.ts';
-import { STALE_TEMPORARY_MS } from '../../stages/storage.ts';
+import { putOnce, STALE_TEMPORARY_MS } from '../../stages/storage.ts';
 
 /**
  * A writer killed mid-upload leaves `<key>.partial-*` beside the key. The next put of that key
@@ -87,5 +87,15 @@ describe('stale temporary files of an archive key', () => {
       code: 'BAD_INPUT',
     });
     expect(await exists(join(root, 'raw/obs-1.tar.partial-0a1b2c3d'))).toBe(false);
+  });
+
+  it('outside the archive store (unpacked members, staged files) a member named like one is left', async () => {
+    const folder = join(root, 'unpacked');
+    await mkdir(folder, { recursive: true });
+    const member = join(folder, 'scan.fits');
+    const lookalike = `${member}.partial-0e0e0e0e`;
+    await plant(lookalike, 2 * HOUR);
+    expect((await putOnce(member, Buffer.from('member'))).staleTemporariesRemoved).toEqual([]);
+    expect(await exists(lookalike)).toBe(true);
   });
 });
