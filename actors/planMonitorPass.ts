@@ -42,31 +42,34 @@ export function planMonitorResets(input: {
   readonly operations: readonly ActiveAttempt[];
 }): PlannedReset[] {
   const at = new Date(input.now).toISOString();
-  return findAbandoned(input).map((op) => ({
-    id: op.id,
-    kind: op.kind,
-    status: op.status,
-    attempt: op.attempt,
-    event: {
-      type: 'RESET',
-      by: 'heartbeat_monitor',
-      reason: `stale heartbeat: ${op.reason}`,
-      attempt: op.attempt,
-      at,
-    },
+  return findAbandoned(input).map((op) =>
+    monitorReset(op, at, `stale heartbeat: ${op.reason}`, {
+      workerIds: op.workerIds,
+      reason: op.reason,
+    }),
+  );
+}
+
+/** A RESET by the heartbeat monitor, fenced on the attempt, with the INFO line it writes. */
+function monitorReset(
+  op: Pick<PlannedReset, 'id' | 'kind' | 'status' | 'attempt'>,
+  at: string,
+  reason: string,
+  fields: Record<string, unknown>,
+): PlannedReset {
+  const { id, kind, status, attempt } = op;
+  return {
+    id,
+    kind,
+    status,
+    attempt,
+    event: { type: 'RESET', by: 'heartbeat_monitor', reason, attempt, at },
     line: {
       level: 'INFO',
       message: 'heartbeat monitor reset operation',
-      fields: {
-        operationId: op.id,
-        kind: op.kind,
-        status: op.status,
-        attempt: op.attempt,
-        workerIds: op.workerIds,
-        reason: op.reason,
-      },
+      fields: { operationId: id, kind, status, attempt, ...fields },
     },
-  }));
+  };
 }
 
 /**
@@ -114,30 +117,7 @@ export function planStrandedResets(input: {
     .filter((op) => now - (seen.get(`${op.id}:${op.attempt}`) ?? now) >= input.graceMs)
     .map((op) => {
       const reason = `dispatch handed to a worker that never listed it (died or froze before reading it); SCHEDULED for ${Math.round((now - op.since.getTime()) / 1000)} s (timeout ${timeoutMs / 1000} s)`;
-      return {
-        id: op.id,
-        kind: op.kind,
-        status: op.status,
-        attempt: op.attempt,
-        event: {
-          type: 'RESET',
-          by: 'heartbeat_monitor',
-          reason: `stranded: ${reason}`,
-          attempt: op.attempt,
-          at,
-        },
-        line: {
-          level: 'INFO',
-          message: 'heartbeat monitor reset operation',
-          fields: {
-            operationId: op.id,
-            kind: op.kind,
-            status: op.status,
-            attempt: op.attempt,
-            reason,
-          },
-        },
-      };
+      return monitorReset(op, at, `stranded: ${reason}`, { reason });
     });
   return { resets, seen };
 }
