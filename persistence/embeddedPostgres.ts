@@ -1,8 +1,8 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, rmSync } from 'node:fs';
 import { chown, mkdir, mkdtemp, readFile, rm, stat } from 'node:fs/promises';
 import { tmpdir, userInfo } from 'node:os';
-import { dirname, join, resolve } from 'node:path';
+import { basename, dirname, join, resolve } from 'node:path';
 import { promisify } from 'node:util';
 import { systemClock } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
@@ -101,12 +101,23 @@ async function reachable(dataDir: string, user: { uid: number; gid: number }): P
  * stopped (fast shutdown) before a new one starts; a stale pid file is left to Postgres.
  */
 async function stopOrphan(dataDir: string): Promise<void> {
-  let pid: number;
+  let lines: string[];
   try {
-    pid = Number((await readFile(join(dataDir, 'postmaster.pid'), 'utf8')).split('\n')[0]);
+    lines = (await readFile(join(dataDir, 'postmaster.pid'), 'utf8')).split('\n');
   } catch {
     return;
   }
+  await stopServer(dataDir, Number(lines[0]));
+  // Its private socket folder (the fifth line), which the killed process could not remove.
+  const socketDir = lines[4] ?? '';
+  if (dirname(socketDir) === tmpdir() && basename(socketDir).startsWith(SOCKET_DIR_PREFIX)) {
+    await rm(socketDir, { recursive: true, force: true });
+  }
+}
+
+const SOCKET_DIR_PREFIX = 'opstate-pg-';
+
+async function stopServer(dataDir: string, pid: number): Promise<void> {
   const alive = () => {
     try {
       return readFileSync(`/proc/${pid}/cmdline`, 'utf8').split('\0').includes(dataDir);
@@ -193,7 +204,7 @@ export async function startEmbeddedPostgres(
     }
   }
   await stopOrphan(dataDir);
-  const socketDir = await mkdtemp(join(tmpdir(), 'opstate-pg-'));
+  const socketDir = await mkdtemp(join(tmpdir(), SOCKET_DIR_PREFIX));
   if (user !== undefined) await chown(socketDir, user.uid, user.gid);
   const settings = { ...DEFAULT_SETTINGS, ...options.settings, unix_socket_directories: socketDir };
   const child: ChildProcess = spawn(
@@ -204,7 +215,10 @@ export async function startEmbeddedPostgres(
   const exited = new Promise<void>((r) => child.once('exit', () => r()));
   // A process that exits normally takes its server along; one that is killed leaves it running,
   // and the next start stops it (`stopOrphan`).
-  const onExit = () => child.kill('SIGQUIT');
+  const onExit = () => {
+    child.kill('SIGQUIT');
+    rmSync(socketDir, { recursive: true, force: true });
+  };
   process.once('exit', onExit);
   void exited.then(() => process.off('exit', onExit));
   try {

@@ -90,9 +90,12 @@ describe('the embedded Postgres server', () => {
     child.kill('SIGKILL');
     await new Promise((r) => child.once('exit', r));
     expect(running(first.pid)).toBe(true); // the orphaned postmaster
+    const orphanSockets = readFileSync(join(dataDir, 'postmaster.pid'), 'utf8').split('\n')[4];
+    expect(orphanSockets && existsSync(orphanSockets)).toBe(true);
     const server = await startEmbeddedPostgres({ dataDir });
     try {
       expect(running(first.pid)).toBe(false);
+      expect(existsSync(orphanSockets as string)).toBe(false); // its private socket folder too
       const database = await openDatabase({ databaseUrl: server.url, max: 1 });
       expect(await migrate(database)).toEqual({ applied: 0, total: MIGRATIONS });
       await database.close();
