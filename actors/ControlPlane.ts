@@ -19,6 +19,7 @@ import {
   planMonitorResets,
   planStrandedResets,
   staleSuspects,
+  strandedLookMs,
   unlistedScheduled,
 } from './planMonitorPass.ts';
 import { planReconcilerResets } from './planReconcilerPass.ts';
@@ -211,18 +212,19 @@ async function strandedPass(
   const { store, transport, clock } = shell;
   const timeoutMs = transport.timing.heartbeatTimeoutMs;
   const now = clock.now();
+  // More than one beat: a worker that received a dispatch just before a look lists it by then.
+  const graceMs = Math.ceil(1.5 * transport.timing.heartbeatIntervalMs);
+  const lookMs = strandedLookMs(timeoutMs, graceMs);
   const waiting = unlistedScheduled(
     beats,
-    await store.listActiveOlderThan(new Date(now - timeoutMs)),
-    now - timeoutMs,
+    await store.listActiveOlderThan(new Date(now - lookMs)),
+    now - lookMs,
   );
   if (waiting.length === 0) {
     seen.clear();
     return;
   }
   const unsettled = await transport.unsettled();
-  // More than one beat: a worker that received a dispatch just before this look lists it by then.
-  const graceMs = Math.ceil(1.5 * transport.timing.heartbeatIntervalMs);
   const planned = planStrandedResets({ now, timeoutMs, graceMs, beats, waiting, unsettled, seen });
   seen.clear();
   for (const [key, at] of planned.seen) seen.set(key, at);

@@ -81,14 +81,16 @@ function monitorReset(
  * the queue (not handed out: behind a busy worker, or with no worker at all) is left alone.
  *
  * A dispatch handed out a moment ago looks the same until the worker's next beat lists it (a
- * queue that kept it waiting past the timeout hands it out just before this look). So a first
- * sighting only marks it (`seen`, the time of each mark; carry the returned map to the next
- * pass): it is reset at a later pass at least `graceMs` (more than a heartbeat interval) after its
- * mark, if still unlisted and handed out. A mark whose operation is no longer a suspect is dropped.
+ * queue that kept it waiting past the timeout hands it out just before this look). So a suspect
+ * is first marked (`seen`, the time of each mark; carry the returned map to the next pass), from
+ * `graceMs` (more than a heartbeat interval) before the timeout on, and reset once it is past the
+ * timeout and was marked at least `graceMs` before, still unlisted and handed out at every look in
+ * between (a mark whose operation is no longer a suspect is dropped). A dispatch stranded since it
+ * was scheduled is reset at the timeout; one handed out just now is not.
  *
  * @example
  * ```ts
- * const waiting = await store.listActiveOlderThan(new Date(now - timeoutMs));
+ * const waiting = await store.listActiveOlderThan(new Date(now - strandedLookMs(timeoutMs, graceMs)));
  * const { resets, seen: next } = planStrandedResets({ now, timeoutMs, graceMs, beats, waiting,
  *   unsettled: await transport.unsettled(), seen });
  * ```
@@ -106,20 +108,31 @@ export function planStrandedResets(input: {
   const handedOut = new Set(input.unsettled.map((m) => `${m.operationId}:${m.attempt}`));
   const at = new Date(now).toISOString();
   const seen = new Map<string, number>();
-  const suspects = unlistedScheduled(input.beats, input.waiting, now - timeoutMs).filter((op) =>
-    handedOut.has(`${op.id}:${op.attempt}`),
-  );
+  const suspects = unlistedScheduled(
+    input.beats,
+    input.waiting,
+    now - strandedLookMs(timeoutMs, input.graceMs),
+  ).filter((op) => handedOut.has(`${op.id}:${op.attempt}`));
   for (const op of suspects) {
     const key = `${op.id}:${op.attempt}`;
     seen.set(key, input.seen.get(key) ?? now);
   }
   const resets: PlannedReset[] = suspects
-    .filter((op) => now - (seen.get(`${op.id}:${op.attempt}`) ?? now) >= input.graceMs)
+    .filter(
+      (op) =>
+        now - op.since.getTime() >= timeoutMs &&
+        now - (seen.get(`${op.id}:${op.attempt}`) ?? now) >= input.graceMs,
+    )
     .map((op) => {
       const reason = `dispatch handed to a worker that never listed it (died or froze before reading it); SCHEDULED for ${Math.round((now - op.since.getTime()) / 1000)} s (timeout ${timeoutMs / 1000} s)`;
       return monitorReset(op, at, `stranded: ${reason}`, { reason });
     });
   return { resets, seen };
+}
+
+/** How long a SCHEDULED operation goes unlisted before the stranded look marks it. */
+export function strandedLookMs(timeoutMs: number, graceMs: number): number {
+  return Math.max(0, timeoutMs - graceMs);
 }
 
 /**

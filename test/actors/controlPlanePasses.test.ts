@@ -330,6 +330,23 @@ describe('stranded dispatch decisions', () => {
     expect(late.resets.map((r) => r.id)).toEqual(['x']);
   });
 
+  it('marked from the grace before the timeout on: a dispatch stranded since it was scheduled is reset at the timeout', () => {
+    const input = {
+      timeoutMs: TIMEOUT,
+      graceMs: GRACE,
+      beats: [],
+      waiting: [waiting('x', TIMEOUT)],
+      unsettled: [out('x')],
+    };
+    const tooEarly = planStrandedResets({ ...input, now: NOW - GRACE - 1, seen: new Map() });
+    expect(tooEarly.seen.size).toBe(0);
+    const marked = planStrandedResets({ ...input, now: NOW - GRACE, seen: new Map() });
+    expect(marked.resets).toEqual([]);
+    expect([...marked.seen]).toEqual([['x:1', NOW - GRACE]]);
+    const atTimeout = planStrandedResets({ ...input, now: NOW, seen: marked.seen });
+    expect(atTimeout.resets.map((r) => r.id)).toEqual(['x']);
+  });
+
   it('a mark is dropped once its worker lists the dispatch: listed after a late hand-out is not stranded', () => {
     const marked = new Map([['x:1', NOW - GRACE]]);
     const listed = planStrandedResets({
