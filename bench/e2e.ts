@@ -1,5 +1,5 @@
 /**
- * End-to-end figures (DESIGN §9) on the real Postgres and the real NATS JetStream. Prints one JSON
+ * End-to-end figures on the real Postgres and the real NATS JetStream. Prints one JSON
  * object per line: `{"name", "value", "unit"}`, and for a compared figure `"baseline"` and
  * `"ratio"` against the raw single-row commit rate of the same Postgres (postgres.js, 8
  * connections, single-row UPDATE by primary key) measured at the start of the same run; `"note"`

@@ -1,5 +1,5 @@
 /**
- * Persistence figures on the real Postgres (DESIGN §9). Prints one JSON object per line:
+ * Persistence figures on the real Postgres. Prints one JSON object per line:
  * `{"name", "value", "unit"}`, and for compared figures `"baseline"` and `"ratio"` against the
  * raw single-row UPDATE rate of the same Postgres (postgres.js, 8 connections) measured in the
  * same run. Uses its own uniquely named database and drops it.

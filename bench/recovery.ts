@@ -1,5 +1,5 @@
 /**
- * Dead worker → operation back to PENDING (DESIGN §9): how long each recovery path takes, as a
+ * Dead worker → operation back to PENDING: how long each recovery path takes, as a
  * ratio of the timer it is bound by. Real Postgres, real NATS JetStream, workers as child
  * processes killed with SIGKILL. Prints one JSON object per line.
  *

@@ -1,5 +1,5 @@
 /**
- * Transport figures (DESIGN §9): one JSON object per line, `{"name","value","unit"}`, plus
+ * Transport figures: one JSON object per line, `{"name","value","unit"}`, plus
  * `"baseline"` and `"ratio"` when a figure is compared with the raw @nats-io client measured in
  * the same run on the same stream settings and message size. Never asserts.
  *

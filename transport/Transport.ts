@@ -3,7 +3,7 @@ import type { OperationType, Route } from '../machines/routing.ts';
 import type { DeliverySlots } from './DeliverySlots.ts';
 
 /**
- * The dispatch/heartbeat contract (DESIGN §5). Two implementations honour it with the same
+ * The dispatch/heartbeat contract. Two implementations honour it with the same
  * semantics: JetStream (`createJetStreamTransport`) and in-process (`createInProcessTransport`).
  * Interfaces only: the wire schema lives in `DispatchMessage.ts`, the timer rules in
  * `TransportTiming.ts`.
@@ -55,7 +55,7 @@ export interface Delivery {
 
 /**
  * Timers, validated at start in the order
- * `heartbeatIntervalMs < heartbeatTimeoutMs < reconcilerFloorMs < ackWaitMs` (DESIGN §5).
+ * `heartbeatIntervalMs < heartbeatTimeoutMs < reconcilerFloorMs < ackWaitMs`.
  */
 export interface TransportTiming {
   /** How often a worker writes its heartbeat and calls `working()` [30 s]. */

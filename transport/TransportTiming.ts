@@ -1,7 +1,7 @@
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { TransportTiming } from './Transport.ts';
 
-/** The defaults of DESIGN §5. */
+/** The default timers: a beat every 30 s, dead after 300 s, the floor at an hour, ack-wait above it. */
 export const DEFAULT_TRANSPORT_TIMING: TransportTiming = Object.freeze({
   heartbeatIntervalMs: 30_000,
   heartbeatTimeoutMs: 300_000,

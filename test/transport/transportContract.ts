@@ -22,7 +22,7 @@ export interface Harness {
 
 export type HarnessFactory = (options: TransportOptions) => Promise<Harness>;
 
-/** Small timers in the DESIGN §5 order; ack-wait 1.5 s. */
+/** Small timers in the required order (interval < timeout < floor < ack-wait); ack-wait 1.5 s. */
 export const TEST_TIMING: Partial<TransportTiming> = {
   heartbeatIntervalMs: 100,
   heartbeatTimeoutMs: 500,

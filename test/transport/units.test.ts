@@ -21,7 +21,7 @@ const message = {
 };
 
 describe('resolveTiming', () => {
-  it('defaults to DESIGN §5 and derives the heartbeat max age', () => {
+  it('defaults to the documented timers and derives the heartbeat max age', () => {
     expect(resolveTiming()).toEqual(DEFAULT_TRANSPORT_TIMING);
     expect(resolveTiming({ heartbeatTimeoutMs: 400_000 }).heartbeatMaxAgeMs).toBe(800_000);
   });
