@@ -40,6 +40,22 @@ export function inspectTargetOf(options: {
   return { 'inspect-port': options.inspectPort, 'inspect-url': options.inspectUrl };
 }
 
+/**
+ * The inspector a long-running command (`control-plane`, `demo`) streams to when `--inspect` is
+ * given, else undefined; `--inspect-port`/`--inspect-url` without `--inspect` is a usage error.
+ */
+export function requestedInspection(options: {
+  inspect?: boolean;
+  inspectPort?: string;
+  inspectUrl?: string;
+}): InspectTarget | undefined {
+  if (options.inspect === true) return inspectTargetOf(options);
+  if ((options.inspectPort ?? options.inspectUrl) !== undefined) {
+    throw new UsageError('--inspect-port and --inspect-url go with --inspect');
+  }
+  return undefined;
+}
+
 /** A WebSocket inspector connected to a relay, and how to let go of both. */
 export interface StatelyInspection {
   readonly inspector: ReturnType<typeof createWebSocketInspector>;

@@ -1,8 +1,12 @@
 import { createPinoLogger } from '../../actors/pinoLogger.ts';
-import { defineCommand, optionsOf, UsageError } from '../Command.ts';
+import { defineCommand, optionsOf } from '../Command.ts';
 import { openProcessRuntime } from '../processRuntime.ts';
 import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
-import { inspectTargetOf, openStatelyStream, withInspectOptions } from '../statelyInspection.ts';
+import {
+  openStatelyStream,
+  requestedInspection,
+  withInspectOptions,
+} from '../statelyInspection.ts';
 
 const SUMMARY = 'Run the control plane (one leader among replicas) until SIGINT/SIGTERM';
 
@@ -37,14 +41,10 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
           inspectPort?: string;
           inspectUrl?: string;
         }>(cmd);
-        if (o.inspect !== true && (o.inspectPort ?? o.inspectUrl) !== undefined) {
-          throw new UsageError('--inspect-port and --inspect-url go with --inspect');
-        }
         // --inspect: every operation's transitions, live, in the Stately inspector.
+        const target = requestedInspection(o);
         const inspection =
-          o.inspect === true
-            ? await openStatelyStream(inspectTargetOf(o), ctx.io, createPinoLogger())
-            : null;
+          target === undefined ? null : await openStatelyStream(target, ctx.io, createPinoLogger());
         const proc = await openProcessRuntime('control-plane', {
           metricsPort: o.metricsPort,
         }).catch(async (err: unknown) => {

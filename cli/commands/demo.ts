@@ -16,7 +16,11 @@ import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { defineCommand, type Io, optionsOf, UsageError } from '../Command.ts';
-import { inspectTargetOf, openStatelyStream, withInspectOptions } from '../statelyInspection.ts';
+import {
+  openStatelyStream,
+  requestedInspection,
+  withInspectOptions,
+} from '../statelyInspection.ts';
 import { startDeletionDemo } from './demoDeletion.ts';
 import { describePath, recoveryOf, stepsOf } from './demoReport.ts';
 import { createStatusCommand } from './status.ts';
@@ -104,10 +108,7 @@ export const demoCommand = defineCommand('demo', SUMMARY, (program, ctx) => {
         inspectPort?: string;
         inspectUrl?: string;
       }>(cmd);
-      if (o.inspect !== true && (o.inspectPort ?? o.inspectUrl) !== undefined) {
-        throw new UsageError('--inspect-port and --inspect-url go with --inspect');
-      }
-      const inspect = o.inspect === true ? inspectTargetOf(o) : undefined;
+      const inspect = requestedInspection(o);
       const keep = o.dataDir !== undefined;
       const dir = keep
         ? resolve(o.dataDir as string)

@@ -1,4 +1,7 @@
+import { execFile } from 'node:child_process';
 import { connect } from 'node:net';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 import {
   createWebSocketInspector,
   createWebSocketReceiver,
@@ -10,8 +13,9 @@ import { WebSocket } from 'ws';
 import { replayOperation, startInspectionStream } from '../../actors/InspectionStream.ts';
 import { memoryLogger } from '../../actors/Logger.ts';
 import type { Io } from '../../cli/Command.ts';
+import { UsageError } from '../../cli/Command.ts';
 import { createInspectCommand } from '../../cli/commands/inspect.ts';
-import { openStatelyInspection } from '../../cli/statelyInspection.ts';
+import { openStatelyInspection, requestedInspection } from '../../cli/statelyInspection.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
@@ -318,3 +322,31 @@ describe('Stately inspection built from persisted transitions', () => {
     expect(logger.lines.filter((l) => l.level !== 'DEBUG')).toEqual([]);
   });
 });
+
+describe('--inspect on control-plane and demo', () => {
+  it('gives the inspector only with --inspect; its port or URL alone is a usage error', () => {
+    expect(requestedInspection({})).toBeUndefined();
+    expect(requestedInspection({ inspect: true, inspectPort: '9999' })).toEqual({
+      'inspect-port': '9999',
+      'inspect-url': undefined,
+    });
+    expect(() => requestedInspection({ inspectPort: '9999' })).toThrow(UsageError);
+    expect(() => requestedInspection({ inspectUrl: 'ws://localhost:1' })).toThrow(
+      '--inspect-port and --inspect-url go with --inspect',
+    );
+  });
+
+  it('the control plane refuses --inspect-port without --inspect before it opens anything', async () => {
+    const run = promisify(execFile);
+    const err = await run(process.execPath, [BIN, 'control-plane', '--inspect-port', '9999'], {
+      env: { ...process.env, DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' },
+    }).then(
+      () => undefined,
+      (e: { code?: number; stderr?: string }) => e,
+    );
+    expect(err?.code).toBe(2);
+    expect(err?.stderr).toContain('--inspect-port and --inspect-url go with --inspect');
+  });
+});
+
+const BIN = fileURLToPath(new URL('../../bin/opstate.js', import.meta.url));
