@@ -22,10 +22,9 @@ import {
   type JetStreamTransport,
 } from '../../transport/jetstream/createJetStreamTransport.ts';
 import type { NatsCredentials } from '../../transport/jetstream/natsCredentials.ts';
-import { FAST_TIMING, HANDLERS, newPackage } from '../actors/harness.ts';
+import { archiveOperation, FAST_TIMING, HANDLERS } from '../actors/harness.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
-import { makeWorld } from '../persistence/fixtures.ts';
 import { freePort, NatsServerProcess, waitFor } from '../transport/helpers.ts';
 
 /**
@@ -128,17 +127,7 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
       OPSTATE_NATS_PASSWORD: PASSWORDS.OPSTATE_NATS_WORKER_B_PASSWORD,
     });
     await waitFor(() => worker.text().includes('started for'), 'worker-b to start', 60_000);
-    const w = await makeWorld(plane.database);
-    const { pkg, sourceCopy } = await newPackage(plane, { source: w.source.id });
-    const id = await plane.submit({
-      kind: OperationKind.LONG_TERM_ARCHIVE,
-      fields: {
-        rawDataPackageId: pkg,
-        sourceLocationId: w.source.id,
-        destinationLocationId: w.archive.id,
-      },
-      inputs: [sourceCopy],
-    });
+    const { id } = await archiveOperation({ runtime: plane });
     await waitFor(
       async () => (await plane?.store.load(id))?.status === 'COMPLETED',
       `the archive to complete on worker-b:\n${worker.text()}`,

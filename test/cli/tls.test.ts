@@ -4,14 +4,12 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeOptions } from '../../actors/Runtime.ts';
-import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError } from '../../machines/OpstateError.ts';
 import { createJetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
-import { HANDLERS, newPackage } from '../actors/harness.ts';
+import { archiveOperation, HANDLERS } from '../actors/harness.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { PrivatePostgres, postgresIds } from '../helpers/privateServers.ts';
 import { makeTestCertificates, type TestCertificates } from '../helpers/tlsFiles.ts';
-import { makeWorld } from '../persistence/fixtures.ts';
 import { NatsServerProcess, waitFor } from '../transport/helpers.ts';
 
 /**
@@ -147,17 +145,7 @@ describe('TLS to Postgres and NATS', () => {
         tlsEnv(),
       );
       await waitFor(() => worker.text().includes('started for'), 'the worker to start', 60_000);
-      const w = await makeWorld(plane.database);
-      const { pkg, sourceCopy } = await newPackage(plane, { source: w.source.id });
-      const id = await plane.submit({
-        kind: OperationKind.LONG_TERM_ARCHIVE,
-        fields: {
-          rawDataPackageId: pkg,
-          sourceLocationId: w.source.id,
-          destinationLocationId: w.archive.id,
-        },
-        inputs: [sourceCopy],
-      });
+      const { id } = await archiveOperation({ runtime: plane });
       await waitFor(
         async () => (await plane.store.load(id)).status === 'COMPLETED',
         'the operation to complete on the TLS worker',
