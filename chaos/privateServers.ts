@@ -63,37 +63,23 @@ export class PrivatePostgres {
 
   /** Starts it; `settings` add server settings, e.g. `{ ssl: 'on', ssl_cert_file: '/…' }`. */
   async start(settings: Record<string, string> = {}): Promise<void> {
-    const extra = Object.entries(settings)
-      .map(([k, v]) => ` -c ${k}=${v}`)
-      .join('');
-    await asPostgres([
-      `${BIN}/pg_ctl`,
-      '-D',
-      join(this.dir, 'data'),
-      '-l',
-      join(this.dir, 'log'),
-      '-w',
-      '-o',
-      `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c max_connections=200${extra}`,
-      'start',
-    ]);
+    this.settings = settings;
+    await this.pgCtl('start', ['-l', join(this.dir, 'log'), '-o', this.serverOptions()]);
     await waitFor(() => reachable(this.port), `private Postgres on port ${this.port}`, 30_000, 50);
   }
 
-  /** Restarts with shutdown mode `fast` (sessions terminated) or `immediate` (a crash and recovery). */
+  /**
+   * Restarts with shutdown mode `fast` (sessions terminated) or `immediate` (a crash and recovery),
+   * with the settings it was started with.
+   */
   async restart(mode: 'fast' | 'immediate'): Promise<void> {
-    await asPostgres([
-      `${BIN}/pg_ctl`,
-      '-D',
-      join(this.dir, 'data'),
+    await this.pgCtl('restart', [
       '-m',
       mode,
-      '-w',
-      'restart',
-      '-o',
-      `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c max_connections=200`,
       '-l',
       join(this.dir, 'log'),
+      '-o',
+      this.serverOptions(),
     ]);
     await waitFor(
       () => reachable(this.port),
@@ -104,15 +90,21 @@ export class PrivatePostgres {
   }
 
   async stop(mode: 'fast' | 'immediate' = 'fast'): Promise<void> {
-    await asPostgres([
-      `${BIN}/pg_ctl`,
-      '-D',
-      join(this.dir, 'data'),
-      '-m',
-      mode,
-      '-w',
-      'stop',
-    ]).catch(() => undefined);
+    await this.pgCtl('stop', ['-m', mode]).catch(() => undefined);
+  }
+
+  private settings: Record<string, string> = {};
+
+  private serverOptions(): string {
+    const extra = Object.entries(this.settings)
+      .map(([k, v]) => ` -c ${k}=${v}`)
+      .join('');
+    return `-p ${this.port} -c listen_addresses=127.0.0.1 -k ${this.dir} -c fsync=off -c max_connections=200${extra}`;
+  }
+
+  /** `pg_ctl <action>` on this cluster's data folder, as the postgres user, waiting for it. */
+  private pgCtl(action: 'start' | 'restart' | 'stop', args: string[]): Promise<unknown> {
+    return asPostgres([`${BIN}/pg_ctl`, '-D', join(this.dir, 'data'), '-w', ...args, action]);
   }
 
   async dispose(): Promise<void> {
