@@ -1,6 +1,5 @@
 import { type Clock, systemClock } from '../machines/Clock.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
-import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import type { AppliedTransition } from '../persistence/applyEvents.ts';
@@ -23,6 +22,7 @@ import type { Logger } from './Logger.ts';
 import { logTransportEvents } from './logTransportEvents.ts';
 import { ObservedOperationStore } from './ObservedOperationStore.ts';
 import { configurationOf, openServers, type StartupWait } from './openServers.ts';
+import { applyOperatorCommand } from './operatorCommand.ts';
 import { createPinoLogger } from './pinoLogger.ts';
 import { composeObservers, loggingObserver, type RuntimeObserver } from './RuntimeObserver.ts';
 import { type RuntimeTiming, resolveRuntimeTiming } from './RuntimeTiming.ts';
@@ -215,7 +215,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     },
     get: (id) => inspectOperation(database, id),
     async command(id, event) {
-      const applied = await operatorCommand(store, clock, id, event);
+      const applied = await applyOperatorCommand(store, clock, id, event);
       wake();
       return applied;
     },
@@ -253,22 +253,6 @@ interface Shared {
   readonly deleters: Set<CopyDeleter>;
   /** The control-plane loops of this process while it leads: woken when work is submitted. */
   readonly wakers: Set<ControlPlaneLoops>;
-}
-
-/** An operator command (RETRY, RESET or CANCEL), stamped with the runtime's clock. */
-async function operatorCommand(
-  store: OperationStore,
-  clock: Clock,
-  id: string,
-  event: OperationEvent,
-): Promise<AppliedTransition> {
-  if (event.type !== 'RETRY' && event.type !== 'RESET' && event.type !== 'CANCEL') {
-    throw new OpstateError(
-      OpstateErrorCode.BAD_INPUT,
-      `${event.type} is a worker or scheduler event; an operator may send RETRY, RESET or CANCEL`,
-    );
-  }
-  return store.apply(id, { ...event, at: new Date(clock.now()).toISOString() }, { by: 'operator' });
 }
 
 /** Contends for leadership; while it leads, runs the control-plane loops and lets them be woken. */

@@ -516,6 +516,92 @@ export function storeSuite(backend: SuiteBackend): void {
     expect(outbox?.n).toBe(120);
   });
 
+  it('an operator command that loses its compare-and-set is decided again on the row as it now is', async () => {
+    const { applyOperatorCommand, OPERATOR_COMMAND_ATTEMPTS } = await import(
+      '../../actors/operatorCommand.ts'
+    );
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const historyOf = async (id: string) =>
+      (
+        await db().execute(
+          `select from_status, to_status, event, by from operation_transition
+           where operation_id = '${id}' order by id`,
+        )
+      ).map((h) => `${h.from_status}>${h.to_status}:${h.event}@${h.by}`);
+    /**
+     * A store whose next `apply` meets a writer that got in between its read and its write: the
+     * rival's move lands first, then the command is written against the version read before it,
+     * so the real compare-and-set refuses it.
+     */
+    const racing = (rival: (id: string) => Promise<unknown>, races: number) => {
+      let left = races;
+      let calls = 0;
+      return {
+        get calls() {
+          return calls;
+        },
+        apply: async (...[id, event, options]: Parameters<OperationStore['apply']>) => {
+          calls++;
+          if (left-- <= 0) return store.apply(id, event, options);
+          const read = await store.load(id);
+          await rival(id);
+          return store.apply(id, event, { ...options, expectedVersion: read.version });
+        },
+      };
+    };
+
+    // Scheduled just as the operator cancels it: cancelled from SCHEDULED on the second try.
+    const cancelled = await store.create(inputFor(OperationKind.TRANSFER, w));
+    const scheduler = racing((id) => store.apply(id, { type: 'SCHEDULE' }), 1);
+    const t = await applyOperatorCommand(scheduler, systemClock, cancelled, {
+      type: 'CANCEL',
+      reason: 'not wanted',
+    });
+    expect(t).toMatchObject({ from: 'SCHEDULED', status: 'FAILED' });
+    expect(scheduler.calls).toBe(2);
+    expect(await historyOf(cancelled)).toEqual([
+      'null>PENDING:CREATE@operator',
+      'PENDING>SCHEDULED:SCHEDULE@scheduler',
+      'SCHEDULED>FAILED:CANCEL@operator',
+    ]);
+
+    // Completed just as the operator resets it: the machine refuses the reset, nothing is written.
+    const completed = await store.create(inputFor(OperationKind.TRANSFER, w));
+    await store.apply(completed, { type: 'SCHEDULE' });
+    await store.apply(completed, { type: 'START', attempt: 1, workerId: 'w' });
+    const worker = racing((id) => store.apply(id, { type: 'COMPLETE', attempt: 1 }), 1);
+    await expectCode(
+      applyOperatorCommand(worker, systemClock, completed, {
+        type: 'RESET',
+        by: 'operator',
+        reason: 'stuck?',
+      }),
+      OpstateErrorCode.INVALID_EVENT,
+    );
+    expect((await historyOf(completed)).at(-1)).toBe('IN_PROGRESS>COMPLETED:COMPLETE@w');
+
+    // A row that moves under every try: the command gives up with CONFLICT after a bounded number.
+    const busy = await store.create({ ...inputFor(OperationKind.TRANSFER, w), maxRetries: 100 });
+    await store.apply(busy, { type: 'SCHEDULE' });
+    const flapping = racing(async (id) => {
+      await store.apply(id, { type: 'RESET', by: 'operator', reason: 'flap' });
+      await store.apply(id, { type: 'SCHEDULE' });
+    }, OPERATOR_COMMAND_ATTEMPTS);
+    await expectCode(
+      applyOperatorCommand(flapping, systemClock, busy, { type: 'CANCEL', reason: 'x' }),
+      OpstateErrorCode.CONFLICT,
+    );
+    expect(flapping.calls).toBe(OPERATOR_COMMAND_ATTEMPTS);
+    expect((await store.load(busy)).status).toBe('SCHEDULED');
+
+    // Only RETRY, RESET and CANCEL are an operator's to send.
+    await expectCode(
+      applyOperatorCommand(store, systemClock, busy, { type: 'START', attempt: 1, workerId: 'x' }),
+      OpstateErrorCode.BAD_INPUT,
+    );
+  });
+
   it('journal steps are recorded once, a re-run gets the recorded result, a fenced attempt is refused', async () => {
     const { JournalRepository } = await import('../../persistence/JournalRepository.ts');
     const store = new OperationStore(db());
