@@ -51,6 +51,7 @@ function describe(event: TransportEvent): {
           operationId: event.message.operationId,
           attempt: event.message.attempt,
           error: messageOf(event.error),
+          retryInMs: event.retryInMs,
         },
         same: `handler:${kind}:${kind === 'outage' ? '' : messageOf(event.error).slice(0, 60)}`,
       };

@@ -197,6 +197,8 @@ export type TransportEvent =
       readonly route: Route;
       readonly message: DispatchMessage;
       readonly error: unknown;
+      /** When it is delivered again: the nak delay, doubled per failed delivery up to a cap. */
+      readonly retryInMs: number;
     }
   /** Pulling from a queue failed (broker down, consumer missing); the consumer retries on its own. */
   | { readonly type: 'consume_error'; readonly route: Route; readonly error: unknown }
@@ -252,8 +254,14 @@ export interface TransportOptions {
   readonly timing?: Partial<TransportTiming>;
   /** Larger dispatch payloads are refused on publish and terminated on receive [4096]. */
   readonly maxMessageBytes?: number;
-  /** Delay of the nak after a handler error or an unsettled delivery [1000 ms]. */
+  /**
+   * Delay of the nak after a handler error or an unsettled delivery [1000 ms], doubled for each
+   * earlier delivery of the same message up to `handlerErrorNakMaxDelayMs` [60000 ms], so a
+   * lasting failure spends `maxDeliver` over minutes (about four with the defaults), not seconds.
+   */
   readonly handlerErrorNakDelayMs?: number;
+  /** The longest nak delay after handler errors [60000 ms]; see `handlerErrorNakDelayMs`. */
+  readonly handlerErrorNakMaxDelayMs?: number;
   /** `ack()` waits for JetStream's confirmation instead of a connection flush [false]. */
   readonly confirmAcks?: boolean;
 }

@@ -37,12 +37,12 @@ describe('transport events in the log', () => {
     const outage = new OpstateError(OpstateErrorCode.DATABASE, 'connect ECONNREFUSED', {
       retryable: true,
     });
-    hub.emit({ type: 'handler_error', route, message, error: outage });
-    hub.emit({ type: 'handler_error', route, message, error: outage }); // folded
+    hub.emit({ type: 'handler_error', route, message, error: outage, retryInMs: 4000 });
+    hub.emit({ type: 'handler_error', route, message, error: outage, retryInMs: 4000 }); // folded
     hub.emit({ type: 'disconnected' });
     hub.emit({ type: 'reconnected' });
     await clock.advance(10_001);
-    hub.emit({ type: 'handler_error', route, message, error: outage });
+    hub.emit({ type: 'handler_error', route, message, error: outage, retryInMs: 4000 });
     expect(
       logger.lines.map((l) => [l.level, l.message.split(';')[0], l.fields.repeatsSinceLastLine]),
     ).toEqual([
@@ -64,5 +64,6 @@ describe('transport events in the log', () => {
       attempt: 2,
       deliveries: 10,
     });
+    expect(logger.lines[2]?.fields).toMatchObject({ operationId: 'op-1', retryInMs: 4000 });
   });
 });

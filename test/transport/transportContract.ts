@@ -255,22 +255,31 @@ export function transportContract(name: string, factory: HarnessFactory): void {
       expect(transport.stats().maxDeliveries).toBe(1);
     });
 
-    it('a handler that throws gets its delivery nak()ed and reported', async () => {
+    it('a handler that throws gets its delivery nak()ed and reported, later each time', async () => {
       const { transport } = await setup();
       const events = collect(transport);
       const counts: number[] = [];
+      const receivedAt: number[] = [];
       const sub = transport.consume(ROUTE, { concurrency: 1 }, async (d) => {
         counts.push(d.deliveryCount);
-        if (d.deliveryCount === 1) throw new Error('boom');
+        receivedAt.push(performance.now());
+        if (d.deliveryCount === 1 || d.deliveryCount === 3) throw new Error('boom');
         if (d.deliveryCount === 2) return; // forgets to settle
         await d.ack();
       });
       await transport.publish(ROUTE, dispatch('flaky'));
-      await waitFor(() => counts.length === 3, 'three deliveries');
+      await waitFor(() => counts.length === 4, 'four deliveries');
       await sub.stop();
+      expect(counts).toEqual([1, 2, 3, 4]);
       const errors = events.filter((e) => e.type === 'handler_error');
-      expect(errors).toHaveLength(2);
+      expect(errors).toHaveLength(3);
       expect(errors[1]).toMatchObject({ error: { code: OpstateErrorCode.TRANSPORT } });
+      // The nak delay (100 ms here) doubles per failed delivery, and no delivery comes early.
+      expect(errors.map((e) => e.retryInMs)).toEqual([100, 200, 400]);
+      const gaps = receivedAt.slice(1).map((t, i) => t - (receivedAt[i] as number));
+      for (const [i, gap] of gaps.entries()) {
+        expect(gap).toBeGreaterThanOrEqual((errors[i]?.retryInMs ?? 0) - 5);
+      }
     });
 
     it('two consumers on one queue never hold the same message at once', async () => {

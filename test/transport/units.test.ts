@@ -9,6 +9,7 @@ import {
   workerHeartbeatKey,
 } from '../../transport/HeartbeatKey.ts';
 import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
+import { nakDelayAfter } from '../../transport/runDeliveryHandler.ts';
 import { transportNames } from '../../transport/TransportNames.ts';
 import { DEFAULT_TRANSPORT_TIMING, resolveTiming } from '../../transport/TransportTiming.ts';
 import { waitFor } from './helpers.ts';
@@ -121,5 +122,31 @@ describe('in-process queue fairness', () => {
     await a.stop();
     await b.stop();
     await transport.close();
+  });
+});
+
+describe('nakDelayAfter', () => {
+  const backoff = { baseMs: 1000, maxMs: 60_000 };
+  it.each([
+    [1, 1000],
+    [2, 2000],
+    [3, 4000],
+    [6, 32_000],
+    [7, 60_000],
+    [10, 60_000],
+    [1_000_000, 60_000],
+    [0, 1000], // a count below one is read as the first delivery
+    [Number.NaN, 1000],
+  ])('after delivery %d waits %d ms', (count, expected) => {
+    expect(nakDelayAfter(count, backoff)).toBe(expected);
+  });
+
+  it('never waits less than the base, even with a cap below it', () => {
+    expect(nakDelayAfter(5, { baseMs: 500, maxMs: 100 })).toBe(500);
+  });
+
+  it('with the defaults, ten deliveries span about four minutes', () => {
+    const waits = Array.from({ length: 9 }, (_, i) => nakDelayAfter(i + 1, backoff));
+    expect(waits.reduce((a, b) => a + b, 0)).toBe(243_000);
   });
 });

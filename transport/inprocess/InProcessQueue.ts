@@ -2,7 +2,7 @@ import type { Clock } from '../../machines/Clock.ts';
 import { queueName, type Route } from '../../machines/routing.ts';
 import type { DeliverySlots } from '../DeliverySlots.ts';
 import { decodeDispatch, previewPayload } from '../DispatchMessage.ts';
-import { runDeliveryHandler } from '../runDeliveryHandler.ts';
+import { type NakBackoff, runDeliveryHandler } from '../runDeliveryHandler.ts';
 import { SettlingDelivery } from '../SettlingDelivery.ts';
 import type { DeliveryHandler, DispatchMessage, TransportTiming } from '../Transport.ts';
 import type { TransportEventHub } from '../TransportEventHub.ts';
@@ -14,7 +14,7 @@ export interface QueueDeps {
   readonly timing: TransportTiming;
   readonly hub: TransportEventHub;
   readonly maxMessageBytes: number;
-  readonly handlerErrorNakDelayMs: number;
+  readonly handlerErrorNak: NakBackoff;
 }
 
 interface StoredMessage {
@@ -236,7 +236,7 @@ export class InProcessQueue {
       consumer.handler,
       delivery,
       this.deps.hub,
-      this.deps.handlerErrorNakDelayMs,
+      this.deps.handlerErrorNak,
     ).finally(() => {
       consumer.inFlight--;
       consumer.running.delete(run);

@@ -68,7 +68,10 @@ export function createInProcessTransport(
     timing,
     hub,
     maxMessageBytes,
-    handlerErrorNakDelayMs: options.handlerErrorNakDelayMs ?? 1000,
+    handlerErrorNak: {
+      baseMs: options.handlerErrorNakDelayMs ?? 1000,
+      maxMs: options.handlerErrorNakMaxDelayMs ?? 60_000,
+    },
   };
   const queues = new Map<string, InProcessQueue>();
   /** Dedup ids in publish order with their expiry, so the oldest are pruned from the front. */

@@ -3,7 +3,7 @@ import { systemClock } from '../../machines/Clock.ts';
 import type { Route } from '../../machines/routing.ts';
 import { DeliverySlots } from '../DeliverySlots.ts';
 import { decodeDispatch, previewPayload } from '../DispatchMessage.ts';
-import { runDeliveryHandler } from '../runDeliveryHandler.ts';
+import { type NakBackoff, runDeliveryHandler } from '../runDeliveryHandler.ts';
 import { SettlingDelivery } from '../SettlingDelivery.ts';
 import type { DeliveryHandler, DispatchMessage, Subscription } from '../Transport.ts';
 import type { TransportEventHub } from '../TransportEventHub.ts';
@@ -13,7 +13,7 @@ import { translateJetStreamError } from './translateJetStreamError.ts';
 export interface SubscriptionDeps {
   readonly hub: TransportEventHub;
   readonly maxMessageBytes: number;
-  readonly handlerErrorNakDelayMs: number;
+  readonly handlerErrorNak: NakBackoff;
   readonly confirmAcks: boolean;
   /** Resolves once the server has read everything sent so far (one round trip shared by many). */
   readonly flush: () => Promise<void>;
@@ -244,7 +244,7 @@ export class JetStreamSubscription implements Subscription {
       this.handler,
       delivery,
       this.deps.hub,
-      this.deps.handlerErrorNakDelayMs,
+      this.deps.handlerErrorNak,
     ).finally(() => {
       this.#inFlight--;
       if (delivery.onSettled) delivery.onSettled(); // never settled (cannot happen; be safe)

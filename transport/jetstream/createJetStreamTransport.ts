@@ -286,7 +286,10 @@ export async function createJetStreamTransport(
       const deps = {
         hub,
         maxMessageBytes,
-        handlerErrorNakDelayMs: options.handlerErrorNakDelayMs ?? 1000,
+        handlerErrorNak: {
+          baseMs: options.handlerErrorNakDelayMs ?? 1000,
+          maxMs: options.handlerErrorNakMaxDelayMs ?? 60_000,
+        },
         confirmAcks: options.confirmAcks ?? false,
         pullExpiresMs,
         flush,
