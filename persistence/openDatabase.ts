@@ -9,7 +9,7 @@ import postgres from 'postgres';
 import { systemClock, type TimerHandle } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { toOpstateError } from './databaseError.ts';
-import { type DatabaseTls, databaseSsl } from './databaseTls.ts';
+import { type DatabaseTls, databaseSsl, urlHosts } from './databaseTls.ts';
 import { startEmbeddedPostgres } from './embeddedPostgres.ts';
 import * as schema from './schema/index.ts';
 
@@ -156,8 +156,8 @@ function socketOf(url: string): { url: string; path?: string } {
 }
 
 function openPostgres(given: string, max: number, tls?: DatabaseTls): Database {
-  const ssl = databaseSsl(tls);
   const { url, path } = socketOf(given);
+  const ssl = databaseSsl(tls, path === undefined ? urlHosts(url) : []);
   const tlsOption = { ...(ssl === false ? {} : { ssl }), ...(path === undefined ? {} : { path }) };
   const client = postgres(url, { max, onnotice: () => {}, ...tlsOption });
   const exec = postgresExecutor(client);

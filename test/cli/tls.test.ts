@@ -29,7 +29,8 @@ beforeAll(async () => {
   pg = await PrivatePostgres.create();
   const dir = join(pg.dir, 'tls');
   await mkdir(dir);
-  certs = await makeTestCertificates(dir);
+  // For 127.0.0.1 only: `localhost` reaches the same servers under a name the certificate lacks.
+  certs = await makeTestCertificates(dir, 'postgres', ['IP:127.0.0.1']);
   const { uid, gid } = await postgresIds();
   await chown(dir, uid, gid);
   for (const file of [certs.caFile, certs.serverCertFile, certs.serverKeyFile]) {
@@ -222,5 +223,19 @@ describe('TLS to Postgres and NATS', () => {
       (e: unknown) => e as Error,
     );
     expect(noCert.message).toContain('set OPSTATE_NATS_CERT_FILE and OPSTATE_NATS_KEY_FILE');
+  });
+  it('refuses servers whose certificate is for another host name, at once and saying so', async () => {
+    const url = new URL(databaseUrl());
+    url.hostname = 'localhost';
+    const postgresByName = await refusal({ ...withTls(), databaseUrl: url.toString() });
+    expect(postgresByName.code).toBe('CONFIG');
+    expect(postgresByName.message).toMatch(
+      /^Postgres's TLS certificate does not verify \(ERR_TLS_CERT_ALTNAME_INVALID: .*localhost.*\);.*name the host the certificate is for/,
+    );
+    const natsByName = await refusal({ ...withTls(), natsUrl: `tls://localhost:${nats.port}` });
+    expect(natsByName.code).toBe('CONFIG');
+    expect(natsByName.message).toMatch(
+      /^NATS's TLS certificate does not verify \(ERR_TLS_CERT_ALTNAME_INVALID: .*localhost.*\);.*name the host the certificate is for/,
+    );
   });
 });

@@ -22,7 +22,8 @@ async function openssl(args: string[], cwd: string): Promise<void> {
 
 /**
  * A self-signed CA and two certificates it signs, made with `openssl` in a new temporary folder
- * (or `dir`): the server's (SAN `IP:127.0.0.1`, `DNS:localhost`) and a client's (CN `clientCn`).
+ * (or `dir`): the server's (SAN `serverNames`, by default `IP:127.0.0.1` and `DNS:localhost`) and
+ * a client's (CN `clientCn`).
  *
  * @example
  * ```ts
@@ -33,6 +34,7 @@ async function openssl(args: string[], cwd: string): Promise<void> {
 export async function makeTestCertificates(
   dir?: string,
   clientCn = 'postgres',
+  serverNames: readonly string[] = ['IP:127.0.0.1', 'DNS:localhost'],
 ): Promise<TestCertificates> {
   const at = dir ?? (await mkdtemp(join(tmpdir(), 'opstate-tls-')));
   const days = ['-days', '2'];
@@ -55,11 +57,11 @@ export async function makeTestCertificates(
   );
   await writeFile(
     join(at, 'server.ext'),
-    'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n',
+    `subjectAltName=${serverNames.join(',')}\nextendedKeyUsage=serverAuth\n`,
   );
   await writeFile(join(at, 'client.ext'), 'extendedKeyUsage=clientAuth\n');
   for (const [name, cn] of [
-    ['server', 'localhost'],
+    ['server', 'opstate test server'],
     ['client', clientCn],
   ] as const) {
     await openssl(

@@ -117,13 +117,14 @@ export async function createJetStreamTransport(
   const publishWindow = Math.max(1, options.publishWindow ?? 1000);
   const maxAckPending = options.maxAckPending ?? 1000;
   const ownConnection = options.connection === undefined;
+  const servers = splitServers(options.servers ?? 'nats://127.0.0.1:4222');
   let nc: NatsConnection;
   try {
     nc =
       options.connection ??
       (await connect({
-        ...natsConnectOptions(options.credentials),
-        servers: splitServers(options.servers ?? 'nats://127.0.0.1:4222'),
+        ...natsConnectOptions(options.credentials, servers),
+        servers,
         name: `opstate-${names.prefix}`,
         maxReconnectAttempts: -1,
         reconnectTimeWait: 250,

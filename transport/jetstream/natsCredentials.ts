@@ -5,6 +5,7 @@ import {
   nkeyAuthenticator,
 } from '@nats-io/transport-node';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { identityOf } from '../../machines/serverIdentity.ts';
 
 /** How the NATS client proves who it is: at most one way. */
 export type NatsAuth =
@@ -42,14 +43,18 @@ function readSecretFile(path: string, what: string): Uint8Array {
 /**
  * The NATS client's connection options for the credentials: user and password, a token, an NKey
  * seed file or a `.creds` file, plus TLS files. Files are read here, once; a missing file is a
- * `CONFIG` error naming the path (never its content).
+ * `CONFIG` error naming the path (never its content). With TLS, the server's certificate is
+ * checked against the hosts of `servers` (see `identityOf`).
  *
  * @example
  * ```ts
  * await connect({ servers, ...natsConnectOptions({ auth: { type: 'token', token } }) });
  * ```
  */
-export function natsConnectOptions(credentials: NatsCredentials = {}): NodeConnectionOptions {
+export function natsConnectOptions(
+  credentials: NatsCredentials = {},
+  servers: readonly string[] = [],
+): NodeConnectionOptions {
   const auth = credentials.auth ?? { type: 'none' };
   const options: NodeConnectionOptions = {};
   switch (auth.type) {
@@ -75,9 +80,23 @@ export function natsConnectOptions(credentials: NatsCredentials = {}): NodeConne
     for (const [key, path] of Object.entries(credentials.tls)) {
       if (path !== undefined) readSecretFile(path, `TLS ${key.replace('File', '')} file`);
     }
-    options.tls = { ...credentials.tls };
+    // The client does not tell TLS a server's host when it is an IP address (Node would check
+    // the certificate against `localhost`): check it against the hosts configured.
+    const hosts = servers.map(serverHost).filter((h) => h !== '');
+    const identity = hosts.length > 0 ? { checkServerIdentity: identityOf(hosts) } : {};
+    options.tls = { ...credentials.tls, ...identity } as NodeConnectionOptions['tls'];
   }
   return options;
+}
+
+/** The host of a server URL (`tls://10.0.0.5:4222` → `10.0.0.5`; `nats-1` → `nats-1`). */
+function serverHost(server: string): string {
+  const withScheme = /^[a-z][a-z0-9+.-]*:\/\//i.test(server) ? server : `nats://${server}`;
+  try {
+    return new URL(withScheme).hostname.replace(/^\[(.*)\]$/, '$1');
+  } catch {
+    return '';
+  }
 }
 
 /** `nats://a:4222,nats://b:4222` as the list the client takes. */
