@@ -176,6 +176,15 @@ export function createOperationState(input: OperationInput): Decision {
   };
 }
 
+/** A field check of `parseOperationEvent`, at module level: no closure per event checked. */
+function need(type: OperationEventType, field: string, ok: boolean, what: string): void {
+  if (!ok) throw badInput(`${type}.${field} must be ${what}`, { field });
+}
+
+function isAttempt(a: unknown): boolean {
+  return Number.isInteger(a) && (a as number) >= 1;
+}
+
 /**
  * Checks that a value from outside (a CLI, an API call, a message) is a well-formed lifecycle
  * event, and returns it typed. Throws `BAD_INPUT` naming what is wrong.
@@ -194,28 +203,26 @@ export function parseOperationEvent(value: unknown): OperationEvent {
     );
   }
   const type = e.type as OperationEventType;
-  const need = (field: string, ok: boolean, what: string) => {
-    if (!ok) throw badInput(`${type}.${field} must be ${what}`, { field });
-  };
   if (e.at !== undefined)
-    need('at', typeof e.at === 'string' && !Number.isNaN(Date.parse(e.at)), 'an ISO time');
-  const isAttempt = (a: unknown) => Number.isInteger(a) && (a as number) >= 1;
+    need(type, 'at', typeof e.at === 'string' && !Number.isNaN(Date.parse(e.at)), 'an ISO time');
   switch (type) {
     case 'START':
-      need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      need(type, 'attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
       need(
+        type,
         'workerId',
         typeof e.workerId === 'string' && e.workerId.length > 0,
         'a non-empty string',
       );
       break;
     case 'COMPLETE':
-      need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      need(type, 'attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
       break;
     case 'FAIL': {
-      need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      need(type, 'attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
       const err = e.error as Record<string, unknown> | undefined;
       need(
+        type,
         'error',
         typeof err === 'object' &&
           err !== null &&
@@ -225,6 +232,7 @@ export function parseOperationEvent(value: unknown): OperationEvent {
       );
       if (e.retryDelayMs !== undefined) {
         need(
+          type,
           'retryDelayMs',
           Number.isInteger(e.retryDelayMs) && (e.retryDelayMs as number) >= 0,
           'a whole number of ms ≥ 0',
@@ -234,15 +242,27 @@ export function parseOperationEvent(value: unknown): OperationEvent {
     }
     case 'RESET':
       need(
+        type,
         'by',
         typeof e.by === 'string' && RESET_BY.has(e.by),
         `one of ${[...RESET_BY].join(', ')}`,
       );
-      need('reason', typeof e.reason === 'string' && e.reason.length > 0, 'a non-empty string');
-      if (e.attempt !== undefined) need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      need(
+        type,
+        'reason',
+        typeof e.reason === 'string' && e.reason.length > 0,
+        'a non-empty string',
+      );
+      if (e.attempt !== undefined)
+        need(type, 'attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
       break;
     case 'CANCEL':
-      need('reason', typeof e.reason === 'string' && e.reason.length > 0, 'a non-empty string');
+      need(
+        type,
+        'reason',
+        typeof e.reason === 'string' && e.reason.length > 0,
+        'a non-empty string',
+      );
       break;
     case 'SCHEDULE':
     case 'RETRY':
