@@ -13,7 +13,10 @@ const archive = { rawDataPackageId: A, sourceLocationId: B, destinationLocationI
 const now = new Date('2026-01-01T00:00:00.000Z');
 
 const valid = (input: unknown) =>
-  toOperationInsert({ kind: OperationKind.LONG_TERM_ARCHIVE, ...(input as object) }, now);
+  toOperationInsert(
+    { kind: OperationKind.LONG_TERM_ARCHIVE, ...(input as object) } as CreateOperationInput,
+    now,
+  );
 
 // Rows are checked without the schemas when they are plainly well-formed: every input below must
 // get the schemas' verdict all the same (the invalid ones a BAD_INPUT naming the field).
@@ -28,11 +31,12 @@ describe('toOperationInsert', () => {
     ['inputs', { fields: archive, inputs: [A, B, A] }],
     ['options left undefined', { fields: archive, id: undefined, inputs: undefined }],
   ])('accepts %s', (_, input) => {
+    const given = input as Partial<CreateOperationInput>;
     const row = valid(input);
-    expect(row.fields).toEqual((input as CreateOperationInput).fields);
+    expect(row.fields).toEqual(given.fields);
     expect(row.target_location_id).toBe(C);
-    expect(row.inputs).toEqual([...new Set((input as CreateOperationInput).inputs ?? [])]);
-    expect(row.max_retries).toBe((input as CreateOperationInput).maxRetries ?? 3);
+    expect(row.inputs).toEqual([...new Set(given.inputs ?? [])]);
+    expect(row.max_retries).toBe(given.maxRetries ?? 3);
   });
 
   it.each([
