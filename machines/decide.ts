@@ -321,15 +321,65 @@ export function restoreOperationSnapshot(persisted: unknown): MachineSnapshot {
 export function decide(persisted: unknown, event: OperationEvent): Decision {
   const checked = parseOperationEvent(event);
   const current = restoreOperationSnapshot(persisted);
+  const key = memoKey(current, checked);
+  const known = key === undefined ? undefined : decided.get(key);
+  if (known !== undefined) return copyOf(known);
   const [next, actions] = step(current, checked);
   if (next === current || (next.value === current.value && next.context === current.context)) {
     throw refusal(current, checked);
   }
-  return {
+  const decision: Decision = {
     snapshot: persist(next),
     status: next.value as OperationStatus,
     context: next.context,
     effects: effectsOf(actions),
+  };
+  if (key === undefined) return decision;
+  if (decided.size >= DECIDED_MAX) decided.clear();
+  decided.set(key, decision);
+  return copyOf(decision);
+}
+
+/**
+ * Accepted decisions of the hot-path events, by their whole input. The machine is a pure function
+ * of (state, context, event) — no clock, no randomness, no children — so equal inputs give equal
+ * decisions, and a batch of rows with equal inputs (one claim's SCHEDULEs share their `at`, one
+ * completion batch's COMPLETEs too) runs it once instead of once per row: a transition built about
+ * 10 kB of garbage. Only inputs of primitive values are keyed, so their JSON is the whole input;
+ * refusals are never kept; each caller gets its own copy. Bounded: cleared when full.
+ */
+const decided = new Map<string, Decision>();
+const DECIDED_MAX = 512;
+const MEMO_EVENTS: ReadonlySet<string> = new Set<OperationEventType>([
+  'SCHEDULE',
+  'START',
+  'COMPLETE',
+]);
+
+function primitiveValues(o: object): boolean {
+  for (const v of Object.values(o)) {
+    if ((typeof v === 'object' && v !== null) || typeof v === 'function') return false;
+  }
+  return true;
+}
+
+function memoKey(current: MachineSnapshot, event: OperationEvent): string | undefined {
+  if (!MEMO_EVENTS.has(event.type)) return undefined;
+  if (!primitiveValues(current.context) || !primitiveValues(event)) return undefined;
+  return JSON.stringify([current.value, current.context, event]);
+}
+
+function copyOf(d: Decision): Decision {
+  return {
+    snapshot: {
+      ...d.snapshot,
+      historyValue: {},
+      context: { ...d.snapshot.context },
+      children: {},
+    },
+    status: d.status,
+    context: { ...d.context },
+    effects: d.effects.map((e) => ({ ...e })),
   };
 }
 
