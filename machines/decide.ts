@@ -357,8 +357,10 @@ const MEMO_EVENTS: ReadonlySet<string> = new Set<OperationEventType>([
 ]);
 
 function primitiveValues(o: object): boolean {
-  for (const v of Object.values(o)) {
-    if ((typeof v === 'object' && v !== null) || typeof v === 'function') return false;
+  // for…in rather than Object.values: no array per call on this path.
+  for (const k in o) {
+    const v = (o as Record<string, unknown>)[k];
+    if (typeof v === 'object' ? v !== null : typeof v === 'function') return false;
   }
   return true;
 }
