@@ -5,6 +5,7 @@ import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { inputRelations } from '../persistence/inputRelations.ts';
 import { inspectOperation } from '../persistence/inspectOperation.ts';
+import { isoText } from '../persistence/isoText.ts';
 import type { JournalRepository } from '../persistence/JournalRepository.ts';
 import type { OperationRecord } from '../persistence/OperationRecord.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
@@ -274,7 +275,7 @@ async function startAttempt(
         type: 'START',
         attempt: scheduled.attempt,
         workerId: w.id,
-        at: new Date(w.clock.now()).toISOString(),
+        at: isoText(new Date(w.clock.now())),
       },
       by: w.id,
     });

@@ -4,6 +4,7 @@ import { isOperationKind, OPERATION_KINDS, type OperationKind } from '../machine
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { allRoutes, defaultRoute, queueName, type Route } from '../machines/routing.ts';
 import { currentEnvelope } from '../machines/snapshotEnvelope.ts';
+import { isoText } from './isoText.ts';
 import type { OperationInsert } from './sql/insertOperations.ts';
 import { isUuid, SUBTYPE_SPEC, type SubtypeSpec, uuidSchema } from './subtypeFields.ts';
 
@@ -171,7 +172,7 @@ export function toOperationInsert(input: CreateOperationInput, now: Date): Opera
     group_id: input.groupId ?? null,
     target_location_id: data[spec.targetLocationKey] as string,
     not_before: state.context.notBefore,
-    created_at: now.toISOString(),
+    created_at: isoText(now),
     created_by: input.createdBy ?? 'operator',
     fields: data,
     inputs,
