@@ -5,6 +5,7 @@ import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { inputRelations } from '../persistence/inputRelations.ts';
 import { inspectOperation } from '../persistence/inspectOperation.ts';
+import { isoText } from '../persistence/isoText.ts';
 import type { JournalRepository } from '../persistence/JournalRepository.ts';
 import type { OperationRecord } from '../persistence/OperationRecord.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
@@ -39,6 +40,30 @@ export interface WorkerCore {
 }
 
 const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
+
+/**
+ * A lease's abort controller that knows whether it was aborted without making its signal: an
+ * AbortSignal costs microseconds to build, most runs are never aborted, and most handlers never
+ * read `ctx.signal`, so it is made only when read (or by abort() itself).
+ */
+class LeaseAbort extends AbortController {
+  #aborted = false;
+  override abort(reason?: unknown): void {
+    this.#aborted = true;
+    super.abort(reason);
+  }
+  /** Undefined while not aborted, else the signal's reason (what `afterRun` takes). */
+  get state(): { readonly reason: unknown } | undefined {
+    return this.#aborted ? { reason: this.signal.reason } : undefined;
+  }
+}
+
+/** Whether a lease was aborted, and why, without building its signal when it was not. */
+function abortState(lease: Lease): { readonly reason: unknown } | undefined {
+  if (lease.abort instanceof LeaseAbort) return lease.abort.state;
+  const signal = lease.abort.signal;
+  return signal.aborted ? { reason: signal.reason } : undefined;
+}
 
 /**
  * One delivery through the worker: load the operation, triage it (`triageDelivery`, asking the
@@ -178,7 +203,7 @@ async function run(w: WorkerCore, d: Delivery, scheduled: OperationRecord): Prom
     attempt: op.attempt,
     taskId: `${w.id}-${randomUUID().slice(0, 8)}`,
     startedAt: w.clock.now(),
-    abort: new AbortController(),
+    abort: new LeaseAbort(),
   };
   if (w.state.crashed) return; // died between START and the lease: recovery is the monitor's
   w.registry.trigger.leased({ lease });
@@ -193,11 +218,10 @@ async function run(w: WorkerCore, d: Delivery, scheduled: OperationRecord): Prom
       outcome = { ok: false, error };
     }
     if (w.state.crashed) return;
-    const signal = lease.abort.signal;
     const next = afterRun({
       operation: op,
       outcome,
-      abort: signal.aborted ? { reason: signal.reason } : undefined,
+      abort: abortState(lease),
       stopping: w.state.stopping,
       now: w.clock.now(),
     });
@@ -251,7 +275,7 @@ async function startAttempt(
         type: 'START',
         attempt: scheduled.attempt,
         workerId: w.id,
-        at: new Date(w.clock.now()).toISOString(),
+        at: isoText(new Date(w.clock.now())),
       },
       by: w.id,
     });
@@ -276,7 +300,9 @@ async function startAttempt(
 function handlerContext(w: WorkerCore, op: OperationView, lease: Lease): HandlerContext {
   return {
     operation: { id: op.id, kind: op.kind, attempt: op.attempt, retryCount: op.retryCount },
-    signal: lease.abort.signal,
+    get signal() {
+      return lease.abort.signal;
+    },
     heartbeat: () => w.heartbeat.cover(),
     step: (name, fn) => journalStep(w, op, lease, name, fn),
     inspect: () => inspectOperation(w.store.database, op.id),
@@ -300,11 +326,10 @@ async function completed(
     if (refusal === 'fail') {
       // The result lacks what the kind must produce, or is malformed: the handler's failure, not
       // the completion's, and running it again would return the same (the error is not retryable).
-      const signal = lease.abort.signal;
       const next = afterRun({
         operation: op,
         outcome: { ok: false, error: err },
-        abort: signal.aborted ? { reason: signal.reason } : undefined,
+        abort: abortState(lease),
         stopping: w.state.stopping,
         now: w.clock.now(),
       });

@@ -176,6 +176,15 @@ export function createOperationState(input: OperationInput): Decision {
   };
 }
 
+/** A field check of `parseOperationEvent`, at module level: no closure per event checked. */
+function need(type: OperationEventType, field: string, ok: boolean, what: string): void {
+  if (!ok) throw badInput(`${type}.${field} must be ${what}`, { field });
+}
+
+function isAttempt(a: unknown): boolean {
+  return Number.isInteger(a) && (a as number) >= 1;
+}
+
 /**
  * Checks that a value from outside (a CLI, an API call, a message) is a well-formed lifecycle
  * event, and returns it typed. Throws `BAD_INPUT` naming what is wrong.
@@ -194,28 +203,26 @@ export function parseOperationEvent(value: unknown): OperationEvent {
     );
   }
   const type = e.type as OperationEventType;
-  const need = (field: string, ok: boolean, what: string) => {
-    if (!ok) throw badInput(`${type}.${field} must be ${what}`, { field });
-  };
   if (e.at !== undefined)
-    need('at', typeof e.at === 'string' && !Number.isNaN(Date.parse(e.at)), 'an ISO time');
-  const isAttempt = (a: unknown) => Number.isInteger(a) && (a as number) >= 1;
+    need(type, 'at', typeof e.at === 'string' && !Number.isNaN(Date.parse(e.at)), 'an ISO time');
   switch (type) {
     case 'START':
-      need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      need(type, 'attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
       need(
+        type,
         'workerId',
         typeof e.workerId === 'string' && e.workerId.length > 0,
         'a non-empty string',
       );
       break;
     case 'COMPLETE':
-      need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      need(type, 'attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
       break;
     case 'FAIL': {
-      need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      need(type, 'attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
       const err = e.error as Record<string, unknown> | undefined;
       need(
+        type,
         'error',
         typeof err === 'object' &&
           err !== null &&
@@ -225,6 +232,7 @@ export function parseOperationEvent(value: unknown): OperationEvent {
       );
       if (e.retryDelayMs !== undefined) {
         need(
+          type,
           'retryDelayMs',
           Number.isInteger(e.retryDelayMs) && (e.retryDelayMs as number) >= 0,
           'a whole number of ms ≥ 0',
@@ -234,15 +242,27 @@ export function parseOperationEvent(value: unknown): OperationEvent {
     }
     case 'RESET':
       need(
+        type,
         'by',
         typeof e.by === 'string' && RESET_BY.has(e.by),
         `one of ${[...RESET_BY].join(', ')}`,
       );
-      need('reason', typeof e.reason === 'string' && e.reason.length > 0, 'a non-empty string');
-      if (e.attempt !== undefined) need('attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
+      need(
+        type,
+        'reason',
+        typeof e.reason === 'string' && e.reason.length > 0,
+        'a non-empty string',
+      );
+      if (e.attempt !== undefined)
+        need(type, 'attempt', isAttempt(e.attempt), 'a whole number ≥ 1');
       break;
     case 'CANCEL':
-      need('reason', typeof e.reason === 'string' && e.reason.length > 0, 'a non-empty string');
+      need(
+        type,
+        'reason',
+        typeof e.reason === 'string' && e.reason.length > 0,
+        'a non-empty string',
+      );
       break;
     case 'SCHEDULE':
     case 'RETRY':
@@ -301,15 +321,67 @@ export function restoreOperationSnapshot(persisted: unknown): MachineSnapshot {
 export function decide(persisted: unknown, event: OperationEvent): Decision {
   const checked = parseOperationEvent(event);
   const current = restoreOperationSnapshot(persisted);
+  const key = memoKey(current, checked);
+  const known = key === undefined ? undefined : decided.get(key);
+  if (known !== undefined) return copyOf(known);
   const [next, actions] = step(current, checked);
   if (next === current || (next.value === current.value && next.context === current.context)) {
     throw refusal(current, checked);
   }
-  return {
+  const decision: Decision = {
     snapshot: persist(next),
     status: next.value as OperationStatus,
     context: next.context,
     effects: effectsOf(actions),
+  };
+  if (key === undefined) return decision;
+  if (decided.size >= DECIDED_MAX) decided.clear();
+  decided.set(key, decision);
+  return copyOf(decision);
+}
+
+/**
+ * Accepted decisions of the hot-path events, by their whole input. The machine is a pure function
+ * of (state, context, event) — no clock, no randomness, no children — so equal inputs give equal
+ * decisions, and a batch of rows with equal inputs (one claim's SCHEDULEs share their `at`, one
+ * completion batch's COMPLETEs too) runs it once instead of once per row: a transition built about
+ * 10 kB of garbage. Only inputs of primitive values are keyed, so their JSON is the whole input;
+ * refusals are never kept; each caller gets its own copy. Bounded: cleared when full.
+ */
+const decided = new Map<string, Decision>();
+const DECIDED_MAX = 512;
+const MEMO_EVENTS: ReadonlySet<string> = new Set<OperationEventType>([
+  'SCHEDULE',
+  'START',
+  'COMPLETE',
+]);
+
+function primitiveValues(o: object): boolean {
+  // for…in rather than Object.values: no array per call on this path.
+  for (const k in o) {
+    const v = (o as Record<string, unknown>)[k];
+    if (typeof v === 'object' ? v !== null : typeof v === 'function') return false;
+  }
+  return true;
+}
+
+function memoKey(current: MachineSnapshot, event: OperationEvent): string | undefined {
+  if (!MEMO_EVENTS.has(event.type)) return undefined;
+  if (!primitiveValues(current.context) || !primitiveValues(event)) return undefined;
+  return JSON.stringify([current.value, current.context, event]);
+}
+
+function copyOf(d: Decision): Decision {
+  return {
+    snapshot: {
+      ...d.snapshot,
+      historyValue: {},
+      context: { ...d.snapshot.context },
+      children: {},
+    },
+    status: d.status,
+    context: { ...d.context },
+    effects: d.effects.map((e) => ({ ...e })),
   };
 }
 

@@ -11,7 +11,7 @@ import type { Executor } from './openDatabase.ts';
 import { planTransition, type TransitionWrite } from './planTransition.ts';
 import { selectOperations, selectVersions } from './sql/selectOperations.ts';
 import { writeTransitions } from './sql/writeTransitions.ts';
-import { uuidSchema } from './subtypeFields.ts';
+import { isUuid } from './subtypeFields.ts';
 
 /** One event for one operation, in a batch. */
 export interface ApplyItem {
@@ -61,7 +61,7 @@ export function notFound(id: string): OpstateError {
 
 /** Checks an id from outside before it reaches SQL. */
 export function checkId(id: unknown, what = 'operation id'): string {
-  if (!uuidSchema.safeParse(id).success) {
+  if (!isUuid(id)) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
       `${what} ${JSON.stringify(id)} is not a uuid`,

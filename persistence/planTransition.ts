@@ -6,6 +6,7 @@ import {
 } from '../machines/operationMachine.ts';
 import { queueName } from '../machines/routing.ts';
 import { upgradeSnapshot } from '../machines/snapshotEnvelope.ts';
+import { isoText } from './isoText.ts';
 import type { OperationRecord } from './OperationRecord.ts';
 
 /**
@@ -79,7 +80,7 @@ function reasonOf(event: OperationEvent): string | null {
   }
 }
 
-const iso = (d: Date | null) => (d === null ? null : d.toISOString());
+const iso = (d: Date | null): string | null => (d === null ? null : isoText(d));
 
 /**
  * Runs the pure machine step for a loaded row and turns it into the row write. Throws what
@@ -98,7 +99,7 @@ export function planTransition(
   by?: string,
 ): PlannedTransition {
   const snapshot = upgradeSnapshot({ ...record.envelope, snapshot: record.snapshot });
-  const at = event.at ?? now.toISOString();
+  const at = event.at ?? isoText(now);
   const timed = { ...event, at } as OperationEvent;
   const decision = decide(snapshot, timed);
   const c = decision.context;

@@ -32,6 +32,14 @@ export const uuidSchema = z.guid({
   error: 'must be a uuid like 0190c3d2-7a4e-4b8e-9f10-2a3b4c5d6e7f',
 });
 
+/**
+ * The same test as `uuidSchema` (its very pattern), without building a parse result: ids are
+ * checked on every load, START and completion.
+ */
+export function isUuid(value: unknown): value is string {
+  return typeof value === 'string' && z.regexes.guid.test(value);
+}
+
 function specOf(kind: OperationKind): SubtypeSpec {
   const table = SUBTYPE_TABLE[kind];
   const fields: SubtypeField[] = [];

@@ -20,6 +20,37 @@ export const dispatchMessageSchema = z.object({
   attempt: z.number().int().min(1).max(Number.MAX_SAFE_INTEGER),
 });
 
+const OPERATION_ID = /^[A-Za-z0-9_=-]+$/;
+const KINDS: ReadonlySet<unknown> = new Set(Object.values(OperationKind));
+const OPERATION_TYPES: ReadonlySet<unknown> = new Set(Object.values(OperationType));
+
+/**
+ * The same test as `dispatchMessageSchema`, written out for the hot path (every publish and every
+ * delivery): a well-formed message comes back stripped to its four fields without building the
+ * schema's parse state, which cost more than the rest of decoding. It accepts only what the
+ * schema accepts; anything else (undefined) goes through the schema, whose error names the field.
+ */
+function wellFormed(value: unknown): DispatchMessage | undefined {
+  if (typeof value !== 'object' || value === null) return undefined;
+  const proto = Object.getPrototypeOf(value);
+  if (proto !== Object.prototype && proto !== null) return undefined;
+  const { operationId, kind, operationType, attempt } = value as Record<string, unknown>;
+  if (
+    typeof operationId === 'string' &&
+    operationId.length >= 1 &&
+    operationId.length <= 128 &&
+    OPERATION_ID.test(operationId) &&
+    KINDS.has(kind) &&
+    OPERATION_TYPES.has(operationType) &&
+    typeof attempt === 'number' &&
+    Number.isSafeInteger(attempt) &&
+    attempt >= 1
+  ) {
+    return { operationId, kind, operationType, attempt } as DispatchMessage;
+  }
+  return undefined;
+}
+
 /** The default largest accepted payload, in bytes. A valid message is under 250 bytes. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4096;
 
@@ -28,7 +59,6 @@ export type DecodeResult =
   | { readonly ok: true; readonly message: DispatchMessage }
   | { readonly ok: false; readonly reason: string };
 
-const encoder = new TextEncoder();
 const decoder = new TextDecoder('utf-8', { fatal: true });
 
 /**
@@ -57,16 +87,22 @@ export function encodeDispatch(
   message: DispatchMessage,
   maxBytes = DEFAULT_MAX_MESSAGE_BYTES,
 ): Uint8Array {
-  const parsed = dispatchMessageSchema.safeParse(message);
-  if (!parsed.success) {
-    throw new OpstateError(
-      OpstateErrorCode.BAD_INPUT,
-      `Invalid dispatch message: ${z.prettifyError(parsed.error)}`,
-      { details: { message } },
-    );
+  let checked = wellFormed(message);
+  if (checked === undefined) {
+    const parsed = dispatchMessageSchema.safeParse(message);
+    if (!parsed.success) {
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        `Invalid dispatch message: ${z.prettifyError(parsed.error)}`,
+        { details: { message } },
+      );
+    }
+    checked = parsed.data;
   }
-  const { operationId, kind, operationType, attempt } = parsed.data;
-  const bytes = encoder.encode(JSON.stringify({ operationId, kind, operationType, attempt }));
+  const { operationId, kind, operationType, attempt } = checked;
+  // Buffer.from: a quarter of TextEncoder.encode's cost for a string this short (it slices a
+  // shared pool instead of allocating), and a Buffer is the Uint8Array publish() takes.
+  const bytes = Buffer.from(JSON.stringify({ operationId, kind, operationType, attempt }), 'utf8');
   if (bytes.length > maxBytes) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
@@ -100,6 +136,8 @@ export function decodeDispatch(
   } catch (err) {
     return { ok: false, reason: `not JSON: ${err instanceof Error ? err.message : String(err)}` };
   }
+  const fast = wellFormed(value);
+  if (fast !== undefined) return { ok: true, message: Object.freeze(fast) };
   const parsed = dispatchMessageSchema.safeParse(value);
   if (!parsed.success) {
     return { ok: false, reason: `wrong shape: ${z.prettifyError(parsed.error)}` };

@@ -17,6 +17,7 @@ import {
 
 type Snap = SnapshotFrom<typeof operationMachine>;
 const AT = '2026-01-01T00:00:00.000Z';
+const LATER = '2031-01-01T00:00:00.000Z';
 const MAX_RETRIES = 2;
 const MAX_ATTEMPT = 5;
 
@@ -203,6 +204,33 @@ describe('operationMachine: fencing, retry cap and backoff', () => {
     const s1 = decide(s0.snapshot, { type: 'SCHEDULE', at: AT });
     return decide(s1.snapshot, { type: 'START', attempt: 1, workerId: 'w1', at: AT });
   };
+
+  it('gives equal inputs equal decisions that share nothing, and unequal inputs their own', () => {
+    const s0 = createOperationState({ kind: OperationKind.TRANSFER });
+    const first = decide(s0.snapshot, { type: 'SCHEDULE', at: AT });
+    const again = decide(s0.snapshot, { type: 'SCHEDULE', at: AT });
+    // The same context with its keys in another order is another input key: decided afresh.
+    const reordered = {
+      ...s0.snapshot,
+      context: Object.fromEntries(Object.entries(s0.snapshot.context).reverse()),
+    };
+    expect(decide(reordered, { type: 'SCHEDULE', at: AT })).toEqual(first);
+    expect(again).toEqual(first);
+    expect(again.snapshot).not.toBe(first.snapshot);
+    expect(again.snapshot.context).not.toBe(first.snapshot.context);
+    expect(again.context).not.toBe(first.context);
+    expect(again.effects[0]).not.toBe(first.effects[0]);
+    (first.context as { attempt: number }).attempt = 99;
+    (first.effects[0] as { attempt: number }).attempt = 99;
+    expect(decide(s0.snapshot, { type: 'SCHEDULE', at: AT }).effects).toEqual([
+      { type: 'dispatch', attempt: 1 },
+    ]);
+    const w1 = decide(again.snapshot, { type: 'START', attempt: 1, workerId: 'w1', at: AT });
+    const w2 = decide(again.snapshot, { type: 'START', attempt: 1, workerId: 'w2', at: AT });
+    expect([w1.context.workerId, w2.context.workerId]).toEqual(['w1', 'w2']);
+    const later = decide(again.snapshot, { type: 'START', attempt: 1, workerId: 'w1', at: LATER });
+    expect(later.context.workerId).toBe('w1');
+  });
 
   it('emits a dispatch effect on SCHEDULE with the attempt', () => {
     const s0 = createOperationState({ kind: OperationKind.UNPACK });

@@ -2,7 +2,12 @@ import { describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { defaultRoute, OperationType } from '../../machines/routing.ts';
-import { decodeDispatch, dispatchMsgId, encodeDispatch } from '../../transport/DispatchMessage.ts';
+import {
+  decodeDispatch,
+  dispatchMessageSchema,
+  dispatchMsgId,
+  encodeDispatch,
+} from '../../transport/DispatchMessage.ts';
 import {
   encodeHeld,
   parseWorkerHeartbeat,
@@ -58,6 +63,42 @@ describe('dispatch wire format', () => {
   it('strips unknown fields so a newer producer is not terminated', () => {
     const bytes = new TextEncoder().encode(JSON.stringify({ ...message, traceId: 'x' }));
     expect(decodeDispatch(bytes)).toEqual({ ok: true, message });
+  });
+
+  // decode and encode check well-formed messages without the schema: they must accept exactly
+  // what the schema accepts, and strip to the same four fields.
+  it.each([
+    ['valid', message],
+    ['an extra field', { ...message, traceId: 'x' }],
+    ['id of 128', { ...message, operationId: 'a'.repeat(128) }],
+    ['id of 129', { ...message, operationId: 'a'.repeat(129) }],
+    ['empty id', { ...message, operationId: '' }],
+    ['id with a dot', { ...message, operationId: 'a.b' }],
+    ['id with a newline', { ...message, operationId: 'ab\n' }],
+    ['numeric id', { ...message, operationId: 7 }],
+    ['unknown kind', { ...message, kind: 'packaging' }],
+    ['unknown type', { ...message, operationType: 'copy' }],
+    ['attempt 0', { ...message, attempt: 0 }],
+    ['attempt 1.5', { ...message, attempt: 1.5 }],
+    ['attempt as text', { ...message, attempt: '3' }],
+    ['unsafe attempt', { ...message, attempt: Number.MAX_SAFE_INTEGER + 1 }],
+    ['no attempt', { ...message, attempt: undefined }],
+    ['an array', [message]],
+    ['null', null],
+  ])('decodes and encodes %s as the schema judges it', (_, value) => {
+    const schema = dispatchMessageSchema.safeParse(value);
+    const decoded = decodeDispatch(new TextEncoder().encode(JSON.stringify(value)));
+    const reparsed = dispatchMessageSchema.safeParse(JSON.parse(JSON.stringify(value)));
+    expect(decoded.ok).toBe(reparsed.success);
+    if (decoded.ok) expect(decoded.message).toEqual(reparsed.data);
+    else expect(decoded.reason).toMatch(/^wrong shape: /);
+    if (schema.success) {
+      expect(JSON.parse(Buffer.from(encodeDispatch(value as never)).toString())).toEqual(
+        schema.data,
+      );
+    } else {
+      expect(() => encodeDispatch(value as never)).toThrow(/Invalid dispatch message/);
+    }
   });
 
   it('rejects routing/identity values it does not know', () => {
