@@ -14,13 +14,20 @@ const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
  * time — none while one of its operations is SCHEDULED or IN_PROGRESS, else the first due one.
  * Two claimers could each pick a different probe of the same pair, so when the batch holds
  * probes, their breaker rows are locked and the "no live operation" check is made again under
- * that lock (two more statements, only then).
+ * that lock (two more statements, only then). Reads the backlog in due order through its index and
+ * stops at `limit`, however long the backlog is.
  */
 export async function selectDueForUpdate(
   tx: Executor,
   now: Date,
   limit: number,
 ): Promise<OperationRecord[]> {
+  // The due rows must come off operation_due_idx in its order, so the LIMIT stops the scan after
+  // `limit` rows. The planner cannot see that most due rows pass the breaker filter, nor how big a
+  // backlog that arrived since the last ANALYZE is, and then read and sorted every PENDING row to
+  // take the first few hundred: each claim cost as much as the backlog was long. Sorting is off for
+  // this transaction only (the claim writes nothing that sorts).
+  await tx.execute(sql`set local enable_sort = off`);
   const rows = await tx.execute(sql`
     select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id, b.state as breaker_state
     from operation o
