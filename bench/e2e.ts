@@ -19,7 +19,8 @@
  * (default 2; 0 skips), OPSTATE_BENCH_WORKER_KINDS (what they serve, default transfer as the
  * in-process worker; all for every kind), OPSTATE_BENCH_TRICKLE (default 200; 0 skips), OPSTATE_BENCH_SECONDS
  * (baseline length, default 3), OPSTATE_BENCH_MEMORY_ROWS (default 1000000; 0 skips),
- * OPSTATE_BENCH_PROFILE=1 (also prints the statements the runtime ran, grouped by SQL text),
+ * OPSTATE_BENCH_PROFILE=1 (also prints the statements the runtime ran, grouped by SQL text, and,
+ * where the server preloads pg_stat_statements, what the server spent on each per operation),
  * OPSTATE_BENCH_CPU_PROFILE=<file> (writes a V8 CPU profile of this process over the timed
  * in-process run only, for Chrome DevTools or any .cpuprofile reader).
  */
@@ -237,6 +238,52 @@ function printProfile(label: string, before: StatementCounter, after: StatementC
   }
 }
 
+/** One statement's cumulative figures from pg_stat_statements. */
+interface ServerStatement {
+  query: string;
+  calls: number;
+  ms: number;
+  blks: number;
+  wal: number;
+  wal_records: number;
+}
+
+/**
+ * What the server spent per operation on each statement between two samples (pg_stat_statements:
+ * execution time, buffers touched, WAL), the costliest first. Nested statements (foreign-key
+ * checks, trigger bodies) are listed too, and are also inside the time of the statement that ran
+ * them.
+ */
+function printServerStatements(
+  label: string,
+  before: Map<string, ServerStatement> | undefined,
+  after: Map<string, ServerStatement> | undefined,
+  n: number,
+): void {
+  if (before === undefined || after === undefined) return;
+  const rows = [...after]
+    .map(([id, a]) => {
+      const b = before.get(id);
+      const d = (k: 'calls' | 'ms' | 'blks' | 'wal' | 'wal_records') => a[k] - (b?.[k] ?? 0);
+      return {
+        a,
+        calls: d('calls'),
+        ms: d('ms'),
+        blks: d('blks'),
+        wal: d('wal'),
+        rec: d('wal_records'),
+      };
+    })
+    .filter((r) => r.calls > 0)
+    .sort((x, y) => y.ms - x.ms)
+    .slice(0, 25);
+  for (const r of rows) {
+    process.stderr.write(
+      `[e2e server ${label}] ${((r.ms / n) * 1000).toFixed(1)} µs/op  ${(r.calls / n).toFixed(3)} calls/op  ${(r.blks / n).toFixed(1)} buffers/op  ${Math.round(r.wal / n)} WAL B/op (${(r.rec / n).toFixed(1)} records)  ${r.a.query.replace(/\s+/g, ' ').trim().slice(0, 110)}\n`,
+    );
+  }
+}
+
 /** Starts a V8 CPU profile of this process when asked; the returned function writes it. */
 async function startCpuProfile(): Promise<() => Promise<void>> {
   if (CPU_PROFILE === undefined || CPU_PROFILE === '') return async () => {};
@@ -339,6 +386,25 @@ async function main(): Promise<void> {
     };
   };
   type PgStats = Awaited<ReturnType<typeof pgStats>>;
+  /**
+   * The server's own statement figures for the bench database (profile mode, and only where the
+   * server has pg_stat_statements: a private server started with it preloaded), by query id.
+   */
+  const serverStatements = async (): Promise<Map<string, ServerStatement> | undefined> => {
+    if (!PROFILE) return undefined;
+    try {
+      const rows = await admin.unsafe(
+        `select s.queryid::text as id, s.query, s.calls::float8 as calls, s.total_exec_time as ms,
+           (s.shared_blks_hit + s.shared_blks_read)::float8 as blks, s.wal_bytes::float8 as wal,
+           s.wal_records::float8 as wal_records
+         from pg_stat_statements s join pg_database d on d.oid = s.dbid where d.datname = $1`,
+        [name],
+      );
+      return new Map(rows.map((r) => [String(r.id), r as unknown as ServerStatement]));
+    } catch {
+      return undefined; // no pg_stat_statements on this server
+    }
+  };
 
   const runtimes: Runtime[] = [];
   const children: Child[] = [];
@@ -565,12 +631,14 @@ async function main(): Promise<void> {
       planeTimings.clear();
       const pBefore = snapshotCounter(planeCounter);
       const wBefore = snapshotCounter(worker.counter);
+      const serverBefore = await serverStatements();
       const stopCpuProfile = await startCpuProfile();
       const cpuBefore = cpuSample();
       const result = await submitAndWait(OPS);
       const cpuAfter = cpuSample();
       const postgresPids = await postgresPidsOf(admin, [name]);
       await stopCpuProfile();
+      printServerStatements('in_process', serverBefore, await serverStatements(), OPS);
       const pAfter = snapshotCounter(planeCounter);
       const wAfter = snapshotCounter(worker.counter);
       const span = await spanOf(result.ids);

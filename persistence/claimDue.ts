@@ -29,8 +29,8 @@ export interface ClaimResult {
 /**
  * The scheduler's batch: in one short transaction, locks up to `limit` due PENDING operations with
  * `FOR UPDATE SKIP LOCKED`, runs SCHEDULE through the machine for each in memory, and writes all
- * of them — base rows, transition rows, outbox rows — in one multi-row statement. Four round
- * trips (begin, select, write, commit) per batch, whatever its size. Two claimers running at once
+ * of them — base rows, transition rows, outbox rows — in one multi-row statement. Five round
+ * trips (begin, a planner setting, select, write, commit) per batch, whatever its size. Two claimers running at once
  * never claim the same row. With a `fence`, a claim made after that leadership epoch lost its
  * lease writes nothing and throws `NOT_LEADER`.
  */

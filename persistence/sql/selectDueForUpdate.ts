@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import { OPERATION_COLUMNS, type OperationRecord, toOperationRecord } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
 
@@ -14,24 +14,44 @@ const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
  * time — none while one of its operations is SCHEDULED or IN_PROGRESS, else the first due one.
  * Two claimers could each pick a different probe of the same pair, so when the batch holds
  * probes, their breaker rows are locked and the "no live operation" check is made again under
- * that lock (two more statements, only then).
+ * that lock (two more statements, only then). Reads the backlog in due order through its index and
+ * stops at `limit`, however long the backlog is.
  */
 export async function selectDueForUpdate(
   tx: Executor,
   now: Date,
   limit: number,
 ): Promise<OperationRecord[]> {
+  // Due rows come off operation_due_idx in its order, one bounded range per kind of due — never
+  // tried (not_before null, by creation) and backed off until a time now passed (by not_before) —
+  // each stopping at `limit`; their union (null first, as the index orders them) is cut to
+  // `limit`. Left to itself the planner, unable to see that most due rows pass the breaker filter
+  // or how big a backlog arrived since the last ANALYZE, read and sorted every PENDING row to take
+  // the first few hundred: each claim cost as much as the backlog was long. So sorting is off for
+  // the claim's transaction (only the union's few hundred rows are sorted), and JIT with it: the
+  // penalty that steers the planner away from a sort would otherwise make any plan that must sort
+  // look costly enough to compile (hundreds of milliseconds). Rows the second range locks beyond
+  // what the cut keeps stay PENDING and are released at commit.
+  await tx.execute(
+    sql`select set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`,
+  );
+  const due = (when: SQL) => sql`select * from (
+      select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id, b.state as breaker_state
+      from operation o
+      left join circuit_breaker b on b.kind = o.kind and b.location_id = o.target_location_id
+      where o.status = 'PENDING' and ${when}
+        and (b.state is null or b.state = 'CLOSED' or (b.state = 'HALF_OPEN' and not exists (
+          select 1 from operation p
+          where p.kind = o.kind and p.target_location_id = o.target_location_id and ${sql.raw(LIVE)})))
+      order by o.not_before asc nulls first, o.created_at
+      limit ${limit}
+      for update of o skip locked) due`;
   const rows = await tx.execute(sql`
-    select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id, b.state as breaker_state
-    from operation o
-    left join circuit_breaker b on b.kind = o.kind and b.location_id = o.target_location_id
-    where o.status = 'PENDING' and (o.not_before is null or o.not_before <= ${now.toISOString()}::timestamptz)
-      and (b.state is null or b.state = 'CLOSED' or (b.state = 'HALF_OPEN' and not exists (
-        select 1 from operation p
-        where p.kind = o.kind and p.target_location_id = o.target_location_id and ${sql.raw(LIVE)})))
-    order by o.not_before asc nulls first, o.created_at
-    limit ${limit}
-    for update of o skip locked`);
+    ${due(sql`o.not_before is null`)}
+    union all
+    ${due(sql`o.not_before <= ${now.toISOString()}::timestamptz`)}
+    order by not_before asc nulls first, created_at
+    limit ${limit}`);
   if (!rows.some((r) => r.breaker_state === 'HALF_OPEN')) return rows.map(toOperationRecord);
   return admitProbes(tx, rows);
 }

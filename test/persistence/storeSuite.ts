@@ -149,6 +149,41 @@ export function storeSuite(backend: SuiteBackend): void {
     expect((await store.load(id)).version).toBe(0);
   });
 
+  it('claims a backlog longer than a batch in due order, one batch at a time', async () => {
+    await drain(db());
+    let now = new Date('2031-01-01T00:00:00Z');
+    const store = new OperationStore(db(), { clock: readingTime(() => now) });
+    const w = await makeWorld(db());
+    // A retry: due again once its backoff (not_before) has passed.
+    const retry = await store.create(inputFor(OperationKind.TRANSFER, w));
+    expect((await store.claimDue(10)).claimed.map((c) => c.id)).toEqual([retry]);
+    await store.apply(retry, { type: 'START', attempt: 1, workerId: 'w-1' });
+    await store.apply(retry, {
+      type: 'FAIL',
+      attempt: 1,
+      error: { message: 'disk full', retryable: true },
+    });
+    const notBefore = (await store.load(retry)).notBefore?.getTime() ?? 0;
+    // Never tried yet (no not_before): due first, oldest first.
+    const fresh: string[] = [];
+    for (let i = 0; i < 5; i++) {
+      now = new Date(notBefore + 1000 * (i + 1));
+      fresh.push(await store.create(inputFor(OperationKind.TRANSFER, w)));
+    }
+    const batches: string[][] = [];
+    for (;;) {
+      const { claimed } = await store.claimDue(2);
+      if (claimed.length === 0) break;
+      batches.push(claimed.map((c) => c.id).sort()); // a batch is a set: its rows come back unordered
+    }
+    const set = (...ids: (string | undefined)[]) => (ids as string[]).sort();
+    expect(batches).toEqual([
+      set(fresh[0], fresh[1]),
+      set(fresh[2], fresh[3]),
+      set(fresh[4], retry),
+    ]);
+  });
+
   it('walks the lifecycle with columns in step with the snapshot, history, outbox and breadcrumbs', async () => {
     await drain(db());
     let now = new Date('2030-01-01T00:00:00Z');
