@@ -64,7 +64,7 @@ const TRICKLE = env('OPSTATE_BENCH_TRICKLE', 200);
 /**
  * What the worker processes serve: the kind the in-process worker serves, so the two figures
  * compare like with like. `all` measures a worker whose slots are shared by six queues, five of
- * them idle (each idle queue's open pull request holds its share of the slots).
+ * them idle (each idle queue probes with a one-message pull, the busy one gets the rest).
  */
 const WORKER_KINDS = process.env.OPSTATE_BENCH_WORKER_KINDS ?? OperationKind.TRANSFER;
 const SECONDS = env('OPSTATE_BENCH_SECONDS', 3);

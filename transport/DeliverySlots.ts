@@ -5,7 +5,9 @@ import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
  * worker's queues): deliveries handed to a handler and not yet settled, plus messages asked of the
  * broker and not yet received, never exceed `size`. When there are fewer free slots than
  * subscriptions waiting for one, they take turns in arrival order, so a busy queue cannot starve a
- * quiet one.
+ * quiet one. A subscription whose last pull came back empty (`idle`) asks for one message at a
+ * time, and the others share what the idle ones leave: a worker serving six queues of which one
+ * is busy gives that one all but five slots, not a sixth of them.
  *
  * @example
  * ```ts
@@ -18,6 +20,7 @@ export class DeliverySlots {
   #requested = 0;
   readonly #members = new Set<() => void>();
   readonly #turns: object[] = [];
+  readonly #idle = new Set<object>();
 
   constructor(readonly size: number) {
     if (!Number.isSafeInteger(size) || size < 1) {
@@ -49,12 +52,17 @@ export class DeliverySlots {
     return this.#members.size > this.size;
   }
 
-  /** Joins; `wake` is called whenever slots free up. Returns the leave function. */
-  join(wake: () => void): () => void {
+  /**
+   * Joins; `wake` is called whenever slots free up. `who` is what the subscription passes to
+   * `grant` and `setIdle` (default: `wake`), so leaving also gives up its turn and its idle mark.
+   * Returns the leave function.
+   */
+  join(wake: () => void, who: object = wake): () => void {
     this.#members.add(wake);
     return () => {
       this.#members.delete(wake);
-      this.#dropTurn(wake);
+      this.#dropTurn(who);
+      this.#idle.delete(who);
       this.#notify();
     };
   }
@@ -65,7 +73,7 @@ export class DeliverySlots {
    * subscription waits ahead of it for a turn.
    */
   grant(who: object, outstanding: number): number {
-    const share = Math.max(1, Math.ceil(this.size / Math.max(1, this.#members.size)));
+    const share = this.#shareOf(who);
     const n = Math.min(this.free, share - outstanding);
     if (n <= 0) {
       if (outstanding === 0 && !this.#turns.includes(who)) this.#turns.push(who);
@@ -78,6 +86,26 @@ export class DeliverySlots {
     }
     this.#dropTurn(who);
     return n;
+  }
+
+  /**
+   * Whether `who`'s last pull came back empty: an idle subscription is granted one slot at a time
+   * (a probe that still hears its queue), and the busy ones share the rest. Marked busy again as
+   * soon as a pull brings a message.
+   */
+  setIdle(who: object, idle: boolean): void {
+    if (idle === this.#idle.has(who)) return;
+    if (idle) this.#idle.add(who);
+    else this.#idle.delete(who);
+    this.#notify();
+  }
+
+  /** A subscription's fair share: 1 while idle, else an equal part of what idle ones leave. */
+  #shareOf(who: object): number {
+    if (this.#idle.has(who)) return 1;
+    const idle = this.#idle.size;
+    const busy = Math.max(1, this.#members.size - idle);
+    return Math.max(1, Math.ceil((this.size - Math.min(idle, this.size)) / busy));
   }
 
   /** Records `n` messages asked of the broker. */

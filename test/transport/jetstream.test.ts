@@ -98,3 +98,64 @@ describe('JetStream pull requests ended early by the client', () => {
     }
   });
 });
+
+describe('JetStream queues sharing one bound (a worker serving several kinds)', () => {
+  it('queues that stay empty probe one message at a time, so a busy one gets every other slot at once', async () => {
+    const transport = await createJetStreamTransport({
+      servers: `nats://127.0.0.1:${NATS_PORT}`,
+      prefix: uniquePrefix('share'),
+      // Longer than the test: a pull that was opened too large is not given back by its expiry.
+      pullExpiresMs: 120_000,
+    });
+    try {
+      const { DeliverySlots } = await import('../../transport/DeliverySlots.ts');
+      const routes = [
+        OperationKind.RAW_DATA_PACKAGE,
+        OperationKind.DATA_TRANSFER_PACKAGE,
+        OperationKind.TRANSFER,
+        OperationKind.UNPACK,
+        OperationKind.LONG_TERM_ARCHIVE,
+        OperationKind.STAGING,
+      ].map(defaultRoute);
+      await transport.ensure(routes);
+      const slots = new DeliverySlots(12);
+      const busy = defaultRoute(OperationKind.TRANSFER);
+      // Each handler keeps its delivery (and its slot) until the test lets it go.
+      const held: (() => Promise<void>)[] = [];
+      let mostHeld = 0;
+      const subs = routes.map((route) =>
+        transport.consume(route, { concurrency: 12, slots }, async (d) => {
+          await new Promise<void>((release) => {
+            held.push(async () => {
+              await d.ack();
+              release();
+            });
+            mostHeld = Math.max(mostHeld, slots.held);
+          });
+        }),
+      );
+      await transport.publishMany(
+        Array.from({ length: 14 }, (_, i) => ({
+          route: busy,
+          message: {
+            operationId: `busy-${i}`,
+            kind: OperationKind.TRANSFER,
+            operationType: busy.operationType,
+            attempt: 1,
+          },
+        })),
+      );
+      // Five empty queues hold one probe each; the busy queue gets the other seven. A share of
+      // twelve split six ways would have stopped it at two until the empty queues' pulls expired.
+      await waitFor(() => held.length === 7, 'the busy queue to hold all but five slots', 20_000);
+      expect(mostHeld).toBeLessThanOrEqual(12);
+      expect(slots.held + slots.free).toBeLessThanOrEqual(12);
+      for (const release of held.splice(0)) await release();
+      await waitFor(() => held.length === 7, 'the freed slots to go to the busy queue again');
+      for (const release of held.splice(0)) await release();
+      await Promise.all(subs.map((s) => s.stop()));
+    } finally {
+      await transport.destroy();
+    }
+  });
+});

@@ -108,7 +108,10 @@ export class JetStreamSubscription implements Subscription {
   }
 
   start(): void {
-    this.#leave = this.slots.join(() => this.#signal());
+    this.#leave = this.slots.join(() => this.#signal(), this);
+    // Until a pull brings a message the queue is idle: it probes one message at a time, so queues
+    // that stay empty do not hold slots in open pulls that a busy one sharing them needs.
+    this.slots.setIdle(this, true);
     this.#loop = this.#run();
   }
 
@@ -194,6 +197,9 @@ export class JetStreamSubscription implements Subscription {
         this.#accept(msg);
       }
       this.#failures = 0;
+      // A pull that ran to its expiry with nothing marks the queue idle (it then probes one
+      // message at a time and leaves its share to busy queues); any message marks it busy.
+      if (!this.#stopped) this.slots.setIdle(this, received === 0);
     } catch (err) {
       this.#failures++;
       if (!this.#stopped) {
