@@ -1,3 +1,4 @@
+import { loadConfiguration } from '../actors/Configuration.ts';
 import { resolveRuntimeTiming } from '../actors/Runtime.ts';
 import {
   ATTENTION_TITLES,
@@ -8,9 +9,9 @@ import {
 import { type AttentionList, loadAttention } from '../persistence/loadAttention.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import { redactUrl } from '../transport/jetstream/natsCredentials.ts';
 import type { Heartbeats } from '../transport/Transport.ts';
 import type { Io } from './Command.ts';
-import { timingFromEnv } from './runtimeFromEnv.ts';
 
 /** What the attention rules need besides the database: timers, and heartbeats if visible. */
 export interface AttentionSource {
@@ -23,8 +24,10 @@ export interface AttentionSource {
 }
 
 /**
- * The attention source of a CLI process: the timers from `OPSTATE_TIMING` (as the control plane
- * reads them) and, when `NATS_URL` is set, the heartbeat bucket of `OPSTATE_PREFIX`.
+ * The attention source of a CLI process, from the one configuration (see `opstate config`): the
+ * timers of `OPSTATE_TIMING` (as the control plane reads them) and, when `NATS_URL` is set, the
+ * heartbeat bucket of `OPSTATE_PREFIX`, reached with the same NATS credentials and TLS as the
+ * control plane and workers.
  *
  * @example
  * ```ts
@@ -33,16 +36,21 @@ export interface AttentionSource {
  * ```
  */
 export async function attentionSourceFromEnv(): Promise<AttentionSource> {
-  const timing = resolveRuntimeTiming(timingFromEnv());
-  const servers = process.env.NATS_URL;
-  if (servers === undefined || servers === '') {
+  const config = loadConfiguration();
+  const timing = resolveRuntimeTiming(config.timing);
+  const servers = config.nats.url;
+  if (servers === undefined) {
     return { timing, heartbeats: null, close: async () => {} };
   }
   try {
     const transport = await createJetStreamTransport({
       servers,
-      prefix: process.env.OPSTATE_PREFIX || 'opstate',
+      prefix: config.prefix,
       timing,
+      credentials: {
+        auth: config.nats.auth,
+        ...(config.nats.tls === undefined ? {} : { tls: config.nats.tls }),
+      },
     });
     return { timing, heartbeats: transport.heartbeats, close: () => transport.close() };
   } catch (err) {
@@ -51,7 +59,7 @@ export async function attentionSourceFromEnv(): Promise<AttentionSource> {
     return {
       timing,
       heartbeats: null,
-      warning: `heartbeats not read: NATS at ${servers} is unreachable (${why})`,
+      warning: `heartbeats not read: NATS at ${servers.split(',').map(redactUrl).join(',')} is unreachable (${why})`,
       close: async () => {},
     };
   }

@@ -1,4 +1,4 @@
-import { type ChildProcess, spawn } from 'node:child_process';
+import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -140,6 +140,40 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
         ((await plane?.transport.heartbeats.list()) ?? []).some((h) => h.workerId === 'worker-b'),
       "worker-b's heartbeat",
     );
+
+    // `opstate status` reads the heartbeats with the credentials of the one configuration (here
+    // the control plane's): with them it judges by heartbeats, without them it says it could not.
+    const status = (env: Record<string, string>) =>
+      new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
+        execFile(
+          process.execPath,
+          opstateArgs(['status', '--json']),
+          {
+            cwd: REPO_ROOT,
+            env: { ...process.env, ...base, OPSTATE_TIMING: JSON.stringify(FAST_TIMING), ...env },
+            encoding: 'utf8',
+            timeout: 60_000,
+          },
+          (err, stdout, stderr) =>
+            resolve({ status: err === null ? 0 : (err.code as number | null), stdout, stderr }),
+        );
+      });
+    const withCredentials = await status({
+      OPSTATE_NATS_USER: 'control-plane',
+      OPSTATE_NATS_PASSWORD: PASSWORDS.OPSTATE_NATS_CONTROL_PLANE_PASSWORD,
+    });
+    expect(withCredentials.status, withCredentials.stderr).toBe(0);
+    expect(withCredentials.stderr).not.toContain('heartbeats not read');
+    expect(JSON.parse(withCredentials.stdout).attention.heartbeatsVisible).toBe(true);
+    const withoutCredentials = await status({});
+    expect(withoutCredentials.status, withoutCredentials.stderr).toBe(0);
+    expect(withoutCredentials.stderr).toMatch(/heartbeats not read: .*Authorization Violation/i);
+    expect(JSON.parse(withoutCredentials.stdout).attention.heartbeatsVisible).toBe(false);
+    for (const r of [withCredentials, withoutCredentials]) {
+      for (const secret of Object.values(PASSWORDS)) {
+        expect(r.stdout + r.stderr).not.toContain(secret);
+      }
+    }
 
     // With worker-b's credentials, no dispatch can be published: not to a queue worker-b does
     // not serve, nor to its own.
