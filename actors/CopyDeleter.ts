@@ -7,6 +7,7 @@ import { DeletionPolicyRepository } from '../persistence/DeletionPolicyRepositor
 import { DeletionRepository } from '../persistence/DeletionRepository.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import { planDeletion, rootIdentity } from '../stages/deletion/planDeletion.ts';
+import { crashable, faultsOf } from './drill.ts';
 import type { Logger } from './Logger.ts';
 import { startLoop } from './Loop.ts';
 import { type DeleterFaults, type DeletionRunResult, runDeletion } from './runDeletion.ts';
@@ -26,8 +27,6 @@ export interface CopyDeleterOptions {
   readonly leaseMs?: number;
   /** Copies scheduled, planned or taken over per pass (default 16). */
   readonly batchSize?: number;
-  /** Fault-injection points for crash drills; never set in normal operation. */
-  readonly faults?: DeleterFaults;
 }
 
 /** A running deleter. */
@@ -37,11 +36,6 @@ export interface CopyDeleter {
   wake(): void;
   /** Stops after the current member; the lease of an unfinished deletion runs out for another. */
   stop(): Promise<void>;
-  /**
-   * Dies as a killed process would, for drills in one process: from now on it unlinks and writes
-   * nothing, and its lease is left to run out.
-   */
-  crash(): Promise<void>;
 }
 
 function messageOf(err: unknown): string {
@@ -88,6 +82,7 @@ export function startCopyDeleter(options: CopyDeleterOptions): CopyDeleter {
     deletions: new DeletionRepository(database),
     policies: new DeletionPolicyRepository(database),
     state: { alive: true },
+    faults: faultsOf<DeleterFaults>(options),
   };
   const loop = startLoop({
     name: `copy deleter ${d.id}`,
@@ -103,19 +98,21 @@ export function startCopyDeleter(options: CopyDeleterOptions): CopyDeleter {
     },
   });
   logger.log('INFO', 'copy deleter started', { deleter: d.id, leaseMs: d.leaseMs });
-  return {
+  const deleter: CopyDeleter = {
     id: d.id,
     wake: () => loop.wake(),
     async stop() {
       d.state.alive = false;
       await loop.stop();
     },
-    async crash() {
-      d.state.alive = false;
-      await loop.stop();
-      logger.log('WARNING', 'copy deleter crashed (drill)', { deleter: d.id });
-    },
   };
+  // A drill's crash (`crash(deleter)` from opstate/testing): from now on it unlinks and writes
+  // nothing, and its lease is left to run out.
+  return crashable(deleter, async () => {
+    d.state.alive = false;
+    await loop.stop();
+    logger.log('WARNING', 'copy deleter crashed (drill)', { deleter: d.id });
+  });
 }
 
 /** What one deleter's passes work with. */
@@ -129,6 +126,8 @@ interface Deleter {
   readonly policies: DeletionPolicyRepository;
   /** False once the deleter stops or crashes. */
   readonly state: { alive: boolean };
+  /** A drill's fault points (`withFaults`), if any. */
+  readonly faults: DeleterFaults | undefined;
 }
 
 /** Whether a storage root is mounted here as it was when planned (same device and inode). */
@@ -167,7 +166,7 @@ async function runRenewed(
       holder: d.id,
       leaseMs: d.leaseMs,
       alive: () => d.state.alive,
-      ...(d.options.faults === undefined ? {} : { faults: d.options.faults }),
+      ...(d.faults === undefined ? {} : { faults: d.faults }),
     });
     if (result.result === 'failed') {
       logger.log('WARNING', 'copy deletion kept members; an operator must review', {
@@ -233,7 +232,7 @@ async function startScheduled(d: Deleter): Promise<void> {
         { type: 'START_DELETION' },
         { by: d.id, reason: `plan of ${plan.members.length} member(s) written`, plan },
       );
-      await d.options.faults?.afterPlan?.({
+      await d.faults?.afterPlan?.({
         copyId: copy.id,
         deletionId: plan.deletionId,
         epoch: started.epoch ?? 1,

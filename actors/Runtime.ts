@@ -17,6 +17,7 @@ import type { Transport } from '../transport/Transport.ts';
 import { secretsOf } from './Configuration.ts';
 import { type ControlPlaneLoops, startControlPlaneLoops } from './ControlPlane.ts';
 import { type CopyDeleter, type CopyDeleterOptions, startCopyDeleter } from './CopyDeleter.ts';
+import { crash, crashable } from './drill.ts';
 import { startLeadership } from './Leadership.ts';
 import type { Logger } from './Logger.ts';
 import { logTransportEvents } from './logTransportEvents.ts';
@@ -297,17 +298,17 @@ function startTrackedWorker<K extends OperationKind>(
   const { store, journal, transport, clock, logger } = shared;
   const worker = startWorker({ store, journal, transport, clock, logger, ...workerOptions });
   shared.workers.add(worker);
-  return {
+  const tracked: Worker = {
     ...worker,
     async stop() {
       shared.workers.delete(worker);
       await worker.stop();
     },
-    async crash() {
-      shared.workers.delete(worker);
-      await worker.crash();
-    },
   };
+  return crashable(tracked, async () => {
+    shared.workers.delete(worker);
+    await crash(worker);
+  });
 }
 
 /**

@@ -11,6 +11,7 @@ import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import { DeliverySlots } from '../transport/DeliverySlots.ts';
 import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { Delivery, Subscription, Transport } from '../transport/Transport.ts';
+import { crashable, faultsOf } from './drill.ts';
 import { abortMovedOn, fenceOverdue, handleDelivery, type WorkerCore } from './handleDelivery.ts';
 import type { Logger } from './Logger.ts';
 import { createWorkerBatches } from './WorkerBatches.ts';
@@ -91,13 +92,12 @@ export interface WorkerOptions<K extends OperationKind> {
   /** Routes to consume; default: each kind's default route. */
   readonly routes?: readonly Route[];
   readonly workerId?: string;
-  /** Fault-injection points for crash drills; never set in normal operation. */
-  readonly faults?: WorkerFaults;
 }
 
 /**
  * Where a crash drill may stop a worker. Each runs synchronously at its point; a drill makes it
- * kill the process (`process.kill(process.pid, 'SIGKILL')`).
+ * kill the process (`process.kill(process.pid, 'SIGKILL')`). Set with `withFaults` from
+ * `opstate/testing`, never in normal operation.
  */
 export interface WorkerFaults {
   /** After a dispatch was received and covered by a heartbeat, before START is written. */
@@ -111,12 +111,6 @@ export interface Worker {
   readonly registry: WorkerRegistry;
   /** Stops taking work, aborts running handlers and hands their operations back. */
   stop(): Promise<void>;
-  /**
-   * Dies as a killed process would, for drills in one process: its heartbeat stops where it is,
-   * nothing is written to the database or the heartbeat store, deliveries are left unsettled.
-   * Recovery is then up to the heartbeat monitor, the reconciler and the broker.
-   */
-  crash(): Promise<void>;
 }
 
 /**
@@ -170,7 +164,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     clock: options.clock,
     logger,
     handlerFor: (kind) => handlers[kind],
-    faults: options.faults,
+    faults: faultsOf<WorkerFaults>(options),
     registry: createWorkerRegistry(),
     heartbeat: startWorkerHeartbeat({
       workerId: id,
@@ -201,7 +195,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       core.registry.trigger.abort({ operationId: lease.operationId, reason });
     }
   };
-  return {
+  const worker: Worker = {
     id,
     registry: core.registry,
     async stop() {
@@ -211,14 +205,16 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       await Promise.all(subscriptions.map((s) => s.stop()));
       await core.heartbeat.stop({ remove: true });
     },
-    async crash() {
-      if (core.state.crashed) return;
-      core.state.crashed = true;
-      core.state.stopping = true;
-      await core.heartbeat.stop({ remove: false });
-      abortAll('worker crashed');
-      await Promise.all(subscriptions.map((s) => s.stop()));
-      logger.log('WARNING', 'worker crashed (drill)', { workerId: id });
-    },
   };
+  // A drill's crash (`crash(worker)` from opstate/testing): as a killed process would die, its
+  // heartbeat stops where it is, nothing is written, deliveries are left unsettled.
+  return crashable(worker, async () => {
+    if (core.state.crashed) return;
+    core.state.crashed = true;
+    core.state.stopping = true;
+    await core.heartbeat.stop({ remove: false });
+    abortAll('worker crashed');
+    await Promise.all(subscriptions.map((s) => s.stop()));
+    logger.log('WARNING', 'worker crashed (drill)', { workerId: id });
+  });
 }

@@ -2,6 +2,7 @@ import { rmSync } from 'node:fs';
 import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { crash } from '../../actors/drill.ts';
 import { type LogLevel, memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
 import type { HandlerContext } from '../../actors/Worker.ts';
@@ -270,7 +271,7 @@ async function pipeline(
         out(
           '    writes nothing more, and its delivery stays unsettled, as a killed process would.',
         );
-        const crashing = workerA.crash();
+        const crashing = crash(workerA);
         gone.resolve();
         await crashing;
         out(`    ${workerB.id} carries on; the control plane has to notice on its own.`);

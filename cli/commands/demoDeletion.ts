@@ -2,8 +2,10 @@ import { randomBytes } from 'node:crypto';
 import { type FileHandle, open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { CopyDeleter } from '../../actors/CopyDeleter.ts';
+import { crash, withFaults } from '../../actors/drill.ts';
 import type { Runtime } from '../../actors/Runtime.ts';
 import { replan } from '../../actors/replan.ts';
+import type { DeleterFaults } from '../../actors/runDeletion.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { PhysicalCopyStatus } from '../../machines/physicalCopyMachine.ts';
 import { ArtifactType } from '../../persistence/ArtifactType.ts';
@@ -58,7 +60,7 @@ export async function startDeletionDemo(
     id: 'deleter-A',
     intervalMs: 200,
     leaseMs: LEASE_MS,
-    faults: {
+    ...withFaults<DeleterFaults>({
       beforeReceipt: () => {
         if (crashedOnce) return;
         crashedOnce = true;
@@ -69,10 +71,10 @@ export async function startDeletionDemo(
         out(
           `    (${LEASE_MS} ms) is left to run out. Starting deleter-B, which knows nothing of it.`,
         );
-        void a.crash();
+        void crash(a);
         b = runtime.startCopyDeleter({ id: 'deleter-B', intervalMs: 200, leaseMs: LEASE_MS });
       },
-    },
+    }),
   });
   out(`  ${a.id}: deletes what the policy cleans (it will crash once, before a receipt)`);
   let held: { handle: FileHandle; path: string } | undefined;

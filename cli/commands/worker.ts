@@ -1,6 +1,7 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InvalidArgumentError } from 'commander';
+import { withFaults } from '../../actors/drill.ts';
 import type { DeleterFaults } from '../../actors/runDeletion.ts';
 import type { OperationHandler, WorkerFaults } from '../../actors/Worker.ts';
 import {
@@ -127,7 +128,7 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
           handlers: table as Record<OperationKind, OperationHandler>,
           concurrency: values.concurrency,
           ...(values.id === undefined ? {} : { workerId: values.id }),
-          ...(faults === undefined || values.faults !== true ? {} : { faults }),
+          ...withFaults(values.faults === true ? faults : undefined),
         });
         if (faults !== undefined && values.faults !== true) {
           runtime.logger.log(
@@ -150,7 +151,7 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
             ...(values.deleterIntervalMs === undefined
               ? {}
               : { intervalMs: values.deleterIntervalMs }),
-            ...(faults === undefined || values.faults !== true ? {} : { faults }),
+            ...withFaults(values.faults === true ? faults : undefined),
           });
           ctx.io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
         }

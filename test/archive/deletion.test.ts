@@ -9,6 +9,7 @@ import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordReposito
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
 import { checksumOf, sha256, writePackage } from '../../stages/packageFormat.ts';
+import { type DeleterFaults, withFaults } from '../../testing.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { type ArchiveWorld, startArchiveWorld, type TestPackage } from './world.ts';
 
@@ -28,11 +29,11 @@ beforeAll(async () => {
   w = await startArchiveWorld();
   w.startArchiver();
   deleter = w.startDeleter({
-    faults: {
+    ...withFaults<DeleterFaults>({
       async afterPlan({ copyId }) {
         await afterPlan.get(copyId)?.();
       },
-    },
+    }),
   });
 });
 afterAll(async () => {

@@ -8,6 +8,7 @@ import { createStatusCommand } from '../../cli/commands/status.ts';
 import { main } from '../../cli/main.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
+import { crash, type DeleterFaults, withFaults } from '../../testing.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { ARCHIVE_TIMING, type ArchiveWorld, NATS_URL, startArchiveWorld } from './world.ts';
 
@@ -56,11 +57,11 @@ describe('operator tools', () => {
     dying = w.startDeleter({
       id: 'deleter-dies',
       leaseMs: 1_000,
-      faults: {
+      ...withFaults<DeleterFaults>({
         afterMember: ({ seq }) => {
-          if (seq === 1) void dying?.crash();
+          if (seq === 1 && dying !== undefined) void crash(dying);
         },
-      },
+      }),
     });
     const id = await w.submitArchive(pkg);
     await w.waitStatus(id, 'COMPLETED');
@@ -165,7 +166,7 @@ describe('operator tools', () => {
     let touched = false;
     const deleter = w.startDeleter({
       id: 'deleter-touchy',
-      faults: {
+      ...withFaults<DeleterFaults>({
         afterPlan: async ({ copyId }) => {
           if (copyId !== pkg.copy.id || touched) return;
           touched = true;
@@ -175,7 +176,7 @@ describe('operator tools', () => {
             new Date('2022-02-02'),
           );
         },
-      },
+      }),
     });
     await waitFor(
       async () => (await statusOf(pkg.copy.id)) === 'DELETION_FAILED',

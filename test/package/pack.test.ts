@@ -39,7 +39,7 @@ async function sh(cmd: string, args: string[], cwd: string) {
 function consumerProgram(typed: boolean): string {
   const t = (annotation: string) => (typed ? annotation : '');
   return `import { createRuntime, LocationType, OperationKind, OperationStatus${t(', type Runtime')} } from 'opstate';
-import { createSimulatedClock${t(', type SimulatedClock')} } from 'opstate/testing';
+import { crash, createSimulatedClock${t(', type SimulatedClock')} } from 'opstate/testing';
 
 const clock${t(': SimulatedClock')} = createSimulatedClock();
 await clock.advance(1);
@@ -55,7 +55,7 @@ const { copy } = await runtime.artifacts.addCopy({
   artifactType: 'raw_data_package', artifactId: pkg, locationId: source.id,
 });
 runtime.startControlPlane();
-runtime.startWorker({
+const worker = runtime.startWorker({
   kinds: [OperationKind.LONG_TERM_ARCHIVE],
   handlers: {
     [OperationKind.LONG_TERM_ARCHIVE]: async () => ({
@@ -75,13 +75,16 @@ while (status !== OperationStatus.COMPLETED) {
   status = (await runtime.get(id)).status;
   await new Promise((resolve) => setTimeout(resolve, 50));
 }
+// A drill's crash is reached through opstate/testing only: the public Worker has none.
+${typed ? '// @ts-expect-error crash is not on the public Worker type\n' : ''}const publicCrash = typeof worker.crash;
+const drillCrash = typeof crash;
 let deepImport = 'allowed';
 try {
   await import('opstate/' + 'dist/actors/Worker.js');
 } catch (err) {
   deepImport = String(${typed ? '(err as { code?: string })' : 'err'}.code);
 }
-console.log(JSON.stringify({ id, status, mode: runtime.mode, deepImport }));
+console.log(JSON.stringify({ id, status, mode: runtime.mode, deepImport, publicCrash, drillCrash }));
 await runtime.close();
 `;
 }
@@ -165,11 +168,14 @@ describe('installed from the tarball', () => {
       status: string;
       mode: unknown;
       deepImport: string;
+      publicCrash: string;
+      drillCrash: string;
     };
     expect(result.status).toBe('COMPLETED');
     expect(result.mode).toEqual({ database: 'postgres', transport: 'in-process' });
     // Only `opstate` and `opstate/testing` are importable.
     expect(result.deepImport).toBe('ERR_PACKAGE_PATH_NOT_EXPORTED');
+    expect([result.publicCrash, result.drillCrash]).toEqual(['undefined', 'function']);
     const help = await sh('npx', ['--no-install', 'opstate', '--help'], dir);
     expect(help.stdout).toMatch(/Usage: opstate <command>/);
     // The built CLI loads JavaScript handler modules; a TypeScript one is a usage error.
