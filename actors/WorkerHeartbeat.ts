@@ -72,6 +72,7 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
   let inFlight: Promise<void> | undefined;
   let queued: Promise<void> | undefined;
   let failing = false;
+  let afterBeatFailing = false;
   const stop = new AbortController();
 
   const write = async () => {
@@ -107,7 +108,6 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
           failing = false;
           logger.log('INFO', 'worker heartbeat written again', { workerId });
         }
-        await afterBeat?.([...entries.values()].map((e) => e.op));
       } catch (err) {
         if (!failing) {
           failing = true;
@@ -116,6 +116,27 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
             held: entries.size,
             error: err instanceof Error ? err.message : String(err),
           });
+        }
+      }
+      // What runs after a beat (the worker's moved-on check reads the database) failing is not
+      // the heartbeat failing: the beat landed, and says so.
+      try {
+        await afterBeat?.([...entries.values()].map((e) => e.op));
+        if (afterBeatFailing) {
+          afterBeatFailing = false;
+          logger.log('INFO', 'worker checks after its heartbeat again', { workerId });
+        }
+      } catch (err) {
+        if (!afterBeatFailing) {
+          afterBeatFailing = true;
+          logger.log(
+            'WARNING',
+            'worker check after its heartbeat failed; retrying after each beat',
+            {
+              workerId,
+              error: err instanceof Error ? err.message : String(err),
+            },
+          );
         }
       }
       await clock.sleep(transport.timing.heartbeatIntervalMs, stop.signal);
