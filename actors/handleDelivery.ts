@@ -17,6 +17,7 @@ import type { Logger } from './Logger.ts';
 import { writeLines } from './LogLine.ts';
 import type { ResetEvent } from './PlannedReset.ts';
 import { type Triage, triageDelivery } from './triageDelivery.ts';
+import { untilReachable } from './untilReachable.ts';
 import type { HandlerContext, OperationHandler, OperationView, WorkerFaults } from './Worker.ts';
 import type { WorkerBatches } from './WorkerBatches.ts';
 import type { WorkerHeartbeatLoop } from './WorkerHeartbeat.ts';
@@ -269,16 +270,18 @@ async function startAttempt(
   try {
     await w.heartbeat.cover();
     w.faults?.beforeStart?.(d.message);
-    const started = await w.batches.start({
-      record: scheduled,
-      event: {
-        type: 'START',
-        attempt: scheduled.attempt,
-        workerId: w.id,
-        at: isoText(new Date(w.clock.now())),
-      },
-      by: w.id,
-    });
+    const started = await throughOutage(w, `starting operation ${scheduled.id}`, () =>
+      w.batches.start({
+        record: scheduled,
+        event: {
+          type: 'START',
+          attempt: scheduled.attempt,
+          workerId: w.id,
+          at: isoText(new Date(w.clock.now())),
+        },
+        by: w.id,
+      }),
+    );
     return {
       id: scheduled.id,
       kind: scheduled.kind,
@@ -305,9 +308,29 @@ function handlerContext(w: WorkerCore, op: OperationView, lease: Lease): Handler
     },
     heartbeat: () => w.heartbeat.cover(),
     step: (name, fn) => journalStep(w, op, lease, name, fn),
-    inspect: () => inspectOperation(w.store.database, op.id),
-    relations: () => inputRelations(w.store.database, op.id),
-    requiredOutputs: () => requiredOutputsOf(w.store.database, op.id),
+    // Reads of the runtime's own database for an attempt this worker holds wait out an outage as
+    // its writes do: a handler should not fail, and spend a retry, because Postgres restarted.
+    inspect: () =>
+      throughOutage(
+        w,
+        `inspecting operation ${op.id}`,
+        () => inspectOperation(w.store.database, op.id),
+        lease,
+      ),
+    relations: () =>
+      throughOutage(
+        w,
+        `relations of operation ${op.id}`,
+        () => inputRelations(w.store.database, op.id),
+        lease,
+      ),
+    requiredOutputs: () =>
+      throughOutage(
+        w,
+        `required outputs of operation ${op.id}`,
+        () => requiredOutputsOf(w.store.database, op.id),
+        lease,
+      ),
   };
 }
 
@@ -320,7 +343,12 @@ async function completed(
   outputs: readonly OutputCopy[],
 ): Promise<void> {
   try {
-    await w.batches.complete({ id: op.id, attempt: op.attempt, outputs, by: w.id });
+    await throughOutage(
+      w,
+      `completing operation ${op.id}`,
+      () => w.batches.complete({ id: op.id, attempt: op.attempt, outputs, by: w.id }),
+      lease,
+    );
   } catch (err) {
     const refusal = onRefusal(err, 'finish');
     if (refusal === 'fail') {
@@ -338,8 +366,9 @@ async function completed(
       return;
     }
     if (refusal !== 'term') throw err;
-    // Reset while we worked: our attempt is fenced and its completion refused.
-    w.logger.log('WARNING', 'completion of a superseded attempt refused', {
+    // Reset while we worked: our attempt is fenced and its completion refused. (Or a completion
+    // that committed while its reply was lost to an outage, and was tried again.)
+    w.logger.log('WARNING', 'completion refused: the operation moved on', {
       operationId: op.id,
       attempt: op.attempt,
       error: messageOf(err),
@@ -359,7 +388,9 @@ async function failed(
   line: Parameters<typeof writeLines>[1][number],
 ): Promise<void> {
   try {
-    await w.store.apply(op.id, event, { by: w.id });
+    await throughOutage(w, `failing operation ${op.id}`, () =>
+      w.store.apply(op.id, event, { by: w.id }),
+    );
   } catch (err) {
     if (onRefusal(err, 'finish') !== 'term') throw err;
     d.term();
@@ -393,19 +424,65 @@ async function journalStep<T>(
     }
   };
   holds();
-  const recorded = await w.journal.getStep(op.id, name);
+  const what = `journal step ${name} of operation ${op.id}`;
+  const recorded = await throughOutage(w, what, () => w.journal.getStep(op.id, name), lease);
   if (recorded !== undefined) return recorded.result as T;
-  holds(movedOn([lease], await w.store.loadMany([op.id]))[0]);
+  holds(movedOn([lease], await throughOutage(w, what, () => w.store.loadMany([op.id]), lease))[0]);
   const result = await fn();
   if (w.state.crashed) throw new Error('worker crashed'); // a dead process records nothing
-  const { step: stored } = await w.journal.recordStep({
-    operationId: op.id,
-    attempt: op.attempt,
-    name,
-    state: 'done',
-    result: result ?? null,
-  });
+  const { step: stored } = await throughOutage(
+    w,
+    what,
+    () =>
+      w.journal.recordStep({
+        operationId: op.id,
+        attempt: op.attempt,
+        name,
+        state: 'done',
+        result: result ?? null,
+      }),
+    lease,
+  );
   return stored.result as T;
+}
+
+/**
+ * The worker's own writes for an attempt it holds (START, COMPLETE, FAIL, a journal step) wait out
+ * a database outage instead of failing the delivery: a failed delivery comes back to the broker
+ * path, which resets the attempt and spends a retry of the operation's budget on what is nobody's
+ * failure (a Postgres restarted often enough took operations to FAILED that way). Meanwhile the
+ * heartbeat still lists the operation, so no one else takes it. The wait ends, and the outage is
+ * thrown as before, once the worker stops or crashes, its heartbeat is overdue or the attempt was
+ * aborted; a crashed worker writes nothing more.
+ */
+function throughOutage<T>(
+  w: WorkerCore,
+  what: string,
+  write: () => Promise<T>,
+  lease?: Lease,
+): Promise<T> {
+  return untilReachable(
+    `Postgres (${what})`,
+    () => (w.state.crashed ? Promise.reject(new Error('worker crashed')) : write()),
+    {
+      logger: w.logger,
+      clock: w.clock,
+      initialBackoffMs: 100,
+      maxBackoffMs: 2_000,
+      reachedThen: 'going on',
+      waitLevel: 'INFO',
+      giveUp: () => {
+        if (w.state.crashed) return 'the worker crashed';
+        if (w.state.stopping) return 'the worker is stopping';
+        if (lease?.abort.signal.aborted === true) return 'the attempt was aborted';
+        const age = w.heartbeat.age();
+        if (age > w.transport.timing.heartbeatTimeoutMs) {
+          return `the worker's heartbeat is ${Math.round(age)} ms old, past the timeout`;
+        }
+        return undefined;
+      },
+    },
+  );
 }
 
 /**

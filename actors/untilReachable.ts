@@ -1,6 +1,6 @@
 import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
-import type { Logger } from './Logger.ts';
+import type { Logger, LogLevel } from './Logger.ts';
 
 /** Retry pacing while a server is unreachable at start. */
 export interface ReachOptions {
@@ -12,6 +12,15 @@ export interface ReachOptions {
   readonly maxBackoffMs?: number;
   /** Told of every failed try (the error's message), e.g. for a readiness probe. */
   readonly onWait?: (error: string) => void;
+  /**
+   * Asked before each wait: a reason to stop waiting (the last failure is then thrown), e.g. the
+   * process is stopping or no longer holds what it writes for. Default: wait for ever.
+   */
+  readonly giveUp?: () => string | undefined;
+  /** What the INFO line says comes next once it is reachable again [starting]. */
+  readonly reachedThen?: string;
+  /** Level of the line saying it waits [WARNING]; one caller among many may say it quieter. */
+  readonly waitLevel?: LogLevel;
 }
 
 /**
@@ -41,7 +50,7 @@ export async function untilReachable<T>(
     try {
       const result = await attempt();
       if (tries > 0) {
-        logger.log('INFO', `${what} reachable; starting`, {
+        logger.log('INFO', `${what} reachable; ${options.reachedThen ?? 'starting'}`, {
           waitedMs: clock.now() - since,
           tries: tries + 1,
         });
@@ -49,17 +58,29 @@ export async function untilReachable<T>(
       return result;
     } catch (err) {
       if (classifyFailure(err) !== 'outage') throw err;
+      const stop = options.giveUp?.();
+      if (stop !== undefined) {
+        logger.log('WARNING', `${what} unreachable; no longer waiting: ${stop}`, {
+          error: err instanceof Error ? err.message : String(err),
+          waitedMs: clock.now() - since,
+        });
+        throw err;
+      }
       tries++;
       options.onWait?.(err instanceof Error ? err.message : String(err));
       const backoff = Math.min(cap, first * 2 ** Math.min(tries - 1, 16));
       if (clock.now() - lastLog >= 60_000) {
         lastLog = clock.now();
-        logger.log('WARNING', `${what} unreachable; waiting for it and retrying`, {
-          error: err instanceof Error ? err.message : String(err),
-          waitedMs: clock.now() - since,
-          nextTryInMs: backoff,
-          maxBackoffMs: cap,
-        });
+        logger.log(
+          options.waitLevel ?? 'WARNING',
+          `${what} unreachable; waiting for it and retrying`,
+          {
+            error: err instanceof Error ? err.message : String(err),
+            waitedMs: clock.now() - since,
+            nextTryInMs: backoff,
+            maxBackoffMs: cap,
+          },
+        );
       }
       await clock.sleep(backoff);
     }

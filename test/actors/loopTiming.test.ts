@@ -114,6 +114,42 @@ describe('waiting for a server at start', () => {
     expect(logger.lines[1]?.fields).toEqual({ waitedMs: 45_750, tries: 10 });
   });
 
+  it('stops waiting when told to give up, throwing the outage, and says why', async () => {
+    const clock = new SimulatedClock(0);
+    const logger = memoryLogger();
+    let holding = true;
+    let tries = 0;
+    const failure = outage();
+    const waiting = untilReachable(
+      'Postgres (completing operation x)',
+      async () => {
+        tries++;
+        throw failure;
+      },
+      {
+        logger,
+        clock,
+        initialBackoffMs: 100,
+        maxBackoffMs: 100,
+        giveUp: () => (holding ? undefined : 'the worker is stopping'),
+      },
+    );
+    const settled = waiting.then(
+      () => 'resolved',
+      (err: unknown) => err,
+    );
+    await clock.advance(1_000);
+    expect(tries).toBe(11);
+    holding = false;
+    await clock.advance(100);
+    expect(await settled).toBe(failure);
+    expect(tries).toBe(12);
+    expect(logger.lines.map((l) => `${l.level} ${l.message}`)).toEqual([
+      'WARNING Postgres (completing operation x) unreachable; waiting for it and retrying',
+      'WARNING Postgres (completing operation x) unreachable; no longer waiting: the worker is stopping',
+    ]);
+  });
+
   it('throws anything that is not an outage at once', async () => {
     const clock = new SimulatedClock(0);
     const bad = new OpstateError(OpstateErrorCode.CONFIG, 'bad url');
