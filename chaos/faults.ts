@@ -78,6 +78,8 @@ const JUNK = [
   new TextEncoder().encode(
     JSON.stringify({ operationId: '00000000-0000-4000-8000-000000000000', attempt: 1 }),
   ),
+  // Half a megabyte of an opening brace: over the transport's message bound, under NATS's.
+  new Uint8Array(512 * 1024).fill(0x7b),
 ];
 
 /** Injects one fault and returns once it is over (processes restarted, servers back). */
