@@ -52,6 +52,37 @@ export interface WorkerHeartbeatOptions {
 }
 
 /**
+ * What runs after a beat (the worker's moved-on check reads the database): its failure is not the
+ * heartbeat failing (the beat landed) and is logged as what it is, once until it works again.
+ */
+async function checkAfterBeat(
+  state: { failing: boolean; readonly logger: Logger; readonly workerId: string },
+  check: () => Promise<void> | undefined,
+): Promise<void> {
+  try {
+    await check();
+    if (state.failing) {
+      state.failing = false;
+      state.logger.log('INFO', 'worker checks after its heartbeat again', {
+        workerId: state.workerId,
+      });
+    }
+  } catch (err) {
+    if (!state.failing) {
+      state.failing = true;
+      state.logger.log(
+        'WARNING',
+        'worker check after its heartbeat failed; retrying after each beat',
+        {
+          workerId: state.workerId,
+          error: err instanceof Error ? err.message : String(err),
+        },
+      );
+    }
+  }
+}
+
+/**
  * One heartbeat per worker process, at the transport's heartbeat interval: it lists every
  * operation the worker holds and calls `working()` on each held delivery. Because a worker covers
  * an operation (`cover()`) before it starts it, the control plane finds any dispatch that sits with
@@ -72,7 +103,7 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
   let inFlight: Promise<void> | undefined;
   let queued: Promise<void> | undefined;
   let failing = false;
-  let afterBeatFailing = false;
+  const afterBeatState = { failing: false, logger, workerId };
   const stop = new AbortController();
 
   const write = async () => {
@@ -118,27 +149,9 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
           });
         }
       }
-      // What runs after a beat (the worker's moved-on check reads the database) failing is not
-      // the heartbeat failing: the beat landed, and says so.
-      try {
-        await afterBeat?.([...entries.values()].map((e) => e.op));
-        if (afterBeatFailing) {
-          afterBeatFailing = false;
-          logger.log('INFO', 'worker checks after its heartbeat again', { workerId });
-        }
-      } catch (err) {
-        if (!afterBeatFailing) {
-          afterBeatFailing = true;
-          logger.log(
-            'WARNING',
-            'worker check after its heartbeat failed; retrying after each beat',
-            {
-              workerId,
-              error: err instanceof Error ? err.message : String(err),
-            },
-          );
-        }
-      }
+      await checkAfterBeat(afterBeatState, () =>
+        afterBeat?.([...entries.values()].map((e) => e.op)),
+      );
       await clock.sleep(transport.timing.heartbeatIntervalMs, stop.signal);
     }
   })();
