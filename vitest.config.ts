@@ -6,7 +6,7 @@ import { defineConfig } from 'vitest/config';
 // streams, so nothing collides).
 const DRILLS = [
   'test/actors/{recovery,longRunning,leadership,outbox,scale,badDispatch,stalledWorker,postgresRestart,natsOutage,strandedDispatch}.test.ts',
-  'test/cli/{workerFaults,observability,natsAuthorization}.test.ts',
+  'test/cli/{observability,natsAuthorization}.test.ts',
   'test/breaker/runtime.test.ts',
   'test/archive/crashMatrix.test.ts',
   'test/chaos/chaos.test.ts',
