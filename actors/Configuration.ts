@@ -250,7 +250,7 @@ export function loadConfiguration(
     return read(env, variable) as string | undefined;
   };
   const natsUrl = get('NATS_URL');
-  const nats = natsOf(overrides.natsCredentials ?? natsCredentialsOf(get), natsUrl);
+  const nats = natsOf(overrides.natsCredentials ?? natsCredentialsFromEnv(get), natsUrl);
   const database = databaseTlsOf(overrides.databaseTls, get);
   const metricsPort =
     flags.metricsPort === undefined
@@ -278,7 +278,7 @@ export function loadConfiguration(
 type Get = (variable: string) => string | undefined;
 
 /** The NATS credentials the environment gives: at most one way. */
-function natsCredentialsOf(get: Get): NatsCredentials {
+function natsCredentialsFromEnv(get: Get): NatsCredentials {
   const user = get('OPSTATE_NATS_USER');
   const password = get('OPSTATE_NATS_PASSWORD');
   const token = get('OPSTATE_NATS_TOKEN');
@@ -413,6 +413,21 @@ export function databaseOptionsOf(config: Configuration): OpenDatabaseOptions {
     // Decided here: openDatabase does not read DATABASE_URL again.
     ...(config.database.url === undefined ? { embedded: true } : {}),
     tls: { mode: config.database.tls, ...config.database.tlsFiles },
+  };
+}
+
+/**
+ * The configured NATS credentials and TLS, for `createJetStreamTransport`.
+ *
+ * @example
+ * ```ts
+ * await createJetStreamTransport({ servers, prefix, timing, credentials: natsCredentialsOf(config) });
+ * ```
+ */
+export function natsCredentialsOf(config: Configuration): NatsCredentials {
+  return {
+    auth: config.nats.auth,
+    ...(config.nats.tls === undefined ? {} : { tls: config.nats.tls }),
   };
 }
 

@@ -11,6 +11,7 @@ import {
   type ConfigurationOverrides,
   databaseOptionsOf,
   loadConfiguration,
+  natsCredentialsOf,
 } from './Configuration.ts';
 import type { Logger } from './Logger.ts';
 import type { RuntimeOptions } from './Runtime.ts';
@@ -97,10 +98,7 @@ export async function openServers(
               servers: natsUrl,
               prefix,
               timing,
-              credentials: {
-                auth: config.nats.auth,
-                ...(config.nats.tls === undefined ? {} : { tls: config.nats.tls }),
-              },
+              credentials: natsCredentialsOf(config),
             }),
           );
     if (options.ensureTransport !== false) {

@@ -1,4 +1,4 @@
-import { loadConfiguration } from '../actors/Configuration.ts';
+import { loadConfiguration, natsCredentialsOf } from '../actors/Configuration.ts';
 import { resolveRuntimeTiming } from '../actors/Runtime.ts';
 import {
   ATTENTION_TITLES,
@@ -9,7 +9,7 @@ import {
 import { type AttentionList, loadAttention } from '../persistence/loadAttention.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
-import { redactUrl } from '../transport/jetstream/natsCredentials.ts';
+import { redactServers } from '../transport/jetstream/natsCredentials.ts';
 import type { Heartbeats } from '../transport/Transport.ts';
 import type { Io } from './Command.ts';
 
@@ -47,10 +47,7 @@ export async function attentionSourceFromEnv(): Promise<AttentionSource> {
       servers,
       prefix: config.prefix,
       timing,
-      credentials: {
-        auth: config.nats.auth,
-        ...(config.nats.tls === undefined ? {} : { tls: config.nats.tls }),
-      },
+      credentials: natsCredentialsOf(config),
     });
     return { timing, heartbeats: transport.heartbeats, close: () => transport.close() };
   } catch (err) {
@@ -59,7 +56,7 @@ export async function attentionSourceFromEnv(): Promise<AttentionSource> {
     return {
       timing,
       heartbeats: null,
-      warning: `heartbeats not read: NATS at ${servers.split(',').map(redactUrl).join(',')} is unreachable (${why})`,
+      warning: `heartbeats not read: NATS at ${redactServers(servers)} is unreachable (${why})`,
       close: async () => {},
     };
   }
