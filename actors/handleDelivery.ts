@@ -415,11 +415,11 @@ async function journalStep<T>(
   fn: () => Promise<T>,
 ): Promise<T> {
   const holds = (moved?: { operationId: string; reason: string }) => {
-    const age = w.heartbeat.age();
-    if (age > w.transport.timing.heartbeatTimeoutMs) fenceOverdue(w, age);
+    const overdue = overdueAge(w);
+    if (overdue !== undefined) fenceOverdue(w, overdue);
     if (moved !== undefined) w.registry.trigger.abort(moved);
     const signal = lease.abort.signal;
-    if (signal.aborted || moved !== undefined || age > w.transport.timing.heartbeatTimeoutMs) {
+    if (signal.aborted || moved !== undefined || overdue !== undefined) {
       throw new Error(`step ${name} not run: ${messageOf(signal.reason ?? moved?.reason)}`);
     }
   };
@@ -475,14 +475,19 @@ function throughOutage<T>(
         if (w.state.crashed) return 'the worker crashed';
         if (w.state.stopping) return 'the worker is stopping';
         if (lease?.abort.signal.aborted === true) return 'the attempt was aborted';
-        const age = w.heartbeat.age();
-        if (age > w.transport.timing.heartbeatTimeoutMs) {
-          return `the worker's heartbeat is ${Math.round(age)} ms old, past the timeout`;
-        }
-        return undefined;
+        const overdue = overdueAge(w);
+        return overdue === undefined
+          ? undefined
+          : `the worker's heartbeat is ${Math.round(overdue)} ms old, past the timeout`;
       },
     },
   );
+}
+
+/** The age of this worker's last heartbeat that landed, when it is past the timeout. */
+function overdueAge(w: WorkerCore): number | undefined {
+  const age = w.heartbeat.age();
+  return age > w.transport.timing.heartbeatTimeoutMs ? age : undefined;
 }
 
 /**
