@@ -16,6 +16,8 @@ export default defineConfig({
   test: {
     // Drills wait on conditions with their own deadlines; this only bounds a stuck test.
     testTimeout: 300_000,
+    // Spawned processes run the built package: rebuilt when stale, fixtures compiled against it.
+    globalSetup: ['test/globalSetup.ts'],
     hookTimeout: 60_000,
     maxWorkers: 2,
     projects: [

@@ -40,7 +40,7 @@ import { LocationType } from '../machines/routing.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { migrate } from '../persistence/migrate.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
-import { opstateArgs } from '../test/helpers/opstateCli.ts';
+import { handlersModule, opstateArgs, prepareBuiltProcesses } from '../test/helpers/opstateCli.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 import { type CpuSample, cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.ts';
 import { print } from './lib/figure.ts';
@@ -81,7 +81,11 @@ const TIMING: Partial<RuntimeTiming> = {
 };
 
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
-const HANDLERS = fileURLToPath(new URL('./fixtures/noopHandlers.ts', import.meta.url));
+// Worker processes run the built package, with this fixture compiled against it.
+await prepareBuiltProcesses((line) => process.stderr.write(`[bench] ${line}\n`));
+const HANDLERS = handlersModule(
+  fileURLToPath(new URL('./fixtures/noopHandlers.ts', import.meta.url)),
+);
 
 /** WARNING and ERROR lines go to stderr; the rest would only cost time. */
 const quietLogger: Logger = {

@@ -34,14 +34,23 @@ import { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { defaultRoute, LocationType, queueName } from '../machines/routing.ts';
 import { LeaseRepository } from '../persistence/LeaseRepository.ts';
-import { opstateArgs, REPO_ROOT } from '../test/helpers/opstateCli.ts';
+import {
+  handlersModule,
+  opstateArgs,
+  prepareBuiltProcesses,
+  REPO_ROOT,
+} from '../test/helpers/opstateCli.ts';
 import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { JetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 
 const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const SAMPLES = Number(process.env.OPSTATE_BENCH_RECOVERY_SAMPLES ?? 3);
-const HANDLERS = fileURLToPath(new URL('./fixtures/holdHandlers.ts', import.meta.url));
+// Worker processes run the built package, with this fixture compiled against it.
+await prepareBuiltProcesses((line) => process.stderr.write(`[bench] ${line}\n`));
+const HANDLERS = handlersModule(
+  fileURLToPath(new URL('./fixtures/holdHandlers.ts', import.meta.url)),
+);
 
 const TIMING: Partial<RuntimeTiming> = {
   heartbeatIntervalMs: 500,

@@ -1,12 +1,12 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { RuntimeTiming } from '../actors/RuntimeTiming.ts';
+import { BUILT_CLI } from './builtPackage.ts';
 
 /** The repository's root: the working directory of every process the chaos run starts. */
 export const ROOT = fileURLToPath(new URL('../', import.meta.url));
-/** The reference stage handlers, the module docker-compose.yml's workers load (from source). */
-export const STAGE_HANDLERS = fileURLToPath(new URL('../stages/handlers.ts', import.meta.url));
-const CLI = fileURLToPath(new URL('../cli/run.ts', import.meta.url));
+/** The reference stage handlers as built, the module docker-compose.yml's workers load. */
+export const STAGE_HANDLERS = fileURLToPath(new URL('../dist/stages/handlers.js', import.meta.url));
 
 /** One `opstate` process the run started, with the last lines it printed. */
 export interface OpstateProcess {
@@ -33,8 +33,8 @@ export interface ClusterSettings {
 
 /**
  * The `opstate` processes of a chaos run, started as a user starts them: `opstate control-plane`
- * and `opstate worker --kinds all --handlers stages/handlers.ts --delete-copies`, each a child
- * process of its own (run from the TypeScript sources through tsx) on the run's private servers.
+ * and `opstate worker --kinds all --handlers dist/stages/handlers.js --delete-copies`, each a child
+ * process of its own running the built package (`ensureBuilt` first) on the run's private servers.
  */
 export class Cluster {
   readonly processes: OpstateProcess[] = [];
@@ -58,7 +58,7 @@ export class Cluster {
   /** Starts `opstate <args>`. */
   spawn(role: OpstateProcess['role'], name: string, args: string[]): OpstateProcess {
     const s = this.settings;
-    const proc = spawn(process.execPath, ['--import', 'tsx', CLI, ...args], {
+    const proc = spawn(process.execPath, [BUILT_CLI, ...args], {
       cwd: ROOT,
       env: {
         ...process.env,

@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { type RuntimeTiming, resolveRuntimeTiming } from '../actors/RuntimeTiming.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
+import { ensureBuilt } from './builtPackage.ts';
 import { Cluster } from './cluster.ts';
 import { type ChaosFacts, collectFacts } from './facts.ts';
 import { FAULT_KINDS, type FaultKind, type FaultRecord, inject } from './faults.ts';
@@ -160,9 +161,11 @@ async function deletionsIdle(database: Database): Promise<boolean> {
  * A chaos run: a private Postgres cluster and nats-server, two `opstate control-plane` and
  * `workers` `opstate worker` processes (reference stage handlers, a deleter each), sample
  * pipelines of every kind, faults at seeded random moments; then every invariant checked from the
- * database and the storage, and the figures. Stops everything it started.
+ * database and the storage, and the figures. Stops everything it started. Its processes run the
+ * built package, rebuilt first when a source changed since the last build.
  */
 export async function runChaos(o: ChaosOptions): Promise<ChaosReport> {
+  ensureBuilt();
   const timing = resolveRuntimeTiming({ ...CHAOS_TIMING, ...o.timing });
   const servers = await startServers();
   let cluster: Cluster | undefined;

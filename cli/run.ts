@@ -1,6 +1,6 @@
 /**
  * The `opstate` process: runs the command line and sets the exit code. `bin/opstate.js` loads
- * the built `dist/cli/run.js`; tests and drills run this file from the sources under tsx.
+ * the built `dist/cli/run.js`, as do the processes tests, drills and the chaos run start.
  */
 import { main } from './main.ts';
 

@@ -5,7 +5,7 @@ import { memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
-import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
+import { handlersModule, opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor as waitUntil } from '../helpers/waitFor.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
@@ -38,8 +38,10 @@ export function waitFor(
 }
 
 export const NATS_URL = process.env.OPSTATE_TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
-/** The fixture handlers module the drills' workers load. */
-export const HANDLERS = fileURLToPath(new URL('./fixtures/handlers.ts', import.meta.url));
+/** The fixture handlers module the drills' workers load (compiled, importing `dist/`). */
+export const HANDLERS = handlersModule(
+  fileURLToPath(new URL('./fixtures/handlers.ts', import.meta.url)),
+);
 
 /**
  * Small timers in the order the runtime demands; tests wait on conditions, never on these. The

@@ -14,6 +14,7 @@ import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
 import { checksumOf, MANIFEST_NAME, sha256, writePackage } from '../../stages/packageFormat.ts';
 import { unpackTar } from '../../stages/tar.ts';
 import { type Child, type Deployment, startDeployment, waitFor } from '../actors/harness.ts';
+import { handlersModule } from '../helpers/opstateCli.ts';
 
 /**
  * The crash matrix of archive-then-delete, with real processes on the real Postgres and NATS:
@@ -37,7 +38,9 @@ const POINTS = [
   'before-receipt',
   'after-receipt',
 ] as const;
-const HANDLERS = fileURLToPath(new URL('./fixtures/stageWorker.ts', import.meta.url));
+const HANDLERS = handlersModule(
+  fileURLToPath(new URL('./fixtures/stageWorker.ts', import.meta.url)),
+);
 
 let dep: Deployment | undefined;
 let dir: string | undefined;

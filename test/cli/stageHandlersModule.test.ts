@@ -6,9 +6,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { type Deployment, startDeployment, waitFor } from '../actors/harness.ts';
+import { handlersModule } from '../helpers/opstateCli.ts';
 
 /** The handlers module docker-compose.yml's workers load, run by a worker process. */
-const MODULE = fileURLToPath(new URL('../../stages/handlers.ts', import.meta.url));
+const MODULE = handlersModule(fileURLToPath(new URL('../../stages/handlers.ts', import.meta.url)));
 
 let d: Deployment | undefined;
 let dir: string | undefined;
@@ -19,7 +20,7 @@ afterEach(async () => {
   dir = undefined;
 });
 
-describe('stages/handlers (the reference handlers as a worker module)', () => {
+describe('stages/handlers (the reference handlers as a worker module, as built)', () => {
   it('packages a raw data package at its location, and the worker stops cleanly', async () => {
     d = await startDeployment();
     const dep = d;

@@ -145,7 +145,13 @@ describe('TLS to Postgres and NATS', () => {
         ['worker', '--kinds', 'long_term_archive', '--handlers', HANDLERS, '--id', 'tls-worker'],
         tlsEnv(),
       );
-      await waitFor(() => worker.text().includes('started for'), 'the worker to start', 60_000);
+      await waitFor(
+        () => worker.text().includes('started for'),
+        'the worker to start',
+        60_000,
+        50,
+        worker.text,
+      );
       const { id } = await archiveOperation({ runtime: plane });
       await waitFor(
         async () => (await plane.store.load(id)).status === 'COMPLETED',

@@ -4,6 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { staleBuild } from '../../chaos/builtPackage.ts';
 import { REPO_ROOT } from '../helpers/opstateCli.ts';
 
 /**
@@ -103,8 +104,10 @@ beforeAll(async () => {
   work = await mkdtemp(join(tmpdir(), 'opstate-pack-'));
   // As root, the embedded Postgres server runs as another user, who must reach the projects.
   await chmod(work, 0o711);
-  // A fresh build, so that a stale dist/ can never be what gets packed.
-  await sh('npm', ['run', 'build', '--silent'], REPO_ROOT);
+  // The global setup rebuilt dist/ if any source changed since its build, so a stale dist/ is
+  // never what gets packed. It is not rebuilt here: other test files run processes from it now.
+  const stale = staleBuild();
+  if (stale !== undefined) throw new Error(`dist/ is stale (${stale}); run npm run build`);
   const { stdout } = await sh(
     'npm',
     ['pack', '--json', '--ignore-scripts', '--pack-destination', work],
