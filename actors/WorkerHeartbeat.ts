@@ -42,7 +42,10 @@ export interface WorkerHeartbeatOptions {
   readonly transport: Transport;
   readonly clock: Clock;
   readonly logger: Logger;
-  /** After each periodic beat, with what was held: the worker checks for operations moved on. */
+  /**
+   * After a periodic beat, with what was held: the worker checks for operations moved on. It runs
+   * beside the beats (one at a time), so a slow or hanging check never delays the next beat.
+   */
   readonly afterBeat?: (held: readonly HeldOperation[]) => Promise<void>;
   /**
    * Before a periodic beat, when the last beat that landed is older than the heartbeat timeout:
@@ -104,6 +107,7 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
   let queued: Promise<void> | undefined;
   let failing = false;
   const afterBeatState = { failing: false, logger, workerId };
+  let checking: Promise<void> | undefined;
   const stop = new AbortController();
 
   const write = async () => {
@@ -149,9 +153,16 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
           });
         }
       }
-      await checkAfterBeat(afterBeatState, () =>
-        afterBeat?.([...entries.values()].map((e) => e.op)),
-      );
+      // The check reads the database; it runs beside the loop, never in its way: a database that
+      // hangs (restarting) must not stop the beats, or the worker would find its own heartbeat
+      // overdue and let go of everything it runs. One check at a time; a beat while one is still
+      // running starts none.
+      if (afterBeat !== undefined && checking === undefined) {
+        const held = [...entries.values()].map((e) => e.op);
+        checking = checkAfterBeat(afterBeatState, () => afterBeat(held)).finally(() => {
+          checking = undefined;
+        });
+      }
       await clock.sleep(transport.timing.heartbeatIntervalMs, stop.signal);
     }
   })();
@@ -175,6 +186,7 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
       stop.abort();
       await loop;
       await inFlight?.catch(() => undefined);
+      await checking;
       if (remove) {
         await transport.heartbeats.remove(workerId).catch((err: unknown) =>
           logger.log('DEBUG', 'worker heartbeat removal failed; the key ages out', {

@@ -50,4 +50,39 @@ describe('the worker heartbeat’s age', () => {
     expect(hb.age()).toBeLessThanOrEqual(100);
     await hb.stop({ remove: false });
   });
+
+  it('goes on beating while the check after a beat hangs (a database restarting), one check at a time', async () => {
+    const clock = new SimulatedClock();
+    const state = { failing: false, beats: 0 };
+    const overdue: number[] = [];
+    let checks = 0;
+    let release: () => void = () => {};
+    const hb = startWorkerHeartbeat({
+      workerId: 'w-1',
+      transport: fakeTransport(state),
+      clock,
+      logger: memoryLogger(),
+      onOverdue: (age) => overdue.push(age),
+      afterBeat: () => {
+        checks++;
+        return new Promise<void>((resolve) => {
+          release = resolve;
+        });
+      },
+    });
+    hb.hold({ kind: OperationKind.TRANSFER, operationId: 'op', attempt: 1 }, { working() {} });
+    // Twice the heartbeat timeout with the first check still waiting on its database.
+    for (let i = 0; i < 20; i++) await clock.advance(100);
+    expect(checks).toBe(1);
+    expect(state.beats).toBeGreaterThan(10);
+    expect(hb.age()).toBeLessThanOrEqual(100);
+    expect(overdue).toEqual([]);
+    // The database answers: the next beat checks again.
+    release();
+    await clock.advance(100);
+    await clock.advance(100);
+    expect(checks).toBe(2);
+    release();
+    await hb.stop({ remove: false });
+  });
 });
