@@ -78,10 +78,13 @@ describe('a Postgres restart', () => {
       expect(row?.live).toBe(N);
       // An outage is nobody's failure: a worker waits it out inside the attempt it holds (its
       // writes and its reads for the handler), so no attempt failed and no retry was spent.
-      const [failures] = await dep.runtime.database.execute<{ n: number }>(
-        `select count(*)::int as n from operation_transition where event = 'FAIL'`,
+      const failures = await dep.runtime.database.execute<{ reason: string | null; by: string }>(
+        `select t.by, coalesce(fe.error::text, t.reason) as reason from operation_transition t
+         left join operation_failure_event fe on fe.operation_id = t.operation_id
+           and fe.attempt = t.attempt
+         where t.event = 'FAIL'`,
       );
-      expect(failures?.n).toBe(0);
+      expect(failures).toEqual([]);
       for (const c of children) {
         expect(c.proc.exitCode).toBeNull();
         expect(c.proc.signalCode).toBeNull();
