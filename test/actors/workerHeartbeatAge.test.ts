@@ -18,19 +18,26 @@ function fakeTransport(state: { failing: boolean; beats: number }): Transport {
   } as unknown as Transport;
 }
 
+/** A heartbeat on a simulated clock over `fakeTransport`, recording each overdue age it reports. */
+function simulatedHeartbeat(afterBeat?: () => Promise<void>) {
+  const clock = new SimulatedClock();
+  const state = { failing: false, beats: 0 };
+  const overdue: number[] = [];
+  const hb = startWorkerHeartbeat({
+    workerId: 'w-1',
+    transport: fakeTransport(state),
+    clock,
+    logger: memoryLogger(),
+    onOverdue: (age) => overdue.push(age),
+    ...(afterBeat === undefined ? {} : { afterBeat }),
+  });
+  hb.hold({ kind: OperationKind.TRANSFER, operationId: 'op', attempt: 1 }, { working() {} });
+  return { clock, state, overdue, hb };
+}
+
 describe('the worker heartbeat’s age', () => {
   it('stays within the interval while beats land; past the timeout without one, the worker is told to fence itself', async () => {
-    const clock = new SimulatedClock();
-    const state = { failing: false, beats: 0 };
-    const overdue: number[] = [];
-    const hb = startWorkerHeartbeat({
-      workerId: 'w-1',
-      transport: fakeTransport(state),
-      clock,
-      logger: memoryLogger(),
-      onOverdue: (age) => overdue.push(age),
-    });
-    hb.hold({ kind: OperationKind.TRANSFER, operationId: 'op', attempt: 1 }, { working() {} });
+    const { clock, state, overdue, hb } = simulatedHeartbeat();
     for (let i = 0; i < 20; i++) await clock.advance(100);
     expect(state.beats).toBeGreaterThan(10);
     expect(hb.age()).toBeLessThanOrEqual(100);
@@ -52,25 +59,14 @@ describe('the worker heartbeat’s age', () => {
   });
 
   it('goes on beating while the check after a beat hangs (a database restarting), one check at a time', async () => {
-    const clock = new SimulatedClock();
-    const state = { failing: false, beats: 0 };
-    const overdue: number[] = [];
     let checks = 0;
     let release: () => void = () => {};
-    const hb = startWorkerHeartbeat({
-      workerId: 'w-1',
-      transport: fakeTransport(state),
-      clock,
-      logger: memoryLogger(),
-      onOverdue: (age) => overdue.push(age),
-      afterBeat: () => {
-        checks++;
-        return new Promise<void>((resolve) => {
-          release = resolve;
-        });
-      },
+    const { clock, state, overdue, hb } = simulatedHeartbeat(() => {
+      checks++;
+      return new Promise<void>((resolve) => {
+        release = resolve;
+      });
     });
-    hb.hold({ kind: OperationKind.TRANSFER, operationId: 'op', attempt: 1 }, { working() {} });
     // Twice the heartbeat timeout with the first check still waiting on its database.
     for (let i = 0; i < 20; i++) await clock.advance(100);
     expect(checks).toBe(1);
