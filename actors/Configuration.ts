@@ -6,6 +6,7 @@ import {
   type NatsAuth,
   type NatsCredentials,
   redactUrl,
+  redactUrlList,
   type TlsFiles,
 } from '../transport/jetstream/natsCredentials.ts';
 import type { RuntimeTiming } from './RuntimeTiming.ts';
@@ -203,7 +204,7 @@ function read(env: Environment, variable: string, value = env[variable], named?:
   if (!parsed.success) {
     const shown = setting.secret
       ? '(the value is secret)'
-      : `got '${variable.endsWith('_URL') ? String(value).split(',').map(redactUrl).join(',') : value}'`;
+      : `got '${variable.endsWith('_URL') ? redactUrlList(String(value)) : value}'`;
     const reason = parsed.error.issues.map((i) => i.message).join('; ');
     const name = named ?? (setting.flag === undefined ? variable : `${variable} / ${setting.flag}`);
     throw new OpstateError(
@@ -384,9 +385,7 @@ export function redactConfiguration(config: Configuration): Configuration {
     },
     nats: {
       ...config.nats,
-      ...(config.nats.url === undefined
-        ? {}
-        : { url: config.nats.url.split(',').map(redactUrl).join(',') }),
+      ...(config.nats.url === undefined ? {} : { url: redactUrlList(config.nats.url) }),
       auth:
         auth.type === 'user'
           ? { ...auth, password: '***' }

@@ -1,6 +1,6 @@
 import { type DestinationStream, type Level, pino } from 'pino';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import { redactUrl } from '../transport/jetstream/natsCredentials.ts';
+import { redactUrl, redactUrlList } from '../transport/jetstream/natsCredentials.ts';
 import { LOG_LEVELS, type LogLevelName } from './Configuration.ts';
 import type { Logger, LogLevel } from './Logger.ts';
 
@@ -94,7 +94,7 @@ export function createPinoLogger(options: PinoLoggerOptions = {}): Logger & {
         paths: REDACT_PATHS,
         censor: (value, path) =>
           URL_KEYS.includes(path.at(-1) ?? '') && typeof value === 'string'
-            ? value.split(',').map(redactUrl).join(',')
+            ? redactUrlList(value)
             : '[redacted]',
       },
     },

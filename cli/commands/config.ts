@@ -1,6 +1,6 @@
 import { loadConfiguration, redactConfiguration, SETTINGS } from '../../actors/Configuration.ts';
 import { resolveRuntimeTiming } from '../../actors/Runtime.ts';
-import { redactUrl } from '../../transport/jetstream/natsCredentials.ts';
+import { redactUrlList } from '../../transport/jetstream/natsCredentials.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
 
 const SUMMARY = 'Show the resolved configuration (environment and flags), secrets redacted';
@@ -45,7 +45,7 @@ export const configCommand = defineCommand('config', SUMMARY, (program, ctx) => 
               : s.secret
                 ? '***'
                 : s.variable.endsWith('_URL')
-                  ? raw.split(',').map(redactUrl).join(',')
+                  ? redactUrlList(raw)
                   : raw;
           io.out(`${s.variable.padEnd(width)}  ${shown}`);
         }

@@ -122,6 +122,14 @@ export function redactUrl(url: string): string {
   });
 }
 
+/**
+ * A comma-separated list of URLs (a NATS server list, a URL variable's value) with each one's
+ * secret redacted, entries kept as given.
+ */
+export function redactUrlList(value: string): string {
+  return value.split(',').map(redactUrl).join(',');
+}
+
 /** The server list with every URL's secret redacted, for errors and logs. */
 export function redactServers(servers: string | string[] | undefined): string | undefined {
   return servers === undefined ? undefined : splitServers(servers).map(redactUrl).join(',');
