@@ -1,53 +1,8 @@
-import { type SQL, sql } from 'drizzle-orm';
+import { sql } from 'drizzle-orm';
 import { type LeaseFence, leaseHolds } from '../LeaseFence.ts';
 import type { Executor } from '../openDatabase.ts';
 import type { TransitionWrite } from '../planTransition.ts';
-import { arrayLiteral } from './arrayLiteral.ts';
-
-/** The columns of a transition write, in `unnest` order, with their Postgres types. */
-const COLUMNS: readonly (readonly [keyof TransitionWrite, string])[] = [
-  ['id', 'uuid'],
-  ['expected_version', 'int'],
-  ['status', 'text'],
-  ['attempt', 'int'],
-  ['retry_count', 'int'],
-  ['snapshot', 'jsonb'],
-  ['not_before', 'timestamptz'],
-  ['last_error', 'jsonb'],
-  ['worker_id', 'text'],
-  ['scheduled_at', 'timestamptz'],
-  ['started_at', 'timestamptz'],
-  ['finished_at', 'timestamptz'],
-  ['t_from', 'text'],
-  ['t_event', 'text'],
-  ['t_attempt', 'int'],
-  ['t_by', 'text'],
-  ['t_reason', 'text'],
-  ['t_at', 'timestamptz'],
-  ['ob_attempt', 'int'],
-  ['ob_queue', 'text'],
-  ['ob_operation_type', 'text'],
-  ['ob_location_type', 'text'],
-  ['ob_payload', 'jsonb'],
-  ['fe_kind', 'text'],
-  ['fe_attempt', 'int'],
-  ['fe_error', 'jsonb'],
-];
-const COLUMN_NAMES = COLUMNS.map(([name]) => name).join(', ');
-
-/** One array per column: `unnest`'s arguments for the batch. */
-function columns(writes: readonly TransitionWrite[]): SQL {
-  return sql.join(
-    COLUMNS.map(([name, type]) => {
-      const literal = arrayLiteral(
-        writes.map((w) => w[name]),
-        { json: type === 'jsonb' },
-      );
-      return sql`${literal}::text::${sql.raw(type)}[]`;
-    }),
-    sql`, `,
-  );
-}
+import { recordsetJson } from './recordsetJson.ts';
 
 export interface WrittenTransition {
   readonly id: string;
@@ -57,9 +12,8 @@ export interface WrittenTransition {
 }
 
 /**
- * Writes N planned transitions in ONE statement, the batch sent as one array per column: a
- * compare-and-set UPDATE of the base rows (`version` must still be the one the plan was made
- * from), then — only for the rows that won —
+ * Writes N planned transitions in ONE statement: a compare-and-set UPDATE of the base rows
+ * (`version` must still be the one the plan was made from), then — only for the rows that won —
  * the transition rows, the outbox rows of `dispatch` effects and the breadcrumbs of
  * `recordFailure` effects. A row that lost its compare-and-set (or does not exist) is simply
  * absent from the result, and nothing was written for it. With a `fence` (a control-plane write)
@@ -73,7 +27,13 @@ export async function writeTransitions(
   if (writes.length === 0) return [];
   const rows = await exec.execute<{ id: string; version: number; outbox_id: unknown }>(sql`
     with i as (
-      select * from unnest(${columns(writes)}) as i(${sql.raw(COLUMN_NAMES)})
+      select * from jsonb_to_recordset(${recordsetJson(writes)}::jsonb) as i(
+        id uuid, expected_version int, status text, attempt int, retry_count int, snapshot jsonb,
+        not_before timestamptz, last_error jsonb, worker_id text, scheduled_at timestamptz,
+        started_at timestamptz, finished_at timestamptz,
+        t_from text, t_event text, t_attempt int, t_by text, t_reason text, t_at timestamptz,
+        ob_attempt int, ob_queue text, ob_operation_type text, ob_location_type text,
+        ob_payload jsonb, fe_kind text, fe_attempt int, fe_error jsonb)
       where ${leaseHolds(fence)}
     ),
     u as (
