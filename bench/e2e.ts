@@ -83,9 +83,7 @@ const TIMING: Partial<RuntimeTiming> = {
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 // Worker processes run the built package, with this fixture compiled against it.
 await prepareBuiltProcesses((line) => process.stderr.write(`[bench] ${line}\n`));
-const HANDLERS = handlersModule(
-  fileURLToPath(new URL('./fixtures/noopHandlers.ts', import.meta.url)),
-);
+const HANDLERS = handlersModule(new URL('./fixtures/noopHandlers.ts', import.meta.url));
 
 /** WARNING and ERROR lines go to stderr; the rest would only cost time. */
 const quietLogger: Logger = {

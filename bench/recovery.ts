@@ -24,7 +24,6 @@
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import postgres from 'postgres';
@@ -48,9 +47,7 @@ const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const SAMPLES = Number(process.env.OPSTATE_BENCH_RECOVERY_SAMPLES ?? 3);
 // Worker processes run the built package, with this fixture compiled against it.
 await prepareBuiltProcesses((line) => process.stderr.write(`[bench] ${line}\n`));
-const HANDLERS = handlersModule(
-  fileURLToPath(new URL('./fixtures/holdHandlers.ts', import.meta.url)),
-);
+const HANDLERS = handlersModule(new URL('./fixtures/holdHandlers.ts', import.meta.url));
 
 const TIMING: Partial<RuntimeTiming> = {
   heartbeatIntervalMs: 500,

@@ -1,28 +1,25 @@
 import { spawnSync } from 'node:child_process';
-import { existsSync, readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 
-/** The repository's root. */
-const ROOT = fileURLToPath(new URL('../', import.meta.url));
+/** The repository's root: the working directory of every `opstate` process a tool starts. */
+export const REPO_ROOT = fileURLToPath(new URL('../', import.meta.url));
 
 /** The built command line, as `bin/opstate.js` runs it. */
-export const BUILT_CLI = join(ROOT, 'dist', 'cli', 'run.js');
+export const BUILT_CLI = join(REPO_ROOT, 'dist', 'cli', 'run.js');
 
 /**
- * The folders and files `npm run build` compiles into `dist/` (tsconfig.build.json's `include`).
+ * The folders and files `npm run build` compiles into `dist/`: tsconfig.build.json's `include`,
+ * read from the file (whose comments are whole `//` lines) so that the two never disagree.
  */
-const BUILD_INPUTS = [
-  'index.ts',
-  'testing.ts',
-  'machines',
-  'persistence',
-  'transport',
-  'actors',
-  'stages',
-  'cli',
-  'dashboard',
-];
+function buildInputs(): string[] {
+  const text = readFileSync(join(REPO_ROOT, 'tsconfig.build.json'), 'utf8')
+    .split('\n')
+    .filter((line) => !line.trim().startsWith('//'))
+    .join('\n');
+  return (JSON.parse(text) as { include: string[] }).include;
+}
 
 function newestInput(path: string): number {
   const s = statSync(path);
@@ -38,11 +35,11 @@ function newestInput(path: string): number {
  * as the build.
  */
 export function staleBuild(): string | undefined {
-  const stamp = join(ROOT, 'dist', 'index.js');
+  const stamp = join(REPO_ROOT, 'dist', 'index.js');
   if (!existsSync(stamp) || !existsSync(BUILT_CLI)) return 'dist/ is missing';
   const built = statSync(stamp).mtimeMs;
-  for (const input of BUILD_INPUTS) {
-    const path = join(ROOT, input);
+  for (const input of buildInputs()) {
+    const path = join(REPO_ROOT, input);
     if (existsSync(path) && newestInput(path) > built) return `${input} changed since the build`;
   }
   return undefined;
@@ -58,7 +55,7 @@ export function ensureBuilt(log: (line: string) => void = () => undefined): void
   if (why === undefined) return;
   log(`building the package (${why})`);
   const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
-  const r = spawnSync(npm, ['run', 'build'], { cwd: ROOT, encoding: 'utf8' });
+  const r = spawnSync(npm, ['run', 'build'], { cwd: REPO_ROOT, encoding: 'utf8' });
   if (r.status !== 0) {
     throw new Error(`npm run build failed (exit ${r.status}):\n${r.stdout}\n${r.stderr}`);
   }

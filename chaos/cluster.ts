@@ -1,10 +1,8 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import type { RuntimeTiming } from '../actors/RuntimeTiming.ts';
-import { BUILT_CLI } from './builtPackage.ts';
+import { BUILT_CLI, REPO_ROOT } from './builtPackage.ts';
 
-/** The repository's root: the working directory of every process the chaos run starts. */
-export const ROOT = fileURLToPath(new URL('../', import.meta.url));
 /** The reference stage handlers as built, the module docker-compose.yml's workers load. */
 export const STAGE_HANDLERS = fileURLToPath(new URL('../dist/stages/handlers.js', import.meta.url));
 
@@ -59,7 +57,7 @@ export class Cluster {
   spawn(role: OpstateProcess['role'], name: string, args: string[]): OpstateProcess {
     const s = this.settings;
     const proc = spawn(process.execPath, [BUILT_CLI, ...args], {
-      cwd: ROOT,
+      cwd: REPO_ROOT,
       env: {
         ...process.env,
         DATABASE_URL: s.databaseUrl,

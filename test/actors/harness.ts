@@ -1,6 +1,5 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
-import { fileURLToPath } from 'node:url';
 import { memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
@@ -39,9 +38,7 @@ export function waitFor(
 
 export const NATS_URL = process.env.OPSTATE_TEST_NATS_URL ?? 'nats://127.0.0.1:4222';
 /** The fixture handlers module the drills' workers load (compiled, importing `dist/`). */
-export const HANDLERS = handlersModule(
-  fileURLToPath(new URL('./fixtures/handlers.ts', import.meta.url)),
-);
+export const HANDLERS = handlersModule(new URL('./fixtures/handlers.ts', import.meta.url));
 
 /**
  * Small timers in the order the runtime demands; tests wait on conditions, never on these. The

@@ -2,7 +2,6 @@ import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm, stat, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterAll, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { LocationType } from '../../machines/routing.ts';
@@ -38,9 +37,7 @@ const POINTS = [
   'before-receipt',
   'after-receipt',
 ] as const;
-const HANDLERS = handlersModule(
-  fileURLToPath(new URL('./fixtures/stageWorker.ts', import.meta.url)),
-);
+const HANDLERS = handlersModule(new URL('./fixtures/stageWorker.ts', import.meta.url));
 
 let dep: Deployment | undefined;
 let dir: string | undefined;

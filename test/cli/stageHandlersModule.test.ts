@@ -1,7 +1,6 @@
 import { access, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
@@ -9,7 +8,7 @@ import { type Deployment, startDeployment, waitFor } from '../actors/harness.ts'
 import { handlersModule } from '../helpers/opstateCli.ts';
 
 /** The handlers module docker-compose.yml's workers load, run by a worker process. */
-const MODULE = handlersModule(fileURLToPath(new URL('../../stages/handlers.ts', import.meta.url)));
+const MODULE = handlersModule(new URL('../../stages/handlers.ts', import.meta.url));
 
 let d: Deployment | undefined;
 let dir: string | undefined;

@@ -1,10 +1,9 @@
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join, relative, resolve } from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import { BUILT_CLI, ensureBuilt } from '../../chaos/builtPackage.ts';
+import { BUILT_CLI, ensureBuilt, REPO_ROOT } from '../../chaos/builtPackage.ts';
 
-/** The repository's root: the working directory of every CLI process a test starts. */
-export const REPO_ROOT = fileURLToPath(new URL('../../', import.meta.url));
+export { REPO_ROOT };
 
 /**
  * Node arguments that run `opstate <args>` as users run it: the built package (`dist/`, which the
@@ -39,8 +38,9 @@ const FIXTURE_OUT = join(REPO_ROOT, 'node_modules', '.cache', 'opstate-test');
  * build in `dist/`, or a test fixture's compiled copy, which imports the product from `dist/` too
  * (one copy of every class in the worker process, `OpstateError` included).
  */
-export function handlersModule(source: string): string {
-  const rel = relative(REPO_ROOT, source).split('\\').join('/');
+export function handlersModule(source: string | URL): string {
+  const path = source instanceof URL ? fileURLToPath(source) : source;
+  const rel = relative(REPO_ROOT, path).split('\\').join('/');
   if (!isFixture(rel)) return join(REPO_ROOT, 'dist', rel.replace(/\.ts$/, '.js'));
   if (!FIXTURE_MODULES.includes(rel)) {
     throw new Error(`${rel} is not among the compiled fixtures; add it to FIXTURE_MODULES`);
