@@ -60,7 +60,7 @@ export interface WorkerHeartbeatOptions {
  */
 async function checkAfterBeat(
   state: { failing: boolean; readonly logger: Logger; readonly workerId: string },
-  check: () => Promise<void> | undefined,
+  check: () => Promise<void>,
 ): Promise<void> {
   try {
     await check();

@@ -10,6 +10,7 @@ import type { JournalRepository } from '../persistence/JournalRepository.ts';
 import type { OperationRecord } from '../persistence/OperationRecord.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
+import type { Database } from '../persistence/openDatabase.ts';
 import { requiredOutputsOf } from '../persistence/requiredOutputsOf.ts';
 import type { Delivery, Transport } from '../transport/Transport.ts';
 import { afterRun, type HandlerOutcome, movedOn, onRefusal } from './decideRun.ts';
@@ -301,6 +302,8 @@ async function startAttempt(
 
 /** What the handler sees: its attempt, an abort signal, heartbeats, journal steps, inspection. */
 function handlerContext(w: WorkerCore, op: OperationView, lease: Lease): HandlerContext {
+  const read = <T>(what: string, query: (db: Database, id: string) => Promise<T>) =>
+    throughOutage(w, `${what} ${op.id}`, () => query(w.store.database, op.id), lease);
   return {
     operation: { id: op.id, kind: op.kind, attempt: op.attempt, retryCount: op.retryCount },
     get signal() {
@@ -310,27 +313,9 @@ function handlerContext(w: WorkerCore, op: OperationView, lease: Lease): Handler
     step: (name, fn) => journalStep(w, op, lease, name, fn),
     // Reads of the runtime's own database for an attempt this worker holds wait out an outage as
     // its writes do: a handler should not fail, and spend a retry, because Postgres restarted.
-    inspect: () =>
-      throughOutage(
-        w,
-        `inspecting operation ${op.id}`,
-        () => inspectOperation(w.store.database, op.id),
-        lease,
-      ),
-    relations: () =>
-      throughOutage(
-        w,
-        `relations of operation ${op.id}`,
-        () => inputRelations(w.store.database, op.id),
-        lease,
-      ),
-    requiredOutputs: () =>
-      throughOutage(
-        w,
-        `required outputs of operation ${op.id}`,
-        () => requiredOutputsOf(w.store.database, op.id),
-        lease,
-      ),
+    inspect: () => read('inspecting operation', inspectOperation),
+    relations: () => read('relations of operation', inputRelations),
+    requiredOutputs: () => read('required outputs of operation', requiredOutputsOf),
   };
 }
 
