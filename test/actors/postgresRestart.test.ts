@@ -3,7 +3,13 @@ import { missingDriverGuard } from '../../persistence/driverPatch.ts';
 import { PrivatePostgres } from '../helpers/privateServers.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
 import { pathProblems, submitArchives, through } from './drillChecks.ts';
-import { type Deployment, FAST_TIMING, startDeployment, waitFor } from './harness.ts';
+import {
+  archiveOperation,
+  type Deployment,
+  FAST_TIMING,
+  startDeployment,
+  waitFor,
+} from './harness.ts';
 
 /**
  * Postgres restarted (fast and immediate shutdown) under load, again and again, on a cluster of
@@ -11,6 +17,7 @@ import { type Deployment, FAST_TIMING, startDeployment, waitFor } from './harnes
  * the lifecycle allows, and none waits for the reconciler's floor.
  */
 let pg: PrivatePostgres | undefined;
+let pgDown: PrivatePostgres | undefined;
 let d: Deployment | undefined;
 afterEach(async () => {
   await d?.close();
@@ -18,6 +25,7 @@ afterEach(async () => {
 });
 afterAll(async () => {
   await pg?.dispose();
+  await pgDown?.dispose();
 });
 
 // `npm test` restarts three times; OPSTATE_DRILL_PG_RESTARTS runs the same drill longer by hand.
@@ -101,4 +109,64 @@ describe('a Postgres restart', () => {
     },
     120_000 + RESTARTS * 40_000,
   );
+
+  it('a worker stopped while it waits out an outage gives up the wait, exits, and its operation completes once on another worker', async () => {
+    pgDown = await PrivatePostgres.create();
+    await pgDown.start();
+    const cluster = pgDown;
+    d = await startDeployment(
+      { ...FAST_TIMING, reconcilerFloorMs: 90_000, ackWaitMs: 120_000 },
+      { databaseUrl: cluster.url() },
+    );
+    const dep = d;
+    const plane = dep.spawnCli(['control-plane']);
+    // The handler holds for a while, then reads what it must produce: the read meets the outage.
+    const first = await dep.readyWorker({
+      FIXTURE_HOLD_MS: '2000',
+      FIXTURE_KINDS: 'long_term_archive',
+    });
+    const { id } = await archiveOperation(dep);
+    await waitFor(
+      async () => (await dep.runtime.store.load(id)).status === 'IN_PROGRESS',
+      'the first worker to start the operation',
+      30_000,
+    );
+    await cluster.stop('fast');
+    await waitFor(
+      () => first.printed(`required outputs of operation ${id}) unreachable; waiting`),
+      'the first worker to wait out the outage in its handler',
+      30_000,
+    );
+    // Stopped mid-wait, with Postgres still down: it gives the wait up, hands the delivery back
+    // and exits cleanly instead of waiting for a database that may never come back.
+    first.proc.kill('SIGTERM');
+    await waitFor(
+      () => first.proc.exitCode !== null || first.proc.signalCode !== null,
+      'the stopped worker to exit while Postgres is down',
+      60_000,
+    );
+    expect(await first.exited).toBe(0);
+    expect(first.printed('no longer waiting: the worker is stopping')).toBe(true);
+
+    await cluster.start();
+    await dep.readyWorker({ FIXTURE_KINDS: 'long_term_archive' });
+    await waitFor(
+      async () => (await through(() => dep.runtime.store.load(id))).status === 'COMPLETED',
+      'another worker to complete the operation',
+      60_000,
+      100,
+    );
+    expect(await pathProblems(dep.runtime.database, [id], ['reconciler'])).toEqual([]);
+    // Handed back, not failed: the outage spent none of the operation's retries.
+    const failures = await dep.runtime.database.execute(
+      `select 1 from operation_transition where event = 'FAIL'`,
+    );
+    expect(failures).toEqual([]);
+    const [row] = await dep.runtime.database.execute<{ live: number }>(
+      `select count(*)::int as live from operation_output o join physical_copy c on c.id = o.physical_copy_id
+       where o.operation_id = '${id}' and c.status <> 'DELETED'`,
+    );
+    expect(row?.live).toBe(1);
+    expect(plane.proc.exitCode).toBeNull();
+  }, 180_000);
 });
