@@ -172,7 +172,8 @@ export async function completeOperations(
 
 /**
  * Links operations to live output copies that exist now (committed by a concurrent completion
- * this operation's own statement could not see). Idempotent.
+ * this operation's own statement could not see). Idempotent. Looks each copy up by artifact, as
+ * `completeOperations` does.
  */
 export async function linkExistingOutputs(
   exec: Executor,
@@ -187,9 +188,12 @@ export async function linkExistingOutputs(
     l as (
       insert into operation_output (operation_id, physical_copy_id)
       select x.operation_id, pc.id from x
-      join physical_copy pc on pc.artifact_type = x.artifact_type
-        and pc.artifact_id = x.artifact_id and pc.location_id = x.location_id
-      where pc.status <> 'DELETED'
+      join lateral (
+        select pc.id, pc.location_id from physical_copy pc
+        where pc.artifact_type = x.artifact_type and pc.artifact_id = x.artifact_id
+          and pc.status <> 'DELETED'
+        offset 0
+      ) pc on pc.location_id = x.location_id
       on conflict do nothing
       returning 1
     )
