@@ -8,7 +8,9 @@
  *
  *   node --import tsx bench/e2e.ts
  *
- * Phases: baseline; e2e with workers in this process; dispatch → IN_PROGRESS latency at a trickle;
+ * Phases: baseline; e2e with workers in this process (every transfer moving one package to one
+ * place, then — unless OPSTATE_BENCH_DISTINCT=0 — each moving a package of its own, so that every
+ * completion creates its copy); dispatch → IN_PROGRESS latency at a trickle;
  * e2e with worker child processes (`opstate worker`); control-plane memory with 1,000 and
  * 1,000,000 operations stored (child `opstate control-plane`).
  *
@@ -25,7 +27,7 @@
  * in-process run only, for Chrome DevTools or any .cpuprofile reader).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { fileURLToPath } from 'node:url';
@@ -34,11 +36,13 @@ import { PgDialect } from 'drizzle-orm/pg-core';
 import postgres from 'postgres';
 import type { Logger } from '../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../actors/Runtime.ts';
+import type { OperationHandler } from '../actors/Worker.ts';
 import { ArtifactType } from '../machines/ArtifactType.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { migrate } from '../persistence/migrate.ts';
+import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
 import { handlersModule, opstateArgs, prepareBuiltProcesses } from '../test/helpers/opstateCli.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
@@ -61,6 +65,7 @@ const CREATE_BATCH = env('OPSTATE_BENCH_CREATE_BATCH', 500);
 const CONCURRENCY = env('OPSTATE_BENCH_CONCURRENCY', 256);
 const CHILDREN = env('OPSTATE_BENCH_WORKER_PROCESSES', 2);
 const TRICKLE = env('OPSTATE_BENCH_TRICKLE', 200);
+const DISTINCT = env('OPSTATE_BENCH_DISTINCT', 1) > 0;
 /**
  * What the worker processes serve: the kind the in-process worker serves, so the two figures
  * compare like with like. `all` measures a worker whose slots are shared by six queues, five of
@@ -468,7 +473,8 @@ async function main(): Promise<void> {
     ];
     let expectedCompleted = 0;
 
-    const openWorker = async (concurrency: number) => {
+    const sameCopy: OperationHandler = async () => ({ outputs: produced });
+    const openWorker = async (concurrency: number, handler: OperationHandler = sameCopy) => {
       const counter = newCounter();
       const runtime = await createRuntime({
         databaseUrl: dbUrl,
@@ -483,7 +489,7 @@ async function main(): Promise<void> {
       timeRuntime(runtime, timings, 'worker');
       runtime.startWorker({
         kinds: [OperationKind.TRANSFER],
-        handlers: { [OperationKind.TRANSFER]: async () => ({ outputs: produced }) },
+        handlers: { [OperationKind.TRANSFER]: handler },
         concurrency,
       });
       return { runtime, counter, timings };
@@ -516,14 +522,19 @@ async function main(): Promise<void> {
         throw new Error(`not all completed: ${JSON.stringify(by)}`);
     };
 
-    /** Submits `n` operations in createMany batches and waits for all of them to complete. */
-    const submitAndWait = async (n: number) => {
+    /**
+     * Submits `n` operations (`inputs`, else `n` copies of `input`) in createMany batches and
+     * waits for all of them to complete.
+     */
+    const submitAndWait = async (n: number, inputs?: readonly CreateOperationInput[]) => {
       const ids: string[] = [];
       const t = performance.now();
       for (let i = 0; i < n; i += CREATE_BATCH) {
         const size = Math.min(CREATE_BATCH, n - i);
         ids.push(
-          ...(await planeRuntime.store.createMany(Array.from({ length: size }, () => input))),
+          ...(await planeRuntime.store.createMany(
+            inputs?.slice(i, i + size) ?? Array.from({ length: size }, () => input),
+          )),
         );
       }
       expectedCompleted += n;
@@ -624,34 +635,42 @@ async function main(): Promise<void> {
       await closeWorker(warm.runtime);
     }
 
-    // 2. e2e with the workers in this process (their own runtime: own pool and NATS connection).
-    {
+    /**
+     * An e2e run with the workers in this process (their own runtime: own pool and NATS
+     * connection), reported under `label`.
+     */
+    const inProcessRun = async (
+      label: string,
+      note: string,
+      handler: OperationHandler = sameCopy,
+      inputs?: readonly CreateOperationInput[],
+    ) => {
       const rawBefore = await rawCommitRate(SECONDS);
       await sleep(1500);
       const dbBefore = await pgStats();
-      const worker = await openWorker(CONCURRENCY);
+      const worker = await openWorker(CONCURRENCY, handler);
       planeTimings.clear();
       const pBefore = snapshotCounter(planeCounter);
       const wBefore = snapshotCounter(worker.counter);
       const serverBefore = await serverStatements();
       const stopCpuProfile = await startCpuProfile();
       const cpuBefore = cpuSample();
-      const result = await submitAndWait(OPS);
+      const result = await submitAndWait(OPS, inputs);
       const cpuAfter = cpuSample();
       const postgresPids = await postgresPidsOf(admin, [name]);
       await stopCpuProfile();
-      printServerStatements('in_process', serverBefore, await serverStatements(), OPS);
+      printServerStatements(label, serverBefore, await serverStatements(), OPS);
       const pAfter = snapshotCounter(planeCounter);
       const wAfter = snapshotCounter(worker.counter);
       const span = await spanOf(result.ids);
-      printTimings('in_process worker', worker.timings, OPS);
-      printTimings('in_process control_plane', planeTimings, OPS);
+      printTimings(`${label} worker`, worker.timings, OPS);
+      printTimings(`${label} control_plane`, planeTimings, OPS);
       await closeWorker(worker.runtime);
       await sleep(1500);
       const dbAfter = await pgStats();
       const rawAfter = await rawCommitRate(SECONDS);
       reportPhase(
-        'in_process',
+        label,
         [rawBefore, rawAfter],
         OPS,
         result,
@@ -662,7 +681,45 @@ async function main(): Promise<void> {
           { label: 'control_plane', before: pBefore, after: pAfter },
           { label: 'worker', before: wBefore, after: wAfter },
         ],
-        `control plane and one worker runtime (concurrency ${CONCURRENCY}) in this process`,
+        `${note}; control plane and one worker runtime (concurrency ${CONCURRENCY}) in this process`,
+      );
+    };
+
+    // 2. e2e with the workers in this process: every transfer moves the same package to the same
+    // place, so one completion creates its copy and the others find it there.
+    await inProcessRun('in_process', 'one package for all, its copy created once');
+
+    // 2b. The same with a package of its own per transfer, as a pipeline's transfers have: every
+    // completion creates its copy (the copy, its subtype row and the link), and the copies already
+    // stored at the destination grow by one per operation.
+    if (DISTINCT) {
+      const packages = await own<{ id: string }>(
+        `insert into data_transfer_package (name)
+         select 'dtp-' || $1 || '-' || g from generate_series(1, $2::int) g returning id`,
+        [run, OPS],
+      );
+      const outputOf = new Map<string, OutputCopy[]>();
+      const inputs = packages.map((p): CreateOperationInput => {
+        const id = randomUUID();
+        const artifactId = String(p.id);
+        outputOf.set(id, [
+          { artifactType: ArtifactType.DATA_TRANSFER_PACKAGE, artifactId, locationId: buffer.id },
+        ]);
+        return {
+          id,
+          kind: OperationKind.TRANSFER,
+          fields: {
+            dataTransferPackageId: artifactId,
+            sourceLocationId: source.id,
+            destinationLocationId: buffer.id,
+          },
+        };
+      });
+      await inProcessRun(
+        'in_process_distinct_outputs',
+        'a package of its own per transfer, each completion creating its copy',
+        async (ctx) => ({ outputs: outputOf.get(ctx.operation.id) ?? [] }),
+        inputs,
       );
     }
 
