@@ -177,19 +177,21 @@ export class CircuitBreakerRepository {
     limit: number,
   ): Promise<{ ids: number[]; outcomes: TransitionOutcome[] }> {
     const gapIds = gaps.filter((g) => Number.isSafeInteger(g) && g > 0);
-    // Two index range/point lookups on the primary key, never one OR (which would scan).
-    const ids =
+    // The rows come straight off the primary key: one range scan that stops at `limit`, and the
+    // gaps by point lookups in a second branch (one OR of the two would scan). Joining the ids back
+    // to the table let Postgres, with statistics older than the table's growth, hash-join a
+    // sequential scan of the whole history into every pass (844,000 rows, 0.47 s per pass); the
+    // operation of each outcome is likewise looked up by its key (`offset 0` keeps it a lookup).
+    const columns = sql.raw('id, event, operation_id, attempt, at, reason');
+    const fromHistory =
       gapIds.length === 0
-        ? sql`(select id from operation_transition where id > ${after} order by id limit ${limit})`
-        : sql`(select id from operation_transition where id > ${after} order by id limit ${limit})
+        ? sql`(select ${columns} from operation_transition where id > ${after} order by id limit ${limit})`
+        : sql`(select ${columns} from operation_transition where id > ${after} order by id limit ${limit})
             union all
-            (select id from operation_transition where id in (${sql.raw(gapIds.join(', '))})
+            (select ${columns} from operation_transition where id in (${sql.raw(gapIds.join(', '))})
               and id <= ${after})`;
     const [read] = await this.#exec.execute(sql`
-      with t as (
-        select t.id, t.event, t.operation_id, t.attempt, t.at, t.reason
-        from (${ids}) ids join operation_transition t on t.id = ids.id
-      )
+      with t as materialized (${fromHistory})
       select
         (select coalesce(array_agg(id order by id), '{}') from t) as ids,
         (select coalesce(jsonb_agg(jsonb_build_object('id', t.id, 'event', t.event,
@@ -197,7 +199,9 @@ export class CircuitBreakerRepository {
             'kind', o.kind, 'target_location_id', o.target_location_id, 'error', fe.error)
             order by t.id), '[]')
           from t
-          left join operation o on o.id = t.operation_id
+          left join lateral (
+            select o.kind, o.target_location_id from operation o where o.id = t.operation_id offset 0
+          ) o on true
           left join operation_failure_event fe on t.event = 'FAIL' and fe.kind = o.kind
             and fe.operation_id = t.operation_id and fe.attempt = t.attempt
           where t.event in ('FAIL', 'COMPLETE')) as outcomes`);

@@ -1,54 +1,12 @@
-import { type SQL, sql } from 'drizzle-orm';
-import { PgDialect } from 'drizzle-orm/pg-core';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
-import { type Database, type Executor, openDatabase } from '../../persistence/openDatabase.ts';
+import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { measuringBuffers } from '../helpers/explainBuffers.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { makeWorld, type World } from './fixtures.ts';
-
-/** The top node of `explain (analyze, buffers, format json)`: its counts include its children. */
-interface PlanNode {
-  'Shared Hit Blocks': number;
-  'Shared Read Blocks': number;
-}
-
-const dialect = new PgDialect();
-const text = (q: SQL | string) => (typeof q === 'string' ? q : dialect.sqlToQuery(q).sql);
-
-/**
- * Wraps a database so that the completion statement (the one that writes `operation_output`) is
- * first run under `explain (analyze, buffers)` inside a savepoint that is rolled back, then run
- * for real. Pushes the shared buffers each completion statement touched onto `buffers`.
- */
-function measuringCompletions(database: Database, buffers: number[]): Database {
-  const isCompletion = (q: SQL | string) => text(q).includes('insert into operation_output');
-  const measure = async (tx: Executor, q: SQL | string) => {
-    await tx.execute('savepoint measure');
-    const explain =
-      typeof q === 'string'
-        ? `explain (analyze, buffers, format json) ${q}`
-        : sql`explain (analyze, buffers, format json) ${q}`;
-    const [row] = await tx.execute<{ 'QUERY PLAN': { Plan: PlanNode }[] }>(explain);
-    await tx.execute('rollback to savepoint measure');
-    const plan = row?.['QUERY PLAN'][0]?.Plan;
-    if (plan === undefined) throw new Error('explain returned no plan');
-    buffers.push(plan['Shared Hit Blocks'] + plan['Shared Read Blocks']);
-  };
-  const wrap = (tx: Executor): Executor => ({
-    execute: async (q) => {
-      if (isCompletion(q)) await measure(tx, q);
-      return tx.execute(q);
-    },
-  });
-  return {
-    ...database,
-    execute: (q) =>
-      isCompletion(q) ? database.transaction((tx) => wrap(tx).execute(q)) : database.execute(q),
-    transaction: (fn) => database.transaction((tx) => fn(wrap(tx))),
-  };
-}
 
 describe('completion on Postgres', () => {
   let testDb: TestDatabase;
@@ -114,7 +72,9 @@ describe('completion on Postgres', () => {
 
   it('a batch of distinct outputs touches as many buffers per operation with 20,000 live copies at its location as with none', async () => {
     const buffers: number[] = [];
-    const store = new OperationStore(measuringCompletions(database, buffers));
+    const store = new OperationStore(
+      measuringBuffers(database, 'insert into operation_output', buffers),
+    );
 
     const first = await store.completeMany(await runningArchives(60));
     expect(first.every((r) => r.ok && r.copiesCreated === 1)).toBe(true);
