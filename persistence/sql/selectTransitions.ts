@@ -1,4 +1,4 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
 import type { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationError, OperationStatus } from '../../machines/operationMachine.ts';
 import type { StoredTransition } from '../../machines/replayTransitions.ts';
@@ -12,12 +12,21 @@ export interface OperationTransitionRow extends StoredTransition {
   readonly maxRetries: number;
 }
 
-const SELECT = sql.raw(`select t.id, t.operation_id, t.from_status, t.to_status, t.event, t.by,
-    t.attempt, t.reason, t.at, o.kind, o.max_retries, fe.error
-  from operation_transition t
-  join operation o on o.id = t.operation_id
-  left join operation_failure_event fe on t.event = 'FAIL' and fe.kind = o.kind
-    and fe.operation_id = t.operation_id and fe.attempt = t.attempt`);
+/**
+ * The columns a replay reads, from `source` (transition rows aliased `t`), each row's operation
+ * looked up by its key: `offset 0` keeps it a lookup, where Postgres with statistics older than
+ * the tables' growth could otherwise hash-join a sequential scan of every operation.
+ */
+function selectFrom(source: SQL): SQL {
+  return sql`select t.id, t.operation_id, t.from_status, t.to_status, t.event, t.by,
+      t.attempt, t.reason, t.at, o.kind, o.max_retries, fe.error
+    from ${source}
+    join lateral (
+      select o.kind, o.max_retries from operation o where o.id = t.operation_id offset 0
+    ) o on true
+    left join operation_failure_event fe on t.event = 'FAIL' and fe.kind = o.kind
+      and fe.operation_id = t.operation_id and fe.attempt = t.attempt`;
+}
 
 function json<T>(value: unknown): T {
   return (typeof value === 'string' ? JSON.parse(value) : value) as T;
@@ -59,17 +68,19 @@ export async function selectTransitionsAfter(
   limit: number,
 ): Promise<OperationTransitionRow[]> {
   const gapIds = gaps.filter((g) => Number.isSafeInteger(g) && g > 0 && g <= after);
-  const ids =
+  // Straight off the primary key (a range that stops at `limit`, the gaps by point lookups), not
+  // ids joined back to the table: that join could be planned as a scan of the whole history.
+  const rows =
     gapIds.length === 0
-      ? sql`(select id from operation_transition where id > ${after} order by id limit ${limit})`
-      : sql`(select id from operation_transition where id > ${after} order by id limit ${limit})
+      ? sql`(select * from operation_transition where id > ${after} order by id limit ${limit})`
+      : sql`(select * from operation_transition where id > ${after} order by id limit ${limit})
           union all
-          (select id from operation_transition where id in (${sql.raw(gapIds.join(', '))}))`;
-  const rows = await exec.execute(sql`
-    with ids as (${ids})
-    ${SELECT} join ids on ids.id = t.id
+          (select * from operation_transition where id in (${sql.raw(gapIds.join(', '))}))`;
+  const found = await exec.execute(sql`
+    with t as materialized (${rows})
+    ${selectFrom(sql`t`)}
     order by t.id`);
-  return rows.map(toRow);
+  return found.map(toRow);
 }
 
 /**
@@ -83,7 +94,7 @@ export async function selectHistories(
 ): Promise<OperationTransitionRow[]> {
   if (operationIds.length === 0) return [];
   const rows = await exec.execute(sql`
-    ${SELECT}
+    ${selectFrom(sql`operation_transition t`)}
     where t.operation_id = any(${`{${operationIds.join(',')}}`}::uuid[])
       ${upTo === undefined ? sql`` : sql`and t.id <= ${upTo}`}
     order by t.operation_id, t.id`);
