@@ -139,8 +139,9 @@ export class DeletionRepository {
   /**
    * PRESENT copies at a location type the policy cleans, consumed by a long-term-archive operation
    * that COMPLETED more than the grace period ago with a VERIFIED archive, and held by no active
-   * claim: candidates for SCHEDULE_DELETION (whose guard still decides). Scans only live copies of
-   * the cleaned locations.
+   * claim: candidates for SCHEDULE_DELETION (whose guard still decides). Postgres drives it from
+   * the COMPLETED archive operations, so its cost grows with the archive history (2,505 buffers
+   * with 101,000 archives); see the limits in docs/archive-then-delete.md.
    *
    * @example
    * ```ts
