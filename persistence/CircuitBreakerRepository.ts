@@ -7,6 +7,7 @@ import { type LeaseFence, leaseHolds } from './LeaseFence.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Executor, Row } from './openDatabase.ts';
 
+import { selectLatestTransitionId, transitionsAfterCursor } from './sql/selectTransitions.ts';
 import { uuidSchema } from './subtypeFields.ts';
 
 export { type CircuitFailure, CircuitState } from '../machines/circuitBreaker.ts';
@@ -152,11 +153,8 @@ export class CircuitBreakerRepository {
    * let cursor = await breakers.latestTransitionId();
    * ```
    */
-  async latestTransitionId(): Promise<number> {
-    const [row] = await this.#exec.execute(
-      sql`select coalesce(max(id), 0) as id from operation_transition`,
-    );
-    return Number(row?.id ?? 0);
+  latestTransitionId(): Promise<number> {
+    return selectLatestTransitionId(this.#exec);
   }
 
   /**
@@ -176,22 +174,15 @@ export class CircuitBreakerRepository {
     gaps: readonly number[],
     limit: number,
   ): Promise<{ ids: number[]; outcomes: TransitionOutcome[] }> {
-    const gapIds = gaps.filter((g) => Number.isSafeInteger(g) && g > 0);
-    // The rows come straight off the primary key: one range scan that stops at `limit`, and the
-    // gaps by point lookups in a second branch (one OR of the two would scan). Joining the ids back
-    // to the table let Postgres, with statistics older than the table's growth, hash-join a
-    // sequential scan of the whole history into every pass (844,000 rows, 0.47 s per pass); the
-    // operation of each outcome is likewise looked up by its key (`offset 0` keeps it a lookup).
-    const columns = sql.raw('id, event, operation_id, attempt, at, reason');
-    const fromHistory =
-      gapIds.length === 0
-        ? sql`(select ${columns} from operation_transition where id > ${after} order by id limit ${limit})`
-        : sql`(select ${columns} from operation_transition where id > ${after} order by id limit ${limit})
-            union all
-            (select ${columns} from operation_transition where id in (${sql.raw(gapIds.join(', '))})
-              and id <= ${after})`;
+    const next = transitionsAfterCursor(
+      after,
+      gaps,
+      limit,
+      sql`id, event, operation_id, attempt, at, reason`,
+    );
+    // Each outcome's operation is looked up by its key (`offset 0` keeps it a lookup).
     const [read] = await this.#exec.execute(sql`
-      with t as materialized (${fromHistory})
+      with t as materialized (${next})
       select
         (select coalesce(array_agg(id order by id), '{}') from t) as ids,
         (select coalesce(jsonb_agg(jsonb_build_object('id', t.id, 'event', t.event,

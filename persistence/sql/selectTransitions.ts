@@ -58,8 +58,36 @@ export async function selectLatestTransitionId(exec: Executor): Promise<number> 
 }
 
 /**
+ * The rows of `operation_transition` a cursor reads next, as a row source for a `with` clause:
+ * those with an id above `after` (at most `limit`, in id order) and those whose ids are in `gaps`
+ * (at or below `after`: stepped over because not yet committed when read). Straight off the
+ * primary key — a range scan that stops at `limit`, the gaps by point lookups in a second branch
+ * (one OR of the two would scan) — and never ids joined back to the table: Postgres, with
+ * statistics older than the history's growth, planned that join as a sequential scan of every
+ * transition (844,000 rows, 0.47 s per read).
+ *
+ * @example
+ * ```ts
+ * sql`with t as materialized (${transitionsAfterCursor(cursor.after, cursor.gaps(now), 1024, sql`id, event`)}) select … from t`;
+ * ```
+ */
+export function transitionsAfterCursor(
+  after: number,
+  gaps: readonly number[],
+  limit: number,
+  columns: SQL,
+): SQL {
+  const gapIds = gaps.filter((g) => Number.isSafeInteger(g) && g > 0 && g <= after);
+  const range = sql`(select ${columns} from operation_transition where id > ${after} order by id limit ${limit})`;
+  if (gapIds.length === 0) return range;
+  return sql`${range}
+    union all
+    (select ${columns} from operation_transition where id in (${sql.raw(gapIds.join(', '))}))`;
+}
+
+/**
  * Transitions with an id above `after` (at most `limit`, in id order), plus those whose ids are
- * in `gaps` (stepped over because not yet committed when read); two primary-key lookups.
+ * in `gaps` (stepped over because not yet committed when read): `transitionsAfterCursor`.
  */
 export async function selectTransitionsAfter(
   exec: Executor,
@@ -67,20 +95,11 @@ export async function selectTransitionsAfter(
   gaps: readonly number[],
   limit: number,
 ): Promise<OperationTransitionRow[]> {
-  const gapIds = gaps.filter((g) => Number.isSafeInteger(g) && g > 0 && g <= after);
-  // Straight off the primary key (a range that stops at `limit`, the gaps by point lookups), not
-  // ids joined back to the table: that join could be planned as a scan of the whole history.
-  const rows =
-    gapIds.length === 0
-      ? sql`(select * from operation_transition where id > ${after} order by id limit ${limit})`
-      : sql`(select * from operation_transition where id > ${after} order by id limit ${limit})
-          union all
-          (select * from operation_transition where id in (${sql.raw(gapIds.join(', '))}))`;
-  const found = await exec.execute(sql`
-    with t as materialized (${rows})
+  const rows = await exec.execute(sql`
+    with t as materialized (${transitionsAfterCursor(after, gaps, limit, sql`*`)})
     ${selectFrom(sql`t`)}
     order by t.id`);
-  return found.map(toRow);
+  return rows.map(toRow);
 }
 
 /**
