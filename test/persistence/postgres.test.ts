@@ -1,13 +1,22 @@
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { TransitionCursor } from '../../actors/TransitionCursor.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
+import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import {
+  selectLatestTransitionId,
+  selectTransitionsAfter,
+} from '../../persistence/sql/selectTransitions.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { contractSuite } from './contractSuite.ts';
 import { copySuite } from './copySuite.ts';
-import { MIGRATIONS } from './fixtures.ts';
+import { MIGRATIONS, makeWorld } from './fixtures.ts';
 import { storeSuite } from './storeSuite.ts';
 
 // The suite needs the real Postgres: createTestDatabase throws when it is unreachable, so the
@@ -92,6 +101,81 @@ describe('persistence on Postgres', () => {
     } finally {
       await one.release();
       await two.release();
+    }
+  });
+
+  it('a transition committed after a later one is still read, by the breakers and by the inspection stream', async () => {
+    const world = await makeWorld(database);
+    const id = await new OperationStore(database).create({
+      kind: OperationKind.TRANSFER,
+      fields: {
+        dataTransferPackageId: world.dtp,
+        sourceLocationId: world.source.id,
+        destinationLocationId: world.buffer.id,
+      },
+    });
+    const start = await selectLatestTransitionId(database);
+    const insert = sql`insert into operation_transition
+        (operation_id, from_status, to_status, event, attempt, by, at)
+      values (${id}::uuid, 'PENDING', 'SCHEDULED', 'SCHEDULE', 1, 'gap-test', now())
+      returning id`;
+    // One writer takes an id and holds its transaction open; a second one takes the next id and
+    // commits: the readers meet the later id first, as they do when two writers race.
+    const late = await database.reserve();
+    let lateId: number;
+    try {
+      await late.execute('begin');
+      const [held] = await late.execute<{ id: number }>(insert);
+      lateId = Number(held?.id);
+      const [early] = await database.execute<{ id: number }>(insert);
+      const earlyId = Number(early?.id);
+      expect(earlyId).toBeGreaterThan(lateId);
+
+      const breakers = new CircuitBreakerRepository(database);
+      const breakerCursor = new TransitionCursor();
+      breakerCursor.start(start);
+      const streamCursor = new TransitionCursor();
+      streamCursor.start(start);
+      const first = await breakers.readOutcomes(breakerCursor.after, breakerCursor.gaps(0), 100);
+      expect(first.ids).toEqual([earlyId]);
+      breakerCursor.advance(first.ids, 0);
+      const streamed = await selectTransitionsAfter(
+        database,
+        streamCursor.after,
+        streamCursor.gaps(0),
+        100,
+      );
+      expect(streamed.map((t) => t.id)).toEqual([earlyId]);
+      streamCursor.advance(
+        streamed.map((t) => t.id),
+        0,
+      );
+      expect(breakerCursor.gaps(0)).toEqual([lateId]);
+      expect(streamCursor.gaps(0)).toEqual([lateId]);
+
+      await late.execute('commit');
+      // Asked again for the id they stepped over, both get it: the gap branch, by primary key.
+      const second = await breakers.readOutcomes(breakerCursor.after, breakerCursor.gaps(1), 100);
+      expect(second.ids).toEqual([lateId]);
+      breakerCursor.advance(second.ids, 1);
+      expect(breakerCursor.gaps(1)).toEqual([]);
+      const again = await selectTransitionsAfter(
+        database,
+        streamCursor.after,
+        streamCursor.gaps(1),
+        100,
+      );
+      expect(again).toEqual([
+        expect.objectContaining({
+          id: lateId,
+          operationId: id,
+          kind: OperationKind.TRANSFER,
+          by: 'gap-test',
+        }),
+      ]);
+    } finally {
+      await late.execute('rollback').catch(() => {});
+      await late.release();
     }
   });
 });
