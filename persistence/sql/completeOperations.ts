@@ -22,6 +22,13 @@ const COMPLETE_COLUMNS = [
   't_at',
 ] as const satisfies readonly (keyof TransitionWrite)[];
 
+/**
+ * A copy's identity as one text (`type|artifact|location`, uuids as Postgres prints them), from the
+ * columns of the row `prefix` names: the key the statement maps outputs to their copies by.
+ */
+const copyKey = (prefix: string) =>
+  sql.raw(`${prefix}artifact_type || '|' || ${prefix}artifact_id || '|' || ${prefix}location_id`);
+
 /** One output copy of one completing operation (recordset row). */
 export interface OutputCopyInsert {
   operation_id: string;
@@ -92,7 +99,8 @@ export async function completeOperations(
       from i join u on u.id = i.id
     ),
     x as (
-      select x.* from jsonb_to_recordset(${recordsetJson(outputs)}::jsonb) as x(
+      select x.*, ${copyKey('x.')} as copy_key
+      from jsonb_to_recordset(${recordsetJson(outputs)}::jsonb) as x(
         operation_id uuid, artifact_type text, artifact_id uuid, location_id uuid, path text,
         checksum text, size bigint)
       join u on u.id = x.operation_id
@@ -101,7 +109,7 @@ export async function completeOperations(
       insert into physical_copy (artifact_type, artifact_id, location_id, path, checksum, size)
       select artifact_type, artifact_id, location_id, path, checksum, size from x
       on conflict (artifact_type, artifact_id, location_id) where status <> 'DELETED' do nothing
-      returning id, artifact_type, artifact_id, location_id
+      returning id, artifact_type, artifact_id, ${copyKey('')} as copy_key
     ),
     c1 as (
       insert into raw_data_file_physical_copy (physical_copy_id, raw_data_file_id)
@@ -116,37 +124,36 @@ export async function completeOperations(
       select id, artifact_id from c where artifact_type = 'data_transfer_package'
     ),
     d as materialized (
-      select distinct artifact_type, artifact_id, location_id from x
+      select distinct copy_key, artifact_type, artifact_id, location_id from x
     ),
     e as materialized (
-      select pc.id, pc.artifact_type, pc.artifact_id, pc.location_id from d
+      select pc.id, d.copy_key from d
       join lateral (
-        select pc.id, pc.artifact_type, pc.artifact_id, pc.location_id from physical_copy pc
+        select pc.id, pc.location_id from physical_copy pc
         where pc.artifact_type = d.artifact_type and pc.artifact_id = d.artifact_id
           and pc.status <> 'DELETED'
         offset 0
       ) pc on pc.location_id = d.location_id
     ),
     k as materialized (
-      select jsonb_object_agg(artifact_type || '|' || artifact_id || '|' || location_id, id) as ids
-      from (select * from c union all select * from e) k
+      select jsonb_object_agg(copy_key, id) as ids
+      from (select copy_key, id from c union all select copy_key, id from e) k
     ),
     l as (
       insert into operation_output (operation_id, physical_copy_id)
-      select distinct x.operation_id,
-        (k.ids ->> (x.artifact_type || '|' || x.artifact_id || '|' || x.location_id))::uuid
+      select distinct x.operation_id, (k.ids ->> x.copy_key)::uuid
       from x cross join k
-      where k.ids ? (x.artifact_type || '|' || x.artifact_id || '|' || x.location_id)
+      where k.ids ? x.copy_key
       on conflict do nothing
       returning operation_id
     )
     select 'u' as r, u.id, u.version, null as key from u
     union all
-    select 'c', null, null, c.artifact_type || '|' || c.artifact_id || '|' || c.location_id from c
+    select 'c', null, null, c.copy_key from c
     union all
     select 'l', l.operation_id, null, null from l`,
   );
-  // Postgres prints a uuid in lower case; the caller's may not be.
+  // The same key as copyKey: Postgres prints a uuid in lower case; the caller's may not be.
   const key = (o: OutputCopyInsert) =>
     `${o.artifact_type}|${o.artifact_id.toLowerCase()}|${o.location_id.toLowerCase()}`;
   const createdKeys = new Set<string>();
