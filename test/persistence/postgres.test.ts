@@ -14,9 +14,10 @@ import {
 } from '../../persistence/sql/selectTransitions.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { waitFor } from '../helpers/waitFor.ts';
 import { contractSuite } from './contractSuite.ts';
 import { copySuite } from './copySuite.ts';
-import { MIGRATIONS, makeWorld } from './fixtures.ts';
+import { inputFor, MIGRATIONS, makeWorld } from './fixtures.ts';
 import { storeSuite } from './storeSuite.ts';
 
 // The suite needs the real Postgres: createTestDatabase throws when it is unreachable, so the
@@ -106,14 +107,7 @@ describe('persistence on Postgres', () => {
 
   it('a transition committed after a later one is still read, by the breakers and by the inspection stream', async () => {
     const world = await makeWorld(database);
-    const id = await new OperationStore(database).create({
-      kind: OperationKind.TRANSFER,
-      fields: {
-        dataTransferPackageId: world.dtp,
-        sourceLocationId: world.source.id,
-        destinationLocationId: world.buffer.id,
-      },
-    });
+    const id = await new OperationStore(database).create(inputFor(OperationKind.TRANSFER, world));
     const start = await selectLatestTransitionId(database);
     const insert = sql`insert into operation_transition
         (operation_id, from_status, to_status, event, attempt, by, at)
@@ -177,5 +171,54 @@ describe('persistence on Postgres', () => {
       await late.execute('rollback').catch(() => {});
       await late.release();
     }
+  });
+
+  it('a completion whose copy another writer commits while it runs still links that copy', async () => {
+    const world = await makeWorld(database);
+    const store = new OperationStore(database);
+    const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, world));
+    await store.apply(id, { type: 'SCHEDULE' });
+    await store.apply(id, { type: 'START', attempt: 1, workerId: 'w' });
+    // Another writer has inserted the same live copy and not committed yet: the completion's
+    // insert waits on the live-copy key, then finds it there, while its own lookup of existing
+    // copies ran on a snapshot taken before that commit. (pg_stat_activity keeps only the start of
+    // a long statement, so the wait is recognised by its recordset, which only it has here.)
+    const other = await database.reserve();
+    const watcher = await openDatabase({ databaseUrl: testDb.url, max: 1 });
+    try {
+      await other.execute('begin');
+      await other.execute(sql`
+        with c as (
+          insert into physical_copy (artifact_type, artifact_id, location_id)
+          values ('raw_data_package', ${world.pkg}::uuid, ${world.archive.id}::uuid)
+          returning id
+        )
+        insert into raw_data_package_physical_copy (physical_copy_id, raw_data_package_id)
+        select id, ${world.pkg}::uuid from c`);
+      const completing = store.complete(id, 1, [
+        { artifactType: 'raw_data_package', artifactId: world.pkg, locationId: world.archive.id },
+      ]);
+      await waitFor(async () => {
+        const [row] = await watcher.execute<{ n: number }>(sql`
+          select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock'
+            and query like '%jsonb_to_recordset%'`);
+        return Number(row?.n) > 0;
+      }, 'the completion to wait on the other writer');
+      await other.execute('commit');
+      const done = await completing;
+      expect(done).toMatchObject({ ok: true, copiesCreated: 0, copiesAlreadyPresent: 1 });
+    } finally {
+      await other.execute('rollback').catch(() => {});
+      await other.release();
+      await watcher.close();
+    }
+    const links = await database.execute<{ n: number }>(sql`
+      select count(*)::int as n from operation_output o
+      join physical_copy c on c.id = o.physical_copy_id
+      where o.operation_id = ${id}::uuid and c.artifact_id = ${world.pkg}::uuid
+        and c.location_id = ${world.archive.id}::uuid`);
+    expect(links[0]?.n).toBe(1);
+    expect((await store.load(id)).status).toBe('COMPLETED');
   });
 });

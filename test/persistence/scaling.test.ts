@@ -8,7 +8,7 @@ import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectTransitionsAfter } from '../../persistence/sql/selectTransitions.ts';
 import { measuringBuffers } from '../helpers/explainBuffers.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
-import { makeWorld, type World } from './fixtures.ts';
+import { inputFor, makeWorld, type World } from './fixtures.ts';
 
 // Statements whose cost must not grow with the tables, held to a count of buffers touched (which
 // does not depend on the machine's speed) with the tables grown and their statistics left old.
@@ -112,14 +112,7 @@ describe('hot statements on Postgres, over grown tables', () => {
   // Runs after the completion test, which claims every PENDING operation: the one created here
   // stays PENDING.
   it('the circuit breakers’ and the inspection stream’s reads: a page of new transitions by key, however much history grew since the last ANALYZE', async () => {
-    const id = await new OperationStore(database).create({
-      kind: OperationKind.TRANSFER,
-      fields: {
-        dataTransferPackageId: world.dtp,
-        sourceLocationId: world.source.id,
-        destinationLocationId: world.buffer.id,
-      },
-    });
+    const id = await new OperationStore(database).create(inputFor(OperationKind.TRANSFER, world));
     const history = (n: number) =>
       database.execute(sql`
         insert into operation_transition (operation_id, from_status, to_status, event, attempt, by, at)
