@@ -357,6 +357,32 @@ function rssKb(pid: number): { rss: number; hwm: number } {
 
 // ---------------------------------------------------------------------------------------------
 
+/**
+ * The columns a copy of an operation row takes from the real row it copies: all but its id and
+ * the references to rows of one database (group, target location).
+ */
+const COPIED_OPERATION_COLUMNS = [
+  'kind',
+  'operation_type',
+  'location_type',
+  'status',
+  'attempt',
+  'retry_count',
+  'max_retries',
+  'snapshot',
+  'machine_id',
+  'machine_version',
+  'xstate_version',
+  'version',
+  'created_at',
+  'scheduled_at',
+  'started_at',
+  'finished_at',
+  'status_changed_at',
+  'worker_id',
+];
+const copied = (prefix: string) => COPIED_OPERATION_COLUMNS.map((c) => prefix + c).join(', ');
+
 /** How the bench sends its own SQL to the bench database. */
 type Own = <T extends postgres.Row>(text: string, params?: unknown[]) => Promise<T[]>;
 
@@ -385,15 +411,8 @@ async function fillStoredHistory(
        t as (select * from operation where id = $1::uuid),
        p as (insert into data_transfer_package (id, name) select dtp, 'stored-' || dtp from g),
        o as (
-         insert into operation (id, kind, operation_type, location_type, status, attempt,
-           retry_count, max_retries, snapshot, machine_id, machine_version, xstate_version, version,
-           created_at, scheduled_at, started_at, finished_at, status_changed_at, worker_id,
-           target_location_id)
-         select g.op, t.kind, t.operation_type, t.location_type, t.status, t.attempt,
-           t.retry_count, t.max_retries, t.snapshot, t.machine_id, t.machine_version,
-           t.xstate_version, t.version, t.created_at, t.scheduled_at, t.started_at, t.finished_at,
-           t.status_changed_at, t.worker_id, t.target_location_id
-         from g, t
+         insert into operation (id, ${copied('')}, target_location_id)
+         select g.op, ${copied('t.')}, t.target_location_id from g, t
        ),
        s as (
          insert into transfer_operation
@@ -592,22 +611,17 @@ async function main(): Promise<void> {
         throw new Error(`not all completed: ${JSON.stringify(by)}`);
     };
 
-    /**
-     * Submits `n` operations (`inputs`, else `n` copies of `input`) in createMany batches and
-     * waits for all of them to complete.
-     */
-    const submitAndWait = async (n: number, inputs?: readonly CreateOperationInput[]) => {
+    /** `n` transfers of the one package to the buffer. */
+    const sameTransfers = (n: number) => Array.from({ length: n }, () => input);
+
+    /** Submits `inputs` in createMany batches and waits for all of them to complete. */
+    const submitAndWait = async (inputs: readonly CreateOperationInput[]) => {
       const ids: string[] = [];
       const t = performance.now();
-      for (let i = 0; i < n; i += CREATE_BATCH) {
-        const size = Math.min(CREATE_BATCH, n - i);
-        ids.push(
-          ...(await planeRuntime.store.createMany(
-            inputs?.slice(i, i + size) ?? Array.from({ length: size }, () => input),
-          )),
-        );
+      for (let i = 0; i < inputs.length; i += CREATE_BATCH) {
+        ids.push(...(await planeRuntime.store.createMany(inputs.slice(i, i + CREATE_BATCH))));
       }
-      expectedCompleted += n;
+      expectedCompleted += inputs.length;
       await waitCompleted(expectedCompleted, 50);
       return { ids, wallSeconds: (performance.now() - t) / 1000 };
     };
@@ -702,7 +716,7 @@ async function main(): Promise<void> {
     // Warm-up (JIT, consumers): a throwaway worker, closed before anything is counted.
     {
       const warm = await openWorker(CONCURRENCY);
-      await submitAndWait(Math.min(500, OPS));
+      await submitAndWait(sameTransfers(Math.min(500, OPS)));
       await closeWorker(warm.runtime);
     }
 
@@ -714,7 +728,7 @@ async function main(): Promise<void> {
       label: string,
       note: string,
       handler: OperationHandler = sameCopy,
-      inputs?: readonly CreateOperationInput[],
+      inputs: readonly CreateOperationInput[] = sameTransfers(OPS),
     ) => {
       const rawBefore = await rawCommitRate(SECONDS);
       await sleep(1500);
@@ -726,7 +740,7 @@ async function main(): Promise<void> {
       const serverBefore = await serverStatements();
       const stopCpuProfile = await startCpuProfile();
       const cpuBefore = cpuSample();
-      const result = await submitAndWait(OPS, inputs);
+      const result = await submitAndWait(inputs);
       const cpuAfter = cpuSample();
       const postgresPids = await postgresPidsOf(admin, [name]);
       await stopCpuProfile();
@@ -931,7 +945,7 @@ async function main(): Promise<void> {
       planeTimings.clear();
       const pBefore = snapshotCounter(planeCounter);
       const cpuBefore = cpuSample(pids);
-      const result = await submitAndWait(OPS);
+      const result = await submitAndWait(sameTransfers(OPS));
       const cpuAfter = cpuSample(pids);
       const postgresPids = await postgresPidsOf(admin, [name]);
       const pAfter = snapshotCounter(planeCounter);
@@ -971,13 +985,8 @@ async function main(): Promise<void> {
         await migrate(memDb);
         const insertCopies = async (count: number) => {
           await memDb.execute(
-            `insert into operation (id, kind, operation_type, location_type, status, attempt,
-               retry_count, max_retries, snapshot, machine_id, machine_version, xstate_version,
-               version, created_at, scheduled_at, started_at, finished_at, worker_id)
-             select gen_random_uuid(), t.kind, t.operation_type, t.location_type, t.status, t.attempt,
-               t.retry_count, t.max_retries, t.snapshot, t.machine_id, t.machine_version,
-               t.xstate_version, t.version, t.created_at, t.scheduled_at, t.started_at,
-               t.finished_at, t.worker_id
+            `insert into operation (id, ${copied('')})
+             select gen_random_uuid(), ${copied('t.')}
              from jsonb_populate_record(null::operation, '${JSON.stringify(template?.row).replaceAll("'", "''")}'::jsonb) t,
                generate_series(1, ${count}) g`,
           );
