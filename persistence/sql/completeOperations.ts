@@ -29,6 +29,20 @@ const COMPLETE_COLUMNS = [
 const copyKey = (prefix: string) =>
   sql.raw(`${prefix}artifact_type || '|' || ${prefix}artifact_id || '|' || ${prefix}location_id`);
 
+/**
+ * Joins the row `row` names (its `artifact_type`, `artifact_id`, `location_id`) to its live copy as
+ * `pc` (`id`, `location_id`), looked up by artifact: `offset 0` keeps the location condition out
+ * of the probe, or Postgres, with statistics younger than the table, may probe by location and
+ * read every live copy there (an archive location holds them all).
+ */
+const liveCopyOf = (row: string) =>
+  sql.raw(`join lateral (
+        select pc.id, pc.location_id from physical_copy pc
+        where pc.artifact_type = ${row}.artifact_type and pc.artifact_id = ${row}.artifact_id
+          and pc.status <> 'DELETED'
+        offset 0
+      ) pc on pc.location_id = ${row}.location_id`);
+
 /** One output copy of one completing operation (recordset row). */
 export interface OutputCopyInsert {
   operation_id: string;
@@ -57,9 +71,8 @@ export interface CompletedRow {
  * the new or already-present copies.
  *
  * Every step is linear in the batch and independent of how many copies are stored: the live
- * copies already there are looked up once per distinct output key, by artifact (the `offset 0`
- * keeps Postgres from probing by location instead, which scans every live copy at the location
- * when the table's statistics are young), and the outputs find their copies through one jsonb map
+ * copies already there are looked up once per distinct output key, by artifact (`liveCopyOf`),
+ * and the outputs find their copies through one jsonb map
  * built once, not by a join the planner may run as a nested loop over the batch. The statement
  * returns the written rows, the keys of the copies it created and its links as rows of their own,
  * counted per operation here. With a semi-join re-run per output and a probe by location, a batch
@@ -128,12 +141,7 @@ export async function completeOperations(
     ),
     e as materialized (
       select pc.id, d.copy_key from d
-      join lateral (
-        select pc.id, pc.location_id from physical_copy pc
-        where pc.artifact_type = d.artifact_type and pc.artifact_id = d.artifact_id
-          and pc.status <> 'DELETED'
-        offset 0
-      ) pc on pc.location_id = d.location_id
+      ${liveCopyOf('d')}
     ),
     k as materialized (
       select jsonb_object_agg(copy_key, id) as ids
@@ -179,8 +187,8 @@ export async function completeOperations(
 
 /**
  * Links operations to live output copies that exist now (committed by a concurrent completion
- * this operation's own statement could not see). Idempotent. Looks each copy up by artifact, as
- * `completeOperations` does.
+ * this operation's own statement could not see). Idempotent. Looks each copy up by artifact
+ * (`liveCopyOf`).
  */
 export async function linkExistingOutputs(
   exec: Executor,
@@ -195,12 +203,7 @@ export async function linkExistingOutputs(
     l as (
       insert into operation_output (operation_id, physical_copy_id)
       select x.operation_id, pc.id from x
-      join lateral (
-        select pc.id, pc.location_id from physical_copy pc
-        where pc.artifact_type = x.artifact_type and pc.artifact_id = x.artifact_id
-          and pc.status <> 'DELETED'
-        offset 0
-      ) pc on pc.location_id = x.location_id
+      ${liveCopyOf('x')}
       on conflict do nothing
       returning 1
     )
