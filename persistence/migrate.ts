@@ -23,7 +23,8 @@ export interface MigrateResult {
  * Brings the schema up to date, in one transaction that first takes an advisory lock: running it
  * twice, or from several processes at once, applies each migration exactly once. Records what it
  * applied in `drizzle.__drizzle_migrations`, the table drizzle-kit uses, so `drizzle-kit migrate`
- * and this function agree.
+ * and this function agree. `folder` is the committed migrations unless told otherwise (an upgrade
+ * test applies an older journal first).
  *
  * @example
  * ```ts
@@ -31,8 +32,11 @@ export interface MigrateResult {
  * const { applied } = await migrate(database); // 0 on the second run
  * ```
  */
-export async function migrate(database: Database): Promise<MigrateResult> {
-  const migrations = readMigrationFiles({ migrationsFolder: MIGRATIONS_FOLDER });
+export async function migrate(
+  database: Database,
+  folder: string = MIGRATIONS_FOLDER,
+): Promise<MigrateResult> {
+  const migrations = readMigrationFiles({ migrationsFolder: folder });
   return database.transaction(async (tx) => {
     await tx.execute(sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`);
     await tx.execute(sql`create schema if not exists drizzle`);
