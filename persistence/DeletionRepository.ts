@@ -139,9 +139,9 @@ export class DeletionRepository {
   /**
    * PRESENT copies at a location type the policy cleans, consumed by a long-term-archive operation
    * that COMPLETED more than the grace period ago with a VERIFIED archive, and held by no active
-   * claim: candidates for SCHEDULE_DELETION (whose guard still decides). Postgres drives it from
-   * the COMPLETED archive operations, so its cost grows with the archive history (2,505 buffers
-   * with 101,000 archives); see the limits in docs/archive-then-delete.md.
+   * claim: candidates for SCHEDULE_DELETION (whose guard still decides). Read from the deleters'
+   * work list (`deletion_candidate`: copies of verified archives not yet DELETED, by location
+   * type), so a pass costs what is left to clean, not the archive history.
    *
    * @example
    * ```ts
@@ -151,14 +151,21 @@ export class DeletionRepository {
   async eligible(policy: DeletionPolicy, limit: number): Promise<EligibleCopy[]> {
     if (policy.cleanLocationTypes.length === 0) return [];
     const rows = await this.database.execute(sql`
-      select c.id as copy_id, o.id as archive_operation_id, l.location_type
-      from data_location l
-      join physical_copy c on c.location_id = l.id and c.status = 'PRESENT' and c.path is not null
-      join operation_input i on i.physical_copy_id = c.id
-      join operation o on o.id = i.operation_id and o.kind = 'long_term_archive'
-        and o.status = 'COMPLETED'
-        and o.finished_at <= now() - ${policy.graceSeconds}::int * interval '1 second'
-      where l.location_type in (select jsonb_array_elements_text(${JSON.stringify(policy.cleanLocationTypes)}::jsonb))
+      select c.id as copy_id, o.id as archive_operation_id, d.location_type
+      from deletion_candidate d
+      -- Each listed copy and its archive are looked up by key (offset 0 keeps them lookups): left
+      -- free, the planner could turn the join around and read every COMPLETED archive instead.
+      cross join lateral (
+        select o.id, o.finished_at from operation o
+        where o.id = d.archive_operation_id and o.kind = 'long_term_archive'
+          and o.status = 'COMPLETED'
+          and o.finished_at <= now() - ${policy.graceSeconds}::int * interval '1 second'
+        offset 0) o
+      cross join lateral (
+        select c.id from physical_copy c
+        where c.id = d.physical_copy_id and c.status = 'PRESENT' and c.path is not null
+        offset 0) c
+      where d.location_type in (select jsonb_array_elements_text(${JSON.stringify(policy.cleanLocationTypes)}::jsonb))
         and (select r.state from archive_record r where r.operation_id = o.id
              and r.state in ('VERIFIED', 'VERIFY_FAILED') order by r.id desc limit 1) = 'VERIFIED'
         and not exists (

@@ -81,6 +81,37 @@ export const deletionPolicy = pgTable(
 );
 
 /**
+ * The deleters' work list: copies consumed by a long-term archive that has been VERIFIED at least
+ * once and that are not DELETED yet, with the type of the location they are at. A trigger on
+ * `archive_record` enlists an archive's input copies when a VERIFIED row is appended, and a trigger
+ * on `physical_copy` strikes a copy off when it becomes DELETED (which it never leaves), so the
+ * list holds what may still be cleaned, not the archive history. It only narrows where the
+ * deleters look: whether a listed copy may be scheduled is decided as before (PRESENT, archive
+ * COMPLETED past the grace period, last verification VERIFIED, no claim; the copy machine's guard
+ * has the last word).
+ */
+export const deletionCandidate = pgTable(
+  'deletion_candidate',
+  {
+    physicalCopyId: uuid('physical_copy_id')
+      .notNull()
+      .references(() => physicalCopy.id, { onDelete: 'cascade' }),
+    archiveOperationId: uuid('archive_operation_id')
+      .notNull()
+      .references(() => operation.id, { onDelete: 'cascade' }),
+    /** The type of the copy's location, so a pass reads only the types its policy cleans. */
+    locationType: text('location_type').notNull(),
+  },
+  (t) => [
+    primaryKey({
+      name: 'deletion_candidate_pkey',
+      columns: [t.physicalCopyId, t.archiveOperationId],
+    }),
+    index('deletion_candidate_location_type_idx').on(t.locationType),
+  ],
+);
+
+/**
  * One deletion plan of a copy, written before any unlink with the `START_DELETION` that starts it.
  * It names the verified archive it relies on (operation, archive copy, digest, object digest), the
  * identity of the storage root it was planned on, and the lease of the deleter running it: `epoch`

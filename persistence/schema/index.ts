@@ -5,6 +5,7 @@ export {
   copyDeletionMember,
   copyDeletionOutcome,
   copyDeletionReceipt,
+  deletionCandidate,
   deletionPolicy,
 } from './archive.ts';
 export { dataLocation, dataTransferPackage, rawDataFile, rawDataPackage } from './artifacts.ts';

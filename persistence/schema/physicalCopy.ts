@@ -58,8 +58,6 @@ export const physicalCopy = pgTable(
       .where(sql`status <> 'DELETED'`),
     index('physical_copy_artifact_idx').on(t.artifactId),
     index('physical_copy_location_idx').on(t.locationId),
-    // Live copies per location: what the deleters scan for eligible copies (O(live), not O(stored)).
-    index('physical_copy_live_location_idx').on(t.locationId).where(sql`status <> 'DELETED'`),
     // Deletions scheduled or running, for the deleters' claim pass.
     index('physical_copy_deleting_idx')
       .on(t.status)

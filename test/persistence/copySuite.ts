@@ -3,6 +3,7 @@ import { expect, it } from 'vitest';
 import { ArchiveState } from '../../machines/ArchiveState.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { LocationType } from '../../machines/routing.ts';
 import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
@@ -11,7 +12,7 @@ import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import type { DeletionPlanInsert } from '../../persistence/sql/writeCopyTransition.ts';
 import { archivedPackage } from './copyFixtures.ts';
-import { makeWorld } from './fixtures.ts';
+import { inputFor, makeWorld } from './fixtures.ts';
 import type { SuiteBackend } from './storeSuite.ts';
 
 async function refusal(promise: Promise<unknown>): Promise<OpstateError> {
@@ -30,6 +31,14 @@ async function copyState(database: Database, copyId: string) {
     (select count(*) from copy_deletion where physical_copy_id = '${copyId}')::int as plans
     from physical_copy where id = '${copyId}'`);
   return row;
+}
+
+/** The deleters' work list for one archive operation, as `<copy id> <location type>`. */
+async function candidatesOf(database: Database, archiveOperationId: string): Promise<string[]> {
+  const rows = await database.execute(`select physical_copy_id, location_type
+    from deletion_candidate where archive_operation_id = '${archiveOperationId}'
+    order by physical_copy_id`);
+  return rows.map((r) => `${String(r.physical_copy_id)} ${String(r.location_type)}`);
 }
 
 /** A one-member plan, as a deleter would write it (the store does not look at files). */
@@ -242,7 +251,10 @@ export function copySuite(backend: SuiteBackend): void {
       archiveDigest: p.digest,
     });
     expect(await deletions.receipt({ ...step, detail: {} })).toEqual(receipt); // written once
+    expect(await candidatesOf(db(), archive.operationId)).toEqual([`${p.buffer.id} buffer`]);
     await copies.apply(p.buffer.id, { type: 'DELETION_SUCCEEDED' }, { by: 'deleter-t' });
+    // DELETED is final: the copy leaves the deleters' work list with it.
+    expect(await candidatesOf(db(), archive.operationId)).toEqual([]);
     expect(
       (await copies.history(p.buffer.id)).map((t) => `${t.from}→${t.to} v${t.version} ${t.by}`),
     ).toEqual([
@@ -271,6 +283,69 @@ export function copySuite(backend: SuiteBackend): void {
       locationId: w.buffer.id,
     });
     expect(again.created).toBe(true);
+  });
+
+  it('the deleters look for work only in their list: a VERIFIED archive enlists the copies it consumed, nothing else does', async () => {
+    const w = await makeWorld(db());
+    const records = new ArchiveRecordRepository(db());
+    const deletions = new DeletionRepository(db());
+    const policy = {
+      cleanLocationTypes: [LocationType.BUFFER],
+      graceSeconds: 0,
+      protectedPrefixes: [],
+      maxFailures: 3,
+      updatedBy: 'test',
+      updatedAt: new Date(),
+    };
+    const eligibleIds = async () =>
+      new Set((await deletions.eligible(policy, 10_000)).map((c) => c.copyId));
+
+    // Completed, uploaded, never verified: not on the list, so never a candidate.
+    const p = await archivedPackage(db(), w, 'unverified');
+    const operationId = p.operationId as string;
+    expect(await candidatesOf(db(), operationId)).toEqual([]);
+    expect((await eligibleIds()).has(p.buffer.id)).toBe(false);
+
+    // An operator's independent verification enlists the copy, once however often it is repeated.
+    for (let n = 0; n < 2; n++) {
+      await records.recordVerification({
+        operationId,
+        state: ArchiveState.VERIFIED,
+        by: 'operator',
+      });
+    }
+    expect(await candidatesOf(db(), operationId)).toEqual([`${p.buffer.id} buffer`]);
+    expect((await eligibleIds()).has(p.buffer.id)).toBe(true);
+
+    // The list only says where to look; the facts still decide. A failed re-verification keeps
+    // the copy listed (a later VERIFIED may clear the archive again) but not eligible.
+    await records.recordVerification({
+      operationId,
+      state: ArchiveState.VERIFY_FAILED,
+      by: 'operator',
+      detail: { differences: ['whole-object sha256 differs'] },
+    });
+    expect(await candidatesOf(db(), operationId)).toEqual([`${p.buffer.id} buffer`]);
+    expect((await eligibleIds()).has(p.buffer.id)).toBe(false);
+    await records.recordVerification({ operationId, state: ArchiveState.VERIFIED, by: 'operator' });
+    expect((await eligibleIds()).has(p.buffer.id)).toBe(true);
+
+    // A copy off the list is not looked at, whatever its facts.
+    await db().execute(`delete from deletion_candidate where physical_copy_id = '${p.buffer.id}'`);
+    expect((await eligibleIds()).has(p.buffer.id)).toBe(false);
+
+    // A VERIFIED row on an operation that is not a long-term archive enlists nothing.
+    const store = new OperationStore(db());
+    const transfer = await store.create({
+      ...inputFor(OperationKind.TRANSFER, w),
+      inputs: [w.sourceCopy],
+    });
+    await records.recordVerification({
+      operationId: transfer,
+      state: ArchiveState.VERIFIED,
+      by: 'operator',
+    });
+    expect(await candidatesOf(db(), transfer)).toEqual([]);
   });
 
   it('a retention claim taken while a deletion is being scheduled never lets both win (many rounds)', async () => {

@@ -1,11 +1,16 @@
 import { execFile } from 'node:child_process';
+import { cp, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { TransitionCursor } from '../../actors/TransitionCursor.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
-import { migrate } from '../../persistence/migrate.ts';
+import { DeletionPolicyRepository } from '../../persistence/DeletionPolicyRepository.ts';
+import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
+import { MIGRATIONS_FOLDER, migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import {
@@ -16,6 +21,7 @@ import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { contractSuite } from './contractSuite.ts';
+import { archivedPackage } from './copyFixtures.ts';
 import { copySuite } from './copySuite.ts';
 import { inputFor, MIGRATIONS, makeWorld } from './fixtures.ts';
 import { storeSuite } from './storeSuite.ts';
@@ -83,6 +89,56 @@ describe('persistence on Postgres', () => {
       ]);
     } finally {
       await dropTestDatabase(fresh);
+    }
+  });
+
+  it('upgrading to the deleters’ work list enlists the copies of archives verified before it, and only those', async () => {
+    const fresh = await createTestDatabase();
+    const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
+    const older = await mkdtemp(join(tmpdir(), 'opstate-migrations-'));
+    try {
+      // The schema as it was before the list: the journal cut before its migration.
+      await cp(MIGRATIONS_FOLDER, older, { recursive: true });
+      const journalPath = join(older, 'meta', '_journal.json');
+      const journal = JSON.parse(await readFile(journalPath, 'utf8')) as {
+        entries: { tag: string }[];
+      };
+      const cut = journal.entries.findIndex((e) => e.tag === '0006_deletion_candidate');
+      expect(cut).toBeGreaterThan(0);
+      journal.entries = journal.entries.slice(0, cut);
+      await writeFile(journalPath, JSON.stringify(journal));
+      expect((await migrate(db, older)).applied).toBe(cut);
+
+      const w = await makeWorld(db);
+      const waiting = await archivedPackage(db, w, 'verified');
+      await archivedPackage(db, w, 'unverified'); // completed, never VERIFIED: not listed
+      const cleaned = await archivedPackage(db, w, 'verified');
+      // Its deletion finished before the upgrade (the copy machine's path is beside the point).
+      await db.execute(
+        `update physical_copy set status = 'DELETED' where id = '${cleaned.buffer.id}'`,
+      );
+
+      expect((await migrate(db)).applied).toBe(MIGRATIONS - cut);
+      const listed = await db.execute(
+        'select physical_copy_id, archive_operation_id, location_type from deletion_candidate',
+      );
+      expect(listed).toEqual([
+        {
+          physical_copy_id: waiting.buffer.id,
+          archive_operation_id: waiting.operationId,
+          location_type: 'buffer',
+        },
+      ]);
+      const policy = await new DeletionPolicyRepository(db).get();
+      const eligible = await new DeletionRepository(db).eligible(
+        { ...policy, graceSeconds: 0 },
+        16,
+      );
+      expect(eligible.map((c) => c.copyId)).toEqual([waiting.buffer.id]);
+    } finally {
+      await db.close();
+      await dropTestDatabase(fresh);
+      await rm(older, { recursive: true, force: true });
     }
   });
 
