@@ -5,6 +5,7 @@ import { checkId } from './applyEvents.ts';
 import type { DeletionPolicy } from './DeletionPolicyRepository.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Database, Row } from './openDatabase.ts';
+import { activeClaimsOn } from './sql/activeClaimsOn.ts';
 import { type DeletionStepFacts, deletionStep, type OutcomeInput } from './sql/deletionStep.ts';
 import { writeReceipt } from './sql/writeReceipt.ts';
 
@@ -168,11 +169,7 @@ export class DeletionRepository {
       where d.location_type in (select jsonb_array_elements_text(${JSON.stringify(policy.cleanLocationTypes)}::jsonb))
         and (select r.state from archive_record r where r.operation_id = o.id
              and r.state in ('VERIFIED', 'VERIFY_FAILED') order by r.id desc limit 1) = 'VERIFIED'
-        and not exists (
-          select 1 from (select operation_id from operation_input where physical_copy_id = c.id
-            union select operation_id from operation_output where physical_copy_id = c.id) h
-          join operation ho on ho.id = h.operation_id
-          join operation_group g on g.id = ho.group_id and g.active)
+        and not exists (${activeClaimsOn(sql`c.id`)})
       order by o.finished_at
       limit ${Math.max(1, Math.floor(limit))}::int`);
     return rows.map((r) => ({

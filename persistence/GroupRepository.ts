@@ -4,6 +4,7 @@ import type { OperationStatus } from '../machines/operationMachine.ts';
 import { checkId } from './applyEvents.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Database } from './openDatabase.ts';
+import { activeClaimsOn } from './sql/activeClaimsOn.ts';
 
 export interface OperationGroupRecord {
   readonly id: string;
@@ -116,15 +117,9 @@ export class GroupRepository {
    */
   async isCopyRetained(copyId: string): Promise<boolean> {
     const id = checkId(copyId, 'physical copy id');
-    const [r] = await this.database.execute<{ held: boolean }>(sql`
-      select exists (
-        select 1 from (
-          select operation_id from operation_input where physical_copy_id = ${id}::uuid
-          union select operation_id from operation_output where physical_copy_id = ${id}::uuid
-        ) l
-        join operation o on o.id = l.operation_id
-        join operation_group g on g.id = o.group_id and g.active
-      ) as held`);
+    const [r] = await this.database.execute<{ held: boolean }>(
+      sql`select exists (${activeClaimsOn(sql`${id}::uuid`)}) as held`,
+    );
     return r?.held === true;
   }
 }

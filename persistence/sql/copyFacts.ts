@@ -2,6 +2,7 @@ import { type SQL, sql } from 'drizzle-orm';
 import type { CopyFacts, CopyState } from '../../machines/decideCopy.ts';
 import type { PhysicalCopyStatus } from '../../machines/physicalCopyMachine.ts';
 import type { Row } from '../openDatabase.ts';
+import { activeClaimsOn } from './activeClaimsOn.ts';
 
 /** The current deletion plan of a copy, as the facts see it. */
 export interface CurrentDeletion {
@@ -89,13 +90,7 @@ export function copyFactsCtes(copyId: SQL): SQL {
           else 'the archive copy''s digest differs from this copy''s ' || c.checksum
         end as archive_problem,
         array(
-          select distinct g.id::text from (
-            select operation_id from operation_input where physical_copy_id = c.id
-            union select operation_id from operation_output where physical_copy_id = c.id
-          ) l
-          join operation o on o.id = l.operation_id
-          join operation_group g on g.id = o.group_id and g.active
-          order by 1
+          select distinct h.id::text from (${activeClaimsOn(sql`c.id`)}) h order by 1
         ) as retained_by,
         (select count(*) from copy_deletion d join copy_deletion_outcome x on x.deletion_id = d.id
           where d.physical_copy_id = c.id and x.outcome = 'DELETED')::int as removed_members,

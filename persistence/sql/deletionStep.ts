@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { MemberOutcome } from '../../machines/ArchiveState.ts';
 import type { Executor } from '../openDatabase.ts';
+import { activeClaimsOn } from './activeClaimsOn.ts';
 
 /** One member's outcome, as a deleter records it. */
 export interface OutcomeInput {
@@ -130,11 +131,7 @@ export async function deletionStep(
       coalesce((select protected_prefixes from pol), '{}') as protected_prefixes,
       coalesce((select (select location_type from c) = any(clean_location_types) from pol), false) as cleaned,
       array(
-        select distinct g.id::text from c
-        join (select physical_copy_id, operation_id from operation_input
-              union select physical_copy_id, operation_id from operation_output) l on l.physical_copy_id = c.id
-        join operation op on op.id = l.operation_id
-        join operation_group g on g.id = op.group_id and g.active
+        select distinct h.id::text from c cross join lateral (${activeClaimsOn(sql`c.id`)}) h
       ) as retained_by,
       (select kept from counts) as kept,
       (select accounted from counts) as accounted,
