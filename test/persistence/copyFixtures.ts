@@ -1,8 +1,10 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { ArchiveState } from '../../machines/ArchiveState.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import { LocationType } from '../../machines/routing.ts';
 import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import type { PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
+import type { DeletionPolicy } from '../../persistence/DeletionPolicyRepository.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import type { World } from './fixtures.ts';
@@ -88,4 +90,16 @@ export async function archivedPackage(
   ]);
   const archiveCopy = await w.artifacts.findLiveCopy('raw_data_package', pkg, w.archive.id);
   return { pkg, buffer, digest, operationId, ...(archiveCopy ? { archiveCopy } : {}) };
+}
+
+/** A policy that cleans buffer copies as soon as their archive completed. */
+export function bufferPolicyWithoutGrace(): DeletionPolicy {
+  return {
+    cleanLocationTypes: [LocationType.BUFFER],
+    graceSeconds: 0,
+    protectedPrefixes: [],
+    maxFailures: 3,
+    updatedBy: 'test',
+    updatedAt: new Date(),
+  };
 }

@@ -3,7 +3,6 @@ import { expect, it } from 'vitest';
 import { ArchiveState } from '../../machines/ArchiveState.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
-import { LocationType } from '../../machines/routing.ts';
 import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
@@ -11,7 +10,7 @@ import { GroupRepository } from '../../persistence/GroupRepository.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import type { DeletionPlanInsert } from '../../persistence/sql/writeCopyTransition.ts';
-import { archivedPackage } from './copyFixtures.ts';
+import { archivedPackage, bufferPolicyWithoutGrace } from './copyFixtures.ts';
 import { inputFor, makeWorld } from './fixtures.ts';
 import type { SuiteBackend } from './storeSuite.ts';
 
@@ -289,14 +288,7 @@ export function copySuite(backend: SuiteBackend): void {
     const w = await makeWorld(db());
     const records = new ArchiveRecordRepository(db());
     const deletions = new DeletionRepository(db());
-    const policy = {
-      cleanLocationTypes: [LocationType.BUFFER],
-      graceSeconds: 0,
-      protectedPrefixes: [],
-      maxFailures: 3,
-      updatedBy: 'test',
-      updatedAt: new Date(),
-    };
+    const policy = bufferPolicyWithoutGrace();
     const eligibleIds = async () =>
       new Set((await deletions.eligible(policy, 10_000)).map((c) => c.copyId));
 

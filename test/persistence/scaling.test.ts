@@ -1,7 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
-import { LocationType } from '../../machines/routing.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
@@ -10,7 +9,7 @@ import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectTransitionsAfter } from '../../persistence/sql/selectTransitions.ts';
 import { measuringBuffers } from '../helpers/explainBuffers.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
-import { archivedPackage } from './copyFixtures.ts';
+import { archivedPackage, bufferPolicyWithoutGrace } from './copyFixtures.ts';
 import { inputFor, makeWorld, type World } from './fixtures.ts';
 
 // Statements whose cost must not grow with the tables, held to a count of buffers touched (which
@@ -157,14 +156,7 @@ describe('hot statements on Postgres, over grown tables', () => {
   });
 
   it('the deleters’ candidate query: as many buffers with 10,000 archives already cleaned and 10,000 copies waiting for theirs as with none', async () => {
-    const policy = {
-      cleanLocationTypes: [LocationType.BUFFER],
-      graceSeconds: 0,
-      protectedPrefixes: [],
-      maxFailures: 3,
-      updatedBy: 'test',
-      updatedAt: new Date(),
-    };
+    const policy = bufferPolicyWithoutGrace();
     const buffers: number[] = [];
     const deletions = new DeletionRepository(
       measuringBuffers(database, 'jsonb_array_elements_text', buffers),
