@@ -99,7 +99,7 @@ export const deletionCandidate = pgTable(
     archiveOperationId: uuid('archive_operation_id')
       .notNull()
       .references(() => operation.id, { onDelete: 'cascade' }),
-    /** The type of the copy's location, so a pass reads only the types its policy cleans. */
+    /** The type of the copy's location: a pass can pick the types its policy cleans by index. */
     locationType: text('location_type').notNull(),
   },
   (t) => [
