@@ -51,8 +51,13 @@ export function copyFactsCtes(copyId: SQL): SQL {
         and a.id <> c.id and a.status = 'PRESENT'
       join data_location al on al.id = a.location_id and al.location_type = 'long_term_archive'
       join operation_output x on x.physical_copy_id = a.id
-      join operation o on o.id = x.operation_id and o.kind = 'long_term_archive'
-        and o.status = 'COMPLETED'
+      -- By key (offset 0 keeps it a lookup): joined, young statistics had Postgres read every
+      -- COMPLETED archive operation for each copy decision.
+      cross join lateral (
+        select o.id from operation o
+        where o.id = x.operation_id and o.kind = 'long_term_archive' and o.status = 'COMPLETED'
+        offset 0
+      ) o
       left join lateral (
         select r.state, r.object_sha256, r.content_sha256 from archive_record r
         where r.operation_id = o.id and r.state in ('VERIFIED', 'VERIFY_FAILED')
