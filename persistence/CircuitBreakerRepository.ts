@@ -6,7 +6,7 @@ import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { type LeaseFence, leaseHolds } from './LeaseFence.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Executor, Row } from './openDatabase.ts';
-
+import { byKey } from './sql/byKey.ts';
 import { selectLatestTransitionId, transitionsAfterCursor } from './sql/selectTransitions.ts';
 import { uuidSchema } from './subtypeFields.ts';
 
@@ -180,7 +180,6 @@ export class CircuitBreakerRepository {
       limit,
       sql`id, event, operation_id, attempt, at, reason`,
     );
-    // Each outcome's operation is looked up by its key (`offset 0` keeps it a lookup).
     const [read] = await this.#exec.execute(sql`
       with t as materialized (${next})
       select
@@ -190,9 +189,7 @@ export class CircuitBreakerRepository {
             'kind', o.kind, 'target_location_id', o.target_location_id, 'error', fe.error)
             order by t.id), '[]')
           from t
-          left join lateral (
-            select o.kind, o.target_location_id from operation o where o.id = t.operation_id offset 0
-          ) o on true
+          left join ${byKey('operation', 'o', 't.operation_id', 'o.kind, o.target_location_id')} on true
           left join operation_failure_event fe on t.event = 'FAIL' and fe.kind = o.kind
             and fe.operation_id = t.operation_id and fe.attempt = t.attempt
           where t.event in ('FAIL', 'COMPLETE')) as outcomes`);

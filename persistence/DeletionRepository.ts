@@ -6,6 +6,7 @@ import type { DeletionPolicy } from './DeletionPolicyRepository.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Database, Row } from './openDatabase.ts';
 import { activeClaimsOn } from './sql/activeClaimsOn.ts';
+import { byKey } from './sql/byKey.ts';
 import { type DeletionStepFacts, deletionStep, type OutcomeInput } from './sql/deletionStep.ts';
 import { writeReceipt } from './sql/writeReceipt.ts';
 
@@ -154,18 +155,15 @@ export class DeletionRepository {
     const rows = await this.database.execute(sql`
       select c.id as copy_id, o.id as archive_operation_id, d.location_type
       from deletion_candidate d
-      -- Each listed copy and its archive are looked up by key (offset 0 keeps them lookups): left
-      -- free, the planner could turn the join around and read every COMPLETED archive instead.
-      cross join lateral (
-        select o.id, o.finished_at from operation o
-        where o.id = d.archive_operation_id and o.kind = 'long_term_archive'
-          and o.status = 'COMPLETED'
-          and o.finished_at <= now() - ${policy.graceSeconds}::int * interval '1 second'
-        offset 0) o
-      cross join lateral (
-        select c.id from physical_copy c
-        where c.id = d.physical_copy_id and c.status = 'PRESENT' and c.path is not null
-        offset 0) c
+      join ${byKey(
+        'operation',
+        'o',
+        'd.archive_operation_id',
+        'o.id, o.finished_at',
+        sql`o.kind = 'long_term_archive' and o.status = 'COMPLETED'
+          and o.finished_at <= now() - ${policy.graceSeconds}::int * interval '1 second'`,
+      )} on true
+      join ${byKey('physical_copy', 'c', 'd.physical_copy_id', 'c.id', sql`c.status = 'PRESENT' and c.path is not null`)} on true
       where d.location_type in (select jsonb_array_elements_text(${JSON.stringify(policy.cleanLocationTypes)}::jsonb))
         and (select r.state from archive_record r where r.operation_id = o.id
              and r.state in ('VERIFIED', 'VERIFY_FAILED') order by r.id desc limit 1) = 'VERIFIED'

@@ -3,6 +3,7 @@ import type { CopyFacts, CopyState } from '../../machines/decideCopy.ts';
 import type { PhysicalCopyStatus } from '../../machines/physicalCopyMachine.ts';
 import type { Row } from '../openDatabase.ts';
 import { activeClaimsOn } from './activeClaimsOn.ts';
+import { byKey } from './byKey.ts';
 
 /** The current deletion plan of a copy, as the facts see it. */
 export interface CurrentDeletion {
@@ -51,13 +52,7 @@ export function copyFactsCtes(copyId: SQL): SQL {
         and a.id <> c.id and a.status = 'PRESENT'
       join data_location al on al.id = a.location_id and al.location_type = 'long_term_archive'
       join operation_output x on x.physical_copy_id = a.id
-      -- By key (offset 0 keeps it a lookup): joined, young statistics had Postgres read every
-      -- COMPLETED archive operation for each copy decision.
-      cross join lateral (
-        select o.id from operation o
-        where o.id = x.operation_id and o.kind = 'long_term_archive' and o.status = 'COMPLETED'
-        offset 0
-      ) o
+      join ${byKey('operation', 'o', 'x.operation_id', 'o.id', sql`o.kind = 'long_term_archive' and o.status = 'COMPLETED'`)} on true
       left join lateral (
         select r.state, r.object_sha256, r.content_sha256 from archive_record r
         where r.operation_id = o.id and r.state in ('VERIFIED', 'VERIFY_FAILED')

@@ -4,6 +4,7 @@ import type { OperationError, OperationStatus } from '../../machines/operationMa
 import type { StoredTransition } from '../../machines/replayTransitions.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
+import { byKey } from './byKey.ts';
 
 /** A stored transition with the operation it belongs to (what a replay needs of it). */
 export interface OperationTransitionRow extends StoredTransition {
@@ -12,18 +13,12 @@ export interface OperationTransitionRow extends StoredTransition {
   readonly maxRetries: number;
 }
 
-/**
- * The columns a replay reads, from `source` (transition rows aliased `t`), each row's operation
- * looked up by its key: `offset 0` keeps it a lookup, where Postgres with statistics older than
- * the tables' growth could otherwise hash-join a sequential scan of every operation.
- */
+/** The columns a replay reads, from `source` (transition rows aliased `t`), with each row's operation. */
 function selectFrom(source: SQL): SQL {
   return sql`select t.id, t.operation_id, t.from_status, t.to_status, t.event, t.by,
       t.attempt, t.reason, t.at, o.kind, o.max_retries, fe.error
     from ${source}
-    join lateral (
-      select o.kind, o.max_retries from operation o where o.id = t.operation_id offset 0
-    ) o on true
+    join ${byKey('operation', 'o', 't.operation_id', 'o.kind, o.max_retries')} on true
     left join operation_failure_event fe on t.event = 'FAIL' and fe.kind = o.kind
       and fe.operation_id = t.operation_id and fe.attempt = t.attempt`;
 }
