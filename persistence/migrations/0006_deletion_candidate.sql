@@ -12,19 +12,25 @@ ALTER TABLE "deletion_candidate" ADD CONSTRAINT "deletion_candidate_archive_oper
 CREATE INDEX "deletion_candidate_location_type_idx" ON "deletion_candidate" USING btree ("location_type");
 --> statement-breakpoint
 -- Written by hand below this line (drizzle-kit does not model triggers).
--- A VERIFIED row of a long-term archive's record enlists the copies the archive consumed, unless
--- already DELETED; the deleters look for work here instead of in the whole archive history.
-CREATE OR REPLACE FUNCTION opstate_enlist_archived_copies() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
+-- The copies a long-term archive consumed, unless already DELETED, join the deleters' work list.
+CREATE OR REPLACE FUNCTION opstate_enlist_archived_copies_of(archive uuid) RETURNS void
+LANGUAGE sql AS $$
   INSERT INTO deletion_candidate (physical_copy_id, archive_operation_id, location_type)
     SELECT c.id, o.id, l.location_type
     FROM operation o
     JOIN operation_input i ON i.operation_id = o.id
     JOIN physical_copy c ON c.id = i.physical_copy_id AND c.status <> 'DELETED'
     JOIN data_location l ON l.id = c.location_id
-    WHERE o.id = NEW.operation_id AND o.kind = 'long_term_archive'
+    WHERE o.id = archive AND o.kind = 'long_term_archive'
     ON CONFLICT DO NOTHING;
+$$;
+--> statement-breakpoint
+-- A VERIFIED row of an archive's record enlists them; the deleters look for work there instead of
+-- in the whole archive history.
+CREATE OR REPLACE FUNCTION opstate_enlist_archived_copies() RETURNS trigger
+LANGUAGE plpgsql AS $$
+BEGIN
+  PERFORM opstate_enlist_archived_copies_of(NEW.operation_id);
   RETURN NULL;
 END;
 $$;
@@ -46,12 +52,6 @@ CREATE TRIGGER physical_copy_deleted_leaves_candidates AFTER UPDATE OF status ON
   EXECUTE FUNCTION opstate_strike_deleted_copy();
 --> statement-breakpoint
 -- Archives verified before this migration: their copies not yet DELETED join the list.
-INSERT INTO deletion_candidate (physical_copy_id, archive_operation_id, location_type)
-  SELECT DISTINCT c.id, o.id, l.location_type
-  FROM operation o
-  JOIN operation_input i ON i.operation_id = o.id
-  JOIN physical_copy c ON c.id = i.physical_copy_id AND c.status <> 'DELETED'
-  JOIN data_location l ON l.id = c.location_id
+SELECT opstate_enlist_archived_copies_of(o.id) FROM operation o
   WHERE o.kind = 'long_term_archive'
-    AND EXISTS (SELECT 1 FROM archive_record r WHERE r.operation_id = o.id AND r.state = 'VERIFIED')
-  ON CONFLICT DO NOTHING;
+    AND EXISTS (SELECT 1 FROM archive_record r WHERE r.operation_id = o.id AND r.state = 'VERIFIED');
