@@ -45,6 +45,7 @@ import type { CreateOperationInput } from '../persistence/CreateOperationInput.t
 import { migrate } from '../persistence/migrate.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
+import { copiedColumns } from '../test/helpers/operationRows.ts';
 import { handlersModule, opstateArgs, prepareBuiltProcesses } from '../test/helpers/opstateCli.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 import { type CpuSample, cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.ts';
@@ -357,32 +358,6 @@ function rssKb(pid: number): { rss: number; hwm: number } {
 
 // ---------------------------------------------------------------------------------------------
 
-/**
- * The columns a copy of an operation row takes from the real row it copies: all but its id and
- * the references to rows of one database (group, target location).
- */
-const COPIED_OPERATION_COLUMNS = [
-  'kind',
-  'operation_type',
-  'location_type',
-  'status',
-  'attempt',
-  'retry_count',
-  'max_retries',
-  'snapshot',
-  'machine_id',
-  'machine_version',
-  'xstate_version',
-  'version',
-  'created_at',
-  'scheduled_at',
-  'started_at',
-  'finished_at',
-  'status_changed_at',
-  'worker_id',
-];
-const copied = (prefix: string) => COPIED_OPERATION_COLUMNS.map((c) => prefix + c).join(', ');
-
 /** How the bench sends its own SQL to the bench database. */
 type Own = <T extends postgres.Row>(text: string, params?: unknown[]) => Promise<T[]>;
 
@@ -411,8 +386,8 @@ async function fillStoredHistory(
        t as (select * from operation where id = $1::uuid),
        p as (insert into data_transfer_package (id, name) select dtp, 'stored-' || dtp from g),
        o as (
-         insert into operation (id, ${copied('')}, target_location_id)
-         select g.op, ${copied('t.')}, t.target_location_id from g, t
+         insert into operation (id, ${copiedColumns('')}, target_location_id)
+         select g.op, ${copiedColumns('t.')}, t.target_location_id from g, t
        ),
        s as (
          insert into transfer_operation
@@ -730,6 +705,7 @@ async function main(): Promise<void> {
       handler: OperationHandler = sameCopy,
       inputs: readonly CreateOperationInput[] = sameTransfers(OPS),
     ) => {
+      const n = inputs.length;
       const rawBefore = await rawCommitRate(SECONDS);
       await sleep(1500);
       const dbBefore = await pgStats();
@@ -744,12 +720,12 @@ async function main(): Promise<void> {
       const cpuAfter = cpuSample();
       const postgresPids = await postgresPidsOf(admin, [name]);
       await stopCpuProfile();
-      printServerStatements(label, serverBefore, await serverStatements(), OPS);
+      printServerStatements(label, serverBefore, await serverStatements(), n);
       const pAfter = snapshotCounter(planeCounter);
       const wAfter = snapshotCounter(worker.counter);
       const span = await spanOf(result.ids);
-      printTimings(`${label} worker`, worker.timings, OPS);
-      printTimings(`${label} control_plane`, planeTimings, OPS);
+      printTimings(`${label} worker`, worker.timings, n);
+      printTimings(`${label} control_plane`, planeTimings, n);
       await closeWorker(worker.runtime);
       await sleep(1500);
       const dbAfter = await pgStats();
@@ -757,7 +733,7 @@ async function main(): Promise<void> {
       return reportPhase(
         label,
         [rawBefore, rawAfter],
-        OPS,
+        n,
         result,
         span,
         { before: dbBefore, after: dbAfter },
@@ -985,8 +961,8 @@ async function main(): Promise<void> {
         await migrate(memDb);
         const insertCopies = async (count: number) => {
           await memDb.execute(
-            `insert into operation (id, ${copied('')})
-             select gen_random_uuid(), ${copied('t.')}
+            `insert into operation (id, ${copiedColumns('')})
+             select gen_random_uuid(), ${copiedColumns('t.')}
              from jsonb_populate_record(null::operation, '${JSON.stringify(template?.row).replaceAll("'", "''")}'::jsonb) t,
                generate_series(1, ${count}) g`,
           );

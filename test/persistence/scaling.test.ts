@@ -9,6 +9,7 @@ import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectTransitionsAfter } from '../../persistence/sql/selectTransitions.ts';
 import { measuringBuffers } from '../helpers/explainBuffers.ts';
+import { copiedColumns } from '../helpers/operationRows.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { archivedPackage, bufferPolicyWithoutGrace } from './copyFixtures.ts';
 import { inputFor, makeWorld, type World } from './fixtures.ts';
@@ -188,13 +189,8 @@ describe('hot statements on Postgres, over grown tables', () => {
         insert into raw_data_package_physical_copy (physical_copy_id, raw_data_package_id)
         select copy_id, package_id from history`);
       await tx.execute(sql`
-        insert into operation (id, kind, operation_type, location_type, status, attempt, retry_count,
-          max_retries, snapshot, machine_id, machine_version, xstate_version, version,
-          target_location_id, created_at, scheduled_at, started_at, finished_at, status_changed_at)
-        select h.operation_id, o.kind, o.operation_type, o.location_type, o.status, o.attempt,
-          o.retry_count, o.max_retries, o.snapshot, o.machine_id, o.machine_version, o.xstate_version,
-          o.version, o.target_location_id, o.created_at, o.scheduled_at, o.started_at,
-          o.finished_at, o.status_changed_at
+        insert into operation (id, target_location_id, ${sql.raw(copiedColumns(''))})
+        select h.operation_id, o.target_location_id, ${sql.raw(copiedColumns('o.'))}
         from history h, operation o where o.id = ${live.operationId}::uuid`);
       await tx.execute(sql`
         insert into long_term_archive_operation (operation_id, raw_data_package_id,
@@ -256,13 +252,8 @@ describe('hot statements on Postgres, over grown tables', () => {
       await db.execute('analyze');
       await db.execute('alter table operation set (autovacuum_enabled = off)');
       await db.execute(sql`
-        insert into operation (id, kind, operation_type, location_type, status, attempt,
-          retry_count, max_retries, snapshot, machine_id, machine_version, xstate_version, version,
-          target_location_id, created_at, scheduled_at, started_at, finished_at, status_changed_at)
-        select gen_random_uuid(), o.kind, o.operation_type, o.location_type, o.status, o.attempt,
-          o.retry_count, o.max_retries, o.snapshot, o.machine_id, o.machine_version,
-          o.xstate_version, o.version, o.target_location_id, o.created_at, o.scheduled_at,
-          o.started_at, o.finished_at, o.status_changed_at
+        insert into operation (id, target_location_id, ${sql.raw(copiedColumns(''))})
+        select gen_random_uuid(), o.target_location_id, ${sql.raw(copiedColumns('o.'))}
         from operation o, generate_series(1, 10000) where o.id = ${live.operationId}::uuid`);
 
       const buffers: number[] = [];
