@@ -66,6 +66,7 @@ export type ControlPlaneStore = Pick<
   | 'loadMany'
   | 'listActiveOlderThan'
   | 'apply'
+  | 'foldCounts'
 >;
 
 export interface ControlPlaneOptions {
@@ -231,6 +232,24 @@ async function strandedPass(
   for (const r of planned.resets) await applyReset(shell, r);
 }
 
+/**
+ * How often the leader folds the rows the counts per kind × status are summed from. Each write
+ * statement adds a few; at thousands of operations a second a pass folds a few thousand rows.
+ */
+export const COUNT_FOLD_INTERVAL_MS = 5_000;
+
+/** Folds the counts' rows (`OperationStore.foldCounts`), so counting never grows with time. */
+function countFoldLoop(shell: Shell): Loop {
+  return shell.leaderLoop({
+    name: 'count folding',
+    intervalMs: COUNT_FOLD_INTERVAL_MS,
+    pass: async () => {
+      await shell.store.foldCounts();
+      return false;
+    },
+  });
+}
+
 /** Reconciler (backstop): active past the floor and held by no live worker → reset. */
 function reconcilerLoop(shell: Shell): Loop {
   const { store, transport, clock, timing } = shell;
@@ -269,7 +288,9 @@ function reconcilerLoop(shell: Shell): Loop {
  *   RESET, with one WARNING line per reset. It covers what the monitor cannot see: a dispatch lost
  *   on its way to a worker, and a heartbeat store that lost its keys;
  * - circuit breaker: FAIL/COMPLETE outcomes per (kind, target location) open, half-open and close
- *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`).
+ *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`);
+ * - count folding: every `COUNT_FOLD_INTERVAL_MS`, the rows the counts per kind × status are
+ *   summed from are folded into one per pair.
  *
  * @example
  * ```ts
@@ -308,6 +329,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     monitorLoop(shell),
     reconcilerLoop(shell),
     breaker,
+    countFoldLoop(shell),
   ];
   return {
     wake: () => scheduler.wake(),

@@ -42,8 +42,9 @@ export interface DashboardDataOptions {
 
 /**
  * What the dashboard's pages show, read from the database (every query paged and indexed) and
- * the heartbeat store. Counts per kind × status cost one index scan over every operation, so they
- * are kept while nothing has changed, and for at most `countsMaxAgeMs` while things do.
+ * the heartbeat store. Counts per kind × status are summed from the tally the database keeps
+ * (a few dozen rows); they are still kept while nothing has changed, and for at most
+ * `countsMaxAgeMs` while things do, so pages that refresh together share one reading.
  *
  * @example
  * ```ts

@@ -40,9 +40,8 @@ export interface DashboardOptions {
   /** How often to look for changes to push to open pages (default 1000 ms). */
   readonly pollMs?: number;
   /**
-   * Counts per kind × status cost one index scan over every operation; they are kept while
-   * nothing has changed, and for at most this long while things do (default 1000 ms; 0 never
-   * keeps them).
+   * Counts per kind × status (summed from the database's tally) are kept while nothing has
+   * changed, and for at most this long while things do (default 1000 ms; 0 never keeps them).
    */
   readonly countsMaxAgeMs?: number;
 }

@@ -18,7 +18,13 @@ export {
   operationStep,
   operationTransition,
 } from './journal.ts';
-export { operation, operationGroup, operationInput, operationOutput } from './operation.ts';
+export {
+  operation,
+  operationGroup,
+  operationInput,
+  operationOutput,
+  operationTally,
+} from './operation.ts';
 export {
   bundlingOperation,
   longTermArchiveOperation,

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import {
+  bigint,
   boolean,
   check,
   index,
@@ -113,6 +114,21 @@ export const operation = pgTable(
     index('operation_group_idx').on(t.groupId).where(sql`group_id is not null`),
   ],
 );
+
+/**
+ * The operations per kind × status, as signed amounts that add up to the counts: statement-level
+ * triggers on `operation` append one row per kind and status a statement changed (+ for the rows
+ * it brought into that status, − for those it took out), in the writer's own transaction, so the
+ * sum is exact in every snapshot. Counting reads these rows instead of every operation; the
+ * control plane's leader folds them into one row per pair now and then
+ * (`opstate_fold_operation_tally()`). Rows are only ever inserted and deleted (no counter row
+ * is updated, so concurrent writers never wait on one another here).
+ */
+export const operationTally = pgTable('operation_tally', {
+  kind: text('kind').notNull(),
+  status: text('status').notNull(),
+  n: bigint('n', { mode: 'number' }).notNull(),
+});
 
 /** A link from an operation to a physical copy, one table per direction. */
 function copyLink<const N extends string>(name: N) {

@@ -65,10 +65,15 @@ export async function selectActiveOlderThan(
   }));
 }
 
-/** Counts per kind × status, with every kind and status present (zeros included). */
+/**
+ * Counts per kind × status, with every kind and status present (zeros included). They are the
+ * sums of `operation_tally`, which the database keeps in step with every write to `operation`:
+ * exact in the snapshot read, at a cost that follows the rows not yet folded (a few per write
+ * statement since the last fold), not the operations stored.
+ */
 export async function selectStatusCounts(exec: Executor): Promise<StatusCounts> {
   const rows = await exec.execute<{ kind: string; status: string; n: number }>(sql`
-    select kind, status, count(*)::int as n from operation group by kind, status`);
+    select kind, status, sum(n)::bigint as n from operation_tally group by kind, status`);
   const counts = Object.fromEntries(
     OPERATION_KINDS.map((k) => [k, Object.fromEntries(OPERATION_STATUSES.map((s) => [s, 0]))]),
   ) as StatusCounts;
@@ -79,6 +84,16 @@ export async function selectStatusCounts(exec: Executor): Promise<StatusCounts> 
     }
   }
   return counts;
+}
+
+/**
+ * Folds `operation_tally` into one row per kind and status (the database function does it in one
+ * statement; rows of writes not yet committed are left for the next fold). Safe from any process
+ * at any time: the sums do not change. Returns how many rows it folded.
+ */
+export async function foldStatusTally(exec: Executor): Promise<number> {
+  const [row] = await exec.execute(sql`select opstate_fold_operation_tally() as n`);
+  return Number(row?.n ?? 0);
 }
 
 /** How many operations are SCHEDULED now (the partial index keeps this O(active)). */

@@ -1,5 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import {
+  COUNT_FOLD_INTERVAL_MS,
   type ControlPlaneStore,
   DEFAULT_CONTROL_PLANE_TIMING,
   startControlPlaneLoops,
@@ -41,6 +42,7 @@ function memoryStore(clock: SimulatedClock) {
   }
   const rows = new Map<string, Row>();
   const resets: { id: string; by: string; at: number; reason: string }[] = [];
+  const folds: number[] = [];
   const asRecord = (r: Row) =>
     ({
       id: r.id,
@@ -55,6 +57,10 @@ function memoryStore(clock: SimulatedClock) {
     claimDue: async () => ({ claimed: [], refused: [] }),
     fetchOutbox: async () => [],
     deleteOutbox: async () => 0,
+    foldCounts: async () => {
+      folds.push(clock.now());
+      return 0;
+    },
     loadMany: async (ids) =>
       new Map(ids.flatMap((id) => (rows.has(id) ? [[id, asRecord(rows.get(id) as Row)]] : []))),
     listActiveOlderThan: async (before) =>
@@ -93,7 +99,7 @@ function memoryStore(clock: SimulatedClock) {
       snapshot = decide(snapshot, e).snapshot;
     rows.set(id, { id, status, attempt: 1, version: 0, snapshot, since: new Date(clock.now()) });
   };
-  return { store, rows, resets, add };
+  return { store, rows, resets, folds, add };
 }
 
 function deployment() {
@@ -214,6 +220,36 @@ describe('reconciler on a simulated clock', () => {
     await d.clock.advance(75_000);
     expect(d.resets.map((r) => r.id)).toEqual(['later']);
     expect(d.logger.lines.some((l) => l.level === 'ERROR')).toBe(false);
+    await d.loops.stop();
+    await d.transport.close();
+  });
+});
+
+describe('count folding on a simulated clock', () => {
+  it('the leader folds the counts at start and every COUNT_FOLD_INTERVAL_MS after, and a failed fold is retried', async () => {
+    const d = deployment();
+    const t0 = d.clock.now();
+    await d.clock.advance(2 * COUNT_FOLD_INTERVAL_MS - 1);
+    expect(d.folds.map((at) => at - t0)).toEqual([0, COUNT_FOLD_INTERVAL_MS]);
+    const fold = d.store.foldCounts;
+    let fail = true;
+    (d.store as { foldCounts: ControlPlaneStore['foldCounts'] }).foldCounts = async () => {
+      if (fail) {
+        fail = false;
+        throw new Error('permission denied for function opstate_fold_operation_tally');
+      }
+      return fold();
+    };
+    await d.clock.advance(1); // the third pass fails; the loop retries after its interval
+    await d.clock.advance(COUNT_FOLD_INTERVAL_MS);
+    expect(d.folds.map((at) => at - t0)).toEqual([
+      0,
+      COUNT_FOLD_INTERVAL_MS,
+      3 * COUNT_FOLD_INTERVAL_MS,
+    ]);
+    expect(d.logger.lines.map((l) => `${l.level} ${l.message}`)).toContain(
+      'ERROR count folding pass failed; retrying',
+    );
     await d.loops.stop();
     await d.transport.close();
   });

@@ -95,6 +95,7 @@ export async function tableCounts(database: Database): Promise<Record<string, nu
     (select count(*) from operation_input)::int as inputs,
     (select count(*) from operation_output)::int as outputs,
     (select count(*) from physical_copy)::int as copies,
+    (select count(*) from operation_tally)::int as tally,
     (select count(*) from packaging_operation)::int + (select count(*) from bundling_operation)::int
       + (select count(*) from transfer_operation)::int + (select count(*) from unpack_operation)::int
       + (select count(*) from long_term_archive_operation)::int

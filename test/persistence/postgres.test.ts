@@ -17,6 +17,7 @@ import {
   selectLatestTransitionId,
   selectTransitionsAfter,
 } from '../../persistence/sql/selectTransitions.ts';
+import { copiedColumns } from '../helpers/operationRows.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
@@ -95,19 +96,9 @@ describe('persistence on Postgres', () => {
   it('upgrading to the deleters’ work list enlists the copies of archives verified before it, and only those', async () => {
     const fresh = await createTestDatabase();
     const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
-    const older = await mkdtemp(join(tmpdir(), 'opstate-migrations-'));
     try {
-      // The schema as it was before the list: the journal cut before its migration.
-      await cp(MIGRATIONS_FOLDER, older, { recursive: true });
-      const journalPath = join(older, 'meta', '_journal.json');
-      const journal = JSON.parse(await readFile(journalPath, 'utf8')) as {
-        entries: { tag: string }[];
-      };
-      const cut = journal.entries.findIndex((e) => e.tag === '0006_deletion_candidate');
-      expect(cut).toBeGreaterThan(0);
-      journal.entries = journal.entries.slice(0, cut);
-      await writeFile(journalPath, JSON.stringify(journal));
-      expect((await migrate(db, older)).applied).toBe(cut);
+      // The schema as it was before the list.
+      const cut = await migrateBefore(db, '0006_deletion_candidate');
 
       const w = await makeWorld(db);
       const waiting = await archivedPackage(db, w, 'verified');
@@ -138,7 +129,65 @@ describe('persistence on Postgres', () => {
     } finally {
       await db.close();
       await dropTestDatabase(fresh);
-      await rm(older, { recursive: true, force: true });
+    }
+  });
+
+  it('upgrading to counts from the tally counts the operations stored before it, and a write racing the upgrade once', async () => {
+    const fresh = await createTestDatabase();
+    const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
+    const writer = await openDatabase({ databaseUrl: fresh.url, max: 2 });
+    try {
+      const cut = await migrateBefore(db, '0007_operation_tally');
+      const w = await makeWorld(db);
+      const store = new OperationStore(db);
+      const ids = await store.createMany([
+        inputFor(OperationKind.TRANSFER, w),
+        inputFor(OperationKind.TRANSFER, w),
+        inputFor(OperationKind.UNPACK, w),
+      ]);
+      const [a, b] = ids as [string, string];
+      await store.apply(a, { type: 'SCHEDULE' });
+      await store.apply(b, { type: 'CANCEL', reason: 'not wanted' });
+
+      // A writer mid-transaction when the upgrade starts: the upgrade waits for it, and its row
+      // is counted once, by the upgrade's count or by the trigger, never by both or neither.
+      const open = await writer.reserve();
+      await open.execute('begin');
+      await open.execute(
+        `insert into operation (id, ${copiedColumns('')})
+           select gen_random_uuid(), ${copiedColumns('t.')} from operation t where t.id = '${a}'`,
+      );
+      const upgrade = migrate(db);
+      await waitFor(
+        async () =>
+          Number(
+            (
+              await writer.execute(
+                `select count(*)::int as n from pg_stat_activity
+                   where datname = current_database() and wait_event_type = 'Lock'`,
+              )
+            )[0]?.n,
+          ) === 1,
+        'the upgrade waiting for the open writer',
+        30_000,
+      );
+      await open.execute('commit');
+      await open.release();
+      expect((await upgrade).applied).toBe(MIGRATIONS - cut);
+
+      const counts = await store.countByKindAndStatus();
+      expect([
+        counts.transfer.PENDING,
+        counts.transfer.SCHEDULED,
+        counts.transfer.FAILED,
+        counts.unpack.PENDING,
+      ]).toEqual([0, 2, 1, 1]);
+      await store.apply(a, { type: 'START', attempt: 1, workerId: 'w' });
+      expect((await store.countByKindAndStatus()).transfer.IN_PROGRESS).toBe(1);
+    } finally {
+      await writer.close();
+      await db.close();
+      await dropTestDatabase(fresh);
     }
   });
 
@@ -278,3 +327,26 @@ describe('persistence on Postgres', () => {
     expect((await store.load(id)).status).toBe('COMPLETED');
   });
 });
+
+/**
+ * Applies the committed migrations that come before `tag` (the schema of an older release), from
+ * a copy of the folder whose journal is cut there. Returns how many it applied.
+ */
+async function migrateBefore(db: Database, tag: string): Promise<number> {
+  const older = await mkdtemp(join(tmpdir(), 'opstate-migrations-'));
+  try {
+    await cp(MIGRATIONS_FOLDER, older, { recursive: true });
+    const journalPath = join(older, 'meta', '_journal.json');
+    const journal = JSON.parse(await readFile(journalPath, 'utf8')) as {
+      entries: { tag: string }[];
+    };
+    const cut = journal.entries.findIndex((e) => e.tag === tag);
+    expect(cut).toBeGreaterThan(0);
+    journal.entries = journal.entries.slice(0, cut);
+    await writeFile(journalPath, JSON.stringify(journal));
+    expect((await migrate(db, older)).applied).toBe(cut);
+    return cut;
+  } finally {
+    await rm(older, { recursive: true, force: true });
+  }
+}

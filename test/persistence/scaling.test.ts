@@ -276,4 +276,39 @@ describe('hot statements on Postgres, over grown tables', () => {
       await dropTestDatabase(fresh);
     }
   });
+
+  it('counts per kind × status read the folded tally: a few buffers over 20,000 stored operations, where counting the operations reads them all', async () => {
+    const store = new OperationStore(database);
+    const seed = await store.create(inputFor(OperationKind.UNPACK, world));
+    // 20,000 more operations, written as 20 statements (each adds its row to the tally).
+    for (let i = 0; i < 20; i++) {
+      await database.execute(
+        `insert into operation (id, ${copiedColumns('')})
+           select gen_random_uuid(), ${copiedColumns('t.')}
+           from operation t, generate_series(1, 1000) where t.id = '${seed}'`,
+      );
+    }
+    await database.execute('vacuum analyze operation');
+    await store.foldCounts();
+    await database.execute('vacuum analyze operation_tally');
+
+    const buffers: number[] = [];
+    const counts = await new OperationStore(
+      measuringBuffers(database, 'from operation_tally', buffers),
+    ).countByKindAndStatus();
+    const [truth] = await database.execute<{ n: number }>(
+      `select count(*)::int as n from operation where kind = 'unpack' and status = 'PENDING'`,
+    );
+    expect(counts.unpack.PENDING).toBe(truth?.n);
+    expect(counts.unpack.PENDING).toBeGreaterThanOrEqual(20_001);
+    expect(buffers).toHaveLength(1);
+    expect(buffers[0]).toBeLessThan(10);
+
+    // What counting the operations themselves costs over the same table: every index entry.
+    const scanned: number[] = [];
+    await measuringBuffers(database, 'count(*)', scanned).execute(
+      'select kind, status, count(*)::int as n from operation group by kind, status',
+    );
+    expect(scanned[0]).toBeGreaterThan(100);
+  });
 });

@@ -7,6 +7,7 @@ import { SimulatedClock } from '../../machines/SimulatedClock.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+import { copiedColumns } from '../helpers/operationRows.ts';
 import { inputFor, MIGRATIONS, makeWorld, tableCounts } from './fixtures.ts';
 
 /** What each backend hands the shared suite. */
@@ -783,6 +784,98 @@ export function storeSuite(backend: SuiteBackend): void {
     for (const kind of OPERATION_KINDS)
       expect(Object.keys(after[kind])).toEqual([...OPERATION_STATUSES]);
     expect(after.unpack.IN_PROGRESS - before.unpack.IN_PROGRESS).toBe(1);
+  });
+
+  it('counts per kind × status stay exact through every kind of write, folded or not; a rolled-back write and a bare fold change nothing', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    /** What the counts must say: every operation row counted afresh. */
+    const truth = async () => {
+      const rows = await db().execute<{ kind: string; status: string; n: number }>(
+        'select kind, status, count(*)::int as n from operation group by kind, status',
+      );
+      const counts = Object.fromEntries(
+        OPERATION_KINDS.map((k) => [k, Object.fromEntries(OPERATION_STATUSES.map((s) => [s, 0]))]),
+      );
+      for (const r of rows) (counts[r.kind] as Record<string, number>)[r.status] = Number(r.n);
+      return counts;
+    };
+    const expectExact = async () =>
+      expect(await store.countByKindAndStatus()).toEqual(await truth());
+    await expectExact();
+
+    const [t1, t2, u, s, a] = (await store.createMany([
+      inputFor(OperationKind.TRANSFER, w),
+      inputFor(OperationKind.TRANSFER, w),
+      inputFor(OperationKind.UNPACK, w),
+      inputFor(OperationKind.STAGING, w),
+      inputFor(OperationKind.LONG_TERM_ARCHIVE, w),
+    ])) as [string, string, string, string, string];
+    await expectExact();
+    await store.applyMany([t1, t2, u, s, a].map((id) => ({ id, event: { type: 'SCHEDULE' } })));
+    await store.applyMany(
+      [t1, t2, u, a].map((id) => ({ id, event: { type: 'START', attempt: 1, workerId: 'w' } })),
+    );
+    await expectExact();
+    const output = {
+      artifactType: 'raw_data_package' as const,
+      artifactId: w.pkg,
+      locationId: w.archive.id,
+    };
+    await store.completeMany([{ id: a, attempt: 1, outputs: [output] }]);
+    await store.apply(t1, {
+      type: 'FAIL',
+      attempt: 1,
+      error: { message: 'disk gone', retryable: false },
+    });
+    await store.apply(t2, {
+      type: 'FAIL',
+      attempt: 1,
+      error: { message: 'timeout', retryable: true },
+    });
+    await store.apply(s, { type: 'CANCEL', reason: 'operator gave up' });
+    await expectExact();
+    await store.apply(t1, { type: 'RETRY' });
+    await expectExact();
+    // An event refused as a whole (the stale version) writes nothing, and counts nothing.
+    await store.applyMany([{ id: u, event: { type: 'SCHEDULE' }, expectedVersion: 99 }]);
+    await expectExact();
+
+    // A create and a status change rolled back leave the counts as they were.
+    const before = await store.countByKindAndStatus();
+    await expect(
+      db().transaction(async (tx) => {
+        await tx.execute(
+          `insert into operation (id, ${copiedColumns('')})
+             select gen_random_uuid(), ${copiedColumns('t.')} from operation t where t.id = '${u}'`,
+        );
+        await tx.execute(`update operation set status = 'FAILED' where id = '${u}'`);
+        throw new Error('roll back');
+      }),
+    ).rejects.toThrow('roll back');
+    expect(await store.countByKindAndStatus()).toEqual(before);
+
+    // Folding leaves one row per kind and status that has operations, and the same sums.
+    const pairs = Object.values(await truth()).reduce(
+      (n, byStatus) => n + Object.values(byStatus).filter((c) => c > 0).length,
+      0,
+    );
+    const rows = async () =>
+      Number((await db().execute('select count(*)::int as n from operation_tally'))[0]?.n);
+    expect(await rows()).toBeGreaterThan(pairs);
+    expect(await store.foldCounts()).toBeGreaterThan(pairs);
+    expect(await rows()).toBe(pairs);
+    await expectExact();
+    // Nothing new since: a fold rewrites the same rows and changes no sum.
+    await store.foldCounts();
+    expect(await rows()).toBe(pairs);
+    await expectExact();
+    await store.apply(u, {
+      type: 'FAIL',
+      attempt: 1,
+      error: { message: 'late', retryable: false },
+    });
+    await expectExact();
   });
 
   it('opstate status --json and inspect --json print the documented shapes', async () => {
