@@ -3,6 +3,7 @@ import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../persistence/openDatabase.ts';
+import { selectStatusCounts } from '../persistence/sql/controlPlaneQueries.ts';
 
 /**
  * What the invariants are checked on: rows of the database and what stands on storage, read
@@ -82,6 +83,8 @@ export interface ChaosFacts {
   }[];
   /** Members a deletion recorded as removed, and whether a file stands at that path again. */
   readonly deletedMembers: readonly { copyId: string; path: string; onStorage: boolean }[];
+  /** The counts per kind × status the runtime reports (`selectStatusCounts`), those above 0. */
+  readonly counts: readonly { kind: string; status: string; n: number }[];
 }
 
 /** The newest mtime of a file, or of a folder and the entries in it. */
@@ -199,5 +202,10 @@ export async function collectFacts(database: Database): Promise<ChaosFacts> {
     archiveObjects,
     receipts,
     deletedMembers,
+    counts: Object.entries(await selectStatusCounts(database)).flatMap(([kind, byStatus]) =>
+      Object.entries(byStatus)
+        .filter(([, n]) => n > 0)
+        .map(([status, n]) => ({ kind, status, n })),
+    ),
   };
 }

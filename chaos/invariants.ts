@@ -242,6 +242,23 @@ const noStaleWrite: Check = (f) => {
   return { checked: f.steps.length + workerRows.length + produced.length, violations };
 };
 
+/**
+ * The counts the runtime reports (summed from the tally the database keeps beside every write)
+ * are the operations as stored: a kill or a restart mid-write never leaves them off by one.
+ */
+const countsAsStored: Check = (f) => {
+  const stored = new Map<string, number>();
+  for (const o of f.operations) {
+    const key = `${o.kind} ${o.status}`;
+    stored.set(key, (stored.get(key) ?? 0) + 1);
+  }
+  const reported = new Map(f.counts.map((c) => [`${c.kind} ${c.status}`, c.n]));
+  const violations = [...new Set([...stored.keys(), ...reported.keys()])]
+    .filter((key) => (stored.get(key) ?? 0) !== (reported.get(key) ?? 0))
+    .map((key) => `${key}: counted ${reported.get(key) ?? 0}, stored ${stored.get(key) ?? 0}`);
+  return { checked: f.operations.length, violations };
+};
+
 export const INVARIANTS: ReadonlyArray<readonly [string, Check]> = [
   ['every operation terminal', everyOperationTerminal],
   ['one live copy of an artifact at a location', oneLiveCopy],
@@ -250,6 +267,7 @@ export const INVARIANTS: ReadonlyArray<readonly [string, Check]> = [
   ['PRESENT copies on storage', presentCopiesOnStorage],
   ['transition paths valid', transitionPathsValid],
   ['no stale write', noStaleWrite],
+  ['counts as stored', countsAsStored],
 ];
 
 /** Runs every invariant over the facts. */

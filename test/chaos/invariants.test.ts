@@ -126,6 +126,7 @@ function clean(): ChaosFacts {
     ],
     receipts: [{ copyId: 'buf', archiveOperationId: OP, archiveDigest: 'aa' }],
     deletedMembers: [{ copyId: 'buf', path: '/b/pkg/MANIFEST.json', onStorage: false }],
+    counts: [{ kind: 'long_term_archive', status: 'COMPLETED', n: 1 }],
   };
 }
 
@@ -246,6 +247,15 @@ describe('chaos invariants', () => {
         archiveRecords: [...f.archiveRecords, { ...nth(f.archiveRecords, 1), id: 5, attempt: 3 }],
         transitions: [...f.transitions, { ...nth(f.transitions, 5), id: 20, attempt: 3 }],
       }),
+    ],
+    [
+      'counts as stored',
+      (f) => ({ ...f, counts: [{ kind: 'long_term_archive', status: 'COMPLETED', n: 2 }] }),
+    ],
+    // A write the tally missed: the operation is stored COMPLETED, counted where it was before.
+    [
+      'counts as stored',
+      (f) => ({ ...f, counts: [{ kind: 'long_term_archive', status: 'IN_PROGRESS', n: 1 }] }),
     ],
   ])('%s fails on a planted violation', (name, plant) => {
     expect(broken(plant(clean()))).toContain(name);
