@@ -28,7 +28,7 @@
  * in-process run only, for Chrome DevTools or any .cpuprofile reader).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes } from 'node:crypto';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { Session } from 'node:inspector/promises';
 import { fileURLToPath } from 'node:url';
@@ -45,6 +45,7 @@ import type { CreateOperationInput } from '../persistence/CreateOperationInput.t
 import { migrate } from '../persistence/migrate.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
+import { timeOrderedId } from '../persistence/timeOrderedId.ts';
 import { copiedColumns } from '../test/helpers/operationRows.ts';
 import { handlersModule, opstateArgs, prepareBuiltProcesses } from '../test/helpers/opstateCli.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
@@ -762,7 +763,8 @@ async function main(): Promise<void> {
       );
       const outputOf = new Map<string, OutputCopy[]>();
       const inputs = packages.map((p): CreateOperationInput => {
-        const id = randomUUID();
+        // The id the runtime would give it (time-ordered), chosen here to know its output.
+        const id = timeOrderedId(Date.now());
         const artifactId = String(p.id);
         outputOf.set(id, [
           { artifactType: ArtifactType.DATA_TRANSFER_PACKAGE, artifactId, locationId: buffer.id },

@@ -7,6 +7,7 @@ import { currentEnvelope } from '../machines/snapshotEnvelope.ts';
 import { isoText } from './isoText.ts';
 import type { OperationInsert } from './sql/insertOperations.ts';
 import { isUuid, SUBTYPE_SPEC, type SubtypeSpec, uuidSchema } from './subtypeFields.ts';
+import { timeOrderedId } from './timeOrderedId.ts';
 
 /** What a caller passes to create one operation. */
 export interface CreateOperationInput {
@@ -18,7 +19,11 @@ export interface CreateOperationInput {
   readonly fields: Readonly<Record<string, string | null | undefined>>;
   /** Physical copy ids the operation consumes. */
   readonly inputs?: readonly string[];
-  /** Choose the id (a uuid) instead of a random one: creating with the same id twice is a CONFLICT. */
+  /**
+   * Choose the id (a uuid) instead of a new time-ordered one (`timeOrderedId`): creating with the
+   * same id twice is a CONFLICT. Any uuid is accepted; time-ordered ones keep the indexes' writes
+   * on few pages as the history grows.
+   */
   readonly id?: string;
   readonly groupId?: string;
   readonly maxRetries?: number;
@@ -157,7 +162,7 @@ export function toOperationInsert(input: CreateOperationInput, now: Date): Opera
   const state = initialState(kind, input.maxRetries);
   const envelope = currentEnvelope();
   return {
-    id: input.id ?? crypto.randomUUID(),
+    id: input.id ?? timeOrderedId(now.getTime()),
     kind,
     operation_type: route.operationType,
     location_type: route.locationType,

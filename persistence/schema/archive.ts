@@ -120,7 +120,7 @@ export const deletionCandidate = pgTable(
 export const copyDeletion = pgTable(
   'copy_deletion',
   {
-    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    id: uuid('id').primaryKey().default(sql`opstate_uuid_v7()`),
     physicalCopyId: uuid('physical_copy_id')
       .notNull()
       .references(() => physicalCopy.id, { onDelete: 'cascade' }),

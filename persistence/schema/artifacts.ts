@@ -17,7 +17,7 @@ import { oneOf } from './checks.ts';
 export const dataLocation = pgTable(
   'data_location',
   {
-    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    id: uuid('id').primaryKey().default(sql`opstate_uuid_v7()`),
     site: text('site').notNull(),
     name: text('name').notNull(),
     locationType: text('location_type').notNull(),
@@ -35,7 +35,7 @@ export const dataLocation = pgTable(
  * Its lifecycle state is derived from its operations (`derivePackageState`), never stored.
  */
 export const dataTransferPackage = pgTable('data_transfer_package', {
-  id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+  id: uuid('id').primaryKey().default(sql`opstate_uuid_v7()`),
   name: text('name').notNull().unique('data_transfer_package_name_key'),
   checksum: text('checksum'),
   size: bigint('size', { mode: 'number' }),
@@ -46,7 +46,7 @@ export const dataTransferPackage = pgTable('data_transfer_package', {
 export const rawDataPackage = pgTable(
   'raw_data_package',
   {
-    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    id: uuid('id').primaryKey().default(sql`opstate_uuid_v7()`),
     name: text('name').notNull().unique('raw_data_package_name_key'),
     dataTransferPackageId: uuid('data_transfer_package_id'),
     checksum: text('checksum'),
@@ -67,7 +67,7 @@ export const rawDataPackage = pgTable(
 export const rawDataFile = pgTable(
   'raw_data_file',
   {
-    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    id: uuid('id').primaryKey().default(sql`opstate_uuid_v7()`),
     name: text('name').notNull(),
     rawDataPackageId: uuid('raw_data_package_id').references(() => rawDataPackage.id),
     checksum: text('checksum'),

@@ -27,7 +27,7 @@ import { physicalCopy } from './physicalCopy.ts';
  * stage must not be deleted.
  */
 export const operationGroup = pgTable('operation_group', {
-  id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+  id: uuid('id').primaryKey().default(sql`opstate_uuid_v7()`),
   name: text('name'),
   active: boolean('active').notNull().default(false),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
@@ -42,7 +42,7 @@ export const operationGroup = pgTable('operation_group', {
 export const operation = pgTable(
   'operation',
   {
-    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    id: uuid('id').primaryKey().default(sql`opstate_uuid_v7()`),
     kind: text('kind').notNull(),
     operationType: text('operation_type').notNull(),
     locationType: text('location_type').notNull(),

@@ -30,7 +30,7 @@ import { oneOf } from './checks.ts';
 export const physicalCopy = pgTable(
   'physical_copy',
   {
-    id: uuid('id').primaryKey().default(sql`gen_random_uuid()`),
+    id: uuid('id').primaryKey().default(sql`opstate_uuid_v7()`),
     artifactType: text('artifact_type').notNull(),
     artifactId: uuid('artifact_id').notNull(),
     locationId: uuid('location_id')

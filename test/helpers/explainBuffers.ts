@@ -6,6 +6,7 @@ import type { Database, Executor } from '../../persistence/openDatabase.ts';
 interface PlanNode {
   'Shared Hit Blocks': number;
   'Shared Read Blocks': number;
+  'Shared Dirtied Blocks': number;
 }
 
 const dialect = new PgDialect();
@@ -15,7 +16,9 @@ const textOf = (q: SQL | string) => (typeof q === 'string' ? q : dialect.sqlToQu
  * Wraps a Postgres database so that every statement whose text contains `marker` is first run
  * under `explain (analyze, buffers)` inside a savepoint that is rolled back, then run for real.
  * Pushes the shared buffers each such statement touched onto `buffers`: a count that does not
- * depend on the machine's speed, so a test can hold a statement's cost to a bound.
+ * depend on the machine's speed, so a test can hold a statement's cost to a bound. With `dirtied`,
+ * also the pages it dirtied (after a checkpoint: the distinct pages it wrote, each of which costs
+ * a full-page image in the WAL and a write back).
  *
  * @example
  * ```ts
@@ -23,7 +26,12 @@ const textOf = (q: SQL | string) => (typeof q === 'string' ? q : dialect.sqlToQu
  * const store = new OperationStore(measuringBuffers(database, 'insert into operation_output', buffers));
  * ```
  */
-export function measuringBuffers(database: Database, marker: string, buffers: number[]): Database {
+export function measuringBuffers(
+  database: Database,
+  marker: string,
+  buffers: number[],
+  dirtied?: number[],
+): Database {
   const marked = (q: SQL | string) => textOf(q).includes(marker);
   const measure = async (tx: Executor, q: SQL | string) => {
     await tx.execute('savepoint measure');
@@ -36,6 +44,7 @@ export function measuringBuffers(database: Database, marker: string, buffers: nu
     const plan = row?.['QUERY PLAN'][0]?.Plan;
     if (plan === undefined) throw new Error('explain returned no plan');
     buffers.push(plan['Shared Hit Blocks'] + plan['Shared Read Blocks']);
+    dirtied?.push(plan['Shared Dirtied Blocks']);
   };
   const wrap = (tx: Executor): Executor => ({
     execute: async (q) => {

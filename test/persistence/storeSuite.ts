@@ -878,6 +878,39 @@ export function storeSuite(backend: SuiteBackend): void {
     await expectExact();
   });
 
+  it('ids are time-ordered: an operation created without one gets its creation time, rows the database keys get its clock', async () => {
+    const at = Date.parse('2031-06-01T12:00:00.123Z');
+    const store = new OperationStore(db(), { clock: new SimulatedClock(at) });
+    const w = await makeWorld(db());
+    const millisOf = (id: string) => Number.parseInt(id.replaceAll('-', '').slice(0, 12), 16);
+    const v7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
+    const [a, b] = (await store.createMany([
+      inputFor(OperationKind.LONG_TERM_ARCHIVE, w),
+      inputFor(OperationKind.LONG_TERM_ARCHIVE, w),
+    ])) as [string, string];
+    for (const id of [a, b]) {
+      expect(id).toMatch(v7);
+      expect(millisOf(id)).toBe(at);
+    }
+    // Keyed by the database: the world's package, and the copy a completion creates.
+    const [dbNow] = await db().execute<{ ms: string }>(
+      'select (extract(epoch from clock_timestamp()) * 1000)::bigint as ms',
+    );
+    await store.apply(a, { type: 'SCHEDULE' });
+    await store.apply(a, { type: 'START', attempt: 1, workerId: 'w' });
+    const done = await store.complete(a, 1, [
+      { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
+    ]);
+    expect(done.copiesCreated).toBe(1);
+    const [copy] = await db().execute<{ id: string }>(
+      `select physical_copy_id::text as id from operation_output where operation_id = '${a}'`,
+    );
+    for (const id of [w.pkg, String(copy?.id)]) {
+      expect(id).toMatch(v7);
+      expect(Math.abs(millisOf(id) - Number(dbNow?.ms))).toBeLessThan(60_000);
+    }
+  });
+
   it('opstate status --json and inspect --json print the documented shapes', async () => {
     const { createStatusCommand } = await import('../../cli/commands/status.ts');
     const { createInspectCommand } = await import('../../cli/commands/inspect.ts');

@@ -1,0 +1,33 @@
+import { describe, expect, it } from 'vitest';
+import { isUuid } from '../../persistence/subtypeFields.ts';
+import { timeOrderedId } from '../../persistence/timeOrderedId.ts';
+
+const millisOf = (id: string) => Number.parseInt(id.replaceAll('-', '').slice(0, 12), 16);
+
+describe('timeOrderedId', () => {
+  it('is a version-7 uuid of the RFC 9562 variant carrying its time in the first 48 bits', () => {
+    const at = Date.UTC(2026, 11, 1, 15, 0, 0, 123);
+    const id = timeOrderedId(at);
+    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(isUuid(id)).toBe(true);
+    expect(millisOf(id)).toBe(at);
+    expect(millisOf(timeOrderedId(0))).toBe(0);
+    expect(millisOf(timeOrderedId(2 ** 48 - 1))).toBe(2 ** 48 - 1);
+  });
+
+  it('sorts by time across milliseconds and never repeats within one (more ids than one draw of random bytes)', () => {
+    const at = Date.UTC(2026, 11, 1);
+    const same = Array.from({ length: 10_000 }, () => timeOrderedId(at));
+    expect(new Set(same).size).toBe(same.length);
+    expect(same.every((id) => millisOf(id) === at)).toBe(true);
+    const later = Array.from({ length: 1_000 }, (_, i) => timeOrderedId(at + 1 + i));
+    expect([...later].sort()).toEqual(later);
+    expect(same.every((id) => id < (later[0] as string))).toBe(true);
+  });
+
+  it('refuses a time that is not whole milliseconds within 48 bits', () => {
+    for (const bad of [-1, 1.5, 2 ** 48, Number.NaN]) {
+      expect(() => timeOrderedId(bad)).toThrow(RangeError);
+    }
+  });
+});
