@@ -1,12 +1,13 @@
 import { ATTENTION_TITLES, type AttentionItem } from '../machines/attention.ts';
+import { shortId } from '../machines/shortId.ts';
 import type { AttentionList, AttentionSection } from '../persistence/loadAttention.ts';
 import { html, type SafeHtml } from './html.ts';
 
 function subject(item: AttentionItem): SafeHtml {
   if (item.subject.type === 'operation') {
-    return html`<a class="id" href="/operations/${item.subject.id}">${item.subject.id.slice(0, 8)}</a>`;
+    return html`<a class="id" href="/operations/${item.subject.id}">${shortId(item.subject.id)}</a>`;
   }
-  return html`<span class="id" title="${item.subject.id}">${item.subject.id.split('|').at(-1)?.slice(0, 8)}</span>`;
+  return html`<span class="id" title="${item.subject.id}">${shortId(item.subject.id.split('|').at(-1) ?? '')}</span>`;
 }
 
 /** One category: its title, total, a page of items and the link to the next page. */

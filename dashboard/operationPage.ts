@@ -2,6 +2,7 @@ import type { AttentionItem } from '../machines/attention.ts';
 import { acceptedEvents } from '../machines/decide.ts';
 import { OperationStatus } from '../machines/operationMachine.ts';
 import { OPERATOR_ACTIONS } from '../machines/operatorEvent.ts';
+import { shortId } from '../machines/shortId.ts';
 import type { OperationInspection } from '../persistence/inspectOperation.ts';
 import type { TransitionEntry } from '../persistence/JournalRepository.ts';
 import type { ResumeRecord } from '../persistence/resumeRecord.ts';
@@ -67,11 +68,11 @@ function lineageList(links: readonly LineageLink[], direction: 'up' | 'down'): S
   const verb = direction === 'up' ? 'produced by' : 'consumed by';
   return html`<ul class="lineage" data-direction="${direction}">${links.map(
     (l) => html`<li data-depth="${l.depth}" style="margin-left:${(l.depth - 1) * 18}px">
-      ${l.copy.artifactType} <b>${l.copy.artifactName ?? l.copy.artifactId.slice(0, 8)}</b> at ${l.copy.location}
+      ${l.copy.artifactType} <b>${l.copy.artifactName ?? shortId(l.copy.artifactId)}</b> at ${l.copy.location}
       <span class="badge">${l.copy.status}</span> — ${
         l.operation === null
           ? html`<span class="muted">${direction === 'up' ? 'registered, not produced by an operation' : 'not consumed yet'}</span>`
-          : html`${verb} <a class="id" href="/operations/${l.operation.id}">${l.operation.kind} ${l.operation.id.slice(0, 8)}</a> <span class="badge ${l.operation.status}">${l.operation.status}</span>`
+          : html`${verb} <a class="id" href="/operations/${l.operation.id}">${l.operation.kind} ${shortId(l.operation.id)}</a> <span class="badge ${l.operation.status}">${l.operation.status}</span>`
       }</li>`,
   )}</ul>`;
 }

@@ -9,6 +9,7 @@ import { isOperationKind, OPERATION_KINDS } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OPERATION_STATUSES, type OperationStatus } from '../machines/operationMachine.ts';
 import { OPERATOR_ACTIONS, type OperatorAction, operatorEvent } from '../machines/operatorEvent.ts';
+import { shortId } from '../machines/shortId.ts';
 import { checkId } from '../persistence/applyEvents.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import type { Heartbeats } from '../transport/Transport.ts';
@@ -252,7 +253,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     }
     if (first === 'operations' && second !== undefined && parts.length === 2) {
       const content = operationPage({ ...(await data.operation(second)), allowActions });
-      return sendPage(res, url, `operation ${second.slice(0, 8)}`, content);
+      return sendPage(res, url, `operation ${shortId(second)}`, content);
     }
     if (first === 'api' && second === 'operations' && third !== undefined && parts.length === 3) {
       return sendJson(res, 200, await data.operation(third));

@@ -10,6 +10,7 @@ import { systemClock } from '../../machines/Clock.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
+import { shortId } from '../../machines/shortId.ts';
 import type { PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import type { OperationInspection } from '../../persistence/inspectOperation.ts';
@@ -45,7 +46,7 @@ const DEADLINE_MS = 120_000;
 const TERMINAL = new Set<string>([OperationStatus.COMPLETED, OperationStatus.FAILED]);
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-const short = (id: string) => id.slice(0, 8);
+const short = shortId;
 
 function deferred<T>() {
   let resolve!: (value: T) => void;

@@ -8,6 +8,7 @@ import { replan } from '../../actors/replan.ts';
 import type { DeleterFaults } from '../../actors/runDeletion.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { PhysicalCopyStatus } from '../../machines/physicalCopyMachine.ts';
+import { shortId } from '../../machines/shortId.ts';
 import { ArtifactType } from '../../persistence/ArtifactType.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionPolicyRepository } from '../../persistence/DeletionPolicyRepository.ts';
@@ -149,7 +150,7 @@ export async function startDeletionDemo(
         out(`  the deleters did not settle within ${DEADLINE_MS / 1000} s`);
         return false;
       }
-      const nameOf = (id: string) => sample.artifacts.get(id)?.name ?? id.slice(0, 8);
+      const nameOf = (id: string) => sample.artifacts.get(id)?.name ?? shortId(id);
       for (const c of first) await describe(c.id, nameOf(c.artifactId));
       const failed = first.filter((c) => c.status === PhysicalCopyStatus.DELETION_FAILED);
       if (held !== undefined) {
@@ -183,7 +184,7 @@ export async function startDeletionDemo(
         const view = await runtime.get(id);
         const resume = await loadResumeRecord(runtime.database, view);
         if (resume !== undefined) {
-          out(`  inspect ${id.slice(0, 8)}: ${resume.records.map((r) => r.state).join(' → ')}`);
+          out(`  inspect ${shortId(id)}: ${resume.records.map((r) => r.state).join(' → ')}`);
           out(`    next safe action: ${resume.nextSafeAction}`);
         }
       }

@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { shortId } from '../../machines/shortId.ts';
 import { isUuid } from '../../persistence/subtypeFields.ts';
 import { timeOrderedId } from '../../persistence/timeOrderedId.ts';
 
@@ -29,5 +30,15 @@ describe('timeOrderedId', () => {
     for (const bad of [-1, 1.5, 2 ** 48, Number.NaN]) {
       expect(() => timeOrderedId(bad)).toThrow(RangeError);
     }
+  });
+});
+
+describe('shortId', () => {
+  it('shows the random tail, so ids made in the same millisecond are told apart', () => {
+    const at = Date.UTC(2026, 11, 1);
+    const ids = Array.from({ length: 100 }, () => timeOrderedId(at));
+    expect(new Set(ids.map((id) => id.slice(0, 8))).size).toBe(1);
+    expect(new Set(ids.map(shortId)).size).toBe(ids.length);
+    expect(shortId(ids[0] as string)).toBe((ids[0] as string).slice(-8));
   });
 });
