@@ -9,19 +9,25 @@ CREATE TABLE "operation_tally" (
 LOCK TABLE operation IN SHARE ROW EXCLUSIVE MODE;
 --> statement-breakpoint
 -- One row per kind and status a statement changed: + for the rows it brought into that status,
--- − for those it took out. The counts are the sums per kind and status.
-CREATE OR REPLACE FUNCTION opstate_tally_inserted_operations() RETURNS trigger
+-- − for those it took out; the counts are the sums per kind and status. Inserts and deletes share
+-- one function (both triggers name their rows opstate_rows).
+CREATE OR REPLACE FUNCTION opstate_tally_added_or_removed_operations() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
   INSERT INTO operation_tally (kind, status, n)
-    SELECT kind, status, count(*) FROM opstate_added GROUP BY kind, status;
+    SELECT kind, status, CASE TG_OP WHEN 'DELETE' THEN -count(*) ELSE count(*) END
+    FROM opstate_rows GROUP BY kind, status;
   RETURN NULL;
 END;
 $$;
 --> statement-breakpoint
 CREATE TRIGGER operation_tally_on_insert AFTER INSERT ON operation
-  REFERENCING NEW TABLE AS opstate_added
-  FOR EACH STATEMENT EXECUTE FUNCTION opstate_tally_inserted_operations();
+  REFERENCING NEW TABLE AS opstate_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION opstate_tally_added_or_removed_operations();
+--> statement-breakpoint
+CREATE TRIGGER operation_tally_on_delete AFTER DELETE ON operation
+  REFERENCING OLD TABLE AS opstate_rows
+  FOR EACH STATEMENT EXECUTE FUNCTION opstate_tally_added_or_removed_operations();
 --> statement-breakpoint
 CREATE OR REPLACE FUNCTION opstate_tally_updated_operations() RETURNS trigger
 LANGUAGE plpgsql AS $$
@@ -41,19 +47,6 @@ $$;
 CREATE TRIGGER operation_tally_on_update AFTER UPDATE ON operation
   REFERENCING OLD TABLE AS opstate_before NEW TABLE AS opstate_after
   FOR EACH STATEMENT EXECUTE FUNCTION opstate_tally_updated_operations();
---> statement-breakpoint
-CREATE OR REPLACE FUNCTION opstate_tally_deleted_operations() RETURNS trigger
-LANGUAGE plpgsql AS $$
-BEGIN
-  INSERT INTO operation_tally (kind, status, n)
-    SELECT kind, status, -count(*) FROM opstate_removed GROUP BY kind, status;
-  RETURN NULL;
-END;
-$$;
---> statement-breakpoint
-CREATE TRIGGER operation_tally_on_delete AFTER DELETE ON operation
-  REFERENCING OLD TABLE AS opstate_removed
-  FOR EACH STATEMENT EXECUTE FUNCTION opstate_tally_deleted_operations();
 --> statement-breakpoint
 CREATE OR REPLACE FUNCTION opstate_tally_truncated_operations() RETURNS trigger
 LANGUAGE plpgsql AS $$

@@ -35,6 +35,21 @@ describe('hot statements on Postgres, over grown tables', () => {
     await dropTestDatabase(testDb);
   });
 
+  /**
+   * Stores `statements × each` copies of operation `seed` under random ids (as a deployment wrote
+   * them before ids were time-ordered), one insert statement per `each`, then vacuums and analyzes.
+   */
+  async function storeCopiesOf(seed: string, statements: number, each: number) {
+    for (let i = 0; i < statements; i++) {
+      await database.execute(
+        `insert into operation (id, ${copiedColumns('')})
+           select gen_random_uuid(), ${copiedColumns('t.')}
+           from operation t, generate_series(1, ${each}) where t.id = '${seed}'`,
+      );
+    }
+    await database.execute('vacuum analyze operation');
+  }
+
   /** New packages, each archived by one operation, driven to IN_PROGRESS. */
   async function runningArchives(n: number) {
     const store = new OperationStore(database);
@@ -282,14 +297,7 @@ describe('hot statements on Postgres, over grown tables', () => {
     const store = new OperationStore(database);
     const seed = await store.create(inputFor(OperationKind.UNPACK, world));
     // 20,000 more operations, written as 20 statements (each adds its row to the tally).
-    for (let i = 0; i < 20; i++) {
-      await database.execute(
-        `insert into operation (id, ${copiedColumns('')})
-           select gen_random_uuid(), ${copiedColumns('t.')}
-           from operation t, generate_series(1, 1000) where t.id = '${seed}'`,
-      );
-    }
-    await database.execute('vacuum analyze operation');
+    await storeCopiesOf(seed, 20, 1000);
     await store.foldCounts();
     await database.execute('vacuum analyze operation_tally');
 
@@ -318,14 +326,7 @@ describe('hot statements on Postgres, over grown tables', () => {
     const seed = await store.create(inputFor(OperationKind.TRANSFER, world));
     // 100,000 stored operations with random ids, as a deployment created them before ids were
     // time-ordered (on a new one, new ids land after the stored ones instead).
-    for (let i = 0; i < 10; i++) {
-      await database.execute(
-        `insert into operation (id, ${copiedColumns('')})
-           select gen_random_uuid(), ${copiedColumns('t.')}
-           from operation t, generate_series(1, 10000) where t.id = '${seed}'`,
-      );
-    }
-    await database.execute('vacuum analyze operation');
+    await storeCopiesOf(seed, 10, 10_000);
     const dirtiedBy = async (ids: () => string | undefined) => {
       await database.execute('checkpoint');
       const buffers: number[] = [];

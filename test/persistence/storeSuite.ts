@@ -854,6 +854,16 @@ export function storeSuite(backend: SuiteBackend): void {
       }),
     ).rejects.toThrow('roll back');
     expect(await store.countByKindAndStatus()).toEqual(before);
+    // The same row inserted and deleted for good (nothing in the runtime deletes operations; an
+    // operator's SQL might): counted, then not.
+    const [extra] = await db().execute<{ id: string }>(
+      `insert into operation (id, ${copiedColumns('')})
+         select gen_random_uuid(), ${copiedColumns('t.')} from operation t where t.id = '${u}'
+         returning id::text as id`,
+    );
+    await expectExact();
+    await db().execute(`delete from operation where id = '${extra?.id}'`);
+    expect(await store.countByKindAndStatus()).toEqual(before);
 
     // Folding leaves one row per kind and status that has operations, and the same sums.
     const pairs = Object.values(await truth()).reduce(
