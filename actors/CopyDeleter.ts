@@ -6,6 +6,7 @@ import { CopyLifecycle } from '../persistence/CopyLifecycle.ts';
 import { DeletionPolicyRepository } from '../persistence/DeletionPolicyRepository.ts';
 import { DeletionRepository } from '../persistence/DeletionRepository.ts';
 import type { Database } from '../persistence/openDatabase.ts';
+import { timeOrderedId } from '../persistence/timeOrderedId.ts';
 import { planDeletion, rootIdentity } from '../stages/deletion/planDeletion.ts';
 import { crashable, faultsOf } from './drill.ts';
 import type { Logger } from './Logger.ts';
@@ -277,6 +278,7 @@ async function planFor(d: Deleter, copy: ScheduledCopy) {
     alreadyGone: gone,
     holder: d.id,
     leaseMs: d.leaseMs,
+    deletionId: timeOrderedId(d.options.clock.now()),
   });
 }
 

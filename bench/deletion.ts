@@ -36,6 +36,7 @@ import { DeletionRepository } from '../persistence/DeletionRepository.ts';
 import { migrate } from '../persistence/migrate.ts';
 import { OperationStore } from '../persistence/OperationStore.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
+import { timeOrderedId } from '../persistence/timeOrderedId.ts';
 import { planDeletion } from '../stages/deletion/planDeletion.ts';
 import { SyscallCount } from '../stages/deletion/SyscallCount.ts';
 import { checksumOf, MANIFEST_NAME, sha256, writePackage } from '../stages/packageFormat.ts';
@@ -227,6 +228,7 @@ async function main(): Promise<void> {
           alreadyGone: new Set(),
           holder: 'bench',
           leaseMs: 60_000,
+          deletionId: timeOrderedId(Date.now()),
         },
         syscalls,
       );

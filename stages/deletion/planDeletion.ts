@@ -1,4 +1,3 @@
-import { randomUUID } from 'node:crypto';
 import { lstat, readdir } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
@@ -33,6 +32,8 @@ export interface PlanInput {
   readonly alreadyGone: ReadonlySet<string>;
   readonly holder: string;
   readonly leaseMs: number;
+  /** The id the plan is written under: a new time-ordered one (`timeOrderedId`) from the caller's clock. */
+  readonly deletionId: string;
 }
 
 /** The storage root's identity: a deletion resumes only where the same filesystem is mounted. */
@@ -55,7 +56,8 @@ export async function rootIdentity(root: string): Promise<{ device: string; inod
  *
  * @example
  * ```ts
- * const plan = await planDeletion({ copy, archive, archived, alreadyGone: new Set(), holder, leaseMs });
+ * const plan = await planDeletion({ copy, archive, archived, alreadyGone: new Set(), holder, leaseMs,
+ *   deletionId: timeOrderedId(clock.now()) });
  * await copies.apply(copy.id, { type: 'START_DELETION' }, { by: holder, plan });
  * ```
  */
@@ -150,7 +152,7 @@ export async function planDeletion(
     }
   }
   return {
-    deletionId: randomUUID(),
+    deletionId: input.deletionId,
     archiveOperationId: input.archive.operationId,
     archiveCopyId: input.archive.copyId,
     archiveDigest: input.archive.digest,

@@ -10,6 +10,7 @@ import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
 import { checksumOf, sha256, writePackage } from '../../stages/packageFormat.ts';
 import { type DeleterFaults, withFaults } from '../../testing.ts';
+import { TIME_ORDERED_ID } from '../helpers/timeOrderedIds.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { type ArchiveWorld, startArchiveWorld, type TestPackage } from './world.ts';
 
@@ -62,7 +63,13 @@ async function archiveThenDelete(pkg: TestPackage, change?: () => Promise<void>)
   const status = await settle(pkg);
   const [plan] = await deletions().plansOf(pkg.copy.id);
   const members = (await deletions().load(plan?.id as string))?.members ?? [];
-  return { id, status, members, byName: new Map(members.map((m) => [m.name, m])) };
+  return {
+    id,
+    status,
+    planId: plan?.id,
+    members,
+    byName: new Map(members.map((m) => [m.name, m])),
+  };
 }
 
 const exists = (path: string) =>
@@ -74,8 +81,10 @@ const exists = (path: string) =>
 describe('deletion after a verified archive, revalidated member by member', () => {
   it('deletes every member of an unchanged copy, records each, writes the receipt, then DELETED', async () => {
     const pkg = await w.addPackage();
-    const { id, status, members } = await archiveThenDelete(pkg);
+    const { id, status, planId, members } = await archiveThenDelete(pkg);
     expect(status).toBe('DELETED');
+    // The deleter writes its plan under a time-ordered id, like every row the runtime keys.
+    expect(planId).toMatch(TIME_ORDERED_ID);
     expect(members.map((m) => [m.name, m.outcome])).toEqual([
       ['MANIFEST.json', 'DELETED'],
       ['scan_0001.fits', 'DELETED'],

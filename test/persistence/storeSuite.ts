@@ -8,6 +8,7 @@ import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
+import { millisOf, TIME_ORDERED_ID } from '../helpers/timeOrderedIds.ts';
 import { inputFor, MIGRATIONS, makeWorld, tableCounts } from './fixtures.ts';
 
 /** What each backend hands the shared suite. */
@@ -892,14 +893,12 @@ export function storeSuite(backend: SuiteBackend): void {
     const at = Date.parse('2031-06-01T12:00:00.123Z');
     const store = new OperationStore(db(), { clock: new SimulatedClock(at) });
     const w = await makeWorld(db());
-    const millisOf = (id: string) => Number.parseInt(id.replaceAll('-', '').slice(0, 12), 16);
-    const v7 = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/;
     const [a, b] = (await store.createMany([
       inputFor(OperationKind.LONG_TERM_ARCHIVE, w),
       inputFor(OperationKind.LONG_TERM_ARCHIVE, w),
     ])) as [string, string];
     for (const id of [a, b]) {
-      expect(id).toMatch(v7);
+      expect(id).toMatch(TIME_ORDERED_ID);
       expect(millisOf(id)).toBe(at);
     }
     // Keyed by the database: the world's package, and the copy a completion creates.
@@ -916,7 +915,7 @@ export function storeSuite(backend: SuiteBackend): void {
       `select physical_copy_id::text as id from operation_output where operation_id = '${a}'`,
     );
     for (const id of [w.pkg, String(copy?.id)]) {
-      expect(id).toMatch(v7);
+      expect(id).toMatch(TIME_ORDERED_ID);
       expect(Math.abs(millisOf(id) - Number(dbNow?.ms))).toBeLessThan(60_000);
     }
   });

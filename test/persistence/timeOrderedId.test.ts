@@ -2,14 +2,13 @@ import { describe, expect, it } from 'vitest';
 import { shortId } from '../../machines/shortId.ts';
 import { isUuid } from '../../persistence/subtypeFields.ts';
 import { timeOrderedId } from '../../persistence/timeOrderedId.ts';
-
-const millisOf = (id: string) => Number.parseInt(id.replaceAll('-', '').slice(0, 12), 16);
+import { millisOf, TIME_ORDERED_ID } from '../helpers/timeOrderedIds.ts';
 
 describe('timeOrderedId', () => {
   it('is a version-7 uuid of the RFC 9562 variant carrying its time in the first 48 bits', () => {
     const at = Date.UTC(2026, 11, 1, 15, 0, 0, 123);
     const id = timeOrderedId(at);
-    expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(id).toMatch(TIME_ORDERED_ID);
     expect(isUuid(id)).toBe(true);
     expect(millisOf(id)).toBe(at);
     expect(millisOf(timeOrderedId(0))).toBe(0);
