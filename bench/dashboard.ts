@@ -152,14 +152,12 @@ try {
     logger: memoryLogger(),
   };
   const dashboard = await startDashboard(common);
-  // The same pages with the counts recomputed on every request (as while operations move).
-  const uncached = await startDashboard({ ...common, countsMaxAgeMs: 0 });
 
-  const time = async (path: string, base = dashboard.url) => {
+  const time = async (path: string) => {
     const times: number[] = [];
     for (let i = 0; i < REQUESTS + 3; i++) {
       const t0 = performance.now();
-      const res = await fetch(`${base}${path}`);
+      const res = await fetch(`${dashboard.url}${path}`);
       await res.text();
       if (!res.ok) throw new Error(`${path} answered ${res.status}`);
       if (i >= 3) times.push(performance.now() - t0);
@@ -175,12 +173,10 @@ try {
     const first = await grow(SMALL);
     const sample = first.capped[0] as string;
     const smallOverview = await time('/');
-    const smallUncached = await time('/', uncached.url);
     const smallOperation = await time(`/operations/${sample}`);
     process.stderr.write(`bench dashboard: ${SMALL} operations planted, growing to ${TOTAL}\n`);
     await grow(TOTAL - SMALL);
     const overview = await time('/');
-    const overviewUncached = await time('/', uncached.url);
     const operation = await time(`/operations/${sample}`);
     const [{ n } = { n: 0 }] = await database.execute<{ n: number }>(
       'select count(*)::int as n from operation',
@@ -202,15 +198,6 @@ try {
       note: `median of ${REQUESTS} GETs of / (counts, lifecycle, attention list, 50 per category) at ${n} operations; baseline: the same at ${SMALL}`,
     });
     print({
-      name: 'dashboard_overview_page_uncached_ms',
-      value: overviewUncached.median,
-      unit: 'ms',
-      baseline: smallUncached.median,
-      p95: Math.round(overviewUncached.p95 * 100) / 100,
-      operations: Number(n),
-      note: `the same, with the counts per kind × status recomputed on every request (summed from the folded tally), as while operations move`,
-    });
-    print({
       name: 'dashboard_operation_page_ms',
       value: operation.median,
       unit: 'ms',
@@ -221,7 +208,6 @@ try {
     });
   } finally {
     await dashboard.close();
-    await uncached.close();
   }
 } finally {
   await database.close();

@@ -14,7 +14,7 @@ import { inspectOperation } from '../persistence/inspectOperation.ts';
 import { type AttentionSection, loadAttention } from '../persistence/loadAttention.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import { loadResumeRecord } from '../persistence/resumeRecord.ts';
-import { type StatusCounts, selectStatusCounts } from '../persistence/sql/controlPlaneQueries.ts';
+import { selectStatusCounts } from '../persistence/sql/controlPlaneQueries.ts';
 import { selectAttentionRow } from '../persistence/sql/selectAttention.ts';
 import { selectLineage } from '../persistence/sql/selectLineage.ts';
 import {
@@ -36,19 +36,17 @@ export interface DashboardDataOptions {
   readonly timing: AttentionTiming;
   readonly heartbeats: Heartbeats | null;
   readonly clock: Clock;
-  /** How long counts are kept while things change (0: never kept). */
-  readonly countsMaxAgeMs: number;
 }
 
 /**
  * What the dashboard's pages show, read from the database (every query paged and indexed) and
- * the heartbeat store. Counts per kind × status are summed from the tally the database keeps
- * (a few dozen rows); they are still kept while nothing has changed, and for at most
- * `countsMaxAgeMs` while things do, so pages that refresh together share one reading.
+ * the heartbeat store. Counts per kind × status are read afresh on every page: they are summed
+ * from the tally the database keeps (a few dozen rows), which costs less than asking whether
+ * anything changed.
  *
  * @example
  * ```ts
- * const data = createDashboardData({ database, timing, heartbeats: null, clock, countsMaxAgeMs: 1000 });
+ * const data = createDashboardData({ database, timing, heartbeats: null, clock });
  * const { counts, attention } = await data.overview();
  * ```
  */
@@ -87,27 +85,13 @@ export function createDashboardData(options: DashboardDataOptions) {
     return `${row?.t}|${row?.c}|${row?.a}|${row?.b}`;
   };
 
-  let cachedCounts: { mark: string; at: number; counts: StatusCounts } | undefined;
-  const counts = async (): Promise<StatusCounts> => {
-    if (options.countsMaxAgeMs <= 0) return selectStatusCounts(database);
-    const mark = await changeMark();
-    const now = clock.now();
-    const kept = cachedCounts;
-    if (kept !== undefined && (kept.mark === mark || now - kept.at < options.countsMaxAgeMs)) {
-      return kept.counts;
-    }
-    const fresh = await selectStatusCounts(database);
-    cachedCounts = { mark, at: now, counts: fresh };
-    return fresh;
-  };
-
   return {
     changeMark,
 
     async overview(): Promise<OverviewData> {
       const { facts } = await heartbeats();
       const [statusCounts, attention] = await Promise.all([
-        counts(),
+        selectStatusCounts(database),
         loadAttention(database, { now: clock.now(), timing, heartbeats: facts, limit: PAGE_SIZE }),
       ]);
       return { counts: statusCounts, attention };

@@ -40,11 +40,6 @@ export interface DashboardOptions {
   readonly logger: Logger;
   /** How often to look for changes to push to open pages (default 1000 ms). */
   readonly pollMs?: number;
-  /**
-   * Counts per kind × status (summed from the database's tally) are kept while nothing has
-   * changed, and for at most this long while things do (default 1000 ms; 0 never keeps them).
-   */
-  readonly countsMaxAgeMs?: number;
 }
 
 /** A running dashboard. */
@@ -118,7 +113,6 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     timing: options.timing,
     heartbeats: options.heartbeats,
     clock,
-    countsMaxAgeMs: options.countsMaxAgeMs ?? 1_000,
   });
   const live = createLiveUpdates({
     changeMark: data.changeMark,
