@@ -94,6 +94,19 @@ describe('many operations over several worker processes', () => {
       IN_PROGRESS: 0,
       FAILED: 0,
     });
+    // Once the writes stop, the leader's next fold leaves one tally row per kind and status stored.
+    await waitFor(
+      async () => {
+        const [t] = await dep.runtime.database.execute<{ rows: string; pairs: string }>(
+          `select (select count(*) from operation_tally) as rows,
+             (select count(*) from (select distinct kind, status from operation) p) as pairs`,
+        );
+        return Number(t?.rows) === Number(t?.pairs);
+      },
+      'the leader folding the count tally',
+      30_000,
+      200,
+    );
     expect(workers.every((c) => c.proc.exitCode === null)).toBe(true);
   }, 300_000);
 });
