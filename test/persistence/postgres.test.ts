@@ -132,6 +132,37 @@ describe('persistence on Postgres', () => {
     }
   });
 
+  it("a fold racing an open write leaves that write's tally rows to the next fold, and the counts stay exact", async () => {
+    const store = new OperationStore(database);
+    const world = await makeWorld(database);
+    const id = await store.create(inputFor(OperationKind.UNPACK, world));
+    const before = await store.countByKindAndStatus();
+    const open = await database.reserve();
+    try {
+      await open.execute('begin');
+      await open.execute(`update operation set status = 'FAILED' where id = '${id}'`);
+      // Another connection folds while the write is open: it neither sees nor waits for it.
+      await store.foldCounts();
+      expect(await store.countByKindAndStatus()).toEqual(before);
+      await open.execute('commit');
+    } finally {
+      await open.release();
+    }
+    const after = await store.countByKindAndStatus();
+    expect(after.unpack.PENDING).toBe(before.unpack.PENDING - 1);
+    expect(after.unpack.FAILED).toBe(before.unpack.FAILED + 1);
+    // The committed write's rows were left out of that fold; the next one takes them in.
+    const rows = async () =>
+      Number((await database.execute('select count(*)::int as n from operation_tally'))[0]?.n);
+    const [pairs] = await database.execute<{ n: number }>(
+      'select count(*)::int as n from (select distinct kind, status from operation) p',
+    );
+    expect(await rows()).toBeGreaterThan(Number(pairs?.n));
+    await store.foldCounts();
+    expect(await rows()).toBe(Number(pairs?.n));
+    expect(await store.countByKindAndStatus()).toEqual(after);
+  });
+
   it('upgrading to counts from the tally counts the operations stored before it, and a write racing the upgrade once', async () => {
     const fresh = await createTestDatabase();
     const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
