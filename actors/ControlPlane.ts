@@ -41,6 +41,11 @@ export interface ControlPlaneTiming {
   readonly breakerIntervalMs: number;
   readonly breakerThreshold: number;
   readonly breakerCooldownMs: number;
+  /**
+   * How often the leader folds the rows the counts per kind × status are summed from. Each write
+   * statement adds a few; at thousands of operations a second a pass folds a few thousand rows.
+   */
+  readonly countFoldIntervalMs: number;
 }
 
 export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
@@ -53,6 +58,7 @@ export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
   breakerIntervalMs: 1_000,
   breakerThreshold: 5,
   breakerCooldownMs: 60_000,
+  countFoldIntervalMs: 5_000,
 });
 
 /** What the control plane reads and writes of the operations (the store, or a test's). */
@@ -232,17 +238,11 @@ async function strandedPass(
   for (const r of planned.resets) await applyReset(shell, r);
 }
 
-/**
- * How often the leader folds the rows the counts per kind × status are summed from. Each write
- * statement adds a few; at thousands of operations a second a pass folds a few thousand rows.
- */
-export const COUNT_FOLD_INTERVAL_MS = 5_000;
-
 /** Folds the counts' rows (`OperationStore.foldCounts`), so counting never grows with time. */
 function countFoldLoop(shell: Shell): Loop {
   return shell.leaderLoop({
     name: 'count folding',
-    intervalMs: COUNT_FOLD_INTERVAL_MS,
+    intervalMs: shell.timing.countFoldIntervalMs,
     pass: async () => {
       await shell.store.foldCounts();
       return false;
@@ -289,7 +289,7 @@ function reconcilerLoop(shell: Shell): Loop {
  *   on its way to a worker, and a heartbeat store that lost its keys;
  * - circuit breaker: FAIL/COMPLETE outcomes per (kind, target location) open, half-open and close
  *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`);
- * - count folding: every `COUNT_FOLD_INTERVAL_MS`, the rows the counts per kind × status are
+ * - count folding: every `countFoldIntervalMs`, the rows the counts per kind × status are
  *   summed from are folded into one per pair.
  *
  * @example

@@ -1,6 +1,5 @@
 import { describe, expect, it } from 'vitest';
 import {
-  COUNT_FOLD_INTERVAL_MS,
   type ControlPlaneStore,
   DEFAULT_CONTROL_PLANE_TIMING,
   startControlPlaneLoops,
@@ -226,11 +225,11 @@ describe('reconciler on a simulated clock', () => {
 });
 
 describe('count folding on a simulated clock', () => {
-  it('the leader folds the counts at start and every COUNT_FOLD_INTERVAL_MS after, and a failed fold is retried', async () => {
+  it('the leader folds the counts at start and every countFoldIntervalMs after, and a failed fold is retried', async () => {
     const d = deployment();
     const t0 = d.clock.now();
-    await d.clock.advance(2 * COUNT_FOLD_INTERVAL_MS - 1);
-    expect(d.folds.map((at) => at - t0)).toEqual([0, COUNT_FOLD_INTERVAL_MS]);
+    await d.clock.advance(2 * PLANE.countFoldIntervalMs - 1);
+    expect(d.folds.map((at) => at - t0)).toEqual([0, PLANE.countFoldIntervalMs]);
     const fold = d.store.foldCounts;
     let fail = true;
     (d.store as { foldCounts: ControlPlaneStore['foldCounts'] }).foldCounts = async () => {
@@ -241,11 +240,11 @@ describe('count folding on a simulated clock', () => {
       return fold();
     };
     await d.clock.advance(1); // the third pass fails; the loop retries after its interval
-    await d.clock.advance(COUNT_FOLD_INTERVAL_MS);
+    await d.clock.advance(PLANE.countFoldIntervalMs);
     expect(d.folds.map((at) => at - t0)).toEqual([
       0,
-      COUNT_FOLD_INTERVAL_MS,
-      3 * COUNT_FOLD_INTERVAL_MS,
+      PLANE.countFoldIntervalMs,
+      3 * PLANE.countFoldIntervalMs,
     ]);
     expect(d.logger.lines.map((l) => `${l.level} ${l.message}`)).toContain(
       'ERROR count folding pass failed; retrying',
