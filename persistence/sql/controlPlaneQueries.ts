@@ -96,10 +96,17 @@ export async function foldStatusTally(exec: Executor): Promise<number> {
   return Number(row?.n ?? 0);
 }
 
-/** How many operations are SCHEDULED now (the partial index keeps this O(active)). */
+/**
+ * How many operations are SCHEDULED now, summed from `operation_tally` (exact in the statement's
+ * snapshot, as a count of the rows would be). Not a count of the rows: the scheduler asks before
+ * every pass, and the entries every operation leaves in the partial index of live operations stay
+ * there until a vacuum removes them, so counting the rows visited every operation that had passed
+ * through SCHEDULED since the last vacuum (tens of thousands of entries and the heap page behind
+ * each) where a handful of tally rows hold the same number.
+ */
 export async function selectScheduledCount(exec: Executor): Promise<number> {
   const [row] = await exec.execute(
-    sql`select count(*)::int as n from operation where status = 'SCHEDULED'`,
+    sql`select coalesce(sum(n), 0)::int as n from operation_tally where status = 'SCHEDULED'`,
   );
   return Number(row?.n ?? 0);
 }

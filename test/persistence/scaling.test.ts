@@ -321,6 +321,47 @@ describe('hot statements on Postgres, over grown tables', () => {
     expect(scanned[0]).toBeGreaterThan(100);
   });
 
+  it('the scheduler’s count of SCHEDULED work reads the tally: a few buffers after 5,000 operations passed through SCHEDULED since the last vacuum, where counting the rows visits every one of them', async () => {
+    const store = new OperationStore(database);
+    // Each move out of SCHEDULED leaves an entry in the partial index of live operations until a
+    // vacuum removes it. Autovacuum comes by now and then, not after every scheduler pass.
+    await database.execute('alter table operation set (autovacuum_enabled = off)');
+    try {
+      const ids = await store.createMany(
+        Array.from({ length: 5000 }, () => inputFor(OperationKind.TRANSFER, world)),
+      );
+      await store.applyMany(ids.map((id) => ({ id, event: { type: 'SCHEDULE' } })));
+      const scheduled = await store.countScheduled();
+      expect(scheduled).toBeGreaterThanOrEqual(5000);
+      await store.applyMany(
+        ids.map((id) => ({ id, event: { type: 'CANCEL', reason: 'moved on' } })),
+      );
+
+      // Counting the rows: every entry the 5,000 left behind, and the heap page behind it. (A
+      // plain index scan marks the dead entries it met, so its next pass skips them; a bitmap
+      // scan, which the planner picks once it expects hundreds of SCHEDULED rows, never does, and
+      // pays them again on every pass until a vacuum.)
+      const scanned: number[] = [];
+      const [truth] = await measuringBuffers(database, 'count(*)', scanned).execute<{
+        n: number;
+      }>(`select count(*)::int as n from operation where status = 'SCHEDULED'`);
+      expect(scanned).toHaveLength(1);
+      expect(scanned[0]).toBeGreaterThan(250);
+
+      await store.foldCounts();
+      const buffers: number[] = [];
+      const n = await new OperationStore(
+        measuringBuffers(database, 'from operation_tally', buffers),
+      ).countScheduled();
+      expect(n).toBe(truth?.n);
+      expect(n).toBe(scheduled - 5000);
+      expect(buffers).toHaveLength(1);
+      expect(buffers[0]).toBeLessThan(10);
+    } finally {
+      await database.execute('alter table operation reset (autovacuum_enabled)');
+    }
+  });
+
   it('creating operations over 100,000 stored ones dirties few pages: the ids they get are time-ordered, where random ones dirty about a page per row in each index keyed by them', async () => {
     const store = new OperationStore(database);
     const seed = await store.create(inputFor(OperationKind.TRANSFER, world));

@@ -801,9 +801,16 @@ export function storeSuite(backend: SuiteBackend): void {
       for (const r of rows) (counts[r.kind] as Record<string, number>)[r.status] = Number(r.n);
       return counts;
     };
-    const expectExact = async () =>
-      expect(await store.countByKindAndStatus()).toEqual(await truth());
+    /** The counts, and the scheduler's count of SCHEDULED work, as the rows say. */
+    const expectExact = async () => {
+      const rows = await truth();
+      expect(await store.countByKindAndStatus()).toEqual(rows);
+      expect(await store.countScheduled()).toBe(
+        OPERATION_KINDS.reduce((n, k) => n + (rows[k]?.SCHEDULED ?? 0), 0),
+      );
+    };
     await expectExact();
+    const scheduledBefore = await store.countScheduled();
 
     const [t1, t2, u, s, a] = (await store.createMany([
       inputFor(OperationKind.TRANSFER, w),
@@ -814,10 +821,13 @@ export function storeSuite(backend: SuiteBackend): void {
     ])) as [string, string, string, string, string];
     await expectExact();
     await store.applyMany([t1, t2, u, s, a].map((id) => ({ id, event: { type: 'SCHEDULE' } })));
+    await expectExact();
+    expect(await store.countScheduled()).toBe(scheduledBefore + 5);
     await store.applyMany(
       [t1, t2, u, a].map((id) => ({ id, event: { type: 'START', attempt: 1, workerId: 'w' } })),
     );
     await expectExact();
+    expect(await store.countScheduled()).toBe(scheduledBefore + 1);
     const output = {
       artifactType: 'raw_data_package' as const,
       artifactId: w.pkg,
