@@ -161,8 +161,10 @@ export class CircuitBreakerRepository {
    * Reads the transition rows with an id above `after` (at most `limit`, in id order), plus the
    * rows whose ids are listed in `gaps` (ids the caller skipped over because they were not yet
    * committed): every id read (so the caller can tell a gap from a row of another event), and
-   * the FAIL and COMPLETE rows among them with their pair and failure. One statement, one row
-   * back: the other events (three of an operation's four transitions) cost only their id.
+   * the FAIL rows among them with their pair and failure, and the COMPLETE rows with their pair
+   * when one can change a breaker (some breaker is not CLOSED or has failures counted, or the page
+   * holds a FAIL). One statement, one row back: the other events (three of an operation's four
+   * transitions), and every COMPLETE while all breakers are clean, cost only their id.
    *
    * @example
    * ```ts
@@ -180,6 +182,11 @@ export class CircuitBreakerRepository {
       limit,
       sql`id, event, operation_id, attempt, at, reason`,
     );
+    // A COMPLETE changes nothing on a breaker that is CLOSED with no failures counted: unless a
+    // breaker is not, or the page holds a FAIL (its pair's next COMPLETE resets the count), the
+    // page's COMPLETE rows go back as ids only, without the lookup of their operation's pair. The
+    // failure is looked up for FAIL rows only (`offset 0` keeps the lateral subquery whole, so its
+    // test of the row's event is made once per row before the lookup, not after it).
     const [read] = await this.#exec.execute(sql`
       with t as materialized (${next})
       select
@@ -190,9 +197,15 @@ export class CircuitBreakerRepository {
             order by t.id), '[]')
           from t
           left join ${byKey('operation', 'o', 't.operation_id', 'o.kind, o.target_location_id')} on true
-          left join operation_failure_event fe on t.event = 'FAIL' and fe.kind = o.kind
-            and fe.operation_id = t.operation_id and fe.attempt = t.attempt
-          where t.event in ('FAIL', 'COMPLETE')) as outcomes`);
+          left join lateral (select fe.error from operation_failure_event fe
+            where t.event = 'FAIL' and fe.kind = o.kind
+              and fe.operation_id = t.operation_id and fe.attempt = t.attempt
+            offset 0) fe on true
+          where t.event = 'FAIL'
+             or (t.event = 'COMPLETE' and (
+               exists (select 1 from t f where f.event = 'FAIL')
+               or exists (select 1 from circuit_breaker b
+                          where b.state <> 'CLOSED' or b.consecutive_failures > 0)))) as outcomes`);
     const idList = (read?.ids ?? []) as unknown[];
     const rows = json<Row[]>(read?.outcomes ?? []);
     const outcomes = rows.map((r): TransitionOutcome => {
