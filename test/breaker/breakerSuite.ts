@@ -161,6 +161,32 @@ export function breakerSuite(backend: BreakerBackend): void {
     expect(row).toMatchObject({ state: 'CLOSED', consecutive_failures: 1 });
   });
 
+  it('a completion read in a later pass than the failures clears their count, with every other breaker clean', async () => {
+    const t = await setup(db());
+    // No other pair has a breaker that is not clean: the pass reads the completion's pair only
+    // because this pair has failures counted.
+    await db().execute('delete from circuit_breaker');
+    const [a, b, c, d, e] = (await t.createArchives(t.w.archive.id, 5)) as string[];
+    const counted = async () =>
+      (
+        await db().execute(
+          `select state, consecutive_failures from circuit_breaker where location_id = '${t.w.archive.id}'`,
+        )
+      )[0];
+    await t.run(a as string, 'fail');
+    await t.run(b as string, 'fail');
+    await t.breaker.pass();
+    expect(await counted()).toMatchObject({ state: 'CLOSED', consecutive_failures: 2 });
+    await t.run(c as string, 'complete');
+    await t.breaker.pass();
+    expect(await counted()).toMatchObject({ state: 'CLOSED', consecutive_failures: 0 });
+    // Two more failures start a new count: with the completion missed they would have opened it.
+    await t.run(d as string, 'fail');
+    await t.run(e as string, 'fail');
+    await t.breaker.pass();
+    expect(await counted()).toMatchObject({ state: 'CLOSED', consecutive_failures: 2 });
+  });
+
   it('threshold failures (retryable or not) open the breaker, with a WARNING, and park that pair only', async () => {
     const t = await setup(db());
     const failing = await t.open();
