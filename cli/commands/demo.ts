@@ -46,7 +46,6 @@ const DEADLINE_MS = 120_000;
 const TERMINAL = new Set<string>([OperationStatus.COMPLETED, OperationStatus.FAILED]);
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
-const short = shortId;
 
 function deferred<T>() {
   let resolve!: (value: T) => void;
@@ -266,7 +265,7 @@ async function pipeline(
       if (!crashed && onA !== undefined) {
         crashed = true;
         out(
-          `  ! ${onA.kind} ${short(onA.id)} is IN_PROGRESS on ${workerA.id}, which has written the archive object`,
+          `  ! ${onA.kind} ${shortId(onA.id)} is IN_PROGRESS on ${workerA.id}, which has written the archive object`,
         );
         out('    but not yet recorded the step. Crashing worker-A now: its heartbeats stop, it');
         out(
@@ -305,11 +304,11 @@ async function pipeline(
   out();
   out('4. What happened to each operation');
   const nameOf = (id: string | null | undefined) =>
-    id == null ? '-' : (sample.artifacts.get(id)?.name ?? short(id));
+    id == null ? '-' : (sample.artifacts.get(id)?.name ?? shortId(id));
   for (const view of await viewsOf(ids)) {
     const subject = nameOf(view.fields.rawDataPackageId ?? view.fields.dataTransferPackageId);
     out(
-      `  ${view.kind.padEnd(22)} ${view.status.padEnd(9)} attempt ${view.attempt}  ${subject}  (operation ${short(view.id)})`,
+      `  ${view.kind.padEnd(22)} ${view.status.padEnd(9)} attempt ${view.attempt}  ${subject}  (operation ${shortId(view.id)})`,
     );
     describePath(view.transitions).forEach((line, i) => {
       out(`    ${i === 0 ? 'path     ' : '         '} ${line}`);
