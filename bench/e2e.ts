@@ -892,8 +892,6 @@ async function main(): Promise<void> {
     // 4. e2e with worker child processes (`opstate worker`), concurrency split between them.
     if (CHILDREN > 0) {
       const rawBefore = await rawCommitRate(SECONDS);
-      await sleep(1500);
-      const dbBefore = await pgStats();
       const perChild = Math.max(1, Math.round(CONCURRENCY / CHILDREN));
       const mine = Array.from({ length: CHILDREN }, (_, i) =>
         spawnCli(
@@ -919,6 +917,11 @@ async function main(): Promise<void> {
       );
       children.push(...mine);
       await Promise.all(mine.map((c) => waitForOutput(c, 'worker started')));
+      // Warm-up (JIT, consumers), as for the workers in this process: fresh processes run their
+      // first operations in V8's interpreter, which a long-running worker does not.
+      await submitAndWait(sameTransfers(Math.min(500, OPS)));
+      await sleep(1500);
+      const dbBefore = await pgStats();
       const pids = mine.map((c) => c.proc.pid as number);
       planeTimings.clear();
       const pBefore = snapshotCounter(planeCounter);
