@@ -228,8 +228,6 @@ describe('installed from the tarball', () => {
         include: ['main.ts'],
       }),
     );
-    // Type-checks against the shipped declarations, then the same program runs as JavaScript.
-    await sh('npx', ['--no-install', 'tsc', '--noEmit', '-p', '.'], typed);
     // Every declaration file checked too: the only errors are inside drizzle-orm's own.
     const strictLibs = await run(
       'npx',
@@ -244,6 +242,8 @@ describe('installed from the tarball', () => {
       .split('\n')
       .filter((l) => /^\S+\.ts\(\d+,\d+\): error/.test(l));
     expect(located.filter((l) => !l.startsWith('node_modules/drizzle-orm/'))).toEqual([]);
+    // Type-checks against the shipped declarations (a type error fails the build), then the same
+    // program runs as JavaScript.
     await sh('npx', ['--no-install', 'tsc', '-p', '.'], typed);
 
     await Promise.all([expectCompleted(plain, 'main.mjs'), expectCompleted(typed, 'out/main.js')]);
