@@ -27,11 +27,13 @@ import {
   type ActiveOperation,
   foldStatusTally,
   type InProgressOperation,
+  recountStatusTally,
   type StatusCounts,
   selectActiveOlderThan,
   selectInProgress,
   selectScheduledCount,
   selectStatusCounts,
+  type TallyDrift,
 } from './sql/controlPlaneQueries.ts';
 import { insertOperations } from './sql/insertOperations.ts';
 import { deleteOutbox, selectOutbox } from './sql/outbox.ts';
@@ -339,6 +341,21 @@ export class OperationStore {
    */
   async foldCounts(): Promise<number> {
     return foldStatusTally(this.database);
+  }
+
+  /**
+   * Counts the rows again and makes that the tally the counts are summed from, returning the
+   * kinds and statuses whose count was wrong (none when it matched). Only needed after something
+   * wrote to `operation` with its triggers off. One pass over the table; writers go on meanwhile
+   * (their changes count on top), a fold waits for it.
+   *
+   * @example
+   * ```ts
+   * await store.recountCounts(); // [{ kind: 'transfer', status: 'SCHEDULED', tallied: 7, stored: 0 }]
+   * ```
+   */
+  async recountCounts(): Promise<TallyDrift[]> {
+    return recountStatusTally(this.database);
   }
 
   /**

@@ -96,6 +96,38 @@ export async function foldStatusTally(exec: Executor): Promise<number> {
   return Number(row?.n ?? 0);
 }
 
+/** A kind and status whose tallied count did not match the rows stored. */
+export interface TallyDrift {
+  readonly kind: string;
+  readonly status: string;
+  /** What the tally said. */
+  readonly tallied: number;
+  /** What is stored. */
+  readonly stored: number;
+}
+
+/**
+ * Re-bases the tally the counts are summed from on a count of the rows and returns the kinds and
+ * statuses that were wrong, none when the tally matched. For a tally something bypassed: a write
+ * to `operation` with its triggers off. The database function counts and replaces in one snapshot,
+ * so writers go on meanwhile; it and the fold exclude each other. Call it in autocommit or a READ
+ * COMMITTED transaction (its snapshot must be taken after that exclusion).
+ */
+export async function recountStatusTally(exec: Executor): Promise<TallyDrift[]> {
+  const rows = await exec.execute<{
+    kind: string;
+    status: string;
+    tallied: unknown;
+    stored: unknown;
+  }>(sql`select kind, status, tallied, stored from opstate_recount_operation_tally()`);
+  return rows.map((r) => ({
+    kind: String(r.kind),
+    status: String(r.status),
+    tallied: Number(r.tallied),
+    stored: Number(r.stored),
+  }));
+}
+
 /**
  * How many operations are SCHEDULED now, summed from `operation_tally` (exact in the statement's
  * snapshot, as a count of the rows would be). Not a count of the rows: the scheduler asks before

@@ -163,6 +163,66 @@ describe('persistence on Postgres', () => {
     expect(await store.countByKindAndStatus()).toEqual(after);
   });
 
+  it('a recount held open lets writers go on, makes a fold wait, and leaves the counts exact', async () => {
+    const store = new OperationStore(database);
+    const world = await makeWorld(database);
+    const [a, b] = (await store.createMany([
+      inputFor(OperationKind.TRANSFER, world),
+      inputFor(OperationKind.TRANSFER, world),
+    ])) as [string, string];
+    const truth = async () => {
+      const rows = await database.execute<{ kind: string; status: string; n: number }>(
+        'select kind, status, count(*)::int as n from operation group by kind, status',
+      );
+      return Object.fromEntries(rows.map((r) => [`${r.kind}/${r.status}`, Number(r.n)]));
+    };
+    const tallied = async () => {
+      const counts = await store.countByKindAndStatus();
+      return Object.fromEntries(
+        Object.entries(counts).flatMap(([kind, byStatus]) =>
+          Object.entries(byStatus)
+            .filter(([, n]) => n !== 0)
+            .map(([status, n]) => [`${kind}/${status}`, n]),
+        ),
+      );
+    };
+    await database.execute(
+      `insert into operation_tally (kind, status, n) values ('transfer', 'FAILED', 5)`,
+    );
+    expect(await tallied()).not.toEqual(await truth());
+
+    const open = await database.reserve();
+    let folded = false;
+    let fold: Promise<number> | undefined;
+    try {
+      await open.execute('begin');
+      const wrong = await open.execute('select * from opstate_recount_operation_tally()');
+      expect(wrong.map((r) => `${r.kind}/${r.status}`)).toEqual(['transfer/FAILED']);
+      // Writers on other connections go on while it is open: their tally rows count on top.
+      await store.apply(a, { type: 'SCHEDULE' });
+      await store.applyMany([{ id: b, event: { type: 'CANCEL', reason: 'not needed' } }]);
+      // A fold waits for it, on the advisory lock both take.
+      fold = store.foldCounts().finally(() => {
+        folded = true;
+      });
+      await waitFor(async () => {
+        const [row] = await database.execute<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+            where datname = current_database() and wait_event = 'advisory'
+              and query like '%opstate_fold_operation_tally%'`,
+        );
+        return Number(row?.n) === 1;
+      }, 'the fold waiting for the recount');
+      expect(folded).toBe(false);
+      await open.execute('commit');
+    } finally {
+      await open.release();
+    }
+    await fold;
+    expect(await tallied()).toEqual(await truth());
+    expect(await store.recountCounts()).toEqual([]);
+  });
+
   it('upgrading to counts from the tally counts the operations stored before it, and a write racing the upgrade once', async () => {
     const fresh = await createTestDatabase();
     const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
