@@ -14,6 +14,7 @@ import { locationCommand } from './location.ts';
 import { migrateCommand } from './migrate.ts';
 import { cancelCommand, resetCommand, retryCommand } from './operatorCommands.ts';
 import { policyCommand } from './policy.ts';
+import { recountCommand } from './recount.ts';
 import { statusCommand } from './status.ts';
 import { submitCommand } from './submit.ts';
 import { waitCommand } from './wait.ts';
@@ -28,6 +29,7 @@ export const commands: readonly Command[] = [
   listCommand,
   waitCommand,
   statusCommand,
+  recountCommand,
   inspectCommand,
   retryCommand,
   resetCommand,

@@ -899,6 +899,101 @@ export function storeSuite(backend: SuiteBackend): void {
     await expectExact();
   });
 
+  it('a recount puts a tally something bypassed back on the rows, says what was wrong, and changes nothing when it matched', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const [t, u] = (await store.createMany([
+      inputFor(OperationKind.TRANSFER, w),
+      inputFor(OperationKind.UNPACK, w),
+    ])) as [string, string];
+    await store.apply(t, { type: 'SCHEDULE' });
+    const matched = await store.countByKindAndStatus();
+    expect(await store.recountCounts()).toEqual([]);
+    expect(await store.countByKindAndStatus()).toEqual(matched);
+
+    // Writes the triggers never saw: the transfer taken out of SCHEDULED and an operation that
+    // exists only in the tally.
+    await db().transaction(async (tx) => {
+      await tx.execute('alter table operation disable trigger user');
+      await tx.execute(
+        `update operation set status = 'PENDING', scheduled_at = null where id = '${t}'`,
+      );
+      await tx.execute('alter table operation enable trigger user');
+    });
+    await db().execute(
+      `insert into operation_tally (kind, status, n) values ('staging', 'IN_PROGRESS', 3)`,
+    );
+    const wrong = await store.countByKindAndStatus();
+    expect(wrong.transfer.SCHEDULED).toBe(matched.transfer.SCHEDULED);
+    expect(wrong.staging.IN_PROGRESS).toBe(matched.staging.IN_PROGRESS + 3);
+    // The scheduler is told of a SCHEDULED transfer that is not there.
+    const scheduledRows = async () =>
+      Number(
+        (
+          await db().execute(`select count(*)::int as n from operation where status = 'SCHEDULED'`)
+        )[0]?.n,
+      );
+    expect(await store.countScheduled()).toBe((await scheduledRows()) + 1);
+
+    // `opstate recount --json` says what was wrong.
+    const { createRecountCommand } = await import('../../cli/commands/recount.ts');
+    const shared = async (): Promise<Database> => ({ ...db(), close: async () => {} });
+    const recount = async (args: string[]) => {
+      const out: string[] = [];
+      const io = { out: (l: string) => out.push(l), err: (l: string) => out.push(l) };
+      expect(await createRecountCommand(shared).run(args, io)).toBe(0);
+      return out;
+    };
+    expect(JSON.parse((await recount(['--json'])).join('\n'))).toEqual({
+      wrong: [
+        {
+          kind: 'staging',
+          status: 'IN_PROGRESS',
+          tallied: matched.staging.IN_PROGRESS + 3,
+          stored: matched.staging.IN_PROGRESS,
+        },
+        {
+          kind: 'transfer',
+          status: 'PENDING',
+          tallied: matched.transfer.PENDING,
+          stored: matched.transfer.PENDING + 1,
+        },
+        {
+          kind: 'transfer',
+          status: 'SCHEDULED',
+          tallied: matched.transfer.SCHEDULED,
+          stored: matched.transfer.SCHEDULED - 1,
+        },
+      ],
+    });
+    const rows = await db().execute<{ kind: string; status: string; n: number }>(
+      'select kind, status, count(*)::int as n from operation group by kind, status',
+    );
+    const recounted = await store.countByKindAndStatus();
+    for (const r of rows) expect(recounted[r.kind as OperationKind][r.status as never]).toBe(r.n);
+    expect(recounted.staging.IN_PROGRESS).toBe(matched.staging.IN_PROGRESS);
+    expect(await store.countScheduled()).toBe(await scheduledRows());
+    // One row per kind and status that has operations, and a second recount finds nothing.
+    expect(
+      Number((await db().execute('select count(*)::int as n from operation_tally'))[0]?.n),
+    ).toBe(rows.length);
+    expect(await recount([])).toEqual([
+      'the counts matched the operations stored; nothing changed',
+    ]);
+    await db().execute(
+      `insert into operation_tally (kind, status, n) values ('data_transfer_package', 'FAILED', 2)`,
+    );
+    expect(await recount([])).toEqual([
+      `data_transfer_package FAILED: counted ${recounted.data_transfer_package.FAILED + 2}, stored ${recounted.data_transfer_package.FAILED}`,
+      '1 of the counts put back on the rows',
+    ]);
+    // The triggers count on from the recount.
+    await store.apply(u, { type: 'SCHEDULE' });
+    expect((await store.countByKindAndStatus()).unpack.SCHEDULED).toBe(
+      recounted.unpack.SCHEDULED + 1,
+    );
+  });
+
   it('ids are time-ordered: an operation created without one gets its creation time, rows the database keys get its clock', async () => {
     const at = Date.parse('2031-06-01T12:00:00.123Z');
     const store = new OperationStore(db(), { clock: new SimulatedClock(at) });
