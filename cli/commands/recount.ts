@@ -36,7 +36,9 @@ export function createRecountCommand(open: () => Promise<Database> = databaseFro
               ctx.io.out('the counts matched the operations stored; nothing changed');
             } else {
               for (const w of wrong) {
-                ctx.io.out(`${w.kind} ${w.status}: counted ${w.tallied}, stored ${w.stored}`);
+                ctx.io.out(
+                  `${w.kind} ${w.status}: the counts said ${w.tallied}, ${w.stored} stored`,
+                );
               }
               ctx.io.out(`${wrong.length} of the counts put back on the rows`);
             }

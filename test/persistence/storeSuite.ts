@@ -984,7 +984,7 @@ export function storeSuite(backend: SuiteBackend): void {
       `insert into operation_tally (kind, status, n) values ('data_transfer_package', 'FAILED', 2)`,
     );
     expect(await recount([])).toEqual([
-      `data_transfer_package FAILED: counted ${recounted.data_transfer_package.FAILED + 2}, stored ${recounted.data_transfer_package.FAILED}`,
+      `data_transfer_package FAILED: the counts said ${recounted.data_transfer_package.FAILED + 2}, ${recounted.data_transfer_package.FAILED} stored`,
       '1 of the counts put back on the rows',
     ]);
     // The triggers count on from the recount.
