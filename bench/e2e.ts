@@ -12,8 +12,8 @@
  * place, then — unless OPSTATE_BENCH_DISTINCT=0 — each moving a package of its own, so that every
  * completion creates its copy, and that again over OPSTATE_BENCH_STORED more stored transfers,
  * default 200000, 0 skips); dispatch → IN_PROGRESS latency at a trickle;
- * e2e with worker child processes (`opstate worker`); control-plane memory with 1,000 and
- * 1,000,000 operations stored (child `opstate control-plane`).
+ * e2e with worker child processes (`opstate worker`, warmed up as the in-process workers are);
+ * control-plane memory with 1,000 and 1,000,000 operations stored (child `opstate control-plane`).
  *
  * Env: OPSTATE_BENCH_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres), NATS_URL
  * (default nats://127.0.0.1:4222), OPSTATE_BENCH_E2E_OPS (operations per e2e run, default 5000),
@@ -945,7 +945,7 @@ async function main(): Promise<void> {
         { before: dbBefore, after: dbAfter },
         { before: cpuBefore, after: cpuAfter, postgresPids },
         [{ label: 'control_plane', before: pBefore, after: pAfter }],
-        `control plane in this process, ${CHILDREN} worker processes (opstate worker --kinds ${WORKER_KINDS}, concurrency ${perChild} each)`,
+        `control plane in this process, ${CHILDREN} worker processes (opstate worker --kinds ${WORKER_KINDS}, concurrency ${perChild} each), after ${Math.min(500, OPS)} operations through them untimed`,
       );
     }
 
