@@ -7,7 +7,10 @@ import {
 } from '../../persistence/CircuitBreakerRepository.ts';
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
-import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
+import {
+  selectLiveTallyDrift,
+  selectStatusCounts,
+} from '../../persistence/sql/controlPlaneQueries.ts';
 import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
 import {
   type AttentionSource,
@@ -74,7 +77,8 @@ function table(rows: readonly string[][]): string[] {
  * or probing (kind, location) pairs), the physical copies per location type × status with the
  * deletions in progress and failed, then the attention list the dashboard shows (first page of
  * each category). JSON shape: `{"leaders": [{name, holder, epoch, since, renewedAt, expiresAt,
- * expired}], "operations": {"<kind>": {"PENDING": n, …}},
+ * expired}], "operations": {"<kind>": {"PENDING": n, …}}, "countsDrift": [{kind, status, tallied,
+ * stored}] (live kinds and statuses whose count differs from the rows; empty while right),
  * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
  * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]},
  * "attention": {at, heartbeatsVisible, sections: [{category, total, totalCapped, next,
@@ -106,6 +110,7 @@ export function createStatusCommand(
           const database = await open();
           try {
             const counts = await selectStatusCounts(database);
+            const countsDrift = await selectLiveTallyDrift(database);
             const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
               toStatus,
             );
@@ -133,6 +138,7 @@ export function createStatusCommand(
                 JSON.stringify({
                   leaders,
                   operations: counts,
+                  countsDrift,
                   circuitBreakers: breakers,
                   copies: copies.copies,
                   deletions: { inProgress: copies.inProgress, failed: copies.failed },
@@ -150,6 +156,15 @@ export function createStatusCommand(
                 String(counts[kind][s]).padStart(cols[n] as number),
               );
               io.out([kind.padEnd(width), ...cells].join('  '));
+            }
+            if (countsDrift.length > 0) {
+              io.out('');
+              io.out(
+                'the counts of live work differ from the rows (a write bypassed the triggers; `opstate recount` puts them back):',
+              );
+              for (const d of countsDrift) {
+                io.out(`  ${d.kind} ${d.status}: the counts say ${d.tallied}, ${d.stored} stored`);
+              }
             }
             io.out('');
             if (leaders.length === 0) io.out('leader: none (no control plane has run)');

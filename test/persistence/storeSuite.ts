@@ -935,9 +935,38 @@ export function storeSuite(backend: SuiteBackend): void {
       );
     expect(await store.countScheduled()).toBe((await scheduledRows()) + 1);
 
+    // `opstate status` notices the live counts that differ (one statement, one snapshot).
+    const shared = async (): Promise<Database> => ({ ...db(), close: async () => {} });
+    const { createStatusCommand } = await import('../../cli/commands/status.ts');
+    const status = async (args: string[]) => {
+      const out: string[] = [];
+      const io = { out: (l: string) => out.push(l), err: () => {} };
+      expect(await createStatusCommand(shared).run(args, io)).toBe(0);
+      return out;
+    };
+    const liveDrift = [
+      {
+        kind: 'staging',
+        status: 'IN_PROGRESS',
+        tallied: matched.staging.IN_PROGRESS + 3,
+        stored: matched.staging.IN_PROGRESS,
+      },
+      {
+        kind: 'transfer',
+        status: 'SCHEDULED',
+        tallied: matched.transfer.SCHEDULED,
+        stored: matched.transfer.SCHEDULED - 1,
+      },
+    ];
+    expect(JSON.parse((await status(['--json'])).join('\n')).countsDrift).toEqual(liveDrift);
+    const text = await status([]);
+    expect(text).toContain(
+      `  transfer SCHEDULED: the counts say ${matched.transfer.SCHEDULED}, ${matched.transfer.SCHEDULED - 1} stored`,
+    );
+    expect(text.some((l) => l.includes('`opstate recount` puts them back'))).toBe(true);
+
     // `opstate recount --json` says what was wrong.
     const { createRecountCommand } = await import('../../cli/commands/recount.ts');
-    const shared = async (): Promise<Database> => ({ ...db(), close: async () => {} });
     const recount = async (args: string[]) => {
       const out: string[] = [];
       const io = { out: (l: string) => out.push(l), err: (l: string) => out.push(l) };
@@ -980,6 +1009,7 @@ export function storeSuite(backend: SuiteBackend): void {
     expect(await recount([])).toEqual([
       'the counts matched the operations stored; nothing changed',
     ]);
+    expect(JSON.parse((await status(['--json'])).join('\n')).countsDrift).toEqual([]);
     await db().execute(
       `insert into operation_tally (kind, status, n) values ('data_transfer_package', 'FAILED', 2)`,
     );
@@ -1061,11 +1091,13 @@ export function storeSuite(backend: SuiteBackend): void {
     expect(Object.keys(parsed)).toEqual([
       'leaders',
       'operations',
+      'countsDrift',
       'circuitBreakers',
       'copies',
       'deletions',
       'attention',
     ]);
+    expect((parsed as unknown as { countsDrift: unknown }).countsDrift).toEqual([]);
     expect(parsed.leaders.find((l) => l.name === `status-${id}`)).toEqual({
       name: `status-${id}`,
       holder: 'host-a:42:abc',
