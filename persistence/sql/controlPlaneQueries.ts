@@ -106,6 +106,16 @@ export interface TallyDrift {
   readonly stored: number;
 }
 
+/** A drift row as Postgres returns it (bigint sums come back as strings). */
+type TallyDriftRow = { kind: string; status: string; tallied: unknown; stored: unknown };
+
+const toTallyDrift = (r: TallyDriftRow): TallyDrift => ({
+  kind: String(r.kind),
+  status: String(r.status),
+  tallied: Number(r.tallied),
+  stored: Number(r.stored),
+});
+
 /**
  * Re-bases the tally the counts are summed from on a count of the rows and returns the kinds and
  * statuses that were wrong, none when the tally matched. For a tally something bypassed: a write
@@ -114,18 +124,10 @@ export interface TallyDrift {
  * COMMITTED transaction (its snapshot must be taken after that exclusion).
  */
 export async function recountStatusTally(exec: Executor): Promise<TallyDrift[]> {
-  const rows = await exec.execute<{
-    kind: string;
-    status: string;
-    tallied: unknown;
-    stored: unknown;
-  }>(sql`select kind, status, tallied, stored from opstate_recount_operation_tally()`);
-  return rows.map((r) => ({
-    kind: String(r.kind),
-    status: String(r.status),
-    tallied: Number(r.tallied),
-    stored: Number(r.stored),
-  }));
+  const rows = await exec.execute<TallyDriftRow>(
+    sql`select kind, status, tallied, stored from opstate_recount_operation_tally()`,
+  );
+  return rows.map(toTallyDrift);
 }
 
 /**
@@ -137,12 +139,7 @@ export async function recountStatusTally(exec: Executor): Promise<TallyDrift[]> 
  * command, not for a loop.
  */
 export async function selectLiveTallyDrift(exec: Executor): Promise<TallyDrift[]> {
-  const rows = await exec.execute<{
-    kind: string;
-    status: string;
-    tallied: unknown;
-    stored: unknown;
-  }>(sql`
+  const rows = await exec.execute<TallyDriftRow>(sql`
     with stored as (
       select kind, status, count(*)::bigint as n from operation
       where status in ('SCHEDULED', 'IN_PROGRESS') group by kind, status
@@ -155,12 +152,7 @@ export async function selectLiveTallyDrift(exec: Executor): Promise<TallyDrift[]
     from stored s full join tallied t on t.kind = s.kind and t.status = s.status
     where coalesce(t.n, 0) <> coalesce(s.n, 0)
     order by 1, 2`);
-  return rows.map((r) => ({
-    kind: String(r.kind),
-    status: String(r.status),
-    tallied: Number(r.tallied),
-    stored: Number(r.stored),
-  }));
+  return rows.map(toTallyDrift);
 }
 
 /**
