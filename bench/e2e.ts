@@ -81,6 +81,8 @@ const MEMORY_ROWS = env('OPSTATE_BENCH_MEMORY_ROWS', 1_000_000);
 const PROFILE = process.env.OPSTATE_BENCH_PROFILE === '1';
 const CPU_PROFILE = process.env.OPSTATE_BENCH_CPU_PROFILE;
 const DONE_TIMEOUT_MS = 120_000;
+/** Operations drained untimed through each set of workers before its timed run (JIT, consumers). */
+const WARM_UP = Math.min(500, OPS);
 
 /** Control-plane loops tuned for throughput; the transport keeps its defaults. */
 const TIMING: Partial<RuntimeTiming> = {
@@ -692,7 +694,7 @@ async function main(): Promise<void> {
     // Warm-up (JIT, consumers): a throwaway worker, closed before anything is counted.
     {
       const warm = await openWorker(CONCURRENCY);
-      await submitAndWait(sameTransfers(Math.min(500, OPS)));
+      await submitAndWait(sameTransfers(WARM_UP));
       await closeWorker(warm.runtime);
     }
 
@@ -919,7 +921,7 @@ async function main(): Promise<void> {
       await Promise.all(mine.map((c) => waitForOutput(c, 'worker started')));
       // Warm-up (JIT, consumers), as for the workers in this process: fresh processes run their
       // first operations in V8's interpreter, which a long-running worker does not.
-      await submitAndWait(sameTransfers(Math.min(500, OPS)));
+      await submitAndWait(sameTransfers(WARM_UP));
       await sleep(1500);
       const dbBefore = await pgStats();
       const pids = mine.map((c) => c.proc.pid as number);
@@ -945,7 +947,7 @@ async function main(): Promise<void> {
         { before: dbBefore, after: dbAfter },
         { before: cpuBefore, after: cpuAfter, postgresPids },
         [{ label: 'control_plane', before: pBefore, after: pAfter }],
-        `control plane in this process, ${CHILDREN} worker processes (opstate worker --kinds ${WORKER_KINDS}, concurrency ${perChild} each), after ${Math.min(500, OPS)} operations through them untimed`,
+        `control plane in this process, ${CHILDREN} worker processes (opstate worker --kinds ${WORKER_KINDS}, concurrency ${perChild} each), after ${WARM_UP} operations through them untimed`,
       );
     }
 
