@@ -159,6 +159,33 @@ describe('opstate for operators', () => {
       operations: Record<string, Record<string, number>>;
     };
     expect(counts.operations.long_term_archive).toMatchObject({ COMPLETED: 1, FAILED: 1 });
+
+    // Counts a write made behind the triggers' back (two SCHEDULED archives that are not there,
+    // enough to hold back a scheduler): `status` names the difference, a spawned `recount` puts the
+    // counts back on the rows while the control plane runs beside it.
+    await dep.runtime.store.database.execute(
+      `insert into operation_tally (kind, status, n) values ('long_term_archive', 'SCHEDULED', 2)`,
+    );
+    const drifted = JSON.parse(await ok(['status', '--json'], env, inProcess)) as {
+      countsDrift: unknown[];
+    };
+    expect(drifted.countsDrift).toEqual([
+      { kind: 'long_term_archive', status: 'SCHEDULED', tallied: 2, stored: 0 },
+    ]);
+    expect((await ok(['recount'], env)).split('\n')).toEqual([
+      'long_term_archive SCHEDULED: the counts said 2, 0 stored',
+      '1 of the counts put back on the rows',
+    ]);
+    const recounted = JSON.parse(await ok(['status', '--json'], env, inProcess)) as {
+      operations: Record<string, Record<string, number>>;
+      countsDrift: unknown[];
+    };
+    expect(recounted.countsDrift).toEqual([]);
+    expect(recounted.operations.long_term_archive).toMatchObject({
+      SCHEDULED: 0,
+      COMPLETED: 1,
+      FAILED: 1,
+    });
   });
 
   it('works the same on the embedded default, and a wait that times out exits 1', async () => {
