@@ -1,19 +1,14 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
-import { type Deployment, FAST_TIMING, startDeployment, waitFor } from './harness.ts';
+import { deploymentPerTest, FAST_TIMING, waitFor } from './harness.ts';
 
-let d: Deployment | undefined;
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest();
 
 describe('the scheduler’s backpressure on a real deployment', () => {
   it('holds SCHEDULED work at maxScheduled pass after pass, counting it from the tally the writes keep', async () => {
     const MAX = 16;
-    d = await startDeployment({ ...FAST_TIMING, maxScheduled: MAX });
-    const dep = d;
+    const dep = await deploy({ ...FAST_TIMING, maxScheduled: MAX });
     // What each scheduler pass was told is SCHEDULED (the store the control plane shares).
     const told: number[] = [];
     const count = dep.runtime.store.countScheduled.bind(dep.runtime.store);

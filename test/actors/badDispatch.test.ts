@@ -1,21 +1,16 @@
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { defaultRoute } from '../../machines/routing.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { transportNames } from '../../transport/TransportNames.ts';
-import { archiveOperation, type Deployment, startDeployment, waitFor } from './harness.ts';
+import { archiveOperation, deploymentPerTest, waitFor } from './harness.ts';
 
-let d: Deployment | undefined;
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest();
 
 describe('a worker given dispatches it cannot use', () => {
   it('drops them with a warning, stays up, and keeps completing real work', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     dep.runtime.startControlPlane();
     const worker = await dep.readyWorker();
     const route = defaultRoute(OperationKind.LONG_TERM_ARCHIVE);

@@ -1,5 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
+import { afterEach } from 'vitest';
 import { memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
@@ -183,6 +184,37 @@ export async function startDeployment(
   };
   current = deployment;
   return deployment;
+}
+
+/**
+ * For a test file whose tests each start their own deployment: registers an `afterEach` that
+ * closes every deployment the test started (its children killed, its own database dropped),
+ * passed or failed, and returns the function that starts one. Call it once, at module level.
+ * `wakeChildren` first sends SIGCONT to every child, for drills that freeze processes.
+ *
+ * @example
+ * ```ts
+ * const deploy = deploymentPerTest();
+ * it('recovers', async () => {
+ *   const dep = await deploy({ ...FAST_TIMING, ackWaitMs: 20_000 });
+ * });
+ * ```
+ */
+export function deploymentPerTest(
+  options: { wakeChildren?: boolean } = {},
+): typeof startDeployment {
+  const started: Deployment[] = [];
+  afterEach(async () => {
+    for (const dep of started.splice(0).reverse()) {
+      if (options.wakeChildren) for (const c of dep.children) c.proc.kill('SIGCONT');
+      await dep.close();
+    }
+  });
+  return async (...args) => {
+    const dep = await startDeployment(...args);
+    started.push(dep);
+    return dep;
+  };
 }
 
 /** Kills a child with SIGKILL and waits for it to be gone. */

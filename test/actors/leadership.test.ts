@@ -1,20 +1,16 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { observe } from '../transport/helpers.ts';
 import {
   archiveOperation,
   type Child,
   type Deployment,
+  deploymentPerTest,
   FAST_TIMING,
   kill9,
-  startDeployment,
   waitFor,
 } from './harness.ts';
 
-let d: Deployment | undefined;
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest();
 
 const ELECTED = 'control plane elected leader';
 
@@ -63,8 +59,7 @@ const holderOf = (c: Child) =>
 
 describe('leadership', () => {
   it('two control-plane processes elect one leader; killing it hands the loops to the other', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     const [leader, follower] = await twoControlPlanes(dep);
     expect((await statusLeader(dep))?.holder).toBe(holderOf(leader));
 
@@ -79,8 +74,7 @@ describe('leadership', () => {
   });
 
   it('a frozen leader (SIGSTOP) loses its lease to the standby; woken, it steps down and stays a follower', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     const [leader, follower] = await twoControlPlanes(dep);
     await dep.readyWorker();
     await completes(dep, 'completion under the first leader');

@@ -1,5 +1,5 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { archiveOperation, type Deployment, startDeployment, waitFor } from './harness.ts';
+import { describe, expect, it } from 'vitest';
+import { archiveOperation, deploymentPerTest, waitFor } from './harness.ts';
 
 /**
  * The seeds' #151: a healthy long-running archive must never be reset or redelivered. The worker
@@ -21,16 +21,11 @@ const TIMING = {
 };
 const RUN_MS = 4 * TIMING.ackWaitMs;
 
-let d: Deployment | undefined;
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest();
 
 describe('a healthy long-running operation', () => {
   it(`running ${RUN_MS} ms (4 × ack-wait, over 4 × the reconciler floor) is never reset or redelivered`, async () => {
-    d = await startDeployment(TIMING);
-    const dep = d;
+    const dep = await deploy(TIMING);
     dep.runtime.startControlPlane();
     const worker = await dep.readyWorker({ FIXTURE_HOLD_MS: String(RUN_MS) });
     const { id } = await archiveOperation(dep);

@@ -1,8 +1,8 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { NatsServerProcess } from '../helpers/privateServers.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
 import { pathProblems, submitArchives } from './drillChecks.ts';
-import { type Deployment, FAST_TIMING, startDeployment, waitFor } from './harness.ts';
+import { deploymentPerTest, FAST_TIMING, waitFor } from './harness.ts';
 
 /**
  * A nats-server of the drill's own killed (SIGKILL) while the scheduler is handing operations to
@@ -11,11 +11,7 @@ import { type Deployment, FAST_TIMING, startDeployment, waitFor } from './harnes
  * along a path the lifecycle allows.
  */
 let nats: NatsServerProcess | undefined;
-let d: Deployment | undefined;
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest();
 afterAll(async () => {
   await nats?.dispose();
 });
@@ -28,11 +24,10 @@ describe('a NATS outage', () => {
     await nats.start();
     const server = nats;
     // The reconciler's floor and ack-wait are beyond the drill: nothing may wait for them.
-    d = await startDeployment(
+    const dep = await deploy(
       { ...FAST_TIMING, reconcilerFloorMs: 90_000, ackWaitMs: 120_000, maxScheduled: 16 },
       { natsUrl: server.url },
     );
-    const dep = d;
     const w = await makeWorld(dep.runtime.database);
     const plane = dep.spawnCli(['control-plane']);
     const env = { FIXTURE_HOLD_MS: '30', FIXTURE_KINDS: 'long_term_archive' };

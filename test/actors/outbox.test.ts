@@ -1,16 +1,11 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import { archiveOperation, type Deployment, startDeployment, waitFor } from './harness.ts';
+import { describe, expect, it } from 'vitest';
+import { archiveOperation, deploymentPerTest, waitFor } from './harness.ts';
 
-let d: Deployment | undefined;
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest();
 
 describe('outbox relay', () => {
   it('publishes a dispatch committed by a scheduler that died before publishing it', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     const { id } = await archiveOperation(dep);
     // A scheduler's claim commits SCHEDULED + its outbox row; it "dies" before publishing.
     const { claimed } = await dep.runtime.store.claimDue(10);

@@ -1,15 +1,9 @@
-import { afterAll, afterEach, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { missingDriverGuard } from '../../persistence/driverPatch.ts';
 import { PrivatePostgres } from '../helpers/privateServers.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
 import { pathProblems, submitArchives, through } from './drillChecks.ts';
-import {
-  archiveOperation,
-  type Deployment,
-  FAST_TIMING,
-  startDeployment,
-  waitFor,
-} from './harness.ts';
+import { archiveOperation, deploymentPerTest, FAST_TIMING, waitFor } from './harness.ts';
 
 /**
  * Postgres restarted (fast and immediate shutdown) under load, again and again, on a cluster of
@@ -18,11 +12,7 @@ import {
  */
 let pg: PrivatePostgres | undefined;
 let pgDown: PrivatePostgres | undefined;
-let d: Deployment | undefined;
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest();
 afterAll(async () => {
   await pg?.dispose();
   await pgDown?.dispose();
@@ -45,11 +35,10 @@ describe('a Postgres restart', () => {
       // The reconciler's floor and ack-wait are beyond the drill: an operation that would wait for
       // them after a restart fails it (a floor of a few seconds would reset dispatches that merely
       // waited out the restart, as a floor of an hour never does).
-      d = await startDeployment(
+      const dep = await deploy(
         { ...FAST_TIMING, reconcilerFloorMs: 90_000, ackWaitMs: 120_000, maxScheduled: 32 },
         { databaseUrl: cluster.url() },
       );
-      const dep = d;
       const w = await makeWorld(dep.runtime.database);
       const plane = dep.spawnCli(['control-plane']);
       // Each worker serves the one queue the drill fills (a worker of every kind shares its slots
@@ -114,11 +103,10 @@ describe('a Postgres restart', () => {
     pgDown = await PrivatePostgres.create();
     await pgDown.start();
     const cluster = pgDown;
-    d = await startDeployment(
+    const dep = await deploy(
       { ...FAST_TIMING, reconcilerFloorMs: 90_000, ackWaitMs: 120_000 },
       { databaseUrl: cluster.url() },
     );
-    const dep = d;
     const plane = dep.spawnCli(['control-plane']);
     // The handler holds for a while, then reads what it must produce: the read meets the outage.
     const first = await dep.readyWorker({

@@ -1,15 +1,15 @@
 import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import {
   archiveOperation,
   type Deployment,
+  deploymentPerTest,
   FAST_TIMING,
   kill9,
-  startDeployment,
   waitFor,
 } from './harness.ts';
 
@@ -18,11 +18,7 @@ import {
  * each recovery path is made to happen, and the outcome is one COMPLETED operation with exactly
  * one live output copy and a transition history that names who recovered it.
  */
-let d: Deployment | undefined;
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest();
 
 const status = async (dep: Deployment, id: string) => (await dep.runtime.store.load(id)).status;
 
@@ -55,8 +51,7 @@ async function crashThenRecover(
 
 describe('recovery paths', () => {
   it('kill -9 mid-operation: the heartbeat monitor resets it and it completes once', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     dep.runtime.startControlPlane();
     const op = await archiveOperation(dep);
     const first = dep.spawnWorker({ FIXTURE_HOLD_MS: '600000' });
@@ -99,8 +94,7 @@ describe('recovery paths', () => {
   });
 
   it('a worker killed right after START is the heartbeat monitor’s case: its heartbeat covered the operation before START', async () => {
-    d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 20_000 });
-    const dep = d;
+    const dep = await deploy({ ...FAST_TIMING, ackWaitMs: 20_000 });
     dep.runtime.startControlPlane();
     const { op, view } = await crashThenRecover(dep, 'after-start', 'IN_PROGRESS', 40_000);
     const resets = view.transitions.filter((t) => t.event === 'RESET');
@@ -110,8 +104,7 @@ describe('recovery paths', () => {
   });
 
   it('a worker killed with a dispatch pulled and not yet started leaves it SCHEDULED; the heartbeat monitor brings it home', async () => {
-    d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 20_000 });
-    const dep = d;
+    const dep = await deploy({ ...FAST_TIMING, ackWaitMs: 20_000 });
     dep.runtime.startControlPlane();
     const { view } = await crashThenRecover(dep, 'before-start', 'SCHEDULED', 40_000);
     expect(view.transitions.map((t) => `${t.from}>${t.to}:${t.by}`)).toEqual([
@@ -127,8 +120,7 @@ describe('recovery paths', () => {
 
   it('a purged heartbeat bucket (KV and database disagree): the reconciler, not the monitor, recovers', async () => {
     // The broker's ack-wait is far away, so only the reconciler can recover within the test.
-    d = await startDeployment({ ...FAST_TIMING, ackWaitMs: 30_000 });
-    const dep = d;
+    const dep = await deploy({ ...FAST_TIMING, ackWaitMs: 30_000 });
     dep.runtime.startControlPlane();
     const first = await dep.readyWorker({ FIXTURE_HOLD_MS: '600000' });
     const op = await archiveOperation(dep);
@@ -170,8 +162,7 @@ describe('recovery paths', () => {
   });
 
   it('a stale attempt cannot complete: after a reset, only the new attempt’s completion lands', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     dep.runtime.startControlPlane();
     const slow = await dep.readyWorker({ FIXTURE_HOLD_MS: '600000' });
     const op = await archiveOperation(dep);
@@ -224,8 +215,7 @@ describe('recovery paths', () => {
   });
 
   it('the retry cap: a retryable failure three times over goes to FAILED with one breadcrumb per attempt', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     dep.runtime.startControlPlane();
     await dep.readyWorker({ FIXTURE_FAIL: 'retryable' });
     const op = await archiveOperation(dep, 2);
@@ -249,8 +239,7 @@ describe('recovery paths', () => {
   });
 
   it('a permanent failure is not retried', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     dep.runtime.startControlPlane();
     await dep.readyWorker({ FIXTURE_FAIL: 'permanent' });
     const op = await archiveOperation(dep);
@@ -278,12 +267,11 @@ describe('recovery paths', () => {
   it('broker redelivery of the current attempt with no live holder resets it by the broker path', async () => {
     // The monitor and the reconciler are there but sleep far longer than the test, so the
     // broker's ack-wait acts.
-    d = await startDeployment({
+    const dep = await deploy({
       ...FAST_TIMING,
       monitorIntervalMs: 600_000,
       reconcilerIntervalMs: 600_000,
     });
-    const dep = d;
     dep.runtime.startControlPlane();
     const { op, view } = await crashThenRecover(dep, 'after-start', 'IN_PROGRESS', 60_000);
     expect(

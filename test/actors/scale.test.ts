@@ -1,22 +1,17 @@
 import { randomUUID } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
-import { type Deployment, FAST_TIMING, startDeployment, waitFor } from './harness.ts';
+import { deploymentPerTest, FAST_TIMING, waitFor } from './harness.ts';
 
-let d: Deployment | undefined;
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest();
 
 const N = 1_000;
 
 describe('many operations over several worker processes', () => {
   it(`${N} archives over 4 worker processes: every one COMPLETED exactly once, one copy each`, async () => {
     // As many dispatches in flight as the workers have slots: nothing waits in the queue long.
-    d = await startDeployment({ ...FAST_TIMING, maxScheduled: 64 });
-    const dep = d;
+    const dep = await deploy({ ...FAST_TIMING, maxScheduled: 64 });
     dep.runtime.startControlPlane();
     const workers = await Promise.all(
       [0, 1, 2, 3].map(() => dep.readyWorker({}, ['--concurrency', '16'])),

@@ -1,7 +1,7 @@
 import { mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
 import { observe } from '../transport/helpers.ts';
@@ -9,8 +9,8 @@ import {
   archiveOperation,
   type Child,
   type Deployment,
+  deploymentPerTest,
   FAST_TIMING,
-  startDeployment,
   waitFor,
 } from './harness.ts';
 
@@ -19,12 +19,7 @@ import {
  * monitor finds it in the worker's last heartbeat and brings it home within about the timeout —
  * not the reconciler floor — while a worker that resumes in time simply runs it.
  */
-let d: Deployment | undefined;
-afterEach(async () => {
-  for (const c of d?.children ?? []) c.proc.kill('SIGCONT');
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest({ wakeChildren: true });
 
 /** The process state letter from /proc (`T` when stopped). */
 async function readProcState(child: Child): Promise<string> {
@@ -50,8 +45,7 @@ async function heldBy(dep: Deployment, worker: Child, id: string) {
 describe('a stalled worker', () => {
   it('frozen past the heartbeat timeout with a dispatch pulled: the monitor resets it, another worker completes it, the woken worker lets it go', async () => {
     // Floor and ack-wait far beyond the test: only the monitor can bring it home in time.
-    d = await startDeployment({ ...FAST_TIMING, reconcilerFloorMs: 120_000, ackWaitMs: 180_000 });
-    const dep = d;
+    const dep = await deploy({ ...FAST_TIMING, reconcilerFloorMs: 120_000, ackWaitMs: 180_000 });
     dep.runtime.startControlPlane();
     const frozen = await dep.readyWorker({ FIXTURE_STALL: 'before-start' });
     const op = await archiveOperation(dep);
@@ -82,8 +76,7 @@ describe('a stalled worker', () => {
   });
 
   it('frozen mid-handler past the heartbeat timeout: woken, it runs no further step for the attempt given to another worker', async () => {
-    d = await startDeployment({ ...FAST_TIMING, reconcilerFloorMs: 120_000, ackWaitMs: 180_000 });
-    const dep = d;
+    const dep = await deploy({ ...FAST_TIMING, reconcilerFloorMs: 120_000, ackWaitMs: 180_000 });
     dep.runtime.startControlPlane();
     const markers = await mkdtemp(join(tmpdir(), 'opstate-stale-writer-'));
     try {
@@ -136,13 +129,12 @@ describe('a stalled worker', () => {
 
   it('frozen for less than the heartbeat timeout: it runs the dispatch it held as soon as it resumes', async () => {
     // A timeout far above the freeze, so a busy machine cannot turn the pause into a death.
-    d = await startDeployment({
+    const dep = await deploy({
       ...FAST_TIMING,
       heartbeatTimeoutMs: 20_000,
       reconcilerFloorMs: 60_000,
       ackWaitMs: 90_000,
     });
-    const dep = d;
     dep.runtime.startControlPlane();
     const frozen = await dep.readyWorker({ FIXTURE_STALL: 'before-start' });
     const op = await archiveOperation(dep);
@@ -163,8 +155,7 @@ describe('a stalled worker', () => {
 
 describe('the worker’s in-flight bound', () => {
   it('--concurrency bounds what one worker process holds across all its queues', async () => {
-    d = await startDeployment({ ...FAST_TIMING, maxScheduled: 64 });
-    const dep = d;
+    const dep = await deploy({ ...FAST_TIMING, maxScheduled: 64 });
     dep.runtime.startControlPlane();
     const w = await makeWorld(dep.runtime.database);
     const worker = await dep.readyWorker({ FIXTURE_HOLD_MS: '1500' }, ['--concurrency', '2']);

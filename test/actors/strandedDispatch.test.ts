@@ -1,5 +1,5 @@
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { RuntimeTiming } from '../../actors/Runtime.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { defaultRoute, queueName } from '../../machines/routing.ts';
@@ -9,8 +9,8 @@ import {
   archiveOperation,
   type Child,
   type Deployment,
+  deploymentPerTest,
   FAST_TIMING,
-  startDeployment,
   waitFor,
 } from './harness.ts';
 
@@ -20,12 +20,7 @@ import {
  * unsettled, and resets it within about the heartbeat timeout instead of the reconciler's floor.
  * A worker that resumes in time runs it; one merely queued behind a busy worker is left alone.
  */
-let d: Deployment | undefined;
-afterEach(async () => {
-  for (const c of d?.children ?? []) c.proc.kill('SIGCONT');
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest({ wakeChildren: true });
 
 const ONE_QUEUE = { FIXTURE_KINDS: 'long_term_archive' };
 const QUEUE = queueName(defaultRoute(OperationKind.LONG_TERM_ARCHIVE));
@@ -86,8 +81,7 @@ async function recoveredByMonitor(dep: Deployment, id: string) {
 
 describe('a dispatch stranded with a worker that never read it', () => {
   it('the worker frozen past the heartbeat timeout: the monitor resets it, another worker completes it, the woken worker lets it go', async () => {
-    d = await startDeployment(TIMING);
-    const dep = d;
+    const dep = await deploy(TIMING);
     dep.runtime.startControlPlane();
     const frozen = await dep.readyWorker(ONE_QUEUE);
     const op = await strandWithFrozen(dep, frozen);
@@ -107,8 +101,7 @@ describe('a dispatch stranded with a worker that never read it', () => {
   });
 
   it('the worker killed (SIGKILL) before reading it: the monitor resets it within about the timeout', async () => {
-    d = await startDeployment(TIMING);
-    const dep = d;
+    const dep = await deploy(TIMING);
     dep.runtime.startControlPlane();
     const doomed = await dep.readyWorker(ONE_QUEUE);
     const op = await strandWithFrozen(dep, doomed);
@@ -121,8 +114,7 @@ describe('a dispatch stranded with a worker that never read it', () => {
   it('the worker frozen for less than the timeout runs it as soon as it resumes', async () => {
     // Frozen longer than two of its pull requests' idle heartbeats (half the 5 s expiry each):
     // the client must still take what the broker handed it during the freeze.
-    d = await startDeployment({ ...TIMING, heartbeatTimeoutMs: 30_000 });
-    const dep = d;
+    const dep = await deploy({ ...TIMING, heartbeatTimeoutMs: 30_000 });
     dep.runtime.startControlPlane();
     const frozen = await dep.readyWorker(ONE_QUEUE);
     const op = await strandWithFrozen(dep, frozen);
@@ -139,8 +131,7 @@ describe('a dispatch stranded with a worker that never read it', () => {
   });
 
   it('a dispatch merely queued behind a busy worker past the timeout is left alone', async () => {
-    d = await startDeployment(TIMING);
-    const dep = d;
+    const dep = await deploy(TIMING);
     dep.runtime.startControlPlane();
     // One slot, busy for 1.5 heartbeat timeouts: the second dispatch waits in the queue.
     await dep.readyWorker({ ...ONE_QUEUE, FIXTURE_HOLD_MS: '6000' }, ['--concurrency', '1']);

@@ -1,11 +1,10 @@
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import {
   archiveOperation,
   type Child,
-  type Deployment,
+  deploymentPerTest,
   HANDLERS,
   kill9,
-  startDeployment,
   waitFor,
 } from '../actors/harness.ts';
 
@@ -14,11 +13,7 @@ import {
  * Prometheus metrics and health endpoints on `--metrics-port`, and the database password they
  * were given nowhere in what they print.
  */
-let d: Deployment | undefined;
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest();
 
 const PASSWORD = `pw-${Math.random().toString(36).slice(2, 12)}`;
 
@@ -64,8 +59,7 @@ function jsonLines(child: Child): Record<string, unknown>[] {
 
 describe('control plane and worker processes', () => {
   it('log JSON lines without the password, serve metrics and health, and count a recovery', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     const url = new URL(dep.db.url);
     url.password = PASSWORD; // trust auth ignores it; every process is handed it all the same
     const env = { DATABASE_URL: url.toString(), OPSTATE_LOG_LEVEL: 'debug' };

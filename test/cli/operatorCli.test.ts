@@ -4,18 +4,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../cli/main.ts';
-import { type Deployment, HANDLERS, startDeployment, waitFor } from '../actors/harness.ts';
+import { deploymentPerTest, HANDLERS, waitFor } from '../actors/harness.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 
 /**
  * The operator's CLI, spawned as a user runs it: register what the pipeline works on, submit,
  * wait, list — against real Postgres and NATS, and against the embedded default.
  */
-let d: Deployment | undefined;
+const deploy = deploymentPerTest();
 let dir: string | undefined;
 afterEach(async () => {
-  await d?.close();
-  d = undefined;
   if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   dir = undefined;
 });
@@ -74,8 +72,7 @@ const UUID = /^[0-9a-f-]{36}$/;
 
 describe('opstate for operators', () => {
   it('registers, submits, waits for COMPLETED and lists, on Postgres and NATS', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     const env = { DATABASE_URL: dep.db.url, OPSTATE_PREFIX: dep.prefix };
     dep.runtime.startControlPlane();
     const worker = dep.spawnCli(['worker', '--kinds', 'long_term_archive', '--handlers', HANDLERS]);

@@ -4,25 +4,22 @@ import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
-import { type Deployment, startDeployment, waitFor } from '../actors/harness.ts';
+import { deploymentPerTest, waitFor } from '../actors/harness.ts';
 import { handlersModule } from '../helpers/opstateCli.ts';
 
 /** The handlers module docker-compose.yml's workers load, run by a worker process. */
 const MODULE = handlersModule(new URL('../../stages/handlers.ts', import.meta.url));
 
-let d: Deployment | undefined;
+const deploy = deploymentPerTest();
 let dir: string | undefined;
 afterEach(async () => {
-  await d?.close();
-  d = undefined;
   if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   dir = undefined;
 });
 
 describe('stages/handlers (the reference handlers as a worker module, as built)', () => {
   it('packages a raw data package at its location, and the worker stops cleanly', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     dir = await mkdtemp(join(tmpdir(), 'opstate-stage-module-'));
     const sample = await registerSampleData(dep.runtime.artifacts, dir, {
       packageCount: 1,

@@ -1,22 +1,11 @@
-import { afterEach, describe, expect, it } from 'vitest';
-import {
-  archiveOperation,
-  type Deployment,
-  HANDLERS,
-  startDeployment,
-  waitFor,
-} from '../actors/harness.ts';
+import { describe, expect, it } from 'vitest';
+import { archiveOperation, deploymentPerTest, HANDLERS, waitFor } from '../actors/harness.ts';
 
-let d: Deployment | undefined;
-afterEach(async () => {
-  await d?.close();
-  d = undefined;
-});
+const deploy = deploymentPerTest();
 
 describe('opstate worker and a handlers module that exports faults', () => {
   it('ignores them without --faults: the worker says so and completes the work', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     dep.runtime.startControlPlane();
     // The fixture's faults would SIGKILL the worker before START.
     const worker = dep.spawnCli(['worker', '--kinds', 'all', '--handlers', HANDLERS], {
@@ -35,8 +24,7 @@ describe('opstate worker and a handlers module that exports faults', () => {
   });
 
   it('honours them with --faults: the same worker dies at the fault point', async () => {
-    d = await startDeployment();
-    const dep = d;
+    const dep = await deploy();
     dep.runtime.startControlPlane();
     const worker = await dep.readyWorker({ FIXTURE_CRASH: 'before-start' });
     await archiveOperation(dep);
