@@ -228,23 +228,16 @@ describe('installed from the tarball', () => {
         include: ['main.ts'],
       }),
     );
-    // Every declaration file checked too: the only errors are inside drizzle-orm's own.
-    const strictLibs = await run(
-      'npx',
-      ['--no-install', 'tsc', '--noEmit', '-p', '.', '--skipLibCheck', 'false'],
-      {
-        cwd: typed,
-        env: consumerEnv(),
-        maxBuffer: 64 * 1024 * 1024,
-      },
-    ).catch((err: { stdout: string }) => err);
-    const located = strictLibs.stdout
-      .split('\n')
-      .filter((l) => /^\S+\.ts\(\d+,\d+\): error/.test(l));
+    // One emitting build that also checks every declaration file: it exits non-zero for the
+    // errors inside drizzle-orm's own declarations, and still emits, so what decides is that no
+    // other file (the program, our declarations) has an error. Then the program runs as JavaScript.
+    const build = await run('npx', ['--no-install', 'tsc', '-p', '.', '--skipLibCheck', 'false'], {
+      cwd: typed,
+      env: consumerEnv(),
+      maxBuffer: 64 * 1024 * 1024,
+    }).catch((err: { stdout: string }) => err);
+    const located = build.stdout.split('\n').filter((l) => /^\S+\.ts\(\d+,\d+\): error/.test(l));
     expect(located.filter((l) => !l.startsWith('node_modules/drizzle-orm/'))).toEqual([]);
-    // Type-checks against the shipped declarations (a type error fails the build), then the same
-    // program runs as JavaScript.
-    await sh('npx', ['--no-install', 'tsc', '-p', '.'], typed);
 
     await Promise.all([expectCompleted(plain, 'main.mjs'), expectCompleted(typed, 'out/main.js')]);
   });
