@@ -12,7 +12,8 @@
  * place, then — unless OPSTATE_BENCH_DISTINCT=0 — each moving a package of its own, so that every
  * completion creates its copy, and that again over OPSTATE_BENCH_STORED more stored transfers,
  * default 200000, 0 skips); dispatch → IN_PROGRESS latency at a trickle;
- * e2e with worker child processes (`opstate worker`, warmed up as the in-process workers are);
+ * e2e with worker child processes (`opstate worker`); each e2e run's workers first drain WARM_UP
+ * operations untimed;
  * control-plane memory with 1,000 and 1,000,000 operations stored (child `opstate control-plane`).
  *
  * Env: OPSTATE_BENCH_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres), NATS_URL
@@ -23,7 +24,8 @@
  * in-process worker; all for every kind), OPSTATE_BENCH_TRICKLE (default 200; 0 skips), OPSTATE_BENCH_SECONDS
  * (baseline length, default 3), OPSTATE_BENCH_MEMORY_ROWS (default 1000000; 0 skips),
  * OPSTATE_BENCH_PROFILE=1 (also prints the statements the runtime ran, grouped by SQL text, and,
- * where the server preloads pg_stat_statements, what the server spent on each per operation),
+ * where the server preloads pg_stat_statements, what the server spent on each per operation, its
+ * planning apart where it also sets pg_stat_statements.track_planning),
  * OPSTATE_BENCH_CPU_PROFILE=<file> (writes a V8 CPU profile of this process over the timed
  * in-process run only, for Chrome DevTools or any .cpuprofile reader).
  */
@@ -81,7 +83,10 @@ const MEMORY_ROWS = env('OPSTATE_BENCH_MEMORY_ROWS', 1_000_000);
 const PROFILE = process.env.OPSTATE_BENCH_PROFILE === '1';
 const CPU_PROFILE = process.env.OPSTATE_BENCH_CPU_PROFILE;
 const DONE_TIMEOUT_MS = 120_000;
-/** Operations drained untimed through each set of workers before its timed run (JIT, consumers). */
+/**
+ * Operations drained untimed through each set of timed workers before its run (JIT, consumers, the
+ * pools' prepared statements and backend caches).
+ */
 const WARM_UP = Math.min(500, OPS);
 
 /** Control-plane loops tuned for throughput; the transport keeps its defaults. */
@@ -256,6 +261,8 @@ interface ServerStatement {
   query: string;
   calls: number;
   ms: number;
+  /** Planning time: 0 unless the server sets `pg_stat_statements.track_planning`. */
+  plan_ms: number;
   blks: number;
   wal: number;
   wal_records: number;
@@ -277,11 +284,13 @@ function printServerStatements(
   const rows = [...after]
     .map(([id, a]) => {
       const b = before.get(id);
-      const d = (k: 'calls' | 'ms' | 'blks' | 'wal' | 'wal_records') => a[k] - (b?.[k] ?? 0);
+      const d = (k: 'calls' | 'ms' | 'plan_ms' | 'blks' | 'wal' | 'wal_records') =>
+        a[k] - (b?.[k] ?? 0);
       return {
         a,
         calls: d('calls'),
         ms: d('ms'),
+        plan: d('plan_ms'),
         blks: d('blks'),
         wal: d('wal'),
         rec: d('wal_records'),
@@ -292,7 +301,7 @@ function printServerStatements(
     .slice(0, 25);
   for (const r of rows) {
     process.stderr.write(
-      `[e2e server ${label}] ${((r.ms / n) * 1000).toFixed(1)} µs/op  ${(r.calls / n).toFixed(3)} calls/op  ${(r.blks / n).toFixed(1)} buffers/op  ${Math.round(r.wal / n)} WAL B/op (${(r.rec / n).toFixed(1)} records)  ${r.a.query.replace(/\s+/g, ' ').trim().slice(0, 110)}\n`,
+      `[e2e server ${label}] ${((r.ms / n) * 1000).toFixed(1)} µs/op (+ ${((r.plan / n) * 1000).toFixed(1)} planning)  ${(r.calls / n).toFixed(3)} calls/op  ${(r.blks / n).toFixed(1)} buffers/op  ${Math.round(r.wal / n)} WAL B/op (${(r.rec / n).toFixed(1)} records)  ${r.a.query.replace(/\s+/g, ' ').trim().slice(0, 110)}\n`,
     );
   }
 }
@@ -464,6 +473,7 @@ async function main(): Promise<void> {
     try {
       const rows = await admin.unsafe(
         `select s.queryid::text as id, s.query, s.calls::float8 as calls, s.total_exec_time as ms,
+           s.total_plan_time as plan_ms,
            (s.shared_blks_hit + s.shared_blks_read)::float8 as blks, s.wal_bytes::float8 as wal,
            s.wal_records::float8 as wal_records
          from pg_stat_statements s join pg_database d on d.oid = s.dbid where d.datname = $1`,
@@ -704,13 +714,6 @@ async function main(): Promise<void> {
       return rate;
     };
 
-    // Warm-up (JIT, consumers): a throwaway worker, closed before anything is counted.
-    {
-      const warm = await openWorker(CONCURRENCY);
-      await submitAndWait(sameTransfers(WARM_UP));
-      await closeWorker(warm.runtime);
-    }
-
     /**
      * An e2e run with the workers in this process (their own runtime: own pool and NATS
      * connection), reported under `label`.
@@ -722,10 +725,18 @@ async function main(): Promise<void> {
       inputs: readonly CreateOperationInput[] = sameTransfers(OPS),
     ) => {
       const n = inputs.length;
+      // Warm-up through the worker that is timed, so that its pool's connections have their
+      // statements prepared and planned and their backends' caches filled, as a worker that has
+      // been running has. Untimed, before anything is sampled.
+      let warming = true;
+      const worker = await openWorker(CONCURRENCY, (ctx) =>
+        warming ? sameCopy(ctx) : handler(ctx),
+      );
+      await submitAndWait(sameTransfers(WARM_UP));
+      warming = false;
       const rawBefore = await rawCommitRate(SECONDS);
       await sleep(1500);
       const dbBefore = await pgStats();
-      const worker = await openWorker(CONCURRENCY, handler);
       planeTimings.clear();
       const pBefore = snapshotCounter(planeCounter);
       const wBefore = snapshotCounter(worker.counter);
@@ -758,7 +769,7 @@ async function main(): Promise<void> {
           { label: 'control_plane', before: pBefore, after: pAfter },
           { label: 'worker', before: wBefore, after: wAfter },
         ],
-        `${note}; control plane and one worker runtime (concurrency ${CONCURRENCY}) in this process`,
+        `${note}; control plane and one worker runtime (concurrency ${CONCURRENCY}) in this process, after ${WARM_UP} operations through that worker untimed`,
       );
     };
 
