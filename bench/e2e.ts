@@ -659,16 +659,18 @@ async function main(): Promise<void> {
         raw_commits_per_s_before_after: [Math.round(baselines[0]), Math.round(baselines[1])],
         target: '≥ 0.5 × first, then ≥ 2 × the raw commit rate',
       });
-      // percentile_disc(p) is the ⌈p·n⌉-th finish: this many operations finished between the two.
+      // percentile_disc(p) is the ⌈p·n⌉-th finish: this many operations finished between the two
+      // (none, and no figure, in a run too short for the two to differ).
       const middleOps = Math.ceil(0.9 * n) - Math.ceil(0.1 * n);
-      print({
-        name: `e2e_sustained_ops_per_s_${label}`,
-        value: middleOps / span.middle,
-        unit: 'ops/s',
-        baseline: (baselines[0] + baselines[1]) / 2,
-        note: 'the same run once the pipeline is full: the operations that finished between the 10th- and the 90th-percentile finished_at ÷ the time between the two. It leaves out the start, when the first operations are still on their way through the four transitions and nothing finishes yet, and the end, when the last ones drain; the figure above counts both. The raw rate is a steady rate too. The peers have no such figure (they finish their first job within milliseconds)',
-        whole_run_ops_per_s: Math.round(rate),
-      });
+      if (span.middle > 0 && middleOps > 0)
+        print({
+          name: `e2e_sustained_ops_per_s_${label}`,
+          value: middleOps / span.middle,
+          unit: 'ops/s',
+          baseline: (baselines[0] + baselines[1]) / 2,
+          note: 'the same run once the pipeline is full: the operations that finished between the 10th- and the 90th-percentile finished_at ÷ the time between the two. It leaves out the start, when the first operations are still on their way through the four transitions and nothing finishes yet, and the end, when the last ones drain; the figure above counts both. The raw rate is a steady rate too. The peers have no such figure (they finish their first job within milliseconds)',
+          whole_run_ops_per_s: Math.round(rate),
+        });
       print({
         name: `e2e_stage_median_ms_${label}`,
         value: span.total,
