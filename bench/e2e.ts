@@ -18,7 +18,8 @@
  *
  * Env: OPSTATE_BENCH_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres), NATS_URL
  * (default nats://127.0.0.1:4222), OPSTATE_BENCH_E2E_OPS (operations per e2e run, default 5000),
- * OPSTATE_BENCH_CREATE_BATCH (createMany size, default 500), OPSTATE_BENCH_CONCURRENCY (worker
+ * OPSTATE_BENCH_CREATE_BATCH (createMany size, default 500), OPSTATE_BENCH_WARM_UP (operations
+ * through each run's workers untimed first, default 5000, at most the run's), OPSTATE_BENCH_CONCURRENCY (worker
  * concurrency per queue, default 256; split between child workers), OPSTATE_BENCH_WORKER_PROCESSES
  * (default 2; 0 skips), OPSTATE_BENCH_WORKER_KINDS (what they serve, default transfer as the
  * in-process worker; all for every kind), OPSTATE_BENCH_TRICKLE (default 200; 0 skips), OPSTATE_BENCH_SECONDS
@@ -84,10 +85,12 @@ const PROFILE = process.env.OPSTATE_BENCH_PROFILE === '1';
 const CPU_PROFILE = process.env.OPSTATE_BENCH_CPU_PROFILE;
 const DONE_TIMEOUT_MS = 120_000;
 /**
- * Operations drained untimed through each set of timed workers before its run (JIT, consumers, the
- * pools' prepared statements and backend caches).
+ * Operations drained untimed through each set of timed workers before its run: the pools'
+ * prepared statements and backend caches, the consumers, and V8's optimizing compiler, which
+ * was still compiling in 15–30% of a worker process's samples through a run timed after 500
+ * (7–16% after 5,000).
  */
-const WARM_UP = Math.min(500, OPS);
+const WARM_UP = Math.min(env('OPSTATE_BENCH_WARM_UP', 5000), OPS);
 
 /** Control-plane loops tuned for throughput; the transport keeps its defaults. */
 const TIMING: Partial<RuntimeTiming> = {

@@ -22,7 +22,8 @@
  * OPSTATE_BENCH_SECONDS (each raw baseline, default 3), OPSTATE_BENCH_CONCURRENCY (opstate
  * worker concurrency, default 256), OPSTATE_BENCH_GRAPHILE_CONCURRENCY (default 24),
  * OPSTATE_BENCH_GRAPHILE_LOCAL_QUEUE (default 100), OPSTATE_BENCH_PGBOSS_LOOPS (default 8),
- * OPSTATE_BENCH_PGBOSS_BATCH (default 100).
+ * OPSTATE_BENCH_PGBOSS_BATCH (default 100), OPSTATE_BENCH_WARM_UP (jobs drained untimed first,
+ * default 5000).
  */
 import { randomBytes } from 'node:crypto';
 import { makeWorkerUtils, type Runner, run as runGraphileWorker } from 'graphile-worker';
@@ -53,7 +54,8 @@ const PGBOSS_LOOPS = env('OPSTATE_BENCH_PGBOSS_LOOPS', 8);
 const PGBOSS_BATCH = env('OPSTATE_BENCH_PGBOSS_BATCH', 100);
 /** Jobs created per call, for every system (opstate's e2e bench uses the same size). */
 const CREATE_BATCH = 500;
-const WARM_UP = 500;
+/** Jobs drained untimed first, through each system (as opstate's e2e bench warms its workers). */
+const WARM_UP = env('OPSTATE_BENCH_WARM_UP', 5000);
 const POLL_MS = 20;
 const DONE_TIMEOUT_MS = 180_000;
 
