@@ -13,7 +13,7 @@
  * completion creates its copy, and that again over OPSTATE_BENCH_STORED more stored transfers,
  * default 200000, 0 skips); dispatch → IN_PROGRESS latency at a trickle;
  * e2e with worker child processes (`opstate worker`); each e2e run's workers first drain WARM_UP
- * operations untimed;
+ * operations untimed (each worker process about as many);
  * control-plane memory with 1,000 and 1,000,000 operations stored (child `opstate control-plane`).
  *
  * Env: OPSTATE_BENCH_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres), NATS_URL
@@ -949,8 +949,9 @@ async function main(): Promise<void> {
       children.push(...mine);
       await Promise.all(mine.map((c) => waitForOutput(c, 'worker started')));
       // Warm-up (JIT, consumers), as for the workers in this process: fresh processes run their
-      // first operations in V8's interpreter, which a long-running worker does not.
-      await submitAndWait(sameTransfers(WARM_UP));
+      // first operations in V8's interpreter, which a long-running worker does not. Each process
+      // compiles for itself, so each gets about WARM_UP (they share the queue).
+      await submitAndWait(sameTransfers(WARM_UP * CHILDREN));
       await sleep(1500);
       const dbBefore = await pgStats();
       const pids = mine.map((c) => c.proc.pid as number);
@@ -976,7 +977,7 @@ async function main(): Promise<void> {
         { before: dbBefore, after: dbAfter },
         { before: cpuBefore, after: cpuAfter, postgresPids },
         [{ label: 'control_plane', before: pBefore, after: pAfter }],
-        `control plane in this process, ${CHILDREN} worker processes (opstate worker --kinds ${WORKER_KINDS}, concurrency ${perChild} each), after ${WARM_UP} operations through them untimed`,
+        `control plane in this process, ${CHILDREN} worker processes (opstate worker --kinds ${WORKER_KINDS}, concurrency ${perChild} each), after ${WARM_UP * CHILDREN} operations through them untimed (about ${WARM_UP} each)`,
       );
     }
 
