@@ -121,7 +121,9 @@ const toTallyDrift = (r: TallyDriftRow): TallyDrift => ({
  * statuses that were wrong, none when the tally matched. For a tally something bypassed: a write
  * to `operation` with its triggers off. The database function counts and replaces in one snapshot,
  * so writers go on meanwhile; it and the fold exclude each other. Call it in autocommit or a READ
- * COMMITTED transaction (its snapshot must be taken after that exclusion).
+ * COMMITTED transaction, where its snapshot is taken after that exclusion; in a REPEATABLE READ
+ * transaction whose snapshot predates a fold it fails with a serialization error and changes
+ * nothing.
  */
 export async function recountStatusTally(exec: Executor): Promise<TallyDrift[]> {
   const rows = await exec.execute<TallyDriftRow>(

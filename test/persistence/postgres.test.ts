@@ -223,6 +223,31 @@ describe('persistence on Postgres', () => {
     expect(await store.recountCounts()).toEqual([]);
   });
 
+  it('a recount under REPEATABLE READ whose snapshot predates a fold is refused, not miscounted, and changes nothing', async () => {
+    const store = new OperationStore(database);
+    const world = await makeWorld(database);
+    await store.createMany([inputFor(OperationKind.TRANSFER, world)]);
+    const before = await store.countByKindAndStatus();
+    const open = await database.reserve();
+    let refused: unknown;
+    try {
+      await open.execute('begin isolation level repeatable read');
+      await open.execute('select count(*) from operation_tally'); // the snapshot is taken here
+      // A fold on another connection commits after that snapshot: it replaces the tally rows.
+      await store.foldCounts();
+      refused = await open.execute('select * from opstate_recount_operation_tally()').then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      await open.execute('rollback');
+    } finally {
+      await open.release();
+    }
+    expect(String(refused)).toMatch(/could not serialize access/);
+    expect(await store.countByKindAndStatus()).toEqual(before);
+    expect(await store.recountCounts()).toEqual([]);
+  });
+
   it('upgrading to counts from the tally counts the operations stored before it, and a write racing the upgrade once', async () => {
     const fresh = await createTestDatabase();
     const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
