@@ -652,11 +652,12 @@ async function main(): Promise<void> {
       note: string,
     ) => {
       const rate = n / span.span;
+      const baseline = (baselines[0] + baselines[1]) / 2;
       print({
         name: `e2e_ops_per_s_${label}`,
         value: rate,
         unit: 'ops/s',
-        baseline: (baselines[0] + baselines[1]) / 2,
+        baseline,
         note: `${n} TRANSFER operations, no-op handler, create (createMany ×${CREATE_BATCH}) → COMPLETED; time from the first created_at to the last finished_at; ${note}`,
         wall_clock_ops_per_s: Math.round(n / result.wallSeconds),
         raw_commits_per_s_before_after: [Math.round(baselines[0]), Math.round(baselines[1])],
@@ -670,7 +671,7 @@ async function main(): Promise<void> {
           name: `e2e_sustained_ops_per_s_${label}`,
           value: middleOps / span.middle,
           unit: 'ops/s',
-          baseline: (baselines[0] + baselines[1]) / 2,
+          baseline,
           note: 'the same run once the pipeline is full: the operations that finished between the 10th- and the 90th-percentile finished_at ÷ the time between the two. It leaves out the start, when the first operations are still on their way through the four transitions and nothing finishes yet, and the end, when the last ones drain; the figure above counts both. The raw rate is a steady rate too. The peers have no such figure (they finish their first job within milliseconds)',
           whole_run_ops_per_s: Math.round(rate),
         });
