@@ -454,7 +454,8 @@ async function main(): Promise<void> {
   const pgStats = async () => {
     const [row] = await admin.unsafe(
       `select (xact_commit + xact_rollback)::bigint as xacts, tup_inserted::bigint as ins,
-        tup_updated::bigint as upd, tup_deleted::bigint as del, tup_fetched::bigint as fetched
+        tup_updated::bigint as upd, tup_deleted::bigint as del, tup_fetched::bigint as fetched,
+        (blks_hit + blks_read)::bigint as blks, (pg_current_wal_lsn() - '0/0')::bigint as wal
        from pg_stat_database where datname = $1`,
       [name],
     );
@@ -463,6 +464,8 @@ async function main(): Promise<void> {
       inserted: Number(row?.ins),
       updated: Number(row?.upd),
       deleted: Number(row?.del),
+      buffers: Number(row?.blks),
+      walBytes: Number(row?.wal),
       own: ownQueries,
     };
   };
@@ -693,6 +696,13 @@ async function main(): Promise<void> {
         tup_inserted_per_op: Math.round(((db.after.inserted - db.before.inserted) / n) * 100) / 100,
         tup_updated_per_op: Math.round(((db.after.updated - db.before.updated) / n) * 100) / 100,
         tup_deleted_per_op: Math.round(((db.after.deleted - db.before.deleted) / n) * 100) / 100,
+      });
+      print({
+        name: `e2e_wal_bytes_per_op_${label}`,
+        value: Math.round((db.after.walBytes - db.before.walBytes) / n),
+        unit: 'B/op',
+        note: 'WAL the server wrote over the run (pg_current_wal_lsn, the whole server: nothing else writes during a bench) ÷ operations, and the bench database’s buffer accesses (pg_stat_database blks_hit + blks_read) ÷ operations: the work Postgres does per operation, counted, so it does not move with the machine’s speed as CPU time does. Both include what the idle loops do over the same window',
+        buffers_per_op: Math.round((db.after.buffers - db.before.buffers) / n),
       });
       for (const c of counted) {
         print({
