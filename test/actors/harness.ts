@@ -190,7 +190,7 @@ export async function startDeployment(
  * For a test file whose tests each start their own deployment: registers an `afterEach` that
  * closes every deployment the test started (its children killed, its own database dropped),
  * passed or failed, and returns the function that starts one. Call it once, at module level.
- * `wakeChildren` first sends SIGCONT to every child, for drills that freeze processes.
+ * A child a drill left frozen (SIGSTOP) needs no waking first: SIGKILL ends a stopped process.
  *
  * @example
  * ```ts
@@ -200,15 +200,10 @@ export async function startDeployment(
  * });
  * ```
  */
-export function deploymentPerTest(
-  options: { wakeChildren?: boolean } = {},
-): typeof startDeployment {
+export function deploymentPerTest(): typeof startDeployment {
   const started: Deployment[] = [];
   afterEach(async () => {
-    for (const dep of started.splice(0).reverse()) {
-      if (options.wakeChildren) for (const c of dep.children) c.proc.kill('SIGCONT');
-      await dep.close();
-    }
+    for (const dep of started.splice(0).reverse()) await dep.close();
   });
   return async (...args) => {
     const dep = await startDeployment(...args);

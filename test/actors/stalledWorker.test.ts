@@ -19,7 +19,7 @@ import {
  * monitor finds it in the worker's last heartbeat and brings it home within about the timeout —
  * not the reconciler floor — while a worker that resumes in time simply runs it.
  */
-const deploy = deploymentPerTest({ wakeChildren: true });
+const deploy = deploymentPerTest();
 
 /** The process state letter from /proc (`T` when stopped). */
 async function readProcState(child: Child): Promise<string> {

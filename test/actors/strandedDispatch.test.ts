@@ -20,7 +20,7 @@ import {
  * unsettled, and resets it within about the heartbeat timeout instead of the reconciler's floor.
  * A worker that resumes in time runs it; one merely queued behind a busy worker is left alone.
  */
-const deploy = deploymentPerTest({ wakeChildren: true });
+const deploy = deploymentPerTest();
 
 const ONE_QUEUE = { FIXTURE_KINDS: 'long_term_archive' };
 const QUEUE = queueName(defaultRoute(OperationKind.LONG_TERM_ARCHIVE));
