@@ -59,38 +59,28 @@ import {
   prepareRawCommitRate,
   RAW_CONNECTIONS,
 } from './lib/rawCommitRate.ts';
+import { ADMIN_URL, envNumber, NATS_URL, WARM_UP as SHARED_WARM_UP } from './lib/settings.ts';
 
-const env = (name: string, fallback: number) => {
-  const v = process.env[name];
-  return v === undefined || v === '' ? fallback : Number(v);
-};
-const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-const OPS = env('OPSTATE_BENCH_E2E_OPS', 5000);
-const CREATE_BATCH = env('OPSTATE_BENCH_CREATE_BATCH', 500);
-const CONCURRENCY = env('OPSTATE_BENCH_CONCURRENCY', 256);
-const CHILDREN = env('OPSTATE_BENCH_WORKER_PROCESSES', 2);
-const TRICKLE = env('OPSTATE_BENCH_TRICKLE', 200);
-const DISTINCT = env('OPSTATE_BENCH_DISTINCT', 1) > 0;
-const STORED = env('OPSTATE_BENCH_STORED', 200_000);
+const OPS = envNumber('OPSTATE_BENCH_E2E_OPS', 5000);
+const CREATE_BATCH = envNumber('OPSTATE_BENCH_CREATE_BATCH', 500);
+const CONCURRENCY = envNumber('OPSTATE_BENCH_CONCURRENCY', 256);
+const CHILDREN = envNumber('OPSTATE_BENCH_WORKER_PROCESSES', 2);
+const TRICKLE = envNumber('OPSTATE_BENCH_TRICKLE', 200);
+const DISTINCT = envNumber('OPSTATE_BENCH_DISTINCT', 1) > 0;
+const STORED = envNumber('OPSTATE_BENCH_STORED', 200_000);
 /**
  * What the worker processes serve: the kind the in-process worker serves, so the two figures
  * compare like with like. `all` measures a worker whose slots are shared by six queues, five of
  * them idle (each idle queue probes with a one-message pull, the busy one gets the rest).
  */
 const WORKER_KINDS = process.env.OPSTATE_BENCH_WORKER_KINDS ?? OperationKind.TRANSFER;
-const SECONDS = env('OPSTATE_BENCH_SECONDS', 3);
-const MEMORY_ROWS = env('OPSTATE_BENCH_MEMORY_ROWS', 1_000_000);
+const SECONDS = envNumber('OPSTATE_BENCH_SECONDS', 3);
+const MEMORY_ROWS = envNumber('OPSTATE_BENCH_MEMORY_ROWS', 1_000_000);
 const PROFILE = process.env.OPSTATE_BENCH_PROFILE === '1';
 const CPU_PROFILE = process.env.OPSTATE_BENCH_CPU_PROFILE;
 const DONE_TIMEOUT_MS = 120_000;
-/**
- * Operations drained untimed through each set of timed workers before its run: the pools'
- * prepared statements and backend caches, the consumers, and V8's optimizing compiler, which
- * was still compiling in 15–30% of a worker process's samples through a run timed after 500
- * (7–16% after 5,000).
- */
-const WARM_UP = Math.min(env('OPSTATE_BENCH_WARM_UP', 5000), OPS);
+/** The warm-up (`WARM_UP` in lib/settings.ts), at most the run itself. */
+const WARM_UP = Math.min(SHARED_WARM_UP, OPS);
 
 /** Control-plane loops tuned for throughput; the transport keeps its defaults. */
 const TIMING: Partial<RuntimeTiming> = {
@@ -434,15 +424,15 @@ async function main(): Promise<void> {
   const run = randomBytes(5).toString('hex');
   const name = `opstate_e2e_${run}`;
   const prefix = `e2e_${run}`;
-  const admin = postgres(ADMIN, { max: 1, onnotice: () => {} });
+  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
   await admin.unsafe(`create database ${name}`);
-  const url = new URL(ADMIN);
+  const url = new URL(ADMIN_URL);
   url.pathname = `/${name}`;
   const dbUrl = url.toString();
   const raw = postgres(dbUrl, { max: 2, onnotice: () => {} });
   // The baseline runs in a database of its own, so the bench database's counters stay clean.
   await admin.unsafe(`create database ${name}_raw`);
-  const rawUrl = new URL(ADMIN);
+  const rawUrl = new URL(ADMIN_URL);
   rawUrl.pathname = `/${name}_raw`;
   const rawBench = postgres(rawUrl.toString(), { max: RAW_CONNECTIONS, onnotice: () => {} });
   /** Queries this bench sends to the bench database, subtracted from the server's counts. */
@@ -701,7 +691,7 @@ async function main(): Promise<void> {
         name: `e2e_wal_bytes_per_op_${label}`,
         value: Math.round((db.after.walBytes - db.before.walBytes) / n),
         unit: 'B/op',
-        note: 'WAL the server wrote over the run (pg_current_wal_lsn, the whole server: nothing else writes during a bench) ÷ operations, and the bench database’s buffer accesses (pg_stat_database blks_hit + blks_read) ÷ operations: the work Postgres does per operation, counted, so it does not move with the machine’s speed as CPU time does. Both include what the idle loops do over the same window',
+        note: 'WAL the server wrote over the run (pg_current_wal_lsn, the whole server: nothing else writes during a bench) ÷ operations, and the bench database’s buffer accesses (pg_stat_database blks_hit + blks_read) ÷ operations: the work Postgres does per operation, counted, so it does not move with the machine’s speed as CPU time does. Both include what the idle loops do over the same window, and the buffer count, like the commits above, what connections had not yet reported when it was read',
         buffers_per_op: Math.round((db.after.buffers - db.before.buffers) / n),
       });
       for (const c of counted) {
@@ -1000,7 +990,7 @@ async function main(): Promise<void> {
       );
       const memName = `${name}_mem`;
       await admin.unsafe(`create database ${memName}`);
-      const memUrl = new URL(ADMIN);
+      const memUrl = new URL(ADMIN_URL);
       memUrl.pathname = `/${memName}`;
       const memPrefix = `${prefix}_mem`;
       extraPrefixes.push(memPrefix);

@@ -38,24 +38,17 @@ import { createJetStreamTransport } from '../transport/jetstream/createJetStream
 import { cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.ts';
 import { print } from './lib/figure.ts';
 import { prepareRawCommitRate, RAW_CONNECTIONS, rawCommitRate } from './lib/rawCommitRate.ts';
+import { ADMIN_URL, envNumber, NATS_URL, WARM_UP } from './lib/settings.ts';
 
-const env = (name: string, fallback: number) => {
-  const v = process.env[name];
-  return v === undefined || v === '' ? fallback : Number(v);
-};
-const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
-const JOBS = env('OPSTATE_BENCH_PEERS_JOBS', 5000);
-const SECONDS = env('OPSTATE_BENCH_SECONDS', 3);
-const OPSTATE_CONCURRENCY = env('OPSTATE_BENCH_CONCURRENCY', 256);
-const GRAPHILE_CONCURRENCY = env('OPSTATE_BENCH_GRAPHILE_CONCURRENCY', 24);
-const GRAPHILE_LOCAL_QUEUE = env('OPSTATE_BENCH_GRAPHILE_LOCAL_QUEUE', 100);
-const PGBOSS_LOOPS = env('OPSTATE_BENCH_PGBOSS_LOOPS', 8);
-const PGBOSS_BATCH = env('OPSTATE_BENCH_PGBOSS_BATCH', 100);
+const JOBS = envNumber('OPSTATE_BENCH_PEERS_JOBS', 5000);
+const SECONDS = envNumber('OPSTATE_BENCH_SECONDS', 3);
+const OPSTATE_CONCURRENCY = envNumber('OPSTATE_BENCH_CONCURRENCY', 256);
+const GRAPHILE_CONCURRENCY = envNumber('OPSTATE_BENCH_GRAPHILE_CONCURRENCY', 24);
+const GRAPHILE_LOCAL_QUEUE = envNumber('OPSTATE_BENCH_GRAPHILE_LOCAL_QUEUE', 100);
+const PGBOSS_LOOPS = envNumber('OPSTATE_BENCH_PGBOSS_LOOPS', 8);
+const PGBOSS_BATCH = envNumber('OPSTATE_BENCH_PGBOSS_BATCH', 100);
 /** Jobs created per call, for every system (opstate's e2e bench uses the same size). */
 const CREATE_BATCH = 500;
-/** Jobs drained untimed first, through each system (as opstate's e2e bench warms its workers). */
-const WARM_UP = env('OPSTATE_BENCH_WARM_UP', 5000);
 const POLL_MS = 20;
 const DONE_TIMEOUT_MS = 180_000;
 
@@ -323,10 +316,10 @@ function pgBossContender(): Contender {
 
 async function main(): Promise<void> {
   const run = randomBytes(5).toString('hex');
-  const admin = postgres(ADMIN, { max: 1, onnotice: () => {} });
+  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
   const databases: string[] = [];
   const urlOf = (name: string) => {
-    const u = new URL(ADMIN);
+    const u = new URL(ADMIN_URL);
     u.pathname = `/${name}`;
     return u.toString();
   };
