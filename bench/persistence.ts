@@ -4,6 +4,12 @@
  * raw single-row UPDATE rate of the same Postgres (postgres.js, 8 connections) measured in the
  * same run. Uses its own uniquely named database and drops it.
  *
+ * The batched lifecycle runs twice: archives that each produce a copy of their own package (the
+ * per-stage rates and statement counts), then the end-to-end bench's workload, transfers that all
+ * produce one package's one copy. Each run prints `lifecycle_batched_cpu_ms_per_op_<run>` with
+ * its WAL per operation: the database work of the lifecycle alone, to set beside
+ * `e2e_cpu_ms_per_op_in_process` and `e2e_wal_bytes_per_op_in_process`.
+ *
  *   node --import tsx bench/persistence.ts
  *
  * Env: OPSTATE_BENCH_ADMIN_URL (default postgres://postgres@127.0.0.1:5432/postgres),
@@ -12,12 +18,16 @@
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
+import { ArtifactType } from '../machines/ArtifactType.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
+import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { migrate } from '../persistence/migrate.ts';
 import { OperationStore } from '../persistence/OperationStore.ts';
+import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
+import { cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.ts';
 import { type Figure, print } from './lib/figure.ts';
 
 const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -85,6 +95,127 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
   return out;
 }
 
+/**
+ * Called once the operations have started, before they complete: returns the copies each
+ * operation reports (it may read what the run created).
+ */
+type Outputs = (store: OperationStore) => Promise<(id: string) => OutputCopy[]>;
+
+/**
+ * Drives `inputs` through the whole lifecycle in batches of `BATCH`, by `CONNECTIONS` callers,
+ * one stage after the other: create, claim (PENDING → SCHEDULED with its outbox row), START,
+ * complete with `outputs`, then the relay's outbox fetch and delete. Returns each stage's rate
+ * and statements per operation, and prints `lifecycle_batched_cpu_ms_per_op_<label>`: what
+ * those rows cost with no broker, no worker and no heartbeat in the way.
+ */
+async function batchedLifecycle(run: {
+  admin: postgres.Sql;
+  name: string;
+  store: OperationStore;
+  count: () => number;
+  inputs: readonly CreateOperationInput[];
+  outputs: Outputs;
+  label: string;
+}) {
+  const { admin, store, count, inputs } = run;
+  const n = inputs.length;
+  const walLsn = async () => {
+    const [row] = await admin.unsafe(`select (pg_current_wal_lsn() - '0/0')::bigint as wal`);
+    return Number(row?.wal);
+  };
+  const wal0 = await walLsn();
+  const cpu0 = cpuSample();
+  const s0 = count();
+
+  const createBatches = chunks(inputs, BATCH);
+  const create = await untilDone(CONNECTIONS, async () => {
+    const batch = createBatches.pop();
+    if (batch === undefined) return 0;
+    return (await store.createMany(batch)).length;
+  });
+  const s1 = count();
+
+  const claimed: { id: string; attempt: number }[] = [];
+  const claim = await untilDone(CONNECTIONS, async () => {
+    const { claimed: got } = await store.claimDue(BATCH);
+    claimed.push(...got);
+    return got.length;
+  });
+  const s2 = count();
+
+  const startBatches = chunks(claimed, BATCH);
+  const start = await untilDone(CONNECTIONS, async (w) => {
+    const batch = startBatches.pop();
+    if (batch === undefined) return 0;
+    const results = await store.applyMany(
+      batch.map((c) => ({
+        id: c.id,
+        event: { type: 'START' as const, attempt: c.attempt, workerId: `w${w}` },
+      })),
+    );
+    return results.filter((r) => r.ok).length;
+  });
+  const s3 = count();
+
+  const outputsOf = await run.outputs(store);
+  const completeBatches = chunks(claimed, BATCH);
+  const s3b = count();
+  const complete = await untilDone(CONNECTIONS, async () => {
+    const batch = completeBatches.pop();
+    if (batch === undefined) return 0;
+    const results = await store.completeMany(
+      batch.map((c) => ({ id: c.id, attempt: c.attempt, outputs: outputsOf(c.id) })),
+    );
+    return results.filter((r) => r.ok).length;
+  });
+  const s4 = count();
+
+  const relay = await untilDone(1, async () => {
+    const entries = await store.fetchOutbox(500);
+    return store.deleteOutbox(entries.map((e) => e.id));
+  });
+  const s5 = count();
+  const cpu1 = cpuSample();
+  const wal1 = await walLsn();
+
+  if (complete.units !== n || relay.units !== n) {
+    throw new Error(
+      `lifecycle ${run.label}: ${complete.units} of ${n} completed, ${relay.units} outbox rows relayed`,
+    );
+  }
+  // Asked now: postgres.js opens its connections on first use, so some backends are new.
+  const cpu = cpuMsPer(cpu0, cpu1, n, await postgresPidsOf(admin, [run.name]));
+  const rates = {
+    create: create.perSecond,
+    claim: claim.perSecond,
+    start: start.perSecond,
+    complete: complete.perSecond,
+    relay: relay.perSecond,
+  };
+  const secondsPerOp = Object.values(rates).reduce((sum, rate) => sum + 1 / rate, 0);
+  print({
+    name: `lifecycle_batched_cpu_ms_per_op_${run.label}`,
+    value: cpu.total,
+    unit: 'cpu ms/op',
+    note: `${n} operations through the five batched stages (create, claim, START, complete with its copies, outbox fetch and delete), ${BATCH} per call, ${CONNECTIONS} callers, one stage after the other: no broker, no worker, no heartbeat. CPU time (user+system) of this process and of the bench database's Postgres backends plus the server's WAL writer, checkpointer and background writer, from /proc, ÷ operations: what the lifecycle's rows cost on their own. Its Postgres part is the floor of the end-to-end figure's Postgres part: only a change to the data model lowers it. stages_ops_per_s: the rate of the five stages run back to back`,
+    bench_process: cpu.bench_process,
+    postgres: cpu.postgres,
+    wal_bytes_per_op: Math.round((wal1 - wal0) / n),
+    stages_ops_per_s: Math.round(1 / secondsPerOp),
+  });
+  const per = (statements: number) => statements / n;
+  return {
+    rates,
+    statementsPerOp: {
+      create: per(s1 - s0),
+      claim: per(s2 - s1),
+      start: per(s3 - s2),
+      complete: per(s4 - s3b),
+      lifecycle: per(s5 - s0 - (s3b - s3)),
+    },
+  };
+}
+
 async function main(): Promise<void> {
   const name = `opstate_bench_${randomBytes(5).toString('hex')}`;
   const admin = postgres(ADMIN, { max: 1, onnotice: () => {} });
@@ -132,96 +263,63 @@ async function main(): Promise<void> {
       fields: { rawDataPackageId: pkg, sourceLocationId: source.id, destinationLocationId: lta.id },
     });
 
-    // Batched hot path, every statement counted.
+    // Batched hot path, every statement counted: one archive per package, as in a pipeline.
     const { database, count } = counting(opened);
     const store = new OperationStore(database);
+    const lifecycle = (label: string, inputs: readonly CreateOperationInput[], outputs: Outputs) =>
+      batchedLifecycle({ admin, name, store, count, inputs, outputs, label });
     const pipeline = pkgs.slice(0, OPS);
-    const createBatches = chunks(pipeline, BATCH);
-    const created: string[] = [];
-    const c0 = count();
-    const create = await untilDone(CONNECTIONS, async () => {
-      const batch = createBatches.pop();
-      if (batch === undefined) return 0;
-      created.push(...(await store.createMany(batch.map(input))));
-      return batch.length;
-    });
-    const c1 = count();
-    vs({ name: 'create_batched', value: create.perSecond, unit: 'ops/s' });
-
-    const claimed: { id: string; attempt: number }[] = [];
-    const claim = await untilDone(CONNECTIONS, async () => {
-      const { claimed: got } = await store.claimDue(BATCH);
-      claimed.push(...got);
-      return got.length;
-    });
-    const c2 = count();
-    vs({ name: 'claim_due_batched', value: claim.perSecond, unit: 'ops/s' });
-
-    const startBatches = chunks(claimed, BATCH);
-    const start = await untilDone(CONNECTIONS, async (w) => {
-      const batch = startBatches.pop();
-      if (batch === undefined) return 0;
-      const results = await store.applyMany(
-        batch.map((c) => ({
-          id: c.id,
-          event: { type: 'START' as const, attempt: c.attempt, workerId: `w${w}` },
-        })),
+    const distinct = await lifecycle('distinct_copies', pipeline.map(input), async (s) => {
+      const rows = await s.database.execute<{ operation_id: string; raw_data_package_id: string }>(
+        'select operation_id, raw_data_package_id from long_term_archive_operation',
       );
-      return results.filter((r) => r.ok).length;
+      const packageOf = new Map(
+        rows.map((r) => [String(r.operation_id), String(r.raw_data_package_id)]),
+      );
+      return (id) => [
+        {
+          artifactType: ArtifactType.RAW_DATA_PACKAGE,
+          artifactId: packageOf.get(id) as string,
+          locationId: lta.id,
+        },
+      ];
     });
-    const c3 = count();
-    vs({ name: 'apply_many_start', value: start.perSecond, unit: 'applies/s' });
+    vs({ name: 'create_batched', value: distinct.rates.create, unit: 'ops/s' });
+    vs({ name: 'claim_due_batched', value: distinct.rates.claim, unit: 'ops/s' });
+    vs({ name: 'apply_many_start', value: distinct.rates.start, unit: 'applies/s' });
+    vs({ name: 'complete_many_with_copy', value: distinct.rates.complete, unit: 'ops/s' });
+    vs({ name: 'outbox_fetch_delete', value: distinct.rates.relay, unit: 'rows/s' });
+    for (const [stage, n] of Object.entries(distinct.statementsPerOp)) {
+      print({ name: `statements_per_op_${stage}_batched`, value: n, unit: 'statements/op' });
+    }
 
-    const pkgOf = new Map(created.map((id, n) => [id, pipeline[n] as string]));
-    // createMany returns ids in insert order, batch by batch; map each op to its package by loading.
-    const records = await opened.execute<{ operation_id: string; raw_data_package_id: string }>(
-      'select operation_id, raw_data_package_id from long_term_archive_operation',
+    // The end-to-end bench's workload: transfers that all produce one package's one copy.
+    const buffer = await artifacts.addLocation({
+      site: 'b',
+      name: 'buffer',
+      locationType: LocationType.BUFFER,
+      storageRoot: '/b',
+    });
+    const dtp = await artifacts.addDataTransferPackage({ name: 'dtp' });
+    const transfer: CreateOperationInput = {
+      kind: OperationKind.TRANSFER,
+      fields: {
+        dataTransferPackageId: dtp,
+        sourceLocationId: source.id,
+        destinationLocationId: buffer.id,
+      },
+    };
+    await lifecycle(
+      'same_copy',
+      Array.from({ length: OPS }, () => transfer),
+      async () => () => [
+        {
+          artifactType: ArtifactType.DATA_TRANSFER_PACKAGE,
+          artifactId: dtp,
+          locationId: buffer.id,
+        },
+      ],
     );
-    for (const r of records) pkgOf.set(String(r.operation_id), String(r.raw_data_package_id));
-    const completeBatches = chunks(claimed, BATCH);
-    const c3b = count();
-    const complete = await untilDone(CONNECTIONS, async () => {
-      const batch = completeBatches.pop();
-      if (batch === undefined) return 0;
-      const results = await store.completeMany(
-        batch.map((c) => ({
-          id: c.id,
-          attempt: c.attempt,
-          outputs: [
-            {
-              artifactType: 'raw_data_package' as const,
-              artifactId: pkgOf.get(c.id) as string,
-              locationId: lta.id,
-            },
-          ],
-        })),
-      );
-      return results.filter((r) => r.ok).length;
-    });
-    const c4 = count();
-    vs({ name: 'complete_many_with_copy', value: complete.perSecond, unit: 'ops/s' });
-
-    const relay = await untilDone(1, async () => {
-      const entries = await store.fetchOutbox(500);
-      return store.deleteOutbox(entries.map((e) => e.id));
-    });
-    const c5 = count();
-    vs({ name: 'outbox_fetch_delete', value: relay.perSecond, unit: 'rows/s' });
-
-    const per = (n: number) => n / OPS;
-    print({ name: 'statements_per_op_create_batched', value: per(c1 - c0), unit: 'statements/op' });
-    print({ name: 'statements_per_op_claim_batched', value: per(c2 - c1), unit: 'statements/op' });
-    print({ name: 'statements_per_op_start_batched', value: per(c3 - c2), unit: 'statements/op' });
-    print({
-      name: 'statements_per_op_complete_batched',
-      value: per(c4 - c3b),
-      unit: 'statements/op',
-    });
-    print({
-      name: 'statements_per_op_lifecycle_batched',
-      value: per(c1 - c0 + (c2 - c1) + (c3 - c2) + (c4 - c3b) + (c5 - c4)),
-      unit: 'statements/op',
-    });
 
     // Unbatched forms, one operation per call, 8 concurrent callers.
     const single = new OperationStore(database);
