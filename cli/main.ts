@@ -1,5 +1,5 @@
 import { type Io, processIo, runProgram } from './Command.ts';
-import { commands } from './commands/index.ts';
+import { commandsFor } from './commands/index.ts';
 
 /**
  * Runs the `opstate` command line and returns the exit code: 0 success, 1 failure, 2 usage (the
@@ -10,6 +10,6 @@ import { commands } from './commands/index.ts';
  * process.exitCode = await main(['diagram']);
  * ```
  */
-export function main(argv: string[], io: Io = processIo): Promise<number> {
-  return runProgram(commands, argv, io);
+export async function main(argv: string[], io: Io = processIo): Promise<number> {
+  return runProgram(await commandsFor(argv), argv, io);
 }

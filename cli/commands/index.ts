@@ -1,47 +1,45 @@
 import type { Command } from '../Command.ts';
-import { archiveCommand } from './archive.ts';
-import { artifactCommand } from './artifact.ts';
-import { breakerCommand } from './breaker.ts';
-import { configCommand } from './config.ts';
-import { controlPlaneCommand } from './controlPlane.ts';
-import { copyCommand } from './copy.ts';
-import { dashboardCommand } from './dashboard.ts';
-import { demoCommand } from './demo.ts';
-import { diagramCommand } from './diagram.ts';
-import { inspectCommand } from './inspect.ts';
-import { listCommand } from './list.ts';
-import { locationCommand } from './location.ts';
-import { migrateCommand } from './migrate.ts';
-import { cancelCommand, resetCommand, retryCommand } from './operatorCommands.ts';
-import { policyCommand } from './policy.ts';
-import { recountCommand } from './recount.ts';
-import { statusCommand } from './status.ts';
-import { submitCommand } from './submit.ts';
-import { waitCommand } from './wait.ts';
-import { workerCommand } from './worker.ts';
+
+/**
+ * Every sub-command by name, in the order `opstate --help` lists them, each loaded when it is
+ * wanted: a process imports what its one command needs (`opstate diagram` no database driver,
+ * a worker no dashboard), not the whole command line.
+ */
+const LOADERS: ReadonlyMap<string, () => Promise<Command>> = new Map([
+  ['location', async () => (await import('./location.ts')).locationCommand],
+  ['artifact', async () => (await import('./artifact.ts')).artifactCommand],
+  ['copy', async () => (await import('./copy.ts')).copyCommand],
+  ['submit', async () => (await import('./submit.ts')).submitCommand],
+  ['list', async () => (await import('./list.ts')).listCommand],
+  ['wait', async () => (await import('./wait.ts')).waitCommand],
+  ['status', async () => (await import('./status.ts')).statusCommand],
+  ['recount', async () => (await import('./recount.ts')).recountCommand],
+  ['inspect', async () => (await import('./inspect.ts')).inspectCommand],
+  ['retry', async () => (await import('./operatorCommands.ts')).retryCommand],
+  ['reset', async () => (await import('./operatorCommands.ts')).resetCommand],
+  ['cancel', async () => (await import('./operatorCommands.ts')).cancelCommand],
+  ['breaker', async () => (await import('./breaker.ts')).breakerCommand],
+  ['archive', async () => (await import('./archive.ts')).archiveCommand],
+  ['policy', async () => (await import('./policy.ts')).policyCommand],
+  ['migrate', async () => (await import('./migrate.ts')).migrateCommand],
+  ['control-plane', async () => (await import('./controlPlane.ts')).controlPlaneCommand],
+  ['worker', async () => (await import('./worker.ts')).workerCommand],
+  ['dashboard', async () => (await import('./dashboard.ts')).dashboardCommand],
+  ['config', async () => (await import('./config.ts')).configCommand],
+  ['diagram', async () => (await import('./diagram.ts')).diagramCommand],
+  ['demo', async () => (await import('./demo.ts')).demoCommand],
+]);
 
 /** Every sub-command, in the order `opstate --help` lists them. */
-export const commands: readonly Command[] = [
-  locationCommand,
-  artifactCommand,
-  copyCommand,
-  submitCommand,
-  listCommand,
-  waitCommand,
-  statusCommand,
-  recountCommand,
-  inspectCommand,
-  retryCommand,
-  resetCommand,
-  cancelCommand,
-  breakerCommand,
-  archiveCommand,
-  policyCommand,
-  migrateCommand,
-  controlPlaneCommand,
-  workerCommand,
-  dashboardCommand,
-  configCommand,
-  diagramCommand,
-  demoCommand,
-];
+export function loadCommands(): Promise<Command[]> {
+  return Promise.all([...LOADERS.values()].map((load) => load()));
+}
+
+/**
+ * The commands a command line needs: the one it names, or, for anything else (no command,
+ * `--help`, `help`, a misspelt name that commander suggests a fix for), all of them.
+ */
+export async function commandsFor(argv: readonly string[]): Promise<Command[]> {
+  const load = LOADERS.get(argv[0] ?? '');
+  return load === undefined ? loadCommands() : [await load()];
+}

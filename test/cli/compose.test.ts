@@ -4,7 +4,7 @@ import { parse } from 'yaml';
 import { SETTINGS } from '../../actors/Configuration.ts';
 import { resolveRuntimeTiming } from '../../actors/Runtime.ts';
 import { createProgram } from '../../cli/Command.ts';
-import { commands } from '../../cli/commands/index.ts';
+import { loadCommands } from '../../cli/commands/index.ts';
 import { isOperationKind, type OperationKind } from '../../machines/OperationKind.ts';
 import { defaultRoute, queueName } from '../../machines/routing.ts';
 import { REPO_ROOT } from '../helpers/opstateCli.ts';
@@ -33,6 +33,7 @@ const compose = parse(read('docker-compose.yml'), { merge: true }) as {
 const services = compose.services;
 const opstateServices = Object.entries(services).filter(([, s]) => s.build === '.');
 const natsConf = read('deploy/nats.conf');
+const commands = await loadCommands();
 
 /** The `--flag`s a command takes, from the CLI's own definition. */
 function flagsOf(name: string): string[] {
