@@ -29,12 +29,14 @@ import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
 import { cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.ts';
 import { type Figure, print } from './lib/figure.ts';
+import { prepareRawCommitRate, RAW_CONNECTIONS, rawCommitRate } from './lib/rawCommitRate.ts';
+import { ADMIN_URL, envNumber } from './lib/settings.ts';
 
-const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const OPS = Number(process.env.OPSTATE_BENCH_OPS ?? 20_000);
-const SECONDS = Number(process.env.OPSTATE_BENCH_SECONDS ?? 3);
-const CONNECTIONS = 8;
-const BATCH = Number(process.env.OPSTATE_BENCH_BATCH ?? 100);
+const OPS = envNumber('OPSTATE_BENCH_OPS', 20_000);
+const SECONDS = envNumber('OPSTATE_BENCH_SECONDS', 3);
+/** Callers of every stage: as many as the raw baseline's connections. */
+const CONNECTIONS = RAW_CONNECTIONS;
+const BATCH = envNumber('OPSTATE_BENCH_BATCH', 100);
 
 /** Counts round trips: every execute is one statement, a transaction adds BEGIN and COMMIT. */
 function counting(database: Database): { database: Database; count: () => number } {
@@ -218,9 +220,9 @@ async function batchedLifecycle(run: {
 
 async function main(): Promise<void> {
   const name = `opstate_bench_${randomBytes(5).toString('hex')}`;
-  const admin = postgres(ADMIN, { max: 1, onnotice: () => {} });
+  const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
   await admin.unsafe(`create database ${name}`);
-  const url = new URL(ADMIN);
+  const url = new URL(ADMIN_URL);
   url.pathname = `/${name}`;
   const raw = postgres(url.toString(), { max: CONNECTIONS, onnotice: () => {} });
   const opened = await openDatabase({ databaseUrl: url.toString(), max: CONNECTIONS });
@@ -228,13 +230,8 @@ async function main(): Promise<void> {
     await migrate(opened);
 
     // Baseline: raw single-row UPDATE by primary key, one commit each, 8 connections.
-    await raw.unsafe('create table bench_raw (id int primary key, n int not null)');
-    await raw.unsafe('insert into bench_raw select g, 0 from generate_series(0, 1023) g');
-    let next = 0;
-    const rawUpdate = await timed(CONNECTIONS, SECONDS, async () => {
-      await raw`update bench_raw set n = n + 1 where id = ${next++ % 1024}`;
-      return 1;
-    });
+    await prepareRawCommitRate(raw);
+    const rawUpdate = await rawCommitRate(raw, SECONDS);
     print({ name: 'raw_single_row_update', value: rawUpdate, unit: 'rows/s' });
     const vs = (f: Pick<Figure, 'name' | 'value' | 'unit'>) => print({ ...f, baseline: rawUpdate });
 

@@ -1,6 +1,6 @@
 /**
- * The settings the end-to-end and peers benches share, read from the environment: where the
- * servers are, and how much each run drains untimed before it is timed.
+ * The settings the benches share, read from the environment: where the servers are, and how much
+ * each end-to-end and peers run drains untimed before it is timed.
  */
 
 /** A number from the environment, `fallback` when the variable is unset or empty. */
