@@ -57,9 +57,7 @@ export function createMetrics(logger?: Logger): Metrics {
     try {
       await read();
     } catch (err) {
-      logger?.log('WARNING', `metrics: cannot read ${name}`, {
-        error: err instanceof Error ? err.message : String(err),
-      });
+      logger?.log('WARNING', `metrics: cannot read ${name}`, { err });
     }
   };
   return {
