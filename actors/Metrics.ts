@@ -21,12 +21,20 @@ const KNOWN_ACTORS = new Set([
 ]);
 const actorLabel = (by: string) => (KNOWN_ACTORS.has(by) ? by : 'worker');
 
+/** How `createMetrics` builds its registry. */
 export interface MetricsOptions {
   /**
    * Node's default metrics (prom-client's `process_*` and `nodejs_*`, under their standard names)
    * on this registry; default true. They describe the process, not opstate, so a process has one
    * set: an application that serves opstate's registry beside its own (`Registry.merge`) and
    * already collects them there passes false, or the merge refuses the duplicate names.
+   *
+   * @example
+   * ```ts
+   * collectDefaultMetrics({ register: appRegistry });
+   * const metrics = createMetrics(logger, { defaultMetrics: false });
+   * const served = Registry.merge([appRegistry, metrics.registry]);
+   * ```
    */
   readonly defaultMetrics?: boolean;
 }
@@ -55,9 +63,6 @@ export interface Metrics {
  * @example
  * ```ts
  * const metrics = createMetrics(logger);
- * // In an application whose own registry already collects Node's default metrics:
- * // const metrics = createMetrics(logger, { defaultMetrics: false });
- * // const merged = Registry.merge([appRegistry, metrics.registry]);
  * const runtime = await createRuntime({ observer: metrics.observer });
  * metrics.watchDeployment(runtime);
  * metrics.watchControlPlane(runtime.startControlPlane());
