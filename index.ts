@@ -26,7 +26,7 @@ export {
 } from './actors/InspectionStream.ts';
 export type { Logger, LogLevel } from './actors/Logger.ts';
 export { consoleLogger } from './actors/Logger.ts';
-export type { Metrics } from './actors/Metrics.ts';
+export type { Metrics, MetricsOptions } from './actors/Metrics.ts';
 // Operating it: Prometheus metrics, health and readiness endpoints, JSON logs.
 export { createMetrics } from './actors/Metrics.ts';
 export type { MetricsServer, MetricsServerOptions, Readiness } from './actors/metricsServer.ts';

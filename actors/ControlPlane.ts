@@ -132,7 +132,7 @@ function schedulerLoop(shell: Shell): Loop {
       for (const r of refused) {
         logger.log('ERROR', 'scheduler cannot schedule operation; left as it is', {
           operationId: r.id,
-          error: r.error.message,
+          err: r.error,
         });
       }
       // Publish at once; the outbox rows are only the safety net for a crash in between.
@@ -176,7 +176,7 @@ async function applyReset(shell: Shell, r: PlannedReset): Promise<void> {
     if (classifyFailure(err) !== 'lost_race') throw err;
     shell.logger.log('DEBUG', `${r.event.by} reset skipped: the operation moved on`, {
       operationId: r.id,
-      error: err instanceof Error ? err.message : String(err),
+      err,
     });
     return;
   }

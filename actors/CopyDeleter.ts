@@ -39,10 +39,6 @@ export interface CopyDeleter {
   stop(): Promise<void>;
 }
 
-function messageOf(err: unknown): string {
-  return err instanceof Error ? err.message : String(err);
-}
-
 /** Routine refusals (a lost race, a guard that said no): logged at DEBUG, not as failures. */
 function routine(err: unknown): boolean {
   return (
@@ -206,7 +202,7 @@ async function scheduleEligible(d: Deleter): Promise<void> {
       if (!routine(err)) throw err;
       d.options.logger.log('DEBUG', 'deletion not scheduled', {
         copyId: c.copyId,
-        error: messageOf(err),
+        err,
       });
     }
   }
@@ -244,7 +240,7 @@ async function startScheduled(d: Deleter): Promise<void> {
       if (!routine(err)) throw err;
       d.options.logger.log('DEBUG', 'deletion not started', {
         copyId: copy.id,
-        error: messageOf(err),
+        err,
       });
     }
   }
@@ -315,7 +311,7 @@ async function resumeLapsed(d: Deleter): Promise<void> {
       await runRenewed(d, lapsed.copyId, lapsed.deletionId, taken.epoch ?? 0);
     } catch (err) {
       if (!routine(err)) throw err;
-      logger.log('DEBUG', 'takeover lost', { copyId: lapsed.copyId, error: messageOf(err) });
+      logger.log('DEBUG', 'takeover lost', { copyId: lapsed.copyId, err });
     }
   }
 }

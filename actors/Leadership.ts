@@ -49,8 +49,6 @@ export interface LeadershipOptions {
   readonly onElected: (term: LeadershipTerm) => Promise<() => Promise<void>>;
 }
 
-const messageOf = (err: unknown) => (err instanceof Error ? err.message : String(err));
-
 /**
  * Elects one leader with an expiring lease in Postgres (`control_plane_lease`). The leader renews
  * it at every poll; a standby takes it over, under a new epoch, once it has lapsed by the
@@ -139,7 +137,7 @@ export function startLeadership(options: LeadershipOptions): Leadership {
             kind === 'outage'
               ? 'leadership cannot reach the database; retrying at every poll'
               : 'leadership poll failed; retrying at every poll',
-            { name, error: messageOf(err) },
+            { name, err },
           );
         }
       }

@@ -49,37 +49,38 @@ export function loopWaitMs(intervalMs: number, failures: number): number {
  *
  * @example
  * ```ts
- * passFailureLine({ name: 'relay', kind: 'outage', error: 'ECONNREFUSED', failures: 1, inOutage: false });
+ * passFailureLine({ name: 'relay', kind: 'outage', err, failures: 1, inOutage: false });
  * ```
  */
 export function passFailureLine(input: {
   readonly name: string;
   readonly kind: FailureClass;
-  readonly error: string;
+  /** What the pass threw: logged as `err` (type, message, stack). */
+  readonly err: unknown;
   readonly failures: number;
   readonly inOutage: boolean;
 }): LogLine | undefined {
-  const { name, kind, error, failures } = input;
+  const { name, kind, err, failures } = input;
   if (kind === 'outage') {
     return input.inOutage
       ? undefined
       : {
           level: 'WARNING',
           message: `${name} cannot reach the database or broker; backing off`,
-          fields: { error },
+          fields: { err },
         };
   }
   if (kind === 'not_leader') {
     return {
       level: 'INFO',
       message: `${name} pass refused: this process no longer leads`,
-      fields: { error },
+      fields: { err },
     };
   }
   return {
     level: failures === 1 ? 'ERROR' : 'DEBUG',
     message: `${name} pass failed; retrying`,
-    fields: { error, failures },
+    fields: { err, failures },
   };
 }
 
@@ -120,11 +121,10 @@ export function startLoop(options: LoopOptions): Loop {
       } catch (err) {
         failures++;
         const kind = classifyFailure(err);
-        const error = err instanceof Error ? err.message : String(err);
         const line = passFailureLine({
           name,
           kind,
-          error,
+          err,
           failures,
           inOutage: outageSince !== undefined,
         });

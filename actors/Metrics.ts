@@ -1,9 +1,11 @@
 import { sql } from 'drizzle-orm';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
 import { systemClock } from '../machines/Clock.ts';
+import { CIRCUIT_STATES } from '../machines/circuitBreaker.ts';
 import { OPERATION_KINDS } from '../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../machines/operationMachine.ts';
 import { CircuitBreakerRepository } from '../persistence/CircuitBreakerRepository.ts';
+import { buildInfo } from './buildInfo.ts';
 import type { Logger } from './Logger.ts';
 import type { ControlPlane, Runtime } from './Runtime.ts';
 import { RECOVERY_PATHS, type RuntimeObserver } from './RuntimeObserver.ts';
@@ -19,7 +21,23 @@ const KNOWN_ACTORS = new Set([
 ]);
 const actorLabel = (by: string) => (KNOWN_ACTORS.has(by) ? by : 'worker');
 
-const BREAKER_STATE: Record<string, number> = { CLOSED: 0, HALF_OPEN: 1, OPEN: 2 };
+/** How `createMetrics` builds its registry. */
+export interface MetricsOptions {
+  /**
+   * Node's default metrics (prom-client's `process_*` and `nodejs_*`, under their standard names)
+   * on this registry; default true. They describe the process, not opstate, so a process has one
+   * set: an application that serves opstate's registry beside its own (`Registry.merge`) and
+   * already collects them there passes false, or the merge refuses the duplicate names.
+   *
+   * @example
+   * ```ts
+   * collectDefaultMetrics({ register: appRegistry });
+   * const metrics = createMetrics(logger, { defaultMetrics: false });
+   * const served = Registry.merge([appRegistry, metrics.registry]);
+   * ```
+   */
+  readonly defaultMetrics?: boolean;
+}
 
 /** The Prometheus metrics of one opstate process. */
 export interface Metrics {
@@ -35,10 +53,12 @@ export interface Metrics {
 }
 
 /**
- * Creates the metrics of a process on its own registry: transitions by kind × event × actor,
- * recoveries by path, dispatch → start latency and handler duration by kind (from the store's
- * observer), and at scrape time operations by kind × status, outbox depth, heartbeat age,
- * breaker state, leadership and in-flight operations per worker. Node's process metrics too.
+ * Creates the metrics of a process on its own registry, never prom-client's global one:
+ * `opstate_build_info`, transitions by kind × event × actor, recoveries by path, dispatch → start
+ * latency and handler duration by kind (from the store's observer), and at scrape time operations
+ * by kind × status, outbox depth, heartbeat age, breaker state (one series per state), leadership
+ * and in-flight operations per worker; and Node's default metrics under their standard names
+ * unless `defaultMetrics` is false.
  *
  * @example
  * ```ts
@@ -48,18 +68,23 @@ export interface Metrics {
  * metrics.watchControlPlane(runtime.startControlPlane());
  * ```
  */
-export function createMetrics(logger?: Logger): Metrics {
+export function createMetrics(logger?: Logger, options: MetricsOptions = {}): Metrics {
   const registry = new Registry();
-  collectDefaultMetrics({ register: registry, prefix: 'opstate_' });
+  if (options.defaultMetrics ?? true) collectDefaultMetrics({ register: registry });
   const registers = [registry];
+  const build = buildInfo();
+  new Gauge({
+    name: 'opstate_build_info',
+    help: 'Always 1; its labels say which opstate, Node and xstate versions this process runs',
+    labelNames: ['version', 'node', 'xstate'] as const,
+    registers,
+  }).set({ version: build.version, node: build.node, xstate: build.xstate }, 1);
   /** A scrape-time reading that fails is logged and leaves the gauge empty, never the scrape. */
   const guarded: Guarded = (name, read) => async () => {
     try {
       await read();
     } catch (err) {
-      logger?.log('WARNING', `metrics: cannot read ${name}`, {
-        error: err instanceof Error ? err.message : String(err),
-      });
+      logger?.log('WARNING', `metrics: cannot read ${name}`, { err });
     }
   };
   return {
@@ -177,13 +202,14 @@ function deploymentGauges(registers: Registry[], runtime: Runtime, guarded: Guar
   });
   const heartbeatAge = new Gauge({
     name: 'opstate_heartbeat_age_seconds',
-    help: 'Age of the oldest heartbeat covering an operation of the kind (0 when none)',
+    help: 'Age of the oldest heartbeat covering an operation of the kind; no series for a kind no heartbeat covers',
     labelNames: ['kind'] as const,
     registers,
     collect: guarded('heartbeats', async () => {
+      heartbeatAge.reset();
       // Heartbeats are stamped by their store: judged by real time.
       const now = systemClock.now();
-      const oldest = new Map<string, number>(OPERATION_KINDS.map((k) => [k, 0]));
+      const oldest = new Map<string, number>();
       for (const h of await runtime.transport.heartbeats.list()) {
         const age = Math.max(0, now - h.at) / 1000;
         for (const held of h.held) {
@@ -194,14 +220,16 @@ function deploymentGauges(registers: Registry[], runtime: Runtime, guarded: Guar
     }),
   });
   const breakers = new Gauge({
-    name: 'opstate_circuit_breaker_state',
-    help: 'Circuit breakers that are not closed, by kind and location: 1 half-open, 2 open',
-    labelNames: ['kind', 'location'] as const,
+    name: 'opstate_breaker_state',
+    help: 'Circuit breakers by kind and location: 1 for the state each is in, 0 for the others (a pair that never failed has no row and is CLOSED)',
+    labelNames: ['kind', 'location', 'state'] as const,
     registers,
     collect: guarded('circuit breakers', async () => {
       breakers.reset();
-      for (const b of await new CircuitBreakerRepository(runtime.database).listNotClosed()) {
-        breakers.set({ kind: b.kind, location: b.location }, BREAKER_STATE[b.state] ?? 2);
+      for (const b of await new CircuitBreakerRepository(runtime.database).list()) {
+        for (const state of CIRCUIT_STATES) {
+          breakers.set({ kind: b.kind, location: b.location, state }, b.state === state ? 1 : 0);
+        }
       }
     }),
   });

@@ -78,7 +78,7 @@ async function checkAfterBeat(
         'worker check after its heartbeat failed; retrying after each beat',
         {
           workerId: state.workerId,
-          error: err instanceof Error ? err.message : String(err),
+          err,
         },
       );
     }
@@ -149,7 +149,7 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
           logger.log('WARNING', 'worker heartbeat failed; retrying at every interval', {
             workerId,
             held: entries.size,
-            error: err instanceof Error ? err.message : String(err),
+            err,
           });
         }
       }
@@ -191,7 +191,7 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
         await transport.heartbeats.remove(workerId).catch((err: unknown) =>
           logger.log('DEBUG', 'worker heartbeat removal failed; the key ages out', {
             workerId,
-            error: err instanceof Error ? err.message : String(err),
+            err,
           }),
         );
       }

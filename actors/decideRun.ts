@@ -39,7 +39,8 @@ const codeOf = (err: unknown) => (err instanceof OpstateError ? err.code : undef
  * The worker's decision once a handler has finished, pure. An aborted run (the operation reset or
  * cancelled, or the worker stopping) never completes or fails, whatever the handler returned:
  * stopping hands it back, otherwise the worker lets go. Else a result completes and a throw
- * fails the attempt, retryable unless the error says otherwise (`isRetryable`).
+ * fails the attempt, retryable unless the error says otherwise (`isRetryable`), with a WARNING
+ * line that carries the error as `err`.
  *
  * @example
  * ```ts
@@ -83,16 +84,11 @@ export function afterRun(input: {
       error: { message: messageOf(error).slice(0, 2000), retryable, ...(code ? { code } : {}) },
       at: new Date(input.now).toISOString(),
     },
+    // A handler's failure is the stage's problem for an operator to see, retried or not.
     line: {
-      level: 'INFO',
+      level: 'WARNING',
       message: 'operation failed',
-      fields: {
-        operationId: op.id,
-        kind: op.kind,
-        attempt: op.attempt,
-        retryable,
-        error: messageOf(error),
-      },
+      fields: { operationId: op.id, kind: op.kind, attempt: op.attempt, retryable, err: error },
     },
   };
 }

@@ -110,7 +110,7 @@ async function judge(w: WorkerCore, d: Delivery): Promise<void> {
     if (code !== OpstateErrorCode.NOT_FOUND && code !== OpstateErrorCode.BAD_INPUT) throw err;
     w.logger.log('WARNING', 'dispatch names no known operation; dropped', {
       ...m,
-      error: messageOf(err),
+      err,
     });
     d.term();
     return;
@@ -188,7 +188,7 @@ async function reclaim(w: WorkerCore, d: Delivery, op: OperationRecord, event: R
     if (classifyFailure(err) !== 'lost_race') throw err;
     w.logger.log('DEBUG', 'broker-path reset lost a race; leaving it', {
       operationId: op.id,
-      error: messageOf(err),
+      err,
     });
   }
   d.term();
@@ -356,7 +356,7 @@ async function completed(
     w.logger.log('WARNING', 'completion refused: the operation moved on', {
       operationId: op.id,
       attempt: op.attempt,
-      error: messageOf(err),
+      err,
     });
     d.term();
     return;

@@ -50,7 +50,7 @@ function describe(event: TransportEvent): {
           queue: queueName(event.route),
           operationId: event.message.operationId,
           attempt: event.message.attempt,
-          error: messageOf(event.error),
+          err: event.error,
           retryInMs: event.retryInMs,
         },
         same: `handler:${kind}:${kind === 'outage' ? '' : messageOf(event.error).slice(0, 60)}`,
@@ -59,7 +59,7 @@ function describe(event: TransportEvent): {
     case 'consume_error':
       return {
         message: 'pulling dispatches failed; retrying with backoff',
-        fields: { queue: queueName(event.route), error: messageOf(event.error) },
+        fields: { queue: queueName(event.route), err: event.error },
         same: `consume:${queueName(event.route)}`,
       };
     case 'disconnected':

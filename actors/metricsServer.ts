@@ -116,7 +116,7 @@ export function startMetricsServer(options: MetricsServerOptions): Promise<Metri
     answer().catch((err: unknown) => {
       options.logger?.log('WARNING', 'metrics endpoint failed', {
         path,
-        error: err instanceof Error ? err.message : String(err),
+        err,
       });
       if (!res.headersSent) res.writeHead(500).end();
     });

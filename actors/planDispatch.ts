@@ -94,7 +94,7 @@ export function sortPublished(
           {
             level: 'WARNING',
             message: `${from} could not publish some dispatches; the relay retries them`,
-            fields: { failed, error: first.message },
+            fields: { failed, err: first },
           },
         ];
   return { clear, failed, lines };

@@ -61,7 +61,7 @@ export async function untilReachable<T>(
       const stop = options.giveUp?.();
       if (stop !== undefined) {
         logger.log('WARNING', `${what} unreachable; no longer waiting: ${stop}`, {
-          error: err instanceof Error ? err.message : String(err),
+          err,
           waitedMs: clock.now() - since,
         });
         throw err;
@@ -75,7 +75,7 @@ export async function untilReachable<T>(
           options.waitLevel ?? 'WARNING',
           `${what} unreachable; waiting for it and retrying`,
           {
-            error: err instanceof Error ? err.message : String(err),
+            err,
             waitedMs: clock.now() - since,
             nextTryInMs: backoff,
             maxBackoffMs: cap,

@@ -132,7 +132,7 @@ export function surviveStrayRejections(logger: Logger = createPinoLogger()): voi
       outage
         ? 'connection error outside any request; the runtime reconnects on its own'
         : 'unhandled rejection (a bug; please report it); the process keeps running',
-      { error: reason instanceof Error ? reason.message : String(reason) },
+      { err: reason },
     );
   });
 }

@@ -108,6 +108,23 @@ export class CircuitBreakerRepository {
   }
 
   /**
+   * Every breaker that has a row (a pair without one is CLOSED), with its location's site and name,
+   * by kind then location.
+   *
+   * @example
+   * ```ts
+   * const states = (await breakers.list()).map((b) => [b.kind, b.location, b.state]);
+   * ```
+   */
+  async list(): Promise<CircuitBreakerView[]> {
+    const rows = await this.#exec.execute(sql`
+      select b.*, l.site, l.name from circuit_breaker b
+      left join data_location l on l.id = b.location_id
+      order by b.kind, l.site, l.name, b.location_id`);
+    return rows.map(toView);
+  }
+
+  /**
    * Every breaker that is not CLOSED, with its location's site and name, by kind then location.
    *
    * @example

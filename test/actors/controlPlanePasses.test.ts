@@ -123,11 +123,12 @@ describe('sortPublished', () => {
     },
   });
   it('clears the rows published, keeps those that failed and warns once naming the first error', () => {
+    const noResponders = new Error('no responders');
     const r = sortPublished(
       [d(1), d(2), d(null), d(4)],
       [
         { ok: true, duplicate: false },
-        { ok: false, error: new Error('no responders') },
+        { ok: false, error: noResponders },
         { ok: true, duplicate: true },
         { ok: false, error: new Error('timeout') },
       ],
@@ -139,7 +140,7 @@ describe('sortPublished', () => {
       {
         level: 'WARNING',
         message: 'scheduler could not publish some dispatches; the relay retries them',
-        fields: { failed: 2, error: 'no responders' },
+        fields: { failed: 2, err: noResponders },
       },
     ]);
   });

@@ -38,7 +38,7 @@ describe('what a failed pass logs', () => {
     ['lost_race', 1, false, 'ERROR relay pass failed; retrying'],
   ];
   it.each(rows)('%s (failure %i, in an outage: %s)', (kind, failures, inOutage, line) => {
-    const l = passFailureLine({ name: 'relay', kind, error: 'x', failures, inOutage });
+    const l = passFailureLine({ name: 'relay', kind, err: new Error('x'), failures, inOutage });
     expect(l === undefined ? undefined : `${l.level} ${l.message}`).toBe(line);
   });
 });

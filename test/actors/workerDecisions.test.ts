@@ -125,6 +125,12 @@ describe('afterRun: every branch', () => {
           at: new Date(NOW).toISOString(),
           error: { message: 'upload timed out', retryable: true, code: 'TRANSPORT' },
         },
+        // A handler's failure is at warn, with the error itself (pino writes its stack).
+        line: {
+          level: 'WARNING',
+          message: 'operation failed',
+          fields: { operationId: 'op-1', attempt: 2, retryable: true, err: retryable },
+        },
       },
     ],
     [
@@ -144,6 +150,7 @@ describe('afterRun: every branch', () => {
           at: new Date(NOW).toISOString(),
           error: { message: 'no such package', retryable: false, code: 'BAD_INPUT' },
         },
+        line: { level: 'WARNING', fields: { retryable: false, err: fatal } },
       },
     ],
     [
@@ -228,7 +235,7 @@ describe('afterRun: every branch', () => {
     });
     if (next.action !== 'fail') throw new Error('expected fail');
     expect(next.event.error.message).toHaveLength(2000);
-    expect(String(next.line.fields?.error)).toHaveLength(5000);
+    expect((next.line.fields?.err as Error | undefined)?.message).toHaveLength(5000);
   });
 
   const retryables: [string, unknown, boolean][] = [

@@ -1,3 +1,4 @@
+import { hostname } from 'node:os';
 import { describe, expect, it } from 'vitest';
 import {
   archiveOperation,
@@ -117,8 +118,9 @@ describe('control plane and worker processes', () => {
     expect(sample(planeMetrics, 'opstate_operations', { kind, status: 'PENDING' })).toBe(0);
     expect(sample(planeMetrics, 'opstate_leader')).toBe(1);
     expect(sample(planeMetrics, 'opstate_outbox_depth')).toBe(0);
-    expect(sample(planeMetrics, 'opstate_heartbeat_age_seconds', { kind })).toBeGreaterThanOrEqual(
-      0,
+    // No heartbeat covers a staging operation: no series, never a 0.
+    expect(sample(planeMetrics, 'opstate_heartbeat_age_seconds', { kind: 'staging' })).toBe(
+      undefined,
     );
     expect(
       sample(planeMetrics, 'opstate_transitions_total', {
@@ -130,7 +132,10 @@ describe('control plane and worker processes', () => {
     expect(
       sample(planeMetrics, 'opstate_recoveries_total', { kind, path: 'heartbeat_monitor' }),
     ).toBe(1);
-    expect(sample(planeMetrics, 'opstate_process_resident_memory_bytes')).toBeGreaterThan(0);
+    // Node's default metrics under their standard names, and the build.
+    expect(sample(planeMetrics, 'process_resident_memory_bytes')).toBeGreaterThan(0);
+    expect(planeMetrics).not.toContain('opstate_process_');
+    expect(sample(planeMetrics, 'opstate_build_info', { node: process.version })).toBe(1);
 
     // The second worker's: its start, its completion, their latency and duration, nothing in flight.
     const workerMetrics = (await get(workerPort, '/metrics')).body;
@@ -164,6 +169,7 @@ describe('control plane and worker processes', () => {
       attempt: 2,
       path: 'heartbeat_monitor',
       role: 'control-plane',
+      hostname: hostname(),
     });
     expect(
       jsonLines(worker).some(
