@@ -1,5 +1,6 @@
 import { CommanderError, InvalidArgumentError, Command as Program } from 'commander';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { packageVersion } from './packageVersion.ts';
 
 /** Where a command writes: injected so tests can capture output without spawning a process. */
 export interface Io {
@@ -81,6 +82,7 @@ export function createProgram(
       'opstate: durable pipeline operations (XState lifecycle, Postgres, NATS JetStream)',
     )
     .usage('<command> [options]')
+    .version(packageVersion(), '-V, --version', 'print the version of opstate')
     .exitOverride()
     // An option after a sub-command belongs to it (`policy set --json` is set's --json).
     .enablePositionalOptions()
@@ -121,8 +123,9 @@ export function createProgram(
 
 /**
  * Parses `argv` (without `node` and the script) over the commands and runs the one named:
- * 0 ok, 1 failure, 2 usage — `--help` is 0, a parse error or a `UsageError` is 2 with what to
- * type instead, an `OpstateError` is 1 (2 for a bad setting or input) with its code.
+ * 0 ok, 1 failure, 2 usage — `--help` and `--version` are 0, a parse error or a `UsageError` is 2
+ * with what to type instead, a `CommandFailure` is 1, an `OpstateError` is 1 (2 for a bad
+ * setting or input) with its code.
  *
  * @example
  * ```ts
