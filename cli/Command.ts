@@ -21,6 +21,17 @@ export class UsageError extends Error {
   }
 }
 
+/**
+ * A command that cannot do its work for a reason the message names with its fix (no database to
+ * read, a port already in use): exit code 1, the one line alone, no stack.
+ */
+export class CommandFailure extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CommandFailure';
+  }
+}
+
 /** What a command's registration gets: the output, and the wrapper that turns results into exit codes. */
 export interface CommandContext {
   readonly io: Io;
@@ -154,6 +165,10 @@ export async function runProgram(
       io.err(`opstate ${name}: ${err.message}`);
       io.err(`Run 'opstate ${name} --help' for its usage.`);
       return EXIT.USAGE;
+    }
+    if (err instanceof CommandFailure) {
+      io.err(`opstate ${name}: ${err.message}`);
+      return EXIT.FAILURE;
     }
     if (err instanceof OpstateError) {
       io.err(`opstate ${name}: ${err.message} [${err.code}]`);
