@@ -110,8 +110,9 @@ export function createProgram(
     [
       '',
       'Exit codes: 0 ok, 1 failure, 2 usage. Configuration comes from the environment: run',
-      "'opstate config' to see it (DATABASE_URL, else an embedded Postgres in OPSTATE_DATA_DIR;",
-      'NATS_URL, else the in-process transport). Every read takes --json.',
+      "'opstate config' to see it (DATABASE_URL, else an embedded Postgres in OPSTATE_DATA_DIR,",
+      'which a read never creates; NATS_URL, without which worker and control-plane start only',
+      'with --in-process). Each command says on stderr which it uses. Every read takes --json.',
     ].join('\n'),
   );
   const context: CommandContext = {

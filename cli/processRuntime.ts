@@ -32,9 +32,15 @@ export interface ProcessRuntime {
 /**
  * A worker or control plane with no `NATS_URL` would run on the in-process transport, where no
  * other process can reach it: refused unless `--in-process` says that is meant, and `--in-process`
- * beside a `NATS_URL` is refused as a contradiction.
+ * beside a `NATS_URL` is refused as a contradiction. `openProcessRuntime` checks it; a command
+ * that opens something before (the control plane's inspector relay) checks it first.
+ *
+ * @example
+ * ```ts
+ * requireTransport('control-plane', loadConfiguration(), o.inProcess === true);
+ * ```
  */
-function requireTransport(role: string, config: Configuration, inProcess: boolean): void {
+export function requireTransport(role: string, config: Configuration, inProcess: boolean): void {
   if (inProcess && config.nats.url !== undefined) {
     throw new OpstateError(
       OpstateErrorCode.CONFIG,

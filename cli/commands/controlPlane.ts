@@ -1,6 +1,7 @@
+import { loadConfiguration } from '../../actors/Configuration.ts';
 import { createPinoLogger } from '../../actors/pinoLogger.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
-import { openProcessRuntime } from '../processRuntime.ts';
+import { openProcessRuntime, requireTransport } from '../processRuntime.ts';
 import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
 import {
   openStatelyStream,
@@ -49,6 +50,8 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
         }>(cmd);
         // --inspect: every operation's transitions, live, in the Stately inspector.
         const target = requestedInspection(o);
+        // Refused before the relay opens, so that a refusal is the one line printed.
+        requireTransport('control-plane', loadConfiguration(), o.inProcess === true);
         const inspection =
           target === undefined ? null : await openStatelyStream(target, ctx.io, createPinoLogger());
         const proc = await openProcessRuntime('control-plane', {

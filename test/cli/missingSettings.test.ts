@@ -231,13 +231,16 @@ describe('--version', () => {
 describe('long-running processes without NATS_URL', () => {
   it('worker and control-plane refuse to start, naming NATS_URL and --in-process', async () => {
     const env = { DATABASE_URL: db.url, NATS_URL: '' };
-    const [worker, plane] = await Promise.all([
+    const [worker, plane, inspecting] = await Promise.all([
       processOf(['worker', '--kinds', 'all', '--handlers', HANDLERS], env),
       processOf(['control-plane'], env),
+      // Refused before its inspector relay opens: the refusal is all it prints.
+      processOf(['control-plane', '--inspect', '--inspect-port', '0'], env),
     ]);
     for (const [role, r] of [
       ['worker', worker],
       ['control-plane', plane],
+      ['control-plane', inspecting],
     ] as const) {
       expect(r.code, `${role}\n${r.stdout}\n${r.stderr}`).toBe(2);
       expect(r.stdout, role).toBe('');
