@@ -18,14 +18,19 @@ export type ReplanOutcome =
  * - a COMPLETED long-term archive whose source deletion ended DELETION_FAILED has that deletion
  *   re-planned (REPLAN_DELETION, a fresh budget): a deleter plans it again against the archive,
  *   revalidating every member that is still there.
- * Anything else is refused with `INVALID_EVENT` saying why.
+ * Anything else is refused with `INVALID_EVENT` saying why. It needs only the database (a runtime,
+ * or its database, journal and operator command alone, as `opstate retry --replan` passes them).
  *
  * @example
  * ```ts
  * await replan(runtime, operationId, 'source re-exported after review');
  * ```
  */
-export async function replan(runtime: Runtime, id: string, reason: string): Promise<ReplanOutcome> {
+export async function replan(
+  runtime: Pick<Runtime, 'database' | 'journal' | 'command'>,
+  id: string,
+  reason: string,
+): Promise<ReplanOutcome> {
   const view = await inspectOperation(runtime.database, id);
   if (view.status === OperationStatus.FAILED) {
     const { generation } = await runtime.journal.replan(id, { by: 'operator', reason });

@@ -1,5 +1,6 @@
 import { CommanderError, InvalidArgumentError, Command as Program } from 'commander';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { packageVersion } from './packageVersion.ts';
 
 /** Where a command writes: injected so tests can capture output without spawning a process. */
 export interface Io {
@@ -17,6 +18,17 @@ export class UsageError extends Error {
   constructor(message: string) {
     super(message);
     this.name = 'UsageError';
+  }
+}
+
+/**
+ * A command that cannot do its work for a reason the message names with its fix (no database to
+ * read, a port already in use): exit code 1, the one line alone, no stack.
+ */
+export class CommandFailure extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'CommandFailure';
   }
 }
 
@@ -81,6 +93,7 @@ export function createProgram(
       'opstate: durable pipeline operations (XState lifecycle, Postgres, NATS JetStream)',
     )
     .usage('<command> [options]')
+    .version(packageVersion(), '-V, --version', 'print the version of opstate')
     .exitOverride()
     // An option after a sub-command belongs to it (`policy set --json` is set's --json).
     .enablePositionalOptions()
@@ -97,8 +110,9 @@ export function createProgram(
     [
       '',
       'Exit codes: 0 ok, 1 failure, 2 usage. Configuration comes from the environment: run',
-      "'opstate config' to see it (DATABASE_URL, else an embedded Postgres in OPSTATE_DATA_DIR;",
-      'NATS_URL, else the in-process transport). Every read takes --json.',
+      "'opstate config' to see it (DATABASE_URL, else an embedded Postgres in OPSTATE_DATA_DIR,",
+      'which a read never creates; NATS_URL, without which worker and control-plane start only',
+      'with --in-process). Each command says on stderr which it uses. Every read takes --json.',
     ].join('\n'),
   );
   const context: CommandContext = {
@@ -121,8 +135,9 @@ export function createProgram(
 
 /**
  * Parses `argv` (without `node` and the script) over the commands and runs the one named:
- * 0 ok, 1 failure, 2 usage — `--help` is 0, a parse error or a `UsageError` is 2 with what to
- * type instead, an `OpstateError` is 1 (2 for a bad setting or input) with its code.
+ * 0 ok, 1 failure, 2 usage — `--help` and `--version` are 0, a parse error or a `UsageError` is 2
+ * with what to type instead, a `CommandFailure` is 1, an `OpstateError` is 1 (2 for a bad
+ * setting or input) with its code.
  *
  * @example
  * ```ts
@@ -151,6 +166,10 @@ export async function runProgram(
       io.err(`opstate ${name}: ${err.message}`);
       io.err(`Run 'opstate ${name} --help' for its usage.`);
       return EXIT.USAGE;
+    }
+    if (err instanceof CommandFailure) {
+      io.err(`opstate ${name}: ${err.message}`);
+      return EXIT.FAILURE;
     }
     if (err instanceof OpstateError) {
       io.err(`opstate ${name}: ${err.message} [${err.code}]`);

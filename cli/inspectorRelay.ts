@@ -81,9 +81,14 @@ export async function startInspectorRelay(options: {
       }
     });
   });
+  // A failed listen reaches the WebSocket server too, which re-emits it: both reject.
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
+    wss.once('error', reject);
     server.listen(options.port, host, () => resolve());
+  }).catch(async (err: unknown) => {
+    await new Promise<void>((resolve) => wss.close(() => resolve()));
+    throw err;
   });
   const { port } = server.address() as AddressInfo;
   const name = host.includes(':') ? `[${host}]` : host;

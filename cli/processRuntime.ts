@@ -1,4 +1,4 @@
-import { loadConfiguration, secretsOf } from '../actors/Configuration.ts';
+import { type Configuration, loadConfiguration, secretsOf } from '../actors/Configuration.ts';
 import type { Logger } from '../actors/Logger.ts';
 import { createMetrics, type Metrics } from '../actors/Metrics.ts';
 import {
@@ -11,7 +11,12 @@ import type { StartupWait } from '../actors/openServers.ts';
 import { scrubText } from '../actors/pinoLogger.ts';
 import { type ControlPlane, createRuntime, type Runtime } from '../actors/Runtime.ts';
 import type { Worker } from '../actors/Worker.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { redactUrlList } from '../transport/jetstream/natsCredentials.ts';
+import type { Io } from './Command.ts';
+import { portInUse } from './portInUse.ts';
 import { loggerOf, runtimeOptionsOf } from './runtimeFromEnv.ts';
+import { serversInUse } from './serversInUse.ts';
 
 /** A long-running opstate process: its runtime, logger, and metrics when a port is configured. */
 export interface ProcessRuntime {
@@ -22,6 +27,32 @@ export interface ProcessRuntime {
   /** Watches the control plane or worker in metrics and readiness (once per process). */
   serve(part: { plane: ControlPlane } | { worker: Worker }): void;
   close(): Promise<void>;
+}
+
+/**
+ * A worker or control plane with no `NATS_URL` would run on the in-process transport, where no
+ * other process can reach it: refused unless `--in-process` says that is meant, and `--in-process`
+ * beside a `NATS_URL` is refused as a contradiction. `openProcessRuntime` checks it; a command
+ * that opens something before (the control plane's inspector relay) checks it first.
+ *
+ * @example
+ * ```ts
+ * requireTransport('control-plane', loadConfiguration(), o.inProcess === true);
+ * ```
+ */
+export function requireTransport(role: string, config: Configuration, inProcess: boolean): void {
+  if (inProcess && config.nats.url !== undefined) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `--in-process runs on the in-process transport, but NATS_URL is set (${redactUrlList(config.nats.url)}); unset NATS_URL or drop --in-process`,
+    );
+  }
+  if (!inProcess && config.nats.url === undefined) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `NATS_URL is not set: a ${role} on the in-process transport never exchanges work with another process; set NATS_URL=nats://host:4222, or pass --in-process if this process alone is meant to see its work`,
+    );
+  }
 }
 
 /** What `/readyz` says before the runtime is open: what start waits for, and why. */
@@ -57,39 +88,49 @@ function scrubbed(report: Readiness, secrets: readonly string[]): Readiness {
 
 /**
  * Opens the runtime of a `control-plane` or `worker` process from the configuration
- * (environment, `--metrics-port`), with a pino logger naming the role and, when a metrics port is
+ * (environment, `--metrics-port`), after saying on `flags.io` which database and transport it
+ * uses (with no `NATS_URL`, only when `--in-process` says so), with a pino logger naming the role and, when a metrics port is
  * set, prom-client metrics fed by the runtime's observer. The metrics server starts first: while
  * the process waits for Postgres or NATS, `/healthz` answers 200 and `/readyz` 503 with what it
  * waits for.
  *
  * @example
  * ```ts
- * const proc = await openProcessRuntime('worker', { metricsPort: '9464' });
+ * const proc = await openProcessRuntime('worker', { metricsPort: '9464', io: ctx.io });
  * proc.serve({ worker: proc.runtime.startWorker({ … }) });
  * ```
  */
 export async function openProcessRuntime(
   role: 'control-plane' | 'worker',
-  flags: { metricsPort?: string | undefined },
+  flags: { metricsPort?: string | undefined; inProcess?: boolean | undefined; io?: Io },
 ): Promise<ProcessRuntime> {
   const config = loadConfiguration(
     process.env,
     flags.metricsPort === undefined ? {} : { metricsPort: flags.metricsPort },
   );
+  requireTransport(role, config, flags.inProcess === true);
+  flags.io?.err(serversInUse(config, { transport: true }));
   const logger = loggerOf(config, role);
   const metrics: Metrics | undefined =
     config.metricsPort === undefined ? undefined : createMetrics(logger);
   let waiting: StartupWait;
   let readiness: (() => Promise<Readiness>) | undefined;
+  const metricsPort = config.metricsPort;
   const server =
-    metrics === undefined || config.metricsPort === undefined
+    metrics === undefined || metricsPort === undefined
       ? undefined
       : await startMetricsServer({
-          port: config.metricsPort,
+          port: metricsPort,
           registry: metrics.registry,
           readiness: async () =>
             scrubbed(await (readiness?.() ?? startingReadiness(waiting, role)), secretsOf(config)),
           logger,
+        }).catch((err: unknown) => {
+          throw portInUse(err, {
+            port: metricsPort,
+            wanted: `the ${role}'s metrics (/metrics, /healthz, /readyz)`,
+            fix: 'pass --metrics-port (or OPSTATE_METRICS_PORT) with another port, 0 for any free one',
+          });
         });
   if (server !== undefined) {
     logger.log('INFO', 'metrics served', {

@@ -1,22 +1,19 @@
+import { resolve } from 'node:path';
 import {
   type Configuration,
-  type ConfigurationFlags,
   databaseOptionsOf,
   loadConfiguration,
   secretsOf,
 } from '../actors/Configuration.ts';
 import type { Logger } from '../actors/Logger.ts';
 import { createPinoLogger } from '../actors/pinoLogger.ts';
-import {
-  createRuntime,
-  type Runtime,
-  type RuntimeOptions,
-  type RuntimeTiming,
-} from '../actors/Runtime.ts';
+import type { RuntimeOptions } from '../actors/Runtime.ts';
 import type { RuntimeObserver } from '../actors/RuntimeObserver.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import { migrate } from '../persistence/migrate.ts';
-import { type Database, openDatabase } from '../persistence/openDatabase.ts';
+import { type Database, holdsEmbeddedDatabase, openDatabase } from '../persistence/openDatabase.ts';
+import { CommandFailure, type Io } from './Command.ts';
+import { serversInUse } from './serversInUse.ts';
 
 export { secretsOf };
 
@@ -65,34 +62,56 @@ export function runtimeOptionsOf(
   };
 }
 
-/** Timer overrides from `OPSTATE_TIMING` (validated with the rest of the configuration). */
-export function timingFromEnv(): Partial<RuntimeTiming> {
-  return loadConfiguration().timing;
+/** How a command uses the database it opens. */
+export interface DatabaseUse {
+  /** Where the line saying which database it opens goes (stderr: `--json` stdout stays clean). */
+  readonly io?: Io;
+  /**
+   * Whether the command may create the embedded database (a write that sets a deployment up:
+   * `location add`, `submit`, `migrate`). A read, or an operator command on operations that must
+   * already exist, never does: with no `DATABASE_URL` and no embedded database it fails instead.
+   */
+  readonly creates?: boolean;
+}
+
+/** What a command opens its database with (injected in tests). */
+export type DatabaseOpener = (use?: DatabaseUse) => Promise<Database>;
+
+/**
+ * Refuses, with the one line saying what to set, a command that would create the embedded
+ * database although it only reads (or acts on what must already be there): no `DATABASE_URL`,
+ * and the data folder holds no embedded database.
+ *
+ * @example
+ * ```ts
+ * requireExistingDatabase(loadConfiguration()); // throws CommandFailure on a fresh machine
+ * ```
+ */
+export function requireExistingDatabase(config: Configuration): void {
+  const { url, dataDir } = config.database;
+  if (url !== undefined || dataDir.startsWith('memory://') || holdsEmbeddedDatabase(dataDir)) {
+    return;
+  }
+  throw new CommandFailure(
+    `no database to read: DATABASE_URL is not set and ${resolve(dataDir)} holds no embedded database; set DATABASE_URL=postgres://user:password@host:port/db, or OPSTATE_DATA_DIR to the folder of an embedded one`,
+  );
 }
 
 /**
- * The runtime the CLI runs on, from the one configuration (environment and flags; see
- * `opstate config`).
+ * The database alone (for commands that need no transport), from the same configuration, after
+ * saying on `use.io` which it is. The embedded database is migrated on open, as the embedded
+ * runtime is; a server's is migrated by `opstate migrate`. Unless `use.creates`, an embedded
+ * database that does not exist yet is refused rather than created.
+ *
+ * @example
+ * ```ts
+ * const database = await databaseFromEnv({ io: ctx.io });
+ * ```
  */
-export function runtimeFromEnv(
-  options: {
-    flags?: ConfigurationFlags;
-    observer?: RuntimeObserver;
-    logger?: Logger;
-    waitForServers?: boolean;
-  } = {},
-): Promise<Runtime> {
-  const config = loadConfiguration(process.env, options.flags);
-  return createRuntime(runtimeOptionsOf(config, options));
-}
-
-/**
- * The database alone (for commands that need no transport), from the same configuration. The
- * embedded database is migrated on open, as the embedded runtime is; a server's is migrated by
- * `opstate migrate`.
- */
-export async function databaseFromEnv(): Promise<Database> {
+export async function databaseFromEnv(use: DatabaseUse = {}): Promise<Database> {
   const config = loadConfiguration();
+  if (use.creates !== true) requireExistingDatabase(config);
+  use.io?.err(serversInUse(config, { transport: false }));
   const database = await openDatabase(databaseOptionsOf(config));
   if (config.database.url === undefined) {
     try {

@@ -8,6 +8,7 @@ import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
 import { type Io, UsageError } from './Command.ts';
 import { type InspectorRelay, startInspectorRelay } from './inspectorRelay.ts';
+import { portInUse } from './portInUse.ts';
 
 /** Where the Stately inspector's events go, as `--inspect-port` / `--inspect-url` give it. */
 export interface InspectTarget {
@@ -128,7 +129,13 @@ export async function openStatelyInspection(
     if (!Number.isInteger(port) || port < 0 || port > 65_535) {
       throw new UsageError(`--inspect-port must be a port number, got '${values['inspect-port']}'`);
     }
-    relay = await startInspectorRelay({ port });
+    relay = await startInspectorRelay({ port }).catch((err: unknown) => {
+      throw portInUse(err, {
+        port,
+        wanted: 'the Stately inspector relay',
+        fix: 'pass --inspect-port with another port, or --inspect-url to use a relay already running',
+      });
+    });
     url = relay.url;
     page = relay.page;
     io.out(

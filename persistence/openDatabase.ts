@@ -264,10 +264,33 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<D
 }
 
 /**
+ * Whether `dataDir` already holds an embedded database (a private server's cluster in
+ * `<dataDir>/postgres`, or PGlite's at its top), so that opening it creates nothing.
+ *
+ * @example
+ * ```ts
+ * if (!holdsEmbeddedDatabase('./.opstate')) console.log('opening it would create one');
+ * ```
+ */
+export function holdsEmbeddedDatabase(dataDir: string): boolean {
+  return (
+    existsSync(join(dataDir, 'postgres', 'PG_VERSION')) || existsSync(join(dataDir, 'PG_VERSION'))
+  );
+}
+
+/**
  * The embedded engine: PGlite for `memory://` and for a folder PGlite already holds (a cluster
  * at its top), else `engine`, `OPSTATE_EMBEDDED_ENGINE`, or a private Postgres server.
+ *
+ * @example
+ * ```ts
+ * embeddedEngine('./.opstate', undefined); // 'postgres', unless PGlite already lives there
+ * ```
  */
-function embeddedEngine(dataDir: string, engine: EmbeddedEngine | undefined): EmbeddedEngine {
+export function embeddedEngine(
+  dataDir: string,
+  engine: EmbeddedEngine | undefined,
+): EmbeddedEngine {
   if (dataDir.startsWith('memory://')) return 'pglite';
   const chosen = engine ?? nonEmpty(process.env.OPSTATE_EMBEDDED_ENGINE) ?? 'postgres';
   if (chosen !== 'postgres' && chosen !== 'pglite') {

@@ -9,7 +9,7 @@ import { loadRecordedArchive } from '../../stages/recordedArchive.ts';
 import { restorePackage } from '../../stages/restoreArchive.ts';
 import { verifyArchive } from '../../stages/verifyArchive.ts';
 import { argumentsOf, type Command, defineCommand, type Io, optionsOf } from '../Command.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 async function verify(database: Database, id: string, json: boolean, io: Io): Promise<number> {
   const recorded = await loadRecordedArchive(database, id);
@@ -112,7 +112,7 @@ async function restore(
  * await createArchiveCommand(() => Promise.resolve(database)).run(['verify', id], io);
  * ```
  */
-export function createArchiveCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+export function createArchiveCommand(open: DatabaseOpener = databaseFromEnv): Command {
   const summary = 'Verify or restore a long-term archive independently of any worker';
   return defineCommand('archive', summary, (program, ctx) => {
     const archive = program.command('archive').description(summary);
@@ -125,7 +125,7 @@ export function createArchiveCommand(open: () => Promise<Database> = databaseFro
         ctx.action(async (cmd) => {
           const [id] = argumentsOf(cmd) as [string];
           checkId(id);
-          const database = await open();
+          const database = await open({ io: ctx.io });
           try {
             return await verify(
               database,
@@ -149,7 +149,7 @@ export function createArchiveCommand(open: () => Promise<Database> = databaseFro
           const [id] = argumentsOf(cmd) as [string];
           const o = optionsOf<{ to: string; json?: boolean }>(cmd);
           checkId(id);
-          const database = await open();
+          const database = await open({ io: ctx.io });
           try {
             return await restore(database, id, o.to, o.json === true, ctx.io);
           } finally {

@@ -1,7 +1,6 @@
 import { ARTIFACT_TYPES, type ArtifactType } from '../../persistence/ArtifactType.ts';
-import type { Database } from '../../persistence/openDatabase.ts';
 import { type Command, defineCommand, optionsOf, wholeNumber } from '../Command.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 import { withArtifacts } from '../withArtifacts.ts';
 
 /**
@@ -12,7 +11,7 @@ import { withArtifacts } from '../withArtifacts.ts';
  * await createArtifactCommand(open).run(['add', 'raw_data_package', '--name', 'obs-1'], io);
  * ```
  */
-export function createArtifactCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+export function createArtifactCommand(open: DatabaseOpener = databaseFromEnv): Command {
   const summary =
     'Register an artifact: a raw data file, raw data package or data transfer package';
   return defineCommand('artifact', summary, (program, ctx) => {
@@ -47,22 +46,25 @@ export function createArtifactCommand(open: () => Promise<Database> = databaseFr
             ...(o.checksum === undefined ? {} : { checksum: o.checksum }),
             ...(o.size === undefined ? {} : { size: o.size }),
           };
-          const id = await withArtifacts(open, (a) => {
-            switch (type) {
-              case 'raw_data_file':
-                return a.addRawDataFile({
-                  ...common,
-                  ...(o.package === undefined ? {} : { rawDataPackageId: o.package }),
-                });
-              case 'raw_data_package':
-                return a.addRawDataPackage({
-                  ...common,
-                  ...(o.package === undefined ? {} : { dataTransferPackageId: o.package }),
-                });
-              case 'data_transfer_package':
-                return a.addDataTransferPackage(common);
-            }
-          });
+          const id = await withArtifacts(
+            () => open({ io: ctx.io, creates: true }),
+            (a) => {
+              switch (type) {
+                case 'raw_data_file':
+                  return a.addRawDataFile({
+                    ...common,
+                    ...(o.package === undefined ? {} : { rawDataPackageId: o.package }),
+                  });
+                case 'raw_data_package':
+                  return a.addRawDataPackage({
+                    ...common,
+                    ...(o.package === undefined ? {} : { dataTransferPackageId: o.package }),
+                  });
+                case 'data_transfer_package':
+                  return a.addDataTransferPackage(common);
+              }
+            },
+          );
           ctx.io.out(
             o.json === true
               ? JSON.stringify({ id, type, ...common, package: o.package ?? null })

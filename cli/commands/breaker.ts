@@ -1,7 +1,6 @@
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
-import type { Database } from '../../persistence/openDatabase.ts';
 import { argumentsOf, type Command, defineCommand, optionsOf } from '../Command.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 const SUMMARY = 'Close a circuit breaker by hand (scheduling of its kind and location resumes)';
 
@@ -16,7 +15,7 @@ const SUMMARY = 'Close a circuit breaker by hand (scheduling of its kind and loc
  *   .run(['reset', 'long_term_archive', archiveId], io);
  * ```
  */
-export function createBreakerCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+export function createBreakerCommand(open: DatabaseOpener = databaseFromEnv): Command {
   return defineCommand('breaker', SUMMARY, (program, ctx) => {
     const breaker = program.command('breaker').description(SUMMARY);
     breaker
@@ -29,7 +28,7 @@ export function createBreakerCommand(open: () => Promise<Database> = databaseFro
         ctx.action(async (cmd) => {
           const [kind, locationId] = argumentsOf(cmd) as [string, string];
           const { json } = optionsOf<{ json?: boolean }>(cmd);
-          const database = await open();
+          const database = await open({ io: ctx.io });
           try {
             const before = await new CircuitBreakerRepository(database).reset(kind, locationId);
             if (json === true) {

@@ -2,6 +2,7 @@ import { loadConfiguration, redactConfiguration, SETTINGS } from '../../actors/C
 import { resolveRuntimeTiming } from '../../actors/Runtime.ts';
 import { redactUrlList } from '../../transport/jetstream/natsCredentials.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
+import { databaseInUse, transportInUse } from '../serversInUse.ts';
 
 const SUMMARY = 'Show the resolved configuration (environment and flags), secrets redacted';
 
@@ -51,12 +52,8 @@ export const configCommand = defineCommand('config', SUMMARY, (program, ctx) => 
         }
         const r = redactConfiguration(config);
         io.out('');
-        io.out(
-          `database   ${r.database.url ?? `embedded ${r.database.engine === 'pglite' ? 'PGlite' : 'Postgres server'} in ${r.database.dataDir}`}${r.database.tls === 'disable' ? '' : ` (TLS ${r.database.tls})`}`,
-        );
-        io.out(
-          `transport  ${r.nats.url ?? 'in-process'}${r.nats.url === undefined ? '' : ` (auth ${r.nats.auth.type}${r.nats.tls === undefined ? '' : ', TLS'})`}`,
-        );
+        io.out(`database   ${databaseInUse(config)}`);
+        io.out(`transport  ${transportInUse(config)}`);
         io.out(`prefix     ${r.prefix}`);
         io.out(`log level  ${r.logLevel}`);
         io.out(`metrics    ${r.metricsPort === undefined ? 'off' : `port ${r.metricsPort}`}`);

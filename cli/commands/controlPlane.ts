@@ -1,6 +1,7 @@
+import { loadConfiguration } from '../../actors/Configuration.ts';
 import { createPinoLogger } from '../../actors/pinoLogger.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
-import { openProcessRuntime } from '../processRuntime.ts';
+import { openProcessRuntime, requireTransport } from '../processRuntime.ts';
 import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
 import {
   openStatelyStream,
@@ -17,7 +18,11 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
       .command('control-plane')
       .description(SUMMARY)
       .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
-      .option('--inspect', "stream every operation's transitions, live, to the Stately inspector"),
+      .option('--inspect', "stream every operation's transitions, live, to the Stately inspector")
+      .option(
+        '--in-process',
+        'run without NATS_URL, on the in-process transport: it dispatches to no other process',
+      ),
   )
     .addHelpText(
       'after',
@@ -27,7 +32,8 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
         'leaderPollMs (1 s) and a standby takes it over once it lapses (leaderLeaseMs, 10 s), so a',
         'dead or frozen leader is replaced within the lease plus one poll. `opstate status` shows',
         'who leads since when. Starts without the database or the broker: it waits for them and',
-        'retries with capped backoff, and exits only on a configuration error.',
+        'retries with capped backoff, and exits only on a configuration error. Without NATS_URL',
+        'it refuses to start unless --in-process.',
         '',
         '--inspect streams every operation’s transitions, live, to the Stately inspector (any',
         'replica may, leader or not): open the page it prints.',
@@ -40,13 +46,18 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
           inspect?: boolean;
           inspectPort?: string;
           inspectUrl?: string;
+          inProcess?: boolean;
         }>(cmd);
         // --inspect: every operation's transitions, live, in the Stately inspector.
         const target = requestedInspection(o);
+        // Refused before the relay opens, so that a refusal is the one line printed.
+        requireTransport('control-plane', loadConfiguration(), o.inProcess === true);
         const inspection =
           target === undefined ? null : await openStatelyStream(target, ctx.io, createPinoLogger());
         const proc = await openProcessRuntime('control-plane', {
           metricsPort: o.metricsPort,
+          inProcess: o.inProcess,
+          io: ctx.io,
         }).catch(async (err: unknown) => {
           await inspection?.stop();
           throw err;

@@ -1,8 +1,7 @@
 import { Option } from 'commander';
 import { ARTIFACT_TYPES, type ArtifactType } from '../../persistence/ArtifactType.ts';
-import type { Database } from '../../persistence/openDatabase.ts';
 import { type Command, defineCommand, optionsOf, wholeNumber } from '../Command.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 import { withArtifacts } from '../withArtifacts.ts';
 
 /**
@@ -16,7 +15,7 @@ import { withArtifacts } from '../withArtifacts.ts';
  *   '--artifact', pkg, '--location', source], io);
  * ```
  */
-export function createCopyCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+export function createCopyCommand(open: DatabaseOpener = databaseFromEnv): Command {
   const summary = 'Register a physical copy of an artifact at a location';
   return defineCommand('copy', summary, (program, ctx) => {
     program
@@ -46,15 +45,17 @@ export function createCopyCommand(open: () => Promise<Database> = databaseFromEn
             size?: number;
             json?: boolean;
           }>(cmd);
-          const { copy, created } = await withArtifacts(open, (a) =>
-            a.addCopy({
-              artifactType: o.artifactType,
-              artifactId: o.artifact,
-              locationId: o.location,
-              ...(o.path === undefined ? {} : { path: o.path }),
-              ...(o.checksum === undefined ? {} : { checksum: o.checksum }),
-              ...(o.size === undefined ? {} : { size: o.size }),
-            }),
+          const { copy, created } = await withArtifacts(
+            () => open({ io: ctx.io, creates: true }),
+            (a) =>
+              a.addCopy({
+                artifactType: o.artifactType,
+                artifactId: o.artifact,
+                locationId: o.location,
+                ...(o.path === undefined ? {} : { path: o.path }),
+                ...(o.checksum === undefined ? {} : { checksum: o.checksum }),
+                ...(o.size === undefined ? {} : { size: o.size }),
+              }),
           );
           ctx.io.out(o.json === true ? JSON.stringify({ ...copy, created }) : copy.id);
           return 0;

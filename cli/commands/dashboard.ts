@@ -1,8 +1,11 @@
 import { InvalidArgumentError } from 'commander';
+import { loadConfiguration } from '../../actors/Configuration.ts';
 import { createRuntime } from '../../actors/Runtime.ts';
 import { startDashboard } from '../../dashboard/startDashboard.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
-import { timingFromEnv, untilSignal } from '../runtimeFromEnv.ts';
+import { portInUse } from '../portInUse.ts';
+import { requireExistingDatabase, untilSignal } from '../runtimeFromEnv.ts';
+import { serversInUse } from '../serversInUse.ts';
 
 function portNumber(value: string): number {
   const port = Number(value);
@@ -34,7 +37,11 @@ export const dashboardCommand = defineCommand('dashboard', SUMMARY, (program, ct
     .action(
       ctx.action(async (cmd) => {
         const o = optionsOf<{ port: number; host?: string; allowActions?: boolean }>(cmd);
-        const runtime = await createRuntime({ timing: timingFromEnv(), migrate: false });
+        // A read: it opens what exists, says which, and never creates the embedded database.
+        const config = loadConfiguration();
+        requireExistingDatabase(config);
+        ctx.io.err(serversInUse(config, { transport: true }));
+        const runtime = await createRuntime({ timing: config.timing, migrate: false });
         try {
           const inProcess = runtime.mode.transport === 'in-process';
           const dashboard = await startDashboard({
@@ -46,6 +53,12 @@ export const dashboardCommand = defineCommand('dashboard', SUMMARY, (program, ct
             port: o.port,
             ...(o.host === undefined ? {} : { host: o.host }),
             logger: runtime.logger,
+          }).catch((err: unknown) => {
+            throw portInUse(err, {
+              port: o.port,
+              wanted: 'the dashboard',
+              fix: 'pass --port with another port (0: any free one)',
+            });
           });
           ctx.io.out(
             `dashboard at ${dashboard.url} (${runtime.mode.database}; ${o.allowActions === true ? 'operator actions enabled' : 'read-only'}${inProcess ? '; heartbeats not visible: in-process transport' : ''})`,

@@ -36,10 +36,12 @@ export function loadCommands(): Promise<Command[]> {
 }
 
 /**
- * The commands a command line needs: the one it names, or, for anything else (no command,
- * `--help`, `help`, a misspelt name that commander suggests a fix for), all of them.
+ * The commands a command line needs: the one it names, none for `--version`, or, for anything
+ * else (no command, `--help`, `help`, a misspelt name that commander suggests a fix for), all of
+ * them.
  */
 export async function commandsFor(argv: readonly string[]): Promise<Command[]> {
+  if (argv[0] === '--version' || argv[0] === '-V') return [];
   const load = LOADERS.get(argv[0] ?? '');
   return load === undefined ? loadCommands() : [await load()];
 }

@@ -1,9 +1,8 @@
 import { checkId } from '../../persistence/applyEvents.ts';
 import { inspectOperation } from '../../persistence/inspectOperation.ts';
-import type { Database } from '../../persistence/openDatabase.ts';
 import { loadResumeRecord } from '../../persistence/resumeRecord.ts';
 import { argumentsOf, type Command, defineCommand, optionsOf, UsageError } from '../Command.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 import { inspectTargetOf, withInspectOptions } from '../statelyInspection.ts';
 import { inspectStately } from './inspectStately.ts';
 import { printResumeRecord } from './printResumeRecord.ts';
@@ -22,7 +21,7 @@ const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
  * await createInspectCommand(() => Promise.resolve(database)).run([id, '--json'], io);
  * ```
  */
-export function createInspectCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+export function createInspectCommand(open: DatabaseOpener = databaseFromEnv): Command {
   const summary =
     "Show one operation: state, fields, copies, transitions, journal steps; an archive's resume record";
   return defineCommand('inspect', summary, (program, ctx) => {
@@ -47,7 +46,7 @@ export function createInspectCommand(open: () => Promise<Database> = databaseFro
           throw new UsageError('--inspect-port and --inspect-url go with --stately');
         }
         checkId(id);
-        const database = await open();
+        const database = await open({ io: ctx.io });
         try {
           if (values.stately === true) {
             return await inspectStately(database, id, inspectTargetOf(values), io);

@@ -1,11 +1,10 @@
 import { Option } from 'commander';
 import { OPERATION_KINDS, type OperationKind } from '../../machines/OperationKind.ts';
 import { OPERATION_STATUSES, type OperationStatus } from '../../machines/operationMachine.ts';
-import type { Database } from '../../persistence/openDatabase.ts';
 import { listOperations } from '../../persistence/sql/listOperations.ts';
 import { type Command, defineCommand, optionsOf, wholeNumber } from '../Command.ts';
 import { parseSince } from '../duration.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 const SUMMARY = 'List operations, newest first, by kind, status and age';
 
@@ -17,7 +16,7 @@ const SUMMARY = 'List operations, newest first, by kind, status and age';
  * await createListCommand(open).run(['--status', 'FAILED', '--json'], io);
  * ```
  */
-export function createListCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+export function createListCommand(open: DatabaseOpener = databaseFromEnv): Command {
   return defineCommand('list', SUMMARY, (program, ctx) => {
     program
       .command('list')
@@ -38,7 +37,7 @@ export function createListCommand(open: () => Promise<Database> = databaseFromEn
             limit: number;
             json?: boolean;
           }>(cmd);
-          const database = await open();
+          const database = await open({ io: ctx.io });
           try {
             const rows = await listOperations(database, {
               limit: o.limit,

@@ -1,8 +1,7 @@
 import { InvalidArgumentError } from 'commander';
 import { isLocationType, LocationType } from '../../machines/routing.ts';
-import type { Database } from '../../persistence/openDatabase.ts';
 import { type Command, defineCommand, optionsOf } from '../Command.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 import { withArtifacts } from '../withArtifacts.ts';
 
 const locationType = (value: string) => {
@@ -21,7 +20,7 @@ const locationType = (value: string) => {
  *   '--type', 'long_term_archive', '--root', '/srv/lta'], io);
  * ```
  */
-export function createLocationCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+export function createLocationCommand(open: DatabaseOpener = databaseFromEnv): Command {
   const summary = 'Register a location (a site, a name, a type and its storage root)';
   return defineCommand('location', summary, (program, ctx) => {
     program
@@ -47,13 +46,15 @@ export function createLocationCommand(open: () => Promise<Database> = databaseFr
             root: string;
             json?: boolean;
           }>(cmd);
-          const location = await withArtifacts(open, (a) =>
-            a.addLocation({
-              site: o.site,
-              name: o.name,
-              locationType: o.type,
-              storageRoot: o.root,
-            }),
+          const location = await withArtifacts(
+            () => open({ io: ctx.io, creates: true }),
+            (a) =>
+              a.addLocation({
+                site: o.site,
+                name: o.name,
+                locationType: o.type,
+                storageRoot: o.root,
+              }),
           );
           ctx.io.out(o.json === true ? JSON.stringify(location) : location.id);
           return 0;

@@ -1,7 +1,6 @@
 import { migrate } from '../../persistence/migrate.ts';
-import type { Database } from '../../persistence/openDatabase.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 const SUMMARY = 'Apply the database migrations (DATABASE_URL, else the embedded database)';
 
@@ -14,7 +13,7 @@ const SUMMARY = 'Apply the database migrations (DATABASE_URL, else the embedded 
  * await createMigrateCommand(() => openDatabase({ dataDir: 'memory://' })).run([], io);
  * ```
  */
-export function createMigrateCommand(open: () => Promise<Database> = databaseFromEnv) {
+export function createMigrateCommand(open: DatabaseOpener = databaseFromEnv) {
   return defineCommand('migrate', SUMMARY, (program, ctx) => {
     program
       .command('migrate')
@@ -23,7 +22,7 @@ export function createMigrateCommand(open: () => Promise<Database> = databaseFro
       .action(
         ctx.action(async (cmd) => {
           const { json } = optionsOf<{ json?: boolean }>(cmd);
-          const database = await open();
+          const database = await open({ io: ctx.io, creates: true });
           try {
             const { applied, total } = await migrate(database);
             ctx.io.out(

@@ -1,9 +1,28 @@
+import { applyOperatorCommand } from '../../actors/operatorCommand.ts';
 import { replan } from '../../actors/replan.ts';
+import { systemClock } from '../../machines/Clock.ts';
 import { type OperatorAction, operatorEvent } from '../../machines/operatorEvent.ts';
+import { JournalRepository } from '../../persistence/JournalRepository.ts';
+import { OperationStore } from '../../persistence/OperationStore.ts';
 import { argumentsOf, defineCommand, optionsOf } from '../Command.ts';
-import { runtimeFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
-function operatorCommand(name: OperatorAction, summary: string) {
+/**
+ * `opstate retry|reset|cancel <operation-id> [--reason R] [--json]`: an operator command, written
+ * to the database alone. It needs no broker: the control plane schedules what returns to PENDING,
+ * and fencing retires whatever a worker still runs of an old attempt. So it works while NATS is
+ * down, and never creates a database (there is no operation to act on in a new one).
+ *
+ * @example
+ * ```ts
+ * await createOperatorCommand('cancel', 'Cancel', open).run([id, '--reason', 'not wanted'], io);
+ * ```
+ */
+export function createOperatorCommand(
+  name: OperatorAction,
+  summary: string,
+  open: DatabaseOpener = databaseFromEnv,
+) {
   return defineCommand(name, summary, (program, ctx) => {
     const command = program
       .command(name)
@@ -21,10 +40,17 @@ function operatorCommand(name: OperatorAction, summary: string) {
       ctx.action(async (cmd) => {
         const [id] = argumentsOf(cmd) as [string];
         const o = optionsOf<{ reason?: string; json?: boolean; replan?: boolean }>(cmd);
-        const runtime = await runtimeFromEnv();
+        const database = await open({ io: ctx.io });
+        const store = new OperationStore(database);
+        const desk = {
+          database,
+          journal: new JournalRepository(database),
+          command: (target: string, event: Parameters<typeof applyOperatorCommand>[3]) =>
+            applyOperatorCommand(store, systemClock, target, event),
+        };
         try {
           if (o.replan === true) {
-            const r = await replan(runtime, id, o.reason ?? 're-planned by an operator');
+            const r = await replan(desk, id, o.reason ?? 're-planned by an operator');
             ctx.io.out(
               o.json === true
                 ? JSON.stringify({ id, ...r })
@@ -34,7 +60,7 @@ function operatorCommand(name: OperatorAction, summary: string) {
             );
             return 0;
           }
-          const t = await runtime.command(id, operatorEvent(name, o.reason));
+          const t = await desk.command(id, operatorEvent(name, o.reason));
           ctx.io.out(
             o.json === true
               ? JSON.stringify({ id, from: t.from, to: t.status, attempt: t.context.attempt })
@@ -42,22 +68,22 @@ function operatorCommand(name: OperatorAction, summary: string) {
           );
           return 0;
         } finally {
-          await runtime.close();
+          await database.close();
         }
       }),
     );
   });
 }
 
-export const retryCommand = operatorCommand(
+export const retryCommand = createOperatorCommand(
   'retry',
   'Send a FAILED operation back to PENDING with a fresh retry budget (--replan: plan it anew)',
 );
-export const resetCommand = operatorCommand(
+export const resetCommand = createOperatorCommand(
   'reset',
   'Send a SCHEDULED or IN_PROGRESS operation back to PENDING (a new, fenced attempt)',
 );
-export const cancelCommand = operatorCommand(
+export const cancelCommand = createOperatorCommand(
   'cancel',
   'Move a live operation to FAILED with the reason',
 );

@@ -4,9 +4,8 @@ import {
   type DeletionPolicy,
   DeletionPolicyRepository,
 } from '../../persistence/DeletionPolicyRepository.ts';
-import type { Database } from '../../persistence/openDatabase.ts';
 import { type Command, defineCommand, type Io, optionsOf, wholeNumber } from '../Command.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 function print(p: DeletionPolicy, io: Io): void {
   io.out('deletion policy (read by every deleter at every pass and before every unlink)');
@@ -28,7 +27,7 @@ function print(p: DeletionPolicy, io: Io): void {
  * await createPolicyCommand(() => Promise.resolve(database)).run(['set', '--protect', '/data/keep'], io);
  * ```
  */
-export function createPolicyCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+export function createPolicyCommand(open: DatabaseOpener = databaseFromEnv): Command {
   const summary =
     'Show or change the deletion policy (what is cleaned after archive, what is protected)';
   const collect = (value: string, previous: string[] = []) => [...previous, value];
@@ -47,7 +46,8 @@ export function createPolicyCommand(open: () => Promise<Database> = databaseFrom
       json: boolean,
       change?: (p: DeletionPolicyRepository) => Promise<DeletionPolicy>,
     ) => {
-      const database = await open();
+      // Setting the policy is setup and may create the embedded database; showing it only reads.
+      const database = await open({ io: ctx.io, creates: change !== undefined });
       try {
         const policies = new DeletionPolicyRepository(database);
         const policy = change === undefined ? await policies.get() : await change(policies);

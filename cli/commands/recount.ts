@@ -1,7 +1,6 @@
-import type { Database } from '../../persistence/openDatabase.ts';
 import { recountStatusTally } from '../../persistence/sql/controlPlaneQueries.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 const SUMMARY = 'Count the operations again and put the counts per kind × status back on the rows';
 
@@ -18,7 +17,7 @@ const SUMMARY = 'Count the operations again and put the counts per kind × statu
  * await createRecountCommand(() => openDatabase({ dataDir: 'memory://' })).run([], io);
  * ```
  */
-export function createRecountCommand(open: () => Promise<Database> = databaseFromEnv) {
+export function createRecountCommand(open: DatabaseOpener = databaseFromEnv) {
   return defineCommand('recount', SUMMARY, (program, ctx) => {
     program
       .command('recount')
@@ -27,7 +26,7 @@ export function createRecountCommand(open: () => Promise<Database> = databaseFro
       .action(
         ctx.action(async (cmd) => {
           const { json } = optionsOf<{ json?: boolean }>(cmd);
-          const database = await open();
+          const database = await open({ io: ctx.io });
           try {
             const wrong = await recountStatusTally(database);
             if (json === true) {

@@ -6,7 +6,6 @@ import {
   type CircuitBreakerView,
 } from '../../persistence/CircuitBreakerRepository.ts';
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
-import type { Database } from '../../persistence/openDatabase.ts';
 import {
   selectLiveTallyDrift,
   selectStatusCounts,
@@ -19,7 +18,7 @@ import {
   printAttention,
 } from '../attentionFromEnv.ts';
 import { type Command, defineCommand, optionsOf } from '../Command.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 import { printCopyStatus } from './printCopyStatus.ts';
 
 /** A breaker in `opstate status --json`. */
@@ -90,7 +89,7 @@ function table(rows: readonly string[][]): string[] {
  * ```
  */
 export function createStatusCommand(
-  open: () => Promise<Database> = databaseFromEnv,
+  open: DatabaseOpener = databaseFromEnv,
   attentionSource: () => Promise<AttentionSource> = attentionSourceFromEnv,
 ): Command {
   const summary =
@@ -107,7 +106,7 @@ export function createStatusCommand(
         ctx.action(async (cmd) => {
           const values = optionsOf<{ json?: boolean }>(cmd);
           const io = ctx.io;
-          const database = await open();
+          const database = await open({ io: ctx.io });
           try {
             const counts = await selectStatusCounts(database);
             const countsDrift = await selectLiveTallyDrift(database);

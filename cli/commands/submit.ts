@@ -5,9 +5,8 @@ import {
   type OperationKind,
 } from '../../machines/OperationKind.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
-import type { Database } from '../../persistence/openDatabase.ts';
 import { type Command, defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 const SUMMARY = 'Create an operation (PENDING); a control plane schedules it';
 
@@ -44,7 +43,7 @@ function fieldsOf(value: string): Record<string, string | null> {
  *   '--inputs', copyId], io);
  * ```
  */
-export function createSubmitCommand(open: () => Promise<Database> = databaseFromEnv): Command {
+export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Command {
   return defineCommand('submit', SUMMARY, (program, ctx) => {
     program
       .command('submit')
@@ -70,7 +69,7 @@ export function createSubmitCommand(open: () => Promise<Database> = databaseFrom
           if (o.inputs !== undefined && inputs?.length === 0) {
             throw new UsageError('--inputs is empty; give copy ids separated by commas');
           }
-          const database = await open();
+          const database = await open({ io: ctx.io, creates: true });
           try {
             const id = await new OperationStore(database).create({
               kind,

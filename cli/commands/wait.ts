@@ -2,10 +2,9 @@ import { systemClock } from '../../machines/Clock.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
 import { checkId } from '../../persistence/applyEvents.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
-import type { Database } from '../../persistence/openDatabase.ts';
 import { argumentsOf, type Command, defineCommand, optionsOf } from '../Command.ts';
 import { parseDuration } from '../duration.ts';
-import { databaseFromEnv } from '../runtimeFromEnv.ts';
+import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 const SUMMARY =
   'Wait for an operation to finish: exit 0 when COMPLETED, 1 when FAILED or timed out';
@@ -19,10 +18,7 @@ const SUMMARY =
  * const code = await createWaitCommand(open).run([id, '--timeout', '30s'], io);
  * ```
  */
-export function createWaitCommand(
-  open: () => Promise<Database> = databaseFromEnv,
-  pollMs = 250,
-): Command {
+export function createWaitCommand(open: DatabaseOpener = databaseFromEnv, pollMs = 250): Command {
   return defineCommand('wait', SUMMARY, (program, ctx) => {
     program
       .command('wait')
@@ -37,7 +33,7 @@ export function createWaitCommand(
           checkId(id);
           const deadline =
             o.timeout === undefined ? Number.POSITIVE_INFINITY : systemClock.now() + o.timeout;
-          const database = await open();
+          const database = await open({ io: ctx.io });
           try {
             const store = new OperationStore(database);
             for (;;) {

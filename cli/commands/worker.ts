@@ -93,13 +93,17 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
       'the worker id in transitions and in its heartbeat (letters, digits, - _ =)',
     )
     .option('--faults', "honour the module's faults export (crash drills only)")
+    .option(
+      '--in-process',
+      'run without NATS_URL, on the in-process transport: no work from another process reaches it',
+    )
     .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
     .option('--delete-copies', 'also run a deleter (the deletion policy decides what it deletes)')
     .option('--deleter-lease-ms <n>', "how long a deleter's claim on a copy lasts", wholeNumber(1))
     .option('--deleter-interval-ms <n>', 'how often the deleter looks for work', wholeNumber(1))
     .addHelpText(
       'after',
-      '\nStarts without the database or the broker: it waits for them and retries, and exits only\non a configuration error.',
+      '\nStarts without the database or the broker: it waits for them and retries, and exits only\non a configuration error. Without NATS_URL it refuses to start unless --in-process.',
     )
     .action(
       ctx.action(async (cmd) => {
@@ -113,6 +117,7 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
           deleteCopies?: boolean;
           deleterLeaseMs?: number;
           deleterIntervalMs?: number;
+          inProcess?: boolean;
         }>(cmd);
         const { kinds } = values;
         const { table, faults, close } = await loadHandlers(values.handlers);
@@ -120,7 +125,11 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
         if (missing.length > 0) {
           throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
         }
-        const proc = await openProcessRuntime('worker', { metricsPort: values.metricsPort });
+        const proc = await openProcessRuntime('worker', {
+          metricsPort: values.metricsPort,
+          inProcess: values.inProcess,
+          io: ctx.io,
+        });
         surviveStrayRejections(proc.logger);
         const { runtime } = proc;
         const worker = runtime.startWorker({
@@ -142,7 +151,7 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
         proc.serve({ worker });
         const { server } = proc;
         ctx.io.out(
-          `worker ${worker.id} started for ${kinds.join(', ')}${server === undefined ? '' : `; metrics on port ${server.port}`}`,
+          `worker ${worker.id} started for ${kinds.join(', ')} (${runtime.mode.database}, ${runtime.mode.transport})${server === undefined ? '' : `; metrics on port ${server.port}`}`,
         );
         if (values.deleteCopies === true) {
           const deleter = runtime.startCopyDeleter({

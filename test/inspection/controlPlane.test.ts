@@ -45,7 +45,14 @@ describe('opstate control-plane --inspect, as shipped', () => {
     const { NATS_URL: _nats, ...env } = process.env;
     const proc = spawn(
       process.execPath,
-      [BIN, 'control-plane', '--inspect', '--inspect-url', `ws://127.0.0.1:${port}`],
+      [
+        BIN,
+        'control-plane',
+        '--in-process',
+        '--inspect',
+        '--inspect-url',
+        `ws://127.0.0.1:${port}`,
+      ],
       {
         env: {
           ...env,

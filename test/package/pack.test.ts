@@ -181,6 +181,12 @@ describe('installed from the tarball', () => {
     expect([result.publicCrash, result.drillCrash]).toEqual(['undefined', 'function']);
     const help = await sh('npx', ['--no-install', 'opstate', '--help'], dir);
     expect(help.stdout).toMatch(/Usage: opstate <command>/);
+    const { version } = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as {
+      version: string;
+    };
+    expect((await sh('npx', ['--no-install', 'opstate', '--version'], dir)).stdout.trim()).toBe(
+      version,
+    );
     // The built CLI loads JavaScript handler modules; a TypeScript one is a usage error.
     await writeFile(join(dir, 'handlers.ts'), 'export default {};\n');
     const refused = await run(
