@@ -16,6 +16,7 @@ import {
 import type { RuntimeObserver } from '../actors/RuntimeObserver.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import { migrate } from '../persistence/migrate.ts';
+import { describeMove } from '../persistence/moveFromPublic.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 
 export { secretsOf };
@@ -96,7 +97,9 @@ export async function databaseFromEnv(): Promise<Database> {
   const database = await openDatabase(databaseOptionsOf(config));
   if (config.database.url === undefined) {
     try {
-      await migrate(database);
+      const { moved } = await migrate(database);
+      // An embedded folder of an older version, moved on open: said once, on stderr.
+      if (moved !== undefined) process.stderr.write(`${describeMove(moved)}\n`);
     } catch (err) {
       await database.close();
       throw err;
