@@ -1,6 +1,7 @@
 import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { createRecord, type MovedFromPublic, moveFromPublic } from './moveFromPublic.ts';
 import type { Database, Executor } from './openDatabase.ts';
 
@@ -52,8 +53,9 @@ export async function migrate(
   const migrations = readMigrationFiles({ migrationsFolder: folder });
   return database.transaction(async (tx) => {
     await tx.execute(sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`);
-    const moved = await moveFromPublic(tx, schema, migrations);
     await tx.execute(`create schema if not exists ${schema}`);
+    await refuseOtherSearchPath(tx, schema);
+    const moved = await moveFromPublic(tx, schema, migrations);
     await createRecord(tx, schema);
     const [last] = await tx.execute<{ created_at: string | number | null }>(
       `select created_at from ${schema}.__drizzle_migrations order by created_at desc limit 1`,
@@ -74,6 +76,19 @@ export async function migrate(
     await pinFunctions(tx, schema);
     return { applied, total: migrations.length, ...(moved === undefined ? {} : { moved }) };
   });
+}
+
+/**
+ * Every statement of opstate names its tables unqualified: on a connection whose search_path is
+ * not its schema (a pooler that dropped the startup parameter) they would be another schema's.
+ */
+async function refuseOtherSearchPath(tx: Executor, schema: string): Promise<void> {
+  const [row] = await tx.execute<{ current: string | null }>('select current_schema() as current');
+  if (row?.current === schema) return;
+  throw new OpstateError(
+    OpstateErrorCode.CONFIG,
+    `the connection's schema is ${row?.current ?? 'none'}, not ${schema}: something between opstate and Postgres dropped its search_path (PgBouncer does in transaction mode); set search_path for opstate's role (ALTER ROLE … SET search_path = ${schema}) or use session pooling`,
+  );
 }
 
 /**

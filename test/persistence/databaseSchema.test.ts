@@ -291,6 +291,11 @@ describe("opstate's own schema", () => {
         'select count(*)::int as n from drizzle.__drizzle_migrations',
       );
       expect(record?.n).toBe(MIGRATIONS);
+      // A connection that lost its search_path on the way (a pooler dropped it) is refused too.
+      await expect(migrate({ ...legacy, schema: 'opstate' })).rejects.toMatchObject({
+        code: OpstateErrorCode.CONFIG,
+        message: expect.stringContaining("the connection's schema is public, not opstate"),
+      });
     } finally {
       await current.close();
       await legacy.close();
