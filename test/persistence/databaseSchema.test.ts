@@ -273,6 +273,27 @@ describe("opstate's own schema", () => {
     }
   });
 
+  it('refuses, changing nothing, when the drizzle record names opstate tables public no longer has', async () => {
+    const db = await freshDatabase();
+    const legacy = openLegacyDatabase(db.url);
+    const current = await openDatabase({ databaseUrl: db.url, max: 1 });
+    try {
+      await migrateIntoPublic(legacy);
+      await legacy.execute('drop table public.operation_tally');
+      await expect(migrate(current)).rejects.toMatchObject({
+        code: OpstateErrorCode.CONFIG,
+        message: expect.stringContaining(
+          `drizzle.__drizzle_migrations records ${MIGRATIONS} of opstate's migrations, but public lacks their tables operation_tally; restore them`,
+        ),
+      });
+      expect(await countIn(current, 'public', 'tables')).toBe(33);
+      expect(await countIn(current, 'opstate', 'tables')).toBe(0);
+    } finally {
+      await current.close();
+      await legacy.close();
+    }
+  });
+
   it('refuses, changing nothing, when opstate has tables both in public and in its schema', async () => {
     const db = await freshDatabase();
     const current = await openDatabase({ databaseUrl: db.url, max: 1 });
