@@ -1,5 +1,10 @@
 import { z } from 'zod';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import {
+  DATABASE_SCHEMA_ALLOWED,
+  DEFAULT_DATABASE_SCHEMA,
+  databaseSchemaProblem,
+} from '../persistence/databaseSchema.ts';
 import type { DatabaseTls } from '../persistence/databaseTls.ts';
 import type { EmbeddedEngine, OpenDatabaseOptions } from '../persistence/openDatabase.ts';
 import {
@@ -26,6 +31,8 @@ export interface Configuration {
      * private server, unless the folder already holds PGlite.
      */
     readonly engine?: EmbeddedEngine;
+    /** The Postgres schema of opstate's tables and migration record (default `opstate`). */
+    readonly schema: string;
     /** `disable` (the URL decides), `require` (encrypted), `verify-full` (encrypted, verified). */
     readonly tls: 'disable' | 'require' | 'verify-full';
     readonly tlsFiles: TlsFiles;
@@ -57,6 +64,7 @@ export interface ConfigurationOverrides {
   readonly databaseUrl?: string;
   readonly dataDir?: string;
   readonly embeddedEngine?: EmbeddedEngine;
+  readonly databaseSchema?: string;
   readonly databaseTls?: DatabaseTls;
   readonly natsUrl?: string;
   readonly natsCredentials?: NatsCredentials;
@@ -71,6 +79,7 @@ const OPTION_OF: Record<string, keyof ConfigurationOverrides> = {
   DATABASE_URL: 'databaseUrl',
   OPSTATE_DATA_DIR: 'dataDir',
   OPSTATE_EMBEDDED_ENGINE: 'embeddedEngine',
+  OPSTATE_DB_SCHEMA: 'databaseSchema',
   NATS_URL: 'natsUrl',
   OPSTATE_PREFIX: 'prefix',
 };
@@ -92,6 +101,7 @@ export const SETTINGS: readonly Setting[] = [
     allowed: 'postgres | pglite (default postgres)',
     secret: false,
   },
+  { variable: 'OPSTATE_DB_SCHEMA', allowed: DATABASE_SCHEMA_ALLOWED, secret: false },
   {
     variable: 'OPSTATE_DATABASE_TLS',
     allowed: 'disable | require | verify-full (default disable)',
@@ -178,6 +188,10 @@ const schemas: Record<string, z.ZodType> = {
   ),
   OPSTATE_DATABASE_TLS: nonEmpty.pipe(z.enum(['disable', 'require', 'verify-full']).optional()),
   OPSTATE_EMBEDDED_ENGINE: nonEmpty.pipe(z.enum(['postgres', 'pglite']).optional()),
+  OPSTATE_DB_SCHEMA: nonEmpty.superRefine((name, ctx) => {
+    const problem = name === undefined ? undefined : databaseSchemaProblem(name);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `it ${problem}` });
+  }),
   NATS_URL: nonEmpty.pipe(
     z
       .string()
@@ -264,6 +278,7 @@ export function loadConfiguration(
       ...(databaseUrl === undefined ? {} : { url: databaseUrl }),
       dataDir: get('OPSTATE_DATA_DIR') ?? './.opstate',
       ...(engine === undefined ? {} : { engine }),
+      schema: get('OPSTATE_DB_SCHEMA') ?? DEFAULT_DATABASE_SCHEMA,
       tls: database.mode,
       tlsFiles: database.files,
     },
@@ -409,6 +424,7 @@ export function databaseOptionsOf(config: Configuration): OpenDatabaseOptions {
     ...(config.database.url === undefined ? {} : { databaseUrl: config.database.url }),
     dataDir: config.database.dataDir,
     ...(config.database.engine === undefined ? {} : { engine: config.database.engine }),
+    schema: config.database.schema,
     // Decided here: openDatabase does not read DATABASE_URL again.
     ...(config.database.url === undefined ? { embedded: true } : {}),
     tls: { mode: config.database.tls, ...config.database.tlsFiles },

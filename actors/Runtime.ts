@@ -44,6 +44,11 @@ export interface RuntimeOptions {
   readonly databaseTls?: DatabaseTls;
   /** The embedded database without a URL: a private Postgres server (default) or PGlite. */
   readonly embeddedEngine?: EmbeddedEngine;
+  /**
+   * The Postgres schema of opstate's tables, functions and migration record, apart from the
+   * application's (default `OPSTATE_DB_SCHEMA`, else `opstate`).
+   */
+  readonly databaseSchema?: string;
   /** Settings of embedded PGlite. */
   readonly pglite?: OpenDatabaseOptions['pglite'];
   /** Names the deployment on NATS (stream, subjects, consumers, bucket) and the leader lock. */

@@ -2,6 +2,7 @@ import type { Clock } from '../machines/Clock.ts';
 import { allRoutes } from '../machines/routing.ts';
 import { missingDriverGuard } from '../persistence/driverPatch.ts';
 import { migrate } from '../persistence/migrate.ts';
+import { describeMove } from '../persistence/moveFromPublic.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 import { createInProcessTransport } from '../transport/inprocess/createInProcessTransport.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
@@ -39,6 +40,7 @@ export function configurationOf(options: RuntimeOptions): Configuration {
       ...pick('databaseUrl'),
       ...pick('dataDir'),
       ...pick('embeddedEngine'),
+      ...pick('databaseSchema'),
       ...pick('databaseTls'),
       ...pick('natsUrl'),
       ...pick('natsCredentials'),
@@ -89,7 +91,10 @@ export async function openServers(
         })
       : attempt();
   try {
-    if (options.migrate !== false) await reach('Postgres', () => migrate(database));
+    if (options.migrate !== false) {
+      const { moved } = await reach('Postgres', () => migrate(database));
+      if (moved !== undefined) logger.log('INFO', describeMove(moved), { ...moved });
+    }
     const transport =
       natsUrl === undefined
         ? createInProcessTransport({ timing, clock })

@@ -45,6 +45,7 @@ import { ArtifactType } from '../machines/ArtifactType.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
+import { DEFAULT_DATABASE_SCHEMA } from '../persistence/databaseSchema.ts';
 import { migrate } from '../persistence/migrate.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
@@ -429,7 +430,12 @@ async function main(): Promise<void> {
   const url = new URL(ADMIN_URL);
   url.pathname = `/${name}`;
   const dbUrl = url.toString();
-  const raw = postgres(dbUrl, { max: 2, onnotice: () => {} });
+  // opstate's tables are in its schema: this connection reads them as opstate's own do.
+  const raw = postgres(dbUrl, {
+    max: 2,
+    onnotice: () => {},
+    connection: { search_path: DEFAULT_DATABASE_SCHEMA },
+  });
   // The baseline runs in a database of its own, so the bench database's counters stay clean.
   await admin.unsafe(`create database ${name}_raw`);
   const rawUrl = new URL(ADMIN_URL);

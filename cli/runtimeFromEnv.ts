@@ -11,6 +11,7 @@ import type { RuntimeOptions } from '../actors/Runtime.ts';
 import type { RuntimeObserver } from '../actors/RuntimeObserver.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import { migrate } from '../persistence/migrate.ts';
+import { describeMove } from '../persistence/moveFromPublic.ts';
 import { type Database, holdsEmbeddedDatabase, openDatabase } from '../persistence/openDatabase.ts';
 import { CommandFailure, type Io } from './Command.ts';
 import { serversInUse } from './serversInUse.ts';
@@ -115,7 +116,12 @@ export async function databaseFromEnv(use: DatabaseUse = {}): Promise<Database> 
   const database = await openDatabase(databaseOptionsOf(config));
   if (config.database.url === undefined) {
     try {
-      await migrate(database);
+      const { moved } = await migrate(database);
+      // An embedded folder of an older version, moved on open: said once, on stderr.
+      if (moved !== undefined) {
+        if (use.io) use.io.err(describeMove(moved));
+        else console.error(describeMove(moved));
+      }
     } catch (err) {
       await database.close();
       throw err;

@@ -1,30 +1,43 @@
 import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
-import type { Database } from './openDatabase.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { createRecord, type MovedFromPublic, moveFromPublic } from './moveFromPublic.ts';
+import type { Database, Executor } from './openDatabase.ts';
 
 /** The committed, drizzle-kit generated SQL. The same folder runs on Postgres 15 and PGlite. */
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('./migrations', import.meta.url));
 
 /**
  * Transaction-scoped advisory lock key that serialises migrators across processes. drizzle's own
- * migrator alone races: two processes both see "not applied" and the second fails.
+ * migrator alone races: two processes both see "not applied" and the second fails. Advisory locks
+ * are per database, not per schema: deployments in two schemas of one database take turns.
  */
 export const MIGRATION_LOCK_KEY = 0x6f70_7374_6d67; // 'opstmg'
+
+/**
+ * Functions left without a pinned search_path: `opstate_uuid_v7` reads no table and is the
+ * column default of every insert, where a pinned setting would cost a configuration switch per row.
+ */
+const UNPINNED_FUNCTIONS = ['opstate_uuid_v7'];
 
 export interface MigrateResult {
   /** Migrations applied by this call (0 when the schema was already current). */
   readonly applied: number;
   /** Migrations in the folder. */
   readonly total: number;
+  /** Present when this call moved a deployment of before the schema out of `public` first. */
+  readonly moved?: MovedFromPublic;
 }
 
 /**
- * Brings the schema up to date, in one transaction that first takes an advisory lock: running it
- * twice, or from several processes at once, applies each migration exactly once. Records what it
- * applied in `drizzle.__drizzle_migrations`, the table drizzle-kit uses, so `drizzle-kit migrate`
- * and this function agree. `folder` is the committed migrations unless told otherwise (an upgrade
- * test applies an older journal first).
+ * Brings opstate's schema (`database.schema`, default `opstate`) up to date, in one transaction
+ * that first takes an advisory lock: running it twice, or from several processes at once, applies
+ * each migration exactly once. Everything it creates lands in that schema, the connection's
+ * search_path, and what it applied is recorded in `<schema>.__drizzle_migrations` (drizzle-kit's
+ * shape), never in an application's `drizzle.__drizzle_migrations`. A deployment migrated before
+ * opstate had a schema of its own is moved into it first (`moved` says so). `folder` is the
+ * committed migrations unless told otherwise (an upgrade test applies an older journal first).
  *
  * @example
  * ```ts
@@ -36,30 +49,68 @@ export async function migrate(
   database: Database,
   folder: string = MIGRATIONS_FOLDER,
 ): Promise<MigrateResult> {
+  const { schema } = database;
   const migrations = readMigrationFiles({ migrationsFolder: folder });
   return database.transaction(async (tx) => {
     await tx.execute(sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`);
-    await tx.execute(sql`create schema if not exists drizzle`);
-    await tx.execute(
-      sql`create table if not exists drizzle.__drizzle_migrations (
-        id serial primary key, hash text not null, created_at bigint)`,
-    );
+    await tx.execute(`create schema if not exists ${schema}`);
+    await refuseOtherSearchPath(tx, schema);
+    const moved = await moveFromPublic(tx, schema, migrations);
+    await createRecord(tx, schema);
     const [last] = await tx.execute<{ created_at: string | number | null }>(
-      sql`select created_at from drizzle.__drizzle_migrations order by created_at desc limit 1`,
+      `select created_at from ${schema}.__drizzle_migrations order by created_at desc limit 1`,
     );
     const lastMillis = last?.created_at == null ? -1 : Number(last.created_at);
     let applied = 0;
     for (const migration of migrations) {
       if (migration.folderMillis <= lastMillis) continue;
       for (const statement of migration.sql) {
-        if (statement.trim() !== '') await tx.execute(statement);
+        if (statement.trim() !== '') await tx.execute(inSchema(statement, schema));
       }
       await tx.execute(
-        sql`insert into drizzle.__drizzle_migrations (hash, created_at)
+        sql`insert into ${sql.identifier(schema)}.__drizzle_migrations (hash, created_at)
             values (${migration.hash}, ${migration.folderMillis})`,
       );
       applied++;
     }
-    return { applied, total: migrations.length };
+    await pinFunctions(tx, schema);
+    return { applied, total: migrations.length, ...(moved === undefined ? {} : { moved }) };
   });
+}
+
+/**
+ * Every statement of opstate names its tables unqualified: on a connection whose search_path is
+ * not its schema (a pooler that dropped the startup parameter) they would be another schema's.
+ */
+async function refuseOtherSearchPath(tx: Executor, schema: string): Promise<void> {
+  const [row] = await tx.execute<{ current: string | null }>('select current_schema() as current');
+  if (row?.current === schema) return;
+  throw new OpstateError(
+    OpstateErrorCode.CONFIG,
+    `the connection's schema is ${row?.current ?? 'none'}, not ${schema}: something between opstate and Postgres dropped its search_path (PgBouncer does in transaction mode); set search_path for opstate's role (ALTER ROLE … SET search_path = ${schema}) or use session pooling`,
+  );
+}
+
+/**
+ * drizzle-kit names the table a foreign key references with its schema, `"public"."operation"`:
+ * in opstate's schema that is its own table, never an application's of the same name in public.
+ */
+function inSchema(statement: string, schema: string): string {
+  return statement.replaceAll('"public"."', `"${schema}"."`);
+}
+
+/**
+ * Pins the search_path of opstate's functions to its schema. A trigger runs in the session of
+ * whoever writes the row, and an operator's psql or the application has its own search_path:
+ * unpinned, `operation_tally` in a trigger's body could name another schema's table, or none.
+ */
+async function pinFunctions(tx: Executor, schema: string): Promise<void> {
+  const unpinned = await tx.execute<{ signature: string }>(
+    `select p.oid::regprocedure::text as signature from pg_proc p
+      where p.pronamespace = '${schema}'::regnamespace and p.proconfig is null
+        and p.proname not in (${UNPINNED_FUNCTIONS.map((n) => `'${n}'`).join(', ')})`,
+  );
+  for (const { signature } of unpinned) {
+    await tx.execute(`alter function ${signature} set search_path = ${schema}`);
+  }
 }

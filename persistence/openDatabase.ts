@@ -8,9 +8,10 @@ import postgres from 'postgres';
 import { systemClock, type TimerHandle } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { toOpstateError } from './databaseError.ts';
+import { databaseSchemaOf } from './databaseSchema.ts';
 import { type DatabaseTls, databaseSsl, urlHosts } from './databaseTls.ts';
 import { startEmbeddedPostgres } from './embeddedPostgres.ts';
-import * as schema from './schema/index.ts';
+import * as tables from './schema/index.ts';
 
 export type Dialect = 'postgres' | 'pglite';
 export type EmbeddedEngine = 'postgres' | 'pglite';
@@ -25,7 +26,7 @@ export interface PgliteSettings {
 export type Row = Record<string, unknown>;
 
 /** The typed drizzle database over either driver. */
-export type OpstateDrizzle = PgDatabase<PgQueryResultHKT, typeof schema>;
+export type OpstateDrizzle = PgDatabase<PgQueryResultHKT, typeof tables>;
 
 /** Runs SQL and returns rows as an array, whatever the driver. Driver errors become `OpstateError`s. */
 export interface Executor {
@@ -40,6 +41,8 @@ export interface ReservedConnection extends Executor {
 /** An open database: a drizzle db, a driver-neutral `execute`, transactions, and `close()`. */
 export interface Database extends Executor {
   readonly dialect: Dialect;
+  /** The Postgres schema holding opstate's tables, functions and migration record. */
+  readonly schema: string;
   readonly db: OpstateDrizzle;
   /** Runs `fn` in one transaction (READ COMMITTED); a throw rolls it back. */
   transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T>;
@@ -72,6 +75,12 @@ export interface OpenDatabaseOptions {
   engine?: EmbeddedEngine;
   /** PGlite settings, e.g. `{ postgresqlconf: ['shared_buffers=16MB'] }`. */
   pglite?: PgliteSettings;
+  /**
+   * The Postgres schema of opstate's tables, functions and migration record, apart from an
+   * application's in the same database. Every connection opens with it as its `search_path`.
+   * Default `OPSTATE_DB_SCHEMA`, else `opstate`.
+   */
+  schema?: string;
 }
 
 const dialect = new PgDialect();
@@ -154,15 +163,37 @@ function socketOf(url: string): { url: string; path?: string } {
   return { url: parsed.toString(), path: `${host}/.s.PGSQL.${parsed.port || '5432'}` };
 }
 
-function openPostgres(given: string, max: number, tls?: DatabaseTls): Database {
+/**
+ * A URL's own `search_path` would win over opstate's (postgres.js sends the URL's parameters
+ * last), and opstate's statements would then read and write another schema's tables.
+ */
+function refuseSearchPath(url: string): void {
+  if (!new URL(url).searchParams.has('search_path')) return;
+  throw new OpstateError(
+    OpstateErrorCode.CONFIG,
+    'the database URL sets search_path, which opstate sets to its own schema; remove it from the URL and name the schema with OPSTATE_DB_SCHEMA (or the option schema)',
+  );
+}
+
+function openPostgres(given: string, max: number, schema: string, tls?: DatabaseTls): Database {
+  refuseSearchPath(given);
   const { url, path } = socketOf(given);
   const ssl = databaseSsl(tls, path === undefined ? urlHosts(url) : []);
   const tlsOption = { ...(ssl === false ? {} : { ssl }), ...(path === undefined ? {} : { path }) };
-  const client = postgres(url, { max, onnotice: () => {}, ...tlsOption });
+  // A startup parameter, not a SET after connecting: the server applies it to every connection
+  // the pool opens, including one it reopens after a restart, before the first statement runs,
+  // so no statement (prepared or not) can ever resolve a name against another schema.
+  const client = postgres(url, {
+    max,
+    onnotice: () => {},
+    connection: { search_path: schema },
+    ...tlsOption,
+  });
   const exec = postgresExecutor(client);
   return {
     dialect: 'postgres',
-    db: drizzlePostgres({ client, schema }) as unknown as OpstateDrizzle,
+    schema,
+    db: drizzlePostgres({ client, schema: tables }) as unknown as OpstateDrizzle,
     execute: exec.execute,
     async transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
       try {
@@ -189,6 +220,7 @@ function openPostgres(given: string, max: number, tls?: DatabaseTls): Database {
 
 async function openPglite(
   dataDir: string,
+  schema: string,
   settings: OpenDatabaseOptions['pglite'] = {},
 ): Promise<Database> {
   const inMemory = dataDir.startsWith('memory://');
@@ -208,13 +240,16 @@ async function openPglite(
         ? {}
         : { relaxedDurability: settings.relaxedDurability }),
     });
+    // PGlite is one connection for the life of the process: set once, it holds.
+    await client.exec(`set search_path to ${schema}`);
   } catch (err) {
     throw toOpstateError(err);
   }
   const exec = pgliteExecutor(client);
   return {
     dialect: 'pglite',
-    db: drizzlePglite({ client, schema }) as unknown as OpstateDrizzle,
+    schema,
+    db: drizzlePglite({ client, schema: tables }) as unknown as OpstateDrizzle,
     execute: exec.execute,
     async transaction<T>(fn: (tx: Executor) => Promise<T>): Promise<T> {
       try {
@@ -248,12 +283,13 @@ export async function openDatabase(options: OpenDatabaseOptions = {}): Promise<D
     options.embedded === true
       ? undefined
       : (options.databaseUrl ?? nonEmpty(process.env.DATABASE_URL));
-  if (url !== undefined) return openPostgres(url, options.max ?? 8, options.tls);
+  const schema = databaseSchemaOf(options.schema);
+  if (url !== undefined) return openPostgres(url, options.max ?? 8, schema, options.tls);
   const dataDir = options.dataDir ?? nonEmpty(process.env.OPSTATE_DATA_DIR) ?? './.opstate';
   if (embeddedEngine(dataDir, options.engine) === 'pglite')
-    return openPglite(dataDir, options.pglite);
+    return openPglite(dataDir, schema, options.pglite);
   const server = await startEmbeddedPostgres({ dataDir: join(dataDir, 'postgres') });
-  const database = openPostgres(server.url, options.max ?? 4);
+  const database = openPostgres(server.url, options.max ?? 4, schema);
   return {
     ...database,
     async close() {

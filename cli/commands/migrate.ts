@@ -1,4 +1,5 @@
 import { migrate } from '../../persistence/migrate.ts';
+import { describeMove } from '../../persistence/moveFromPublic.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
@@ -18,16 +19,21 @@ export function createMigrateCommand(open: DatabaseOpener = databaseFromEnv) {
     program
       .command('migrate')
       .description(SUMMARY)
-      .option('--json', 'print {"applied", "total", "dialect"}')
+      .option(
+        '--json',
+        'print {"applied", "total", "dialect", "schema"}, and "moved" after an upgrade',
+      )
       .action(
         ctx.action(async (cmd) => {
           const { json } = optionsOf<{ json?: boolean }>(cmd);
           const database = await open({ io: ctx.io, creates: true });
           try {
-            const { applied, total } = await migrate(database);
+            const { applied, total, moved } = await migrate(database);
+            const { dialect, schema } = database;
+            if (moved !== undefined && json !== true) ctx.io.out(describeMove(moved));
             ctx.io.out(
               json === true
-                ? JSON.stringify({ applied, total, dialect: database.dialect })
+                ? JSON.stringify({ applied, total, dialect, schema, ...(moved ? { moved } : {}) })
                 : applied === 0
                   ? `schema is current (${total} migrations, ${database.dialect})`
                   : `applied ${applied} of ${total} migrations (${database.dialect})`,

@@ -19,7 +19,7 @@ function refusal(env: NodeJS.ProcessEnv, flags = {}): OpstateError {
 describe('loadConfiguration', () => {
   it('defaults to the embedded deployment', () => {
     expect(loadConfiguration({})).toEqual({
-      database: { dataDir: './.opstate', tls: 'disable', tlsFiles: {} },
+      database: { dataDir: './.opstate', schema: 'opstate', tls: 'disable', tlsFiles: {} },
       nats: { auth: { type: 'none' } },
       prefix: 'opstate',
       timing: {},
@@ -31,6 +31,7 @@ describe('loadConfiguration', () => {
     const config = loadConfiguration(
       {
         DATABASE_URL: 'postgres://app:pw@db:5432/app',
+        OPSTATE_DB_SCHEMA: 'ingest_ops',
         OPSTATE_DATABASE_TLS: 'verify-full',
         OPSTATE_DATABASE_CA_FILE: '/etc/ca.pem',
         NATS_URL: 'tls://n1:4222,tls://n2:4222',
@@ -46,6 +47,7 @@ describe('loadConfiguration', () => {
       database: {
         url: 'postgres://app:pw@db:5432/app',
         dataDir: './.opstate',
+        schema: 'ingest_ops',
         tls: 'verify-full',
         tlsFiles: { caFile: '/etc/ca.pem' },
       },
@@ -69,6 +71,9 @@ describe('loadConfiguration', () => {
     [{ OPSTATE_TIMING: 'soon' }, 'OPSTATE_TIMING must be a JSON object'],
     [{ OPSTATE_LOG_LEVEL: 'loud' }, 'OPSTATE_LOG_LEVEL must be trace | debug | info'],
     [{ OPSTATE_METRICS_PORT: '70000' }, 'OPSTATE_METRICS_PORT / --metrics-port must be a TCP port'],
+    [{ OPSTATE_DB_SCHEMA: 'Ops-State' }, 'OPSTATE_DB_SCHEMA must be a lowercase identifier'],
+    [{ OPSTATE_DB_SCHEMA: 'public' }, "is where an application's own tables are"],
+    [{ OPSTATE_DB_SCHEMA: 'pg_ops' }, 'starts with pg_'],
     [
       { OPSTATE_DATABASE_TLS: 'yes' },
       'OPSTATE_DATABASE_TLS must be disable | require | verify-full',
@@ -163,11 +168,17 @@ describe('createRuntime resolves its settings through the same configuration', (
       env: {
         DATABASE_URL: db.url,
         OPSTATE_PREFIX: 'from_env',
+        OPSTATE_DB_SCHEMA: 'from_env_ops',
         OPSTATE_TIMING: '{"heartbeatIntervalMs":700,"heartbeatTimeoutMs":7000}',
       },
     });
     try {
       expect(runtime.mode).toEqual({ database: 'postgres', transport: 'in-process' });
+      expect(runtime.database.schema).toBe('from_env_ops');
+      const [table] = await runtime.database.execute(
+        "select to_regclass('from_env_ops.operation') is not null as present",
+      );
+      expect(table?.present).toBe(true);
       expect(runtime.timing.heartbeatIntervalMs).toBe(700);
       expect(runtime.timing.heartbeatTimeoutMs).toBe(7000);
       expect(runtime.startControlPlane().holder).toBeTruthy();

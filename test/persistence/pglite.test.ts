@@ -2,13 +2,16 @@ import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OperationKind } from '../../machines/OperationKind.ts';
 import { LocationType } from '../../machines/routing.ts';
 import { ArtifactRepository } from '../../persistence/ArtifactRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
+import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { contractSuite } from './contractSuite.ts';
 import { copySuite } from './copySuite.ts';
-import { MIGRATIONS } from './fixtures.ts';
+import { migrateIntoPublic } from './fixtures/legacyLayout.ts';
+import { inputFor, MIGRATIONS, makeWorld } from './fixtures.ts';
 import { storeSuite } from './storeSuite.ts';
 
 describe('persistence on embedded PGlite (in memory)', () => {
@@ -50,6 +53,34 @@ describe('persistence on embedded PGlite (in memory)', () => {
       }
     } finally {
       await rm(dir, { recursive: true, force: true });
+    }
+  });
+
+  // Last: it points the one connection at public for a while.
+  it('moves a PGlite database migrated before the schema into its schema', async () => {
+    const upgraded: Database = { ...database, schema: 'pglite_upgrade' };
+    try {
+      // The old layout, built on the same connection pointed at public as it then was.
+      await database.execute('set search_path to public');
+      expect(await migrateIntoPublic(database)).toBe(MIGRATIONS);
+      const id = await new OperationStore(database).create(
+        inputFor(OperationKind.TRANSFER, await makeWorld(database)),
+      );
+      await database.execute('set search_path to pglite_upgrade');
+      expect(await migrate(upgraded)).toEqual({
+        applied: 0,
+        total: MIGRATIONS,
+        moved: { to: 'pglite_upgrade', tables: 34, functions: 13, migrations: MIGRATIONS },
+      });
+      expect((await new OperationStore(upgraded).load(id)).status).toBe('PENDING');
+      const [left] = await database.execute<{ n: number }>(
+        `select count(*)::int as n from pg_class
+          where relnamespace = 'public'::regnamespace and relkind = 'r'`,
+      );
+      expect(left?.n).toBe(0);
+      expect(await migrate(upgraded)).toEqual({ applied: 0, total: MIGRATIONS });
+    } finally {
+      await database.execute(`set search_path to ${database.schema}`);
     }
   });
 });

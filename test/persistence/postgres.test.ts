@@ -66,7 +66,7 @@ describe('persistence on Postgres', () => {
     try {
       const results = await Promise.all([migrate(a), migrate(b), migrate(a), migrate(b)]);
       expect(results.map((r) => r.applied).sort()).toEqual([0, 0, 0, MIGRATIONS]);
-      const [row] = await a.execute('select count(*)::int as n from drizzle.__drizzle_migrations');
+      const [row] = await a.execute('select count(*)::int as n from opstate.__drizzle_migrations');
       expect(row?.n).toBe(MIGRATIONS);
     } finally {
       await a.close();
