@@ -112,6 +112,10 @@ export function createInspectCommand(open: () => Promise<Database> = databaseFro
             io.out(`  failures (${view.failures.length})`);
             for (const f of view.failures) io.out(`    #${f.attempt} ${JSON.stringify(f.error)}`);
           }
+          if (view.unreadable.length > 0) {
+            io.out(`  unreadable (${view.unreadable.length})`);
+            for (const u of view.unreadable) io.out(`    ${u.column}: ${u.reason}: ${u.raw}`);
+          }
           if (resume !== undefined) printResumeRecord(resume, io);
           return 0;
         } finally {
