@@ -89,6 +89,30 @@ describe('ctx.step in a worker handler', () => {
     });
     expect(view.failures).toMatchObject([{ attempt: 1, error: { message: 'store unreachable' } }]);
   });
+
+  it('fails the attempt for good, naming the fix, when a step returns what JSON cannot keep', async () => {
+    const w = await makeWorld(runtime.database);
+    runtime.startWorker({
+      kinds: [OperationKind.TRANSFER],
+      handlers: {
+        [OperationKind.TRANSFER]: async (ctx) => {
+          await ctx.step('stamp', async () => ({ at: new Date(0) }));
+          return { outputs: await ctx.requiredOutputs() };
+        },
+      },
+    });
+    const id = await runtime.submit(inputFor(OperationKind.TRANSFER, w));
+    await waitFor(
+      async () => (await runtime.store.load(id)).status === 'FAILED',
+      'the operation to fail',
+      60_000,
+    );
+    const view = await runtime.get(id);
+    expect(view).toMatchObject({ attempt: 1, steps: [], lastError: { retryable: false } });
+    expect(view.lastError?.message).toMatch(
+      /step 'stamp' result\.at is a Date, .*date\.toISOString\(\)/,
+    );
+  });
 });
 
 /** Writes a row past the append-only triggers, as damage or an old build would have left it. */
