@@ -205,6 +205,7 @@ export { GroupRepository } from './persistence/GroupRepository.ts';
 export type { InputRelations } from './persistence/inputRelations.ts';
 export type { OperationInspection } from './persistence/inspectOperation.ts';
 export { inspectOperation } from './persistence/inspectOperation.ts';
+export type { UnreadableValue } from './persistence/UnreadableValue.ts';
 export { JournalRepository } from './persistence/JournalRepository.ts';
 export { LineageRepository } from './persistence/LineageRepository.ts';
 export type { AttentionList, AttentionSection } from './persistence/loadAttention.ts';

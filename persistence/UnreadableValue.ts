@@ -4,6 +4,12 @@ import type { OperationError } from '../machines/operationMachine.ts';
  * A stored value this build cannot read as what its column holds (a snapshot that is no lifecycle
  * snapshot, a `last_error` that is no error record): shown to an operator with the row's own text
  * instead of failing the whole read.
+ *
+ * @example
+ * ```ts
+ * for (const u of (await runtime.get(id)).unreadable) console.log(`${u.column}: ${u.reason}: ${u.raw}`);
+ * // operation.last_error: an error record is an object, not a string: "{\"message\":…}"
+ * ```
  */
 export interface UnreadableValue {
   /** Where it is stored, as `table.column`. */
