@@ -205,7 +205,6 @@ export { GroupRepository } from './persistence/GroupRepository.ts';
 export type { InputRelations } from './persistence/inputRelations.ts';
 export type { OperationInspection } from './persistence/inspectOperation.ts';
 export { inspectOperation } from './persistence/inspectOperation.ts';
-export type { UnreadableValue } from './persistence/UnreadableValue.ts';
 export { JournalRepository } from './persistence/JournalRepository.ts';
 export { LineageRepository } from './persistence/LineageRepository.ts';
 export type { AttentionList, AttentionSection } from './persistence/loadAttention.ts';
@@ -224,6 +223,7 @@ export { openDatabase } from './persistence/openDatabase.ts';
 export type { ResumeRecord } from './persistence/resumeRecord.ts';
 export { loadResumeRecord } from './persistence/resumeRecord.ts';
 export { timeOrderedId } from './persistence/timeOrderedId.ts';
+export type { UnreadableValue } from './persistence/UnreadableValue.ts';
 // Transport: the dispatch/heartbeat contract and its two implementations.
 export { createInProcessTransport } from './transport/inprocess/createInProcessTransport.ts';
 export { createJetStreamTransport } from './transport/jetstream/createJetStreamTransport.ts';
