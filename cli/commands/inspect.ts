@@ -15,7 +15,9 @@ const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
  * transition history (`transitions: [{from, to, event, by, attempt, at}]`), journal steps and
  * failure breadcrumbs; for a long-term archive also its resume record (`resume`: last durable
  * state, source and archive identity, deletion progress, receipt, `nextSafeAction`). Never shows a
- * key: only the fingerprint of the key that sealed the archive.
+ * key: only the fingerprint of the key that sealed the archive. A stored value it cannot read (a
+ * damaged snapshot or error record) is listed under `unreadable` with the row's text, and the rest
+ * is shown as usual.
  *
  * @example
  * ```ts
