@@ -223,6 +223,7 @@ export { openDatabase } from './persistence/openDatabase.ts';
 export type { ResumeRecord } from './persistence/resumeRecord.ts';
 export { loadResumeRecord } from './persistence/resumeRecord.ts';
 export { timeOrderedId } from './persistence/timeOrderedId.ts';
+export type { UnreadableValue } from './persistence/UnreadableValue.ts';
 // Transport: the dispatch/heartbeat contract and its two implementations.
 export { createInProcessTransport } from './transport/inprocess/createInProcessTransport.ts';
 export { createJetStreamTransport } from './transport/jetstream/createJetStreamTransport.ts';

@@ -32,8 +32,17 @@ export interface OperationView {
 export interface HandlerContext {
   readonly operation: OperationView;
   /**
-   * A durable journal step: runs `fn` once and records its JSON result; a re-run (a later
-   * attempt after a crash) returns the recorded result instead of repeating the side effect.
+   * A durable journal step: runs `fn` once and records its result; a re-run (a later attempt
+   * after a crash) returns the recorded result instead of repeating the side effect. The result
+   * is any JSON value (a string stays a string) or `undefined` for none, and comes back
+   * deep-equal. A result JSON cannot hold exactly (a bigint, a Date, a Map, a function, NaN…)
+   * fails the attempt for good with `BAD_INPUT` naming where it is and what to return instead.
+   *
+   * @example
+   * ```ts
+   * const etag = await ctx.step('upload', () => upload(fields, ctx.signal)); // a string: kept as is
+   * const at = new Date(await ctx.step('stamp', async () => new Date().toISOString()));
+   * ```
    */
   step<T>(name: string, fn: () => Promise<T>): Promise<T>;
   /** Writes the worker's heartbeat now (it also beats at the interval on its own). */

@@ -424,10 +424,11 @@ async function journalStep<T>(
         attempt: op.attempt,
         name,
         state: 'done',
-        result: result ?? null,
+        result,
       }),
     lease,
   );
+  // What was stored, so that this run and a re-run see the same value.
   return stored.result as T;
 }
 

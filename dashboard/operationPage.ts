@@ -150,6 +150,7 @@ export function operationPage(data: OperationPageData): SafeHtml {
     <dt>group</dt><dd>${v.groupId ?? '-'}</dd>
     ${Object.entries(v.fields).map(([k, val]) => html`<dt>${k}</dt><dd><code>${val ?? '-'}</code></dd>`)}
   </dl></section>
+  ${v.unreadable.length === 0 ? '' : html`<section class="card" id="unreadable"><h2>Unreadable stored values</h2><ul>${v.unreadable.map((u) => html`<li><code>${u.column}</code>: ${u.reason}<br><code style="word-break:break-all">${u.raw}</code></li>`)}</ul></section>`}
   <section class="card"><h2>Attention and next safe action</h2>
     ${
       data.attention.length > 0
@@ -169,7 +170,7 @@ export function operationPage(data: OperationPageData): SafeHtml {
       ? html`<p class="empty">none recorded</p>`
       : html`<table class="steps"><thead><tr><th>step</th><th class="n">attempt</th><th>state</th><th>at</th><th>result</th></tr></thead><tbody>${v.steps.map(
           (s) =>
-            html`<tr><td>${s.name}</td><td class="n">${s.attempt}</td><td>${s.state}</td><td><code>${s.at.toISOString()}</code></td><td><code>${JSON.stringify(s.result).slice(0, 200)}</code></td></tr>`,
+            html`<tr><td>${s.name}</td><td class="n">${s.attempt}</td><td>${s.state}</td><td><code>${s.at.toISOString()}</code></td><td><code>${(JSON.stringify(s.result) ?? '-').slice(0, 200)}</code></td></tr>`,
         )}</tbody></table>`
   }</section>
   ${v.failures.length === 0 ? '' : html`<section class="card"><h2>Failures</h2><table><tbody>${v.failures.map((f) => html`<tr><td class="n">#${f.attempt}</td><td><code>${JSON.stringify(f.error)}</code></td><td><code>${f.at.toISOString()}</code></td></tr>`)}</tbody></table></section>`}

@@ -274,7 +274,9 @@ export const operationMachine = setup({
         COMPLETE: {
           guard: 'isCurrentAttempt',
           target: OperationStatus.COMPLETED,
-          actions: assign({ workerId: null, notBefore: null }),
+          // A completed operation has no error: an earlier attempt's failure stays in the
+          // transitions and the failure breadcrumbs, never as the outcome of a success.
+          actions: assign({ workerId: null, notBefore: null, lastError: null }),
         },
         FAIL: [
           {

@@ -41,10 +41,6 @@ export interface ArchiveFields {
 
 const STATES: ReadonlySet<string> = new Set(ARCHIVE_STATES);
 
-function json(value: unknown): unknown {
-  return typeof value === 'string' ? JSON.parse(value) : value;
-}
-
 function toEntry(r: Row): ArchiveRecordEntry {
   return {
     id: Number(r.id),
@@ -60,9 +56,9 @@ function toEntry(r: Row): ArchiveRecordEntry {
     size: r.size == null ? null : Number(r.size),
     encrypted: r.encrypted == null ? null : r.encrypted === true,
     keyId: r.key_id == null ? null : String(r.key_id),
-    manifest: r.manifest == null ? null : json(r.manifest),
+    manifest: r.manifest == null ? null : r.manifest,
     deletionId: r.deletion_id == null ? null : String(r.deletion_id),
-    detail: r.detail == null ? null : (json(r.detail) as Record<string, unknown>),
+    detail: r.detail == null ? null : (r.detail as Record<string, unknown>),
     at: toDate(r.at) as Date,
   };
 }
@@ -133,9 +129,9 @@ export class ArchiveRecordRepository {
         returning *
       )${revokeCte(id)}
       select (select row_to_json(ins) from ins) as inserted, (select row_to_json(o) from o) as op`);
-    const inserted = json(row?.inserted) as Row | null;
+    const inserted = row?.inserted as Row | null;
     if (inserted) return toEntry(inserted);
-    const op = json(row?.op) as { status: string; attempt: number } | null;
+    const op = row?.op as { status: string; attempt: number } | null;
     if (op === null) throw notFound(id);
     throw new OpstateError(
       OpstateErrorCode.STALE_ATTEMPT,
@@ -177,7 +173,7 @@ export class ArchiveRecordRepository {
         returning *
       )${revokeCte(id)}
       select (select row_to_json(ins) from ins) as inserted`);
-    const inserted = json(row?.inserted) as Row | null;
+    const inserted = row?.inserted as Row | null;
     if (!inserted) throw notFound(id);
     return toEntry(inserted);
   }

@@ -80,10 +80,6 @@ export interface LapsedDeletion {
   readonly rootInode: string;
 }
 
-function json(value: unknown): unknown {
-  return typeof value === 'string' ? JSON.parse(value) : value;
-}
-
 export function toPlanRecord(r: Row): DeletionPlanRecord {
   return {
     id: String(r.id),
@@ -118,7 +114,7 @@ function toReceipt(r: Row): DeletionReceipt {
       r.archive_object_version == null ? null : String(r.archive_object_version),
     archiveObjectSha256: String(r.archive_object_sha256),
     archiveDigest: String(r.archive_digest),
-    detail: r.detail == null ? null : (json(r.detail) as Record<string, unknown>),
+    detail: r.detail == null ? null : (r.detail as Record<string, unknown>),
     by: String(r.by),
     at: toDate(r.at) as Date,
   };
@@ -267,7 +263,7 @@ export class DeletionRepository {
         and p.generation = v.generation and p.archive_key = v.archive_key
       order by p.id desc limit 1`);
     if (r === undefined) return null;
-    const m = json(r.manifest) as {
+    const m = r.manifest as {
       members?: { name: string; size: number; sha256: string }[];
       package?: { name: string; size: number; sha256: string }[];
       manifestSha256?: string;

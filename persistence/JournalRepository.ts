@@ -3,6 +3,7 @@ import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { OperationStatus } from '../machines/operationMachine.ts';
 import { checkId, notFound } from './applyEvents.ts';
+import { checkJsonValue } from './checkJsonValue.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Database, Row } from './openDatabase.ts';
 
@@ -14,6 +15,10 @@ export interface OperationStep {
   readonly generation: number;
   readonly name: string;
   readonly state: string;
+  /**
+   * The JSON value the step recorded, exactly as it was given (a string stays a string, however
+   * much it looks like JSON); `undefined` when the step recorded none.
+   */
   readonly result: unknown;
   readonly at: Date;
 }
@@ -38,13 +43,17 @@ export interface FailureEvent {
   readonly at: Date;
 }
 
-function json(value: unknown): unknown {
-  return typeof value === 'string' ? JSON.parse(value) : value;
-}
-
 /** The current plan generation of an operation: 1, or the last operator re-plan's. */
 const generationOf = (id: string) =>
   sql`coalesce((select max(generation) from operation_replan where operation_id = ${id}::uuid), 1)`;
+
+/**
+ * The step columns `toStep` reads. A jsonb column comes from either driver already decoded, and
+ * both decode SQL NULL (no result) and JSON null alike, so `no_result` tells them apart.
+ */
+const STEP_COLUMNS = sql.raw(
+  'operation_id, attempt, generation, name, state, result, result is null as no_result, at',
+);
 
 function toStep(r: Row): OperationStep {
   return {
@@ -53,7 +62,7 @@ function toStep(r: Row): OperationStep {
     generation: Number(r.generation ?? 1),
     name: String(r.name),
     state: String(r.state),
-    result: r.result === undefined ? null : json(r.result),
+    result: r.no_result === true ? undefined : r.result,
     at: toDate(r.at) as Date,
   };
 }
@@ -76,6 +85,9 @@ export class JournalRepository {
    * earlier one), nothing is written and the recorded step comes back with `recorded: false`, so
    * a re-run skips the side effect. A new step is accepted only from the attempt that holds the
    * operation IN_PROGRESS (`STALE_ATTEMPT` otherwise): a fenced worker cannot write the journal.
+   * The result is any JSON value and reads back deep-equal; `undefined` records none (and reads
+   * back `undefined`). A result JSON cannot hold exactly (a bigint, a Date, a function, NaN…) is
+   * refused with `BAD_INPUT` naming where it is and what to record instead, and nothing is written.
    *
    * @example
    * ```ts
@@ -97,6 +109,8 @@ export class JournalRepository {
         'a step needs a non-empty name and a state',
       );
     }
+    if (input.result !== undefined) checkJsonValue(input.result, `step '${input.name}' result`);
+    const result = input.result === undefined ? null : JSON.stringify(input.result);
     for (let round = 0; round < 3; round++) {
       const [row] = await this.database.execute(sql`
         with o as (select status, attempt, ${generationOf(id)} as generation
@@ -104,22 +118,23 @@ export class JournalRepository {
         ins as (
           insert into operation_step (operation_id, attempt, generation, name, state, result)
           select ${id}::uuid, ${input.attempt}::int, o.generation, ${input.name}, ${input.state},
-            ${JSON.stringify(input.result ?? null)}::jsonb
+            ${result}::jsonb
           from o where o.status = 'IN_PROGRESS' and o.attempt = ${input.attempt}::int
           on conflict (operation_id, generation, name) do nothing
-          returning operation_id, attempt, generation, name, state, result, at
+          returning ${STEP_COLUMNS}
         )
         select (select row_to_json(o) from o) as op,
           (select row_to_json(ins) from ins) as inserted,
-          (select row_to_json(s) from (select operation_id, attempt, generation, name, state,
-             result, at from operation_step where operation_id = ${id}::uuid
+          (select row_to_json(s) from (select ${STEP_COLUMNS} from operation_step
+             where operation_id = ${id}::uuid
              and name = ${input.name} and generation = (select generation from o)) s)
             as existing`);
-      const inserted = json(row?.inserted) as Row | null;
-      const existing = json(row?.existing) as Row | null;
+      // json values (row_to_json) come decoded from either driver.
+      const inserted = (row?.inserted ?? null) as Row | null;
+      const existing = (row?.existing ?? null) as Row | null;
       if (inserted) return { step: toStep(inserted), recorded: true };
       if (existing) return { step: toStep(existing), recorded: false };
-      const op = json(row?.op) as { status: string; attempt: number } | null;
+      const op = (row?.op ?? null) as { status: string; attempt: number } | null;
       if (op === null) throw notFound(id);
       if (op.status !== 'IN_PROGRESS' || op.attempt !== input.attempt) {
         throw new OpstateError(
@@ -149,7 +164,7 @@ export class JournalRepository {
    */
   async getStep(operationId: string, name: string): Promise<OperationStep | undefined> {
     const [r] = await this.database.execute(sql`
-      select operation_id, attempt, generation, name, state, result, at from operation_step
+      select ${STEP_COLUMNS} from operation_step
       where operation_id = ${checkId(operationId)}::uuid and name = ${name}
         and generation = ${generationOf(operationId)}`);
     return r === undefined ? undefined : toStep(r);
@@ -165,7 +180,7 @@ export class JournalRepository {
    */
   async listSteps(operationId: string): Promise<OperationStep[]> {
     const rows = await this.database.execute(sql`
-      select operation_id, attempt, generation, name, state, result, at from operation_step
+      select ${STEP_COLUMNS} from operation_step
       where operation_id = ${checkId(operationId)}::uuid order by id`);
     return rows.map(toStep);
   }
@@ -197,7 +212,7 @@ export class JournalRepository {
         returning generation
       )
       select (select row_to_json(o) from o) as op, (select generation from ins) as generation`);
-    const op = json(row?.op) as { status: string } | null;
+    const op = (row?.op ?? null) as { status: string } | null;
     if (op === null) throw notFound(id);
     if (row?.generation == null) {
       throw new OpstateError(
@@ -271,7 +286,7 @@ export class JournalRepository {
       kind: r.kind as OperationKind,
       operationId: String(r.operation_id),
       attempt: Number(r.attempt),
-      error: json(r.error),
+      error: r.error,
       at: toDate(r.at) as Date,
     }));
   }

@@ -4,6 +4,7 @@ import type { OperationError, OperationStatus } from '../machines/operationMachi
 import type { LocationType, OperationType, Route } from '../machines/routing.ts';
 import type { SnapshotEnvelope } from '../machines/snapshotEnvelope.ts';
 import type { Row } from './openDatabase.ts';
+import { operationErrorOf } from './UnreadableValue.ts';
 
 /** One operation's base row: the snapshot, its envelope and the columns projected from it. */
 export interface OperationRecord {
@@ -24,6 +25,7 @@ export interface OperationRecord {
   readonly scheduledAt: Date | null;
   readonly startedAt: Date | null;
   readonly finishedAt: Date | null;
+  /** The last failure; a stored one that is no error record reads as code `UNREADABLE`. */
   readonly lastError: OperationError | null;
   readonly workerId: string | null;
 }
@@ -40,10 +42,6 @@ export function toDate(value: unknown): Date | null {
   return value instanceof Date ? value : new Date(String(value));
 }
 
-function json<T>(value: unknown): T {
-  return (typeof value === 'string' ? JSON.parse(value) : value) as T;
-}
-
 /** Maps a row selected with `OPERATION_COLUMNS`. */
 export function toOperationRecord(row: Row): OperationRecord {
   return {
@@ -58,7 +56,8 @@ export function toOperationRecord(row: Row): OperationRecord {
     retryCount: Number(row.retry_count),
     maxRetries: Number(row.max_retries),
     version: Number(row.version),
-    snapshot: json<PersistedOperationSnapshot>(row.snapshot),
+    // jsonb comes decoded from either driver; restoring checks the snapshot's shape.
+    snapshot: row.snapshot as PersistedOperationSnapshot,
     envelope: {
       machineId: String(row.machine_id),
       machineVersion: Number(row.machine_version),
@@ -70,7 +69,7 @@ export function toOperationRecord(row: Row): OperationRecord {
     scheduledAt: toDate(row.scheduled_at),
     startedAt: toDate(row.started_at),
     finishedAt: toDate(row.finished_at),
-    lastError: row.last_error == null ? null : json<OperationError>(row.last_error),
+    lastError: row.last_error == null ? null : operationErrorOf(row.last_error),
     workerId: row.worker_id == null ? null : String(row.worker_id),
   };
 }

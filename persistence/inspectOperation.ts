@@ -1,8 +1,9 @@
 import { sql } from 'drizzle-orm';
+import { restoreOperationSnapshot } from '../machines/decide.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import type { OperationError, OperationStatus } from '../machines/operationMachine.ts';
 import { queueName, type Route } from '../machines/routing.ts';
-import type { SnapshotEnvelope } from '../machines/snapshotEnvelope.ts';
+import { type SnapshotEnvelope, upgradeSnapshot } from '../machines/snapshotEnvelope.ts';
 import { type PhysicalCopyRecord, toCopyRecord } from './ArtifactRepository.ts';
 import { checkId, notFound } from './applyEvents.ts';
 import {
@@ -11,9 +12,10 @@ import {
   type OperationStep,
   type TransitionEntry,
 } from './JournalRepository.ts';
-import type { Database } from './openDatabase.ts';
-import { selectOperations } from './sql/selectOperations.ts';
+import { OPERATION_COLUMNS, toOperationRecord } from './OperationRecord.ts';
+import type { Database, Row } from './openDatabase.ts';
 import { SUBTYPE_SPEC } from './subtypeFields.ts';
+import { operationErrorProblem, rawJson, type UnreadableValue } from './UnreadableValue.ts';
 
 /** Everything an operator needs to know about one operation. */
 export interface OperationInspection {
@@ -42,11 +44,44 @@ export interface OperationInspection {
   readonly transitions: readonly TransitionEntry[];
   readonly steps: readonly OperationStep[];
   readonly failures: readonly FailureEvent[];
+  /**
+   * Stored values of the operation's row that cannot be read (a damaged snapshot or error
+   * record), each with the row's text; everything else is shown as usual. Empty for a sound row.
+   */
+  readonly unreadable: readonly UnreadableValue[];
+}
+
+/** What of the base row cannot be read as what its column holds. */
+function unreadableOf(row: Row): UnreadableValue[] {
+  const found: UnreadableValue[] = [];
+  try {
+    restoreOperationSnapshot(
+      upgradeSnapshot({
+        machineId: String(row.machine_id),
+        machineVersion: Number(row.machine_version),
+        xstateVersion: String(row.xstate_version),
+        snapshot: row.snapshot,
+      }),
+    );
+  } catch (err) {
+    found.push({
+      column: 'operation.snapshot',
+      raw: rawJson(row.snapshot),
+      reason: err instanceof Error ? err.message : String(err),
+    });
+  }
+  const problem = row.last_error == null ? undefined : operationErrorProblem(row.last_error);
+  if (problem !== undefined) {
+    found.push({ column: 'operation.last_error', raw: rawJson(row.last_error), reason: problem });
+  }
+  return found;
 }
 
 /**
  * Gathers one operation with its subtype fields, input and output copies, transition history,
- * journal steps and failure breadcrumbs. `NOT_FOUND` when there is none.
+ * journal steps and failure breadcrumbs. `NOT_FOUND` when there is none. A damaged stored value
+ * never fails the read: it is listed in `unreadable` with the row's text (a `last_error` that is
+ * no error record reads as code `UNREADABLE`).
  *
  * @example
  * ```ts
@@ -60,8 +95,11 @@ export async function inspectOperation(
 ): Promise<OperationInspection> {
   const id = checkId(operationId);
   const journal = new JournalRepository(database);
-  const record = (await selectOperations(database, [id])).get(id);
-  if (record === undefined) throw notFound(id);
+  const [row] = await database.execute(
+    sql`select ${sql.raw(OPERATION_COLUMNS)} from operation o where o.id = ${id}::uuid`,
+  );
+  if (row === undefined) throw notFound(id);
+  const record = toOperationRecord(row);
   const spec = SUBTYPE_SPEC[record.kind];
   const [subtype] = await database.execute(
     sql`select * from ${sql.identifier(spec.table)} where operation_id = ${id}::uuid`,
@@ -107,5 +145,6 @@ export async function inspectOperation(
     transitions,
     steps,
     failures,
+    unreadable: unreadableOf(row),
   };
 }

@@ -14,7 +14,9 @@ const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
  * transition history (`transitions: [{from, to, event, by, attempt, at}]`), journal steps and
  * failure breadcrumbs; for a long-term archive also its resume record (`resume`: last durable
  * state, source and archive identity, deletion progress, receipt, `nextSafeAction`). Never shows a
- * key: only the fingerprint of the key that sealed the archive.
+ * key: only the fingerprint of the key that sealed the archive. A stored value it cannot read (a
+ * damaged snapshot or error record) is listed under `unreadable` with the row's text, and the rest
+ * is shown as usual.
  *
  * @example
  * ```ts
@@ -110,6 +112,10 @@ export function createInspectCommand(open: DatabaseOpener = databaseFromEnv): Co
           if (view.failures.length > 0) {
             io.out(`  failures (${view.failures.length})`);
             for (const f of view.failures) io.out(`    #${f.attempt} ${JSON.stringify(f.error)}`);
+          }
+          if (view.unreadable.length > 0) {
+            io.out(`  unreadable (${view.unreadable.length})`);
+            for (const u of view.unreadable) io.out(`    ${u.column}: ${u.reason}: ${u.raw}`);
           }
           if (resume !== undefined) printResumeRecord(resume, io);
           return 0;

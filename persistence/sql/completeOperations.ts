@@ -65,7 +65,8 @@ export interface CompletedRow {
 
 /**
  * Completes N operations in ONE statement (so atomically, without an interactive transaction):
- * the compare-and-set to COMPLETED and its transition row, then — only for rows that won — their
+ * the compare-and-set to COMPLETED (clearing `last_error`: an earlier attempt's failure stays in
+ * the transitions and breadcrumbs) and its transition row, then — only for rows that won — their
  * output copies with `ON CONFLICT DO NOTHING` on the live-copy key (a conflict means the copy is
  * already there: done, not an error), the copy subtype rows, and the `operation_output` links to
  * the new or already-present copies.
@@ -100,7 +101,8 @@ export async function completeOperations(
       update operation o set
         status = i.status, attempt = i.attempt, retry_count = i.retry_count,
         snapshot = i.snapshot, not_before = i.not_before, worker_id = i.worker_id,
-        finished_at = i.finished_at, status_changed_at = i.t_at, version = o.version + 1
+        finished_at = i.finished_at, status_changed_at = i.t_at, version = o.version + 1,
+        last_error = null
       from i
       where o.id = i.id and o.version = i.expected_version and o.attempt = i.t_attempt
       returning o.id, o.version

@@ -1,9 +1,10 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { AttentionBreakerRow, AttentionOperationRow } from '../../machines/attention.ts';
 import type { OperationKind } from '../../machines/OperationKind.ts';
-import type { OperationError, OperationStatus } from '../../machines/operationMachine.ts';
+import type { OperationStatus } from '../../machines/operationMachine.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
+import { operationErrorOf } from '../UnreadableValue.ts';
 
 /** Where a page starts: after this (since, id), in (since, id) order. */
 export interface AttentionCursor {
@@ -50,10 +51,6 @@ function after(page: AttentionPage, since: SQL, newestFirst = false): SQL {
   return newestFirst ? sql`(${since}, o.id) < ${cursor}` : sql`(${since}, o.id) > ${cursor}`;
 }
 
-function json<T>(value: unknown): T {
-  return (typeof value === 'string' ? JSON.parse(value) : value) as T;
-}
-
 function toOperationRow(r: Row): AttentionOperationRow {
   return {
     id: String(r.id),
@@ -64,7 +61,7 @@ function toOperationRow(r: Row): AttentionOperationRow {
     maxRetries: Number(r.max_retries),
     since: toDate(r.since) as Date,
     workerId: r.worker_id == null ? null : String(r.worker_id),
-    lastError: r.last_error == null ? null : json<OperationError>(r.last_error),
+    lastError: r.last_error == null ? null : operationErrorOf(r.last_error),
     parked: r.parked === true,
   };
 }

@@ -1,14 +1,11 @@
 import { sql } from 'drizzle-orm';
 import type { AttentionArchiveRow, AttentionCopyRow } from '../../machines/attention.ts';
 import type { OperationKind } from '../../machines/OperationKind.ts';
-import type { OperationError, OperationStatus } from '../../machines/operationMachine.ts';
+import type { OperationStatus } from '../../machines/operationMachine.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
+import { operationErrorOf } from '../UnreadableValue.ts';
 import { type AttentionPage, capped } from './selectAttention.ts';
-
-function json<T>(value: unknown): T {
-  return (typeof value === 'string' ? JSON.parse(value) : value) as T;
-}
 
 /** A (since, id) page condition on an aliased table. */
 function pageOf(page: AttentionPage, since: string, id: string) {
@@ -39,7 +36,7 @@ function toCopyRow(r: Row): AttentionCopyRow {
     lastError: r.last_error == null ? null : String(r.last_error),
     since: toDate(r.since) as Date,
     archiveOperationId: r.archive_operation_id == null ? null : String(r.archive_operation_id),
-    kept: r.kept == null ? [] : json<{ name: string; reason: string | null }[]>(r.kept),
+    kept: r.kept == null ? [] : (r.kept as { name: string; reason: string | null }[]),
     holder: r.holder == null ? null : String(r.holder),
   };
 }
@@ -125,7 +122,7 @@ export async function selectArchiveConflicts(
     archiveState: String(r.state),
     archiveKey: r.archive_key == null ? null : String(r.archive_key),
     since: toDate(r.since) as Date,
-    lastError: r.last_error == null ? null : json<OperationError>(r.last_error),
+    lastError: r.last_error == null ? null : operationErrorOf(r.last_error),
   }));
 }
 

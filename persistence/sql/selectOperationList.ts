@@ -3,6 +3,7 @@ import type { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationError, OperationStatus } from '../../machines/operationMachine.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor } from '../openDatabase.ts';
+import { operationErrorOf } from '../UnreadableValue.ts';
 
 const LIVE: readonly OperationStatus[] = ['SCHEDULED', 'IN_PROGRESS'];
 
@@ -55,11 +56,6 @@ export async function selectOperationList(
     maxRetries: Number(r.max_retries),
     workerId: r.worker_id == null ? null : String(r.worker_id),
     createdAt: toDate(r.created_at) as Date,
-    lastError:
-      r.last_error == null
-        ? null
-        : ((typeof r.last_error === 'string'
-            ? JSON.parse(r.last_error)
-            : r.last_error) as OperationError),
+    lastError: r.last_error == null ? null : operationErrorOf(r.last_error),
   }));
 }

@@ -1,9 +1,10 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { OperationKind } from '../../machines/OperationKind.ts';
-import type { OperationError, OperationStatus } from '../../machines/operationMachine.ts';
+import type { OperationStatus } from '../../machines/operationMachine.ts';
 import type { StoredTransition } from '../../machines/replayTransitions.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
+import { operationErrorOf } from '../UnreadableValue.ts';
 import { byKey } from './byKey.ts';
 
 /** A stored transition with the operation it belongs to (what a replay needs of it). */
@@ -23,10 +24,6 @@ function selectFrom(source: SQL): SQL {
       and fe.operation_id = t.operation_id and fe.attempt = t.attempt`;
 }
 
-function json<T>(value: unknown): T {
-  return (typeof value === 'string' ? JSON.parse(value) : value) as T;
-}
-
 function toRow(r: Row): OperationTransitionRow {
   return {
     id: Number(r.id),
@@ -40,7 +37,7 @@ function toRow(r: Row): OperationTransitionRow {
     attempt: Number(r.attempt),
     reason: r.reason == null ? null : String(r.reason),
     at: toDate(r.at) as Date,
-    error: r.error == null ? null : json<OperationError>(r.error),
+    error: r.error == null ? null : operationErrorOf(r.error),
   };
 }
 
