@@ -1,6 +1,6 @@
 import { CommanderError, InvalidArgumentError, Command as Program } from 'commander';
+import { buildInfo } from '../actors/buildInfo.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import { packageVersion } from './packageVersion.ts';
 
 /** Where a command writes: injected so tests can capture output without spawning a process. */
 export interface Io {
@@ -93,7 +93,7 @@ export function createProgram(
       'opstate: durable pipeline operations (XState lifecycle, Postgres, NATS JetStream)',
     )
     .usage('<command> [options]')
-    .version(packageVersion(), '-V, --version', 'print the version of opstate')
+    .version(buildInfo().version, '-V, --version', 'print the version of opstate')
     .exitOverride()
     // An option after a sub-command belongs to it (`policy set --json` is set's --json).
     .enablePositionalOptions()
