@@ -4,13 +4,14 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { SQL } from 'drizzle-orm';
 import { type PgDatabase, PgDialect, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
-import postgres from 'postgres';
 import { systemClock, type TimerHandle } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { toOpstateError } from './databaseError.ts';
 import { type DatabaseTls, databaseSsl, urlHosts } from './databaseTls.ts';
 import { startEmbeddedPostgres } from './embeddedPostgres.ts';
 import * as schema from './schema/index.ts';
+// postgres.js with opstate's guard against its write-after-close crash, shipped in the package.
+import postgres from './vendor/postgres/index.js';
 
 export type Dialect = 'postgres' | 'pglite';
 export type EmbeddedEngine = 'postgres' | 'pglite';
