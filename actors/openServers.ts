@@ -1,6 +1,5 @@
 import type { Clock } from '../machines/Clock.ts';
 import { allRoutes } from '../machines/routing.ts';
-import { missingDriverGuard } from '../persistence/driverPatch.ts';
 import { migrate } from '../persistence/migrate.ts';
 import { describeMove } from '../persistence/moveFromPublic.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
@@ -77,10 +76,6 @@ export async function openServers(
     ...databaseOptionsOf(config),
     ...(options.pglite === undefined ? {} : { pglite: options.pglite }),
   });
-  if (database.dialect === 'postgres') {
-    const problem = missingDriverGuard();
-    if (problem !== undefined) logger.log('WARNING', problem);
-  }
   const onWait = options.onWaiting;
   const reach = <T>(what: string, attempt: () => Promise<T>) =>
     options.waitForServers === true

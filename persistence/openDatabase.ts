@@ -4,7 +4,6 @@ import type { PGlite } from '@electric-sql/pglite';
 import type { SQL } from 'drizzle-orm';
 import { type PgDatabase, PgDialect, type PgQueryResultHKT } from 'drizzle-orm/pg-core';
 import { drizzle as drizzlePostgres } from 'drizzle-orm/postgres-js';
-import postgres from 'postgres';
 import { systemClock, type TimerHandle } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { toOpstateError } from './databaseError.ts';
@@ -12,6 +11,8 @@ import { databaseSchemaOf } from './databaseSchema.ts';
 import { type DatabaseTls, databaseSsl, urlHosts } from './databaseTls.ts';
 import { startEmbeddedPostgres } from './embeddedPostgres.ts';
 import * as tables from './schema/index.ts';
+// postgres.js with opstate's guard against its write-after-close crash, shipped in the package.
+import postgres from './vendor/postgres/index.js';
 
 export type Dialect = 'postgres' | 'pglite';
 export type EmbeddedEngine = 'postgres' | 'pglite';
@@ -218,18 +219,42 @@ function openPostgres(given: string, max: number, schema: string, tls?: Database
   };
 }
 
+/**
+ * PGlite and drizzle's driver for it, loaded only when PGlite is chosen: it is an optional peer
+ * dependency (27 MB) that a process on a Postgres server never needs. Absent, a one-line error
+ * names the install.
+ */
+async function loadPglite() {
+  try {
+    const [{ PGlite }, { drizzle }] = await Promise.all([
+      import('@electric-sql/pglite'),
+      import('drizzle-orm/pglite'),
+    ]);
+    return { PGlite, drizzlePglite: drizzle };
+  } catch (err) {
+    const e = err as { code?: unknown; message?: unknown };
+    const missing =
+      e.code === 'ERR_MODULE_NOT_FOUND' &&
+      typeof e.message === 'string' &&
+      e.message.includes("'@electric-sql/pglite'");
+    if (!missing) throw err;
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      'the embedded engine pglite needs the optional package @electric-sql/pglite: run `npm install @electric-sql/pglite`, or choose the embedded Postgres server (OPSTATE_EMBEDDED_ENGINE=postgres) or a DATABASE_URL',
+      { cause: err },
+    );
+  }
+}
+
 async function openPglite(
   dataDir: string,
   schema: string,
   settings: OpenDatabaseOptions['pglite'] = {},
 ): Promise<Database> {
+  // Loaded first: without the package, no data folder is created.
+  const { PGlite, drizzlePglite } = await loadPglite();
   const inMemory = dataDir.startsWith('memory://');
   if (!inMemory) mkdirSync(dataDir, { recursive: true });
-  // Loaded here, not with the module: a process on a Postgres server never needs them.
-  const [{ PGlite }, { drizzle: drizzlePglite }] = await Promise.all([
-    import('@electric-sql/pglite'),
-    import('drizzle-orm/pglite'),
-  ]);
   let client: PGlite;
   try {
     client = await PGlite.create(inMemory ? undefined : dataDir, {

@@ -1,5 +1,4 @@
 import { afterAll, describe, expect, it } from 'vitest';
-import { missingDriverGuard } from '../../persistence/driverPatch.ts';
 import { PrivatePostgres } from '../helpers/privateServers.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
 import { pathProblems, submitArchives, through } from './drillChecks.ts';
@@ -26,9 +25,6 @@ describe('a Postgres restart', () => {
   it(
     `${RESTARTS} restarts (fast and immediate) under load: no process exits, all ${N} operations complete once`,
     async () => {
-      // The guard against postgres.js's nextWrite crash is installed: without it a restart can kill
-      // a process with an uncatchable TypeError.
-      expect(missingDriverGuard()).toBeUndefined();
       pg = await PrivatePostgres.create();
       await pg.start();
       const cluster = pg;

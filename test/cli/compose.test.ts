@@ -1,4 +1,4 @@
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { SETTINGS } from '../../actors/Configuration.ts';
@@ -65,16 +65,10 @@ describe('Dockerfile', () => {
     expect(runtime).toMatch(/^ENTRYPOINT \["node", "bin\/opstate\.js"\]$/m);
   });
 
-  it('runs every patched package as patched: each is copied from the build stage', () => {
-    const runtime = dockerfile.slice(dockerfile.indexOf(' AS runtime'));
-    const patched = readdirSync(`${REPO_ROOT}patches`)
-      .filter((f) => f.endsWith('.patch'))
-      // patch-package names a patch <name with + for />+<version>.patch
-      .map((f) => f.replace(/\+[^+]+\.patch$/, '').replace('+', '/'));
-    expect(patched).toContain('postgres');
-    for (const name of patched) {
-      expect(runtime).toContain(`COPY --from=build /app/node_modules/${name} node_modules/${name}`);
-    }
+  it('runs the driver fixes from the build itself: no install-time patching, no patched modules', () => {
+    expect(dockerfile).not.toMatch(/patch-package|COPY patches/);
+    expect(dockerfile).not.toMatch(/COPY --from=build \/app\/node_modules/);
+    expect(existsSync(`${REPO_ROOT}persistence/vendor/postgres/connection.js`)).toBe(true);
   });
 
   it('copies files that exist, and every folder the build compiles', () => {

@@ -1,4 +1,5 @@
 import { execFile } from 'node:child_process';
+import { existsSync } from 'node:fs';
 import { chmod, mkdir, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -6,11 +7,14 @@ import { promisify } from 'node:util';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { staleBuild } from '../../chaos/builtPackage.ts';
 import { REPO_ROOT } from '../helpers/opstateCli.ts';
+import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 
 /**
  * The package as a user gets it: `npm pack`, then the tarball installed into a plain Node 20 ESM
  * project (no loader) and into a strict TypeScript `nodenext` project. Each runs an operation to
- * COMPLETED on the embedded default and `npx opstate --help` from the installed package.
+ * COMPLETED on the embedded default and `npx opstate --help` from the installed package. Neither
+ * the install nor a process of it says anything about drivers: the guarded postgres.js ships in
+ * the package and is what runs, and PGlite, an optional peer, is named when chosen without it.
  */
 const run = promisify(execFile);
 
@@ -90,8 +94,31 @@ await runtime.close();
 `;
 }
 
+/**
+ * The driver guard, through the public API against the real Postgres: a query on a reserved
+ * connection whose backend was terminated, sent after the driver saw the close, is rejected with
+ * CONNECTION_CLOSED (upstream postgres.js 3.4.9 kills the process with a TypeError instead).
+ */
+const guardProgram = `import { openDatabase } from 'opstate';
+const database = await openDatabase({ databaseUrl: process.argv[2], max: 1 });
+const admin = await openDatabase({ databaseUrl: process.argv[2], max: 1 });
+const reserved = await database.reserve();
+const [me] = await reserved.execute('select pg_backend_pid() as pid');
+await admin.execute('select pg_terminate_backend(' + me.pid + ')');
+let code;
+for (let i = 0; i < 200 && code !== 'CONNECTION_CLOSED'; i++) {
+  code = await reserved.execute('select 1').then(() => 'answered', (err) => err.cause?.code ?? err.code);
+}
+await reserved.release();
+const [after] = await database.execute('select 1 as one');
+console.log(JSON.stringify({ code, after: after.one }));
+await database.close();
+await admin.close();
+`;
+
 let work: string;
 let tarball: string;
+let guardDb: TestDatabase | undefined;
 let packed: {
   filename: string;
   size: number;
@@ -122,6 +149,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   if (work !== undefined) await rm(work, { recursive: true, force: true });
+  await dropTestDatabase(guardDb);
 });
 
 describe('the packed tarball', () => {
@@ -135,6 +163,10 @@ describe('the packed tarball', () => {
     expect(paths).toContain('bin/opstate.js');
     expect(paths).toContain('dist/persistence/migrations/0000_init.sql');
     expect(paths).toContain('dist/persistence/migrations/meta/_journal.json');
+    // The licence the manifest names, and the vendored driver with its own.
+    expect(paths).toContain('LICENSE');
+    expect(paths).toContain('dist/persistence/vendor/postgres/connection.js');
+    expect(paths).toContain('dist/persistence/vendor/postgres/UNLICENSE');
     const unwanted = paths.filter(
       (p) =>
         /^(test|bench|\.ci|dist\/test|dist\/bench)\//.test(p) ||
@@ -144,29 +176,40 @@ describe('the packed tarball', () => {
     expect(unwanted).toEqual([]);
   });
 
-  it('names tsx nowhere among what it needs at run time', async () => {
+  it('names tsx nowhere among what it needs at run time, and PGlite only as an optional peer', async () => {
     const manifest = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as {
       dependencies: Record<string, string>;
+      peerDependenciesMeta?: Record<string, { optional?: boolean }>;
+      scripts: Record<string, string>;
     };
     expect(Object.keys(manifest.dependencies)).not.toContain('tsx');
+    expect(Object.keys(manifest.dependencies)).not.toContain('@electric-sql/pglite');
+    expect(manifest.peerDependenciesMeta?.['@electric-sql/pglite']?.optional).toBe(true);
+    expect(Object.values(manifest.scripts).join(' ')).not.toContain('patch-package');
   });
 });
 
 describe('installed from the tarball', () => {
+  const installed = new Map<string, string>();
   async function project(name: string, manifest: object, extra: string[]) {
     const dir = join(work, name);
     await mkdir(dir);
     await writeFile(join(dir, 'package.json'), JSON.stringify(manifest, null, 2));
-    await sh(
+    const { stdout, stderr } = await sh(
       'npm',
       ['install', '--prefer-offline', '--no-audit', '--no-fund', tarball, ...extra],
       dir,
     );
+    installed.set(dir, `${stdout}\n${stderr}`);
     return dir;
   }
 
+  /** Anything said about a database or broker driver, its patches or guards. */
+  const DRIVER_TALK = /postgres\.js|nextWrite|patch-package|\bpatch(ed|es)?\b/i;
+
   async function expectCompleted(dir: string, entry: string) {
-    const { stdout } = await sh(process.execPath, [entry], dir);
+    const { stdout, stderr } = await sh(process.execPath, [entry], dir);
+    expect(`${stdout}\n${stderr}`).not.toMatch(DRIVER_TALK);
     const result = JSON.parse(stdout.trim().split('\n').at(-1) as string) as {
       status: string;
       mode: unknown;
@@ -208,8 +251,19 @@ describe('installed from the tarball', () => {
     const typescript = JSON.parse(
       await readFile(join(REPO_ROOT, 'node_modules/typescript/package.json'), 'utf8'),
     ) as { version: string };
+    // The plain consumer takes the README's override for Node 20 (the NATS client's nuid declares
+    // Node 22): its install then warns of no engine.
     const [plain, typed] = await Promise.all([
-      project('plain', { name: 'plain-consumer', private: true, type: 'module' }, []),
+      project(
+        'plain',
+        {
+          name: 'plain-consumer',
+          private: true,
+          type: 'module',
+          overrides: { '@nats-io/nuid': '2.0.3' },
+        },
+        [],
+      ),
       project('typed', { name: 'typed-consumer', private: true, type: 'module' }, [
         `typescript@${typescript.version}`,
         '@types/node@20',
@@ -245,6 +299,35 @@ describe('installed from the tarball', () => {
     const located = build.stdout.split('\n').filter((l) => /^\S+\.ts\(\d+,\d+\): error/.test(l));
     expect(located.filter((l) => !l.startsWith('node_modules/drizzle-orm/'))).toEqual([]);
 
+    for (const [dir, output] of installed) {
+      expect(output, dir).not.toMatch(DRIVER_TALK);
+    }
+    expect(installed.get(plain)).not.toMatch(/EBADENGINE/);
+    // The optional peer is not installed with the package.
+    expect(existsSync(join(plain, 'node_modules/@electric-sql/pglite'))).toBe(false);
+
     await Promise.all([expectCompleted(plain, 'main.mjs'), expectCompleted(typed, 'out/main.js')]);
+
+    // The guarded driver is the one that runs in the consumer's install.
+    guardDb = await createTestDatabase('opstate_pack_guard');
+    await writeFile(join(plain, 'guard.mjs'), guardProgram);
+    const guard = await sh(process.execPath, ['guard.mjs', guardDb.url], plain);
+    expect(guard.stderr).toBe('');
+    expect(JSON.parse(guard.stdout.trim())).toEqual({ code: 'CONNECTION_CLOSED', after: 1 });
+
+    // PGlite chosen without the package: one line naming its install, and no data folder.
+    const dataDir = join(plain, 'pglite-data');
+    const refused = await run('npx', ['--no-install', 'opstate', 'migrate'], {
+      cwd: plain,
+      env: { ...consumerEnv(), OPSTATE_EMBEDDED_ENGINE: 'pglite', OPSTATE_DATA_DIR: dataDir },
+    }).then(
+      (ok) => ({ code: 0, stdout: ok.stdout, stderr: ok.stderr }),
+      (err: { code: number; stdout: string; stderr: string }) => err,
+    );
+    expect(refused.code).not.toBe(0);
+    const said = refused.stderr.trim().split('\n');
+    expect(said, refused.stderr).toHaveLength(1);
+    expect(said[0]).toContain('npm install @electric-sql/pglite');
+    expect(existsSync(dataDir)).toBe(false);
   });
 });

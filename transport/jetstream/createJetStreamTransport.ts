@@ -35,6 +35,7 @@ import {
   redactServers,
   splitServers,
 } from './natsCredentials.ts';
+import { settleRequestsCheaply } from './settleRequestsCheaply.ts';
 import { translateJetStreamError } from './translateJetStreamError.ts';
 import { unsettledDispatches } from './unsettledDispatches.ts';
 
@@ -118,6 +119,8 @@ export async function createJetStreamTransport(
   const maxAckPending = options.maxAckPending ?? 1000;
   const ownConnection = options.connection === undefined;
   const servers = splitServers(options.servers ?? 'nats://127.0.0.1:4222');
+  // Each request that succeeds no longer builds a discarded error (see settleRequestsCheaply).
+  settleRequestsCheaply();
   let nc: NatsConnection;
   try {
     nc =
