@@ -315,7 +315,8 @@ describe('installed from the tarball', () => {
     expect(guard.stderr).toBe('');
     expect(JSON.parse(guard.stdout.trim())).toEqual({ code: 'CONNECTION_CLOSED', after: 1 });
 
-    // PGlite chosen without the package: one line naming its install, and no data folder.
+    // PGlite chosen without the package: the line saying which database, then one naming its
+    // install, and no data folder.
     const dataDir = join(plain, 'pglite-data');
     const refused = await run('npx', ['--no-install', 'opstate', 'migrate'], {
       cwd: plain,
@@ -326,8 +327,9 @@ describe('installed from the tarball', () => {
     );
     expect(refused.code).not.toBe(0);
     const said = refused.stderr.trim().split('\n');
-    expect(said, refused.stderr).toHaveLength(1);
-    expect(said[0]).toContain('npm install @electric-sql/pglite');
+    expect(said, refused.stderr).toHaveLength(2);
+    expect(said[0]).toMatch(/^opstate: database embedded PGlite in /);
+    expect(said[1]).toContain('npm install @electric-sql/pglite');
     expect(existsSync(dataDir)).toBe(false);
   });
 });
