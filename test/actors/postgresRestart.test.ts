@@ -104,7 +104,7 @@ describe('a Postgres restart', () => {
       { databaseUrl: cluster.url() },
     );
     const plane = dep.spawnCli(['control-plane']);
-    // The handler holds for a while, then reads what it must produce: the read meets the outage.
+    // The handler records a journal step, holds for a while, then reads what it must produce.
     const first = await dep.readyWorker({
       FIXTURE_HOLD_MS: '2000',
       FIXTURE_KINDS: 'long_term_archive',
@@ -116,8 +116,10 @@ describe('a Postgres restart', () => {
       30_000,
     );
     await cluster.stop('fast');
+    // Whichever of its database calls meets the outage first (a journal step's record, or the
+    // read of what it must produce once its hold ends), the handler waits it out in place.
     await waitFor(
-      () => first.printed(`required outputs of operation ${id}) unreachable; waiting`),
+      () => first.printed(`of operation ${id}) unreachable; waiting`),
       'the first worker to wait out the outage in its handler',
       30_000,
     );
