@@ -17,7 +17,7 @@ h1 { font-size:20px; margin:4px 0 12px; } h2 { font-size:16px; margin:22px 0 8px
 section.card { background:var(--card); border:1px solid var(--line); border-radius:8px; padding:12px 16px; margin-bottom:14px; }
 table { border-collapse:collapse; width:100%; } th, td { text-align:left; padding:5px 8px; border-bottom:1px solid var(--line); vertical-align:top; }
 th { font-weight:600; color:var(--muted); font-size:12px; text-transform:uppercase; letter-spacing:.03em; }
-td.n, th.n { text-align:right; font-variant-numeric:tabular-nums; }
+td.n, th.n { text-align:right; font-variant-numeric:tabular-nums; white-space:nowrap; }
 a { color:#2357c6; } code, .id { font-family:ui-monospace, monospace; font-size:12.5px; }
 .badge { display:inline-block; padding:1px 7px; border-radius:10px; font-size:12px; font-weight:600; color:#fff; background:var(--muted); }
 .badge.PENDING { background:var(--pending); } .badge.SCHEDULED { background:var(--scheduled); }

@@ -119,12 +119,14 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> 
 }
 
 /**
- * The operator's web dashboard on the control plane's database: counts per kind × status on the
- * lifecycle drawn from the machine definition, the attention list, a page per operation, paged
- * lists, live updates (a server-sent event when a transition or a breaker changes, on which
- * open pages refresh their content without reloading) and, only when given `command`, the
- * operator actions through the same machine events as the CLI. Every query is paged and
- * indexed. No dependency beyond Node's http.
+ * The operator's web dashboard on the control plane's database: the overview (counts per kind ×
+ * status on the lifecycle drawn from the machine definition, the attention list), every
+ * operation searched and paged (`/operations`), a page per operation, the workers and queues
+ * (`/workers`), the copies and deletions (`/copies`), live updates (a server-sent event when a
+ * transition or a breaker changes, on which open pages refresh their content without reloading)
+ * and, only when given `command`, the operator actions through the same machine events as the
+ * CLI, one at a time or a retry of a FAILED list. A browser's failed request gets an error page,
+ * a script's and the API's JSON. Every list is paged. No dependency beyond Node's http.
  *
  * @example
  * ```ts
