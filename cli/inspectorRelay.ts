@@ -31,7 +31,7 @@ iframe{border:0;width:100%;height:100%}iframe[hidden]{display:none}
 <div id="unavailable" class="notice" role="alert" hidden><h1>The Stately inspector could not be loaded</h1>
 <p><span id="why">It did not load.</span> The inspector's page comes from <code>${escapeHtml(ui)}</code>, so this browser must reach it (the events themselves come from opstate on this machine).</p>
 <p>What to do: connect this browser to the internet, or let it reach that address through your proxy, then reload this page: opstate keeps the last ${keep.toLocaleString('en-US')} events for it (<span id="held">0</span> received and held so far). Meanwhile <code>opstate inspect &lt;operation-id&gt;</code> prints an operation's history in a terminal, and <code>opstate dashboard</code> shows every operation's path.</p></div>
-<iframe id="inspector" src="${escapeHtml(ui)}" title="Stately inspector"></iframe>
+<iframe id="inspector" src="${escapeHtml(ui)}"></iframe>
 <script>
   const UI = ${scriptLiteral(ui)};
   const frame = document.getElementById('inspector');

@@ -47,7 +47,7 @@ section.card { min-width:0; } .badge { white-space:nowrap; } th { white-space:no
 form.search { display:flex; flex-wrap:wrap; gap:6px; align-items:center; margin-bottom:6px; } form.search input { flex:1 1 320px; }
 form.bulk { margin:6px 10px 6px 0; } .bulk-results { margin-top:6px; } .bulk-results td { padding:2px 8px; }
 tr.attention-row td { background:#fdecec; } tr.idle td { color:var(--muted); } tr.stale td { color:var(--muted); }
-tr.group-start td { border-top:2px solid var(--line); }
+tr.group-start td { border-top:2px solid var(--line); } table.operations td:nth-child(4) { white-space:nowrap; }
 .warn { color:var(--failed); } section.alert { border-color:var(--failed); background:#fff8f8; }
 .error-page h1 { margin-top:4px; } #error-message { font-size:15px; }
 .badge.PRESENT { background:var(--completed); } .badge.DELETED { background:#7a8294; }
