@@ -70,6 +70,7 @@ export type {
   AttentionFacts,
   AttentionItem,
   AttentionOperationRow,
+  AttentionQueueRow,
   AttentionTiming,
 } from './machines/attention.ts';
 export {
@@ -78,6 +79,7 @@ export {
   classifyBreaker,
   classifyCopy,
   classifyOperation,
+  classifyQueue,
 } from './machines/attention.ts';
 export type { Clock, TimerHandle } from './machines/Clock.ts';
 export { systemClock } from './machines/Clock.ts';

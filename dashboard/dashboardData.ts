@@ -1,32 +1,80 @@
 import {
   type AttentionCategory,
+  type AttentionItem,
   type AttentionTiming,
   classifyOperation,
+  classifyQueue,
   type HeartbeatFacts,
   heartbeatFacts,
+  kindsOfQueue,
 } from '../machines/attention.ts';
 import type { Clock } from '../machines/Clock.ts';
-import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import type { OperationStatus } from '../machines/operationMachine.ts';
+import { OperationStatus } from '../machines/operationMachine.ts';
+import type { PhysicalCopyStatus } from '../machines/physicalCopyMachine.ts';
+import { allRoutes, queueName } from '../machines/routing.ts';
 import { checkId } from '../persistence/applyEvents.ts';
 import { inspectOperation } from '../persistence/inspectOperation.ts';
 import { type AttentionSection, loadAttention } from '../persistence/loadAttention.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import { loadResumeRecord } from '../persistence/resumeRecord.ts';
 import { selectStatusCounts } from '../persistence/sql/controlPlaneQueries.ts';
-import { selectAttentionRow } from '../persistence/sql/selectAttention.ts';
-import { selectLineage } from '../persistence/sql/selectLineage.ts';
+import { selectCopyStatus } from '../persistence/sql/copyStatusQueries.ts';
 import {
-  type OperationListRow,
-  selectOperationList,
-} from '../persistence/sql/selectOperationList.ts';
+  type OperationSearch,
+  type OperationSearchRow,
+  searchOperations,
+} from '../persistence/sql/searchOperations.ts';
+import { selectAttentionRow } from '../persistence/sql/selectAttention.ts';
+import { selectCopies } from '../persistence/sql/selectCopies.ts';
+import { selectDeletions } from '../persistence/sql/selectDeletions.ts';
+import { selectLineage } from '../persistence/sql/selectLineage.ts';
+import { type QueueDepth, selectQueueDepths } from '../persistence/sql/selectQueueDepths.ts';
+import { selectRoutesOf } from '../persistence/sql/selectRoutesOf.ts';
+import { isUuid } from '../persistence/subtypeFields.ts';
 import type { Heartbeats, WorkerHeartbeat } from '../transport/Transport.ts';
+import type { CopiesPageData } from './copiesPage.ts';
 import type { OperationPageData } from './operationPage.ts';
 import type { OverviewData } from './overviewPage.ts';
+import type { QueueView, WorkersPageData, WorkerView } from './workersPage.ts';
 
 /** Rows per page, in every list. */
 export const PAGE_SIZE = 50;
+
+/** The ids of the operations that workers with a live heartbeat hold. */
+function servingIds(all: readonly WorkerHeartbeat[], now: number, timeoutMs: number): string[] {
+  return all
+    .filter((b) => now - b.at < timeoutMs)
+    .flatMap((b) => b.held.map((h) => h.operationId))
+    .filter(isUuid);
+}
+
+/** Splits a page token `<ISO time>,<uuid>` (handed out by an earlier page). */
+function timeAndId(after: string | null): { at: Date; id: string } | undefined {
+  if (after === null || after === '') return undefined;
+  const [at, id] = after.split(',');
+  const time = new Date(at ?? '');
+  if (Number.isNaN(time.getTime()) || !isUuid(id)) {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      'after must be a token from a previous page; start from the first page',
+    );
+  }
+  return { at: time, id };
+}
+
+/** Splits a page token `<artifact id>,<copy id>` of the copies list. */
+function copyCursor(after: string | null): { artifactId: string; id: string } | undefined {
+  if (after === null || after === '') return undefined;
+  const [artifactId, id] = after.split(',');
+  if (!isUuid(artifactId) || !isUuid(id)) {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      'copiesAfter must be a token from a previous page; start from the first page',
+    );
+  }
+  return { artifactId, id };
+}
 
 /** How long one listing of the heartbeat store serves the pages asked for. */
 const HEARTBEATS_MAX_AGE_MS = 1_000;
@@ -131,41 +179,141 @@ export function createDashboardData(options: DashboardDataOptions) {
           : mine === undefined
             ? ('none' as const)
             : { at: mine.at, workerId: mine.workerId };
-      const attention =
-        row === undefined
-          ? []
-          : classifyOperation(row, { now: clock.now(), timing, heartbeats: facts });
+      const now = clock.now();
+      const attention: AttentionItem[] =
+        row === undefined ? [] : classifyOperation(row, { now, timing, heartbeats: facts });
+      // Waiting in its queue: is anyone serving the queue?
+      if (view.status === OperationStatus.SCHEDULED && facts !== null) {
+        const queues = await selectQueueDepths(
+          database,
+          servingIds(all, now, timing.heartbeatTimeoutMs),
+        );
+        const mine = queues.find((q) => queueName(q.route) === view.queue);
+        const item =
+          mine === undefined ? null : classifyQueue(mine, { now, timing, heartbeats: facts });
+        if (item !== null) attention.push(item);
+      }
       return { view, up, down, heartbeat, attention, resume };
     },
 
-    /** One page of a kind and status, and the token of the next page (null on the last). */
+    /**
+     * One page of the operations matching a search, newest first, and the token of the next page
+     * (null on the last).
+     */
     async operations(
-      kind: OperationKind,
-      status: OperationStatus,
+      search: OperationSearch,
       after: string | null,
-    ): Promise<{ rows: OperationListRow[]; next: string | null }> {
-      let cursor: { createdAt: Date; id: string } | undefined;
-      if (after !== null) {
-        const [at, id] = after.split(',');
-        cursor = { createdAt: new Date(at ?? ''), id: checkId(id) };
-        if (Number.isNaN(cursor.createdAt.getTime())) {
-          throw new OpstateError(
-            OpstateErrorCode.BAD_INPUT,
-            'after must be a token from a previous page',
-          );
-        }
-      }
-      const rows = await selectOperationList(
-        database,
-        { kind, status },
-        { limit: PAGE_SIZE, after: cursor },
-      );
+    ): Promise<{ rows: OperationSearchRow[]; next: string | null }> {
+      const cursor = timeAndId(after);
+      const rows = await searchOperations(database, search, {
+        limit: PAGE_SIZE,
+        after: cursor === undefined ? undefined : { createdAt: cursor.at, id: cursor.id },
+      });
       const last = rows.at(-1);
       const next =
         rows.length === PAGE_SIZE && last !== undefined
           ? `${last.createdAt.toISOString()},${last.id}`
           : null;
       return { rows, next };
+    },
+
+    /** Every routing queue with its live work and the workers serving it, and every worker. */
+    async workers(): Promise<WorkersPageData> {
+      const now = clock.now();
+      const { facts, all } = await heartbeats();
+      const live = (b: WorkerHeartbeat) => now - b.at < timing.heartbeatTimeoutMs;
+      const heldIds = [...new Set(all.flatMap((b) => b.held.map((h) => h.operationId)))].filter(
+        isUuid,
+      );
+      const [depths, routes] = await Promise.all([
+        selectQueueDepths(database, servingIds(all, now, timing.heartbeatTimeoutMs)),
+        selectRoutesOf(database, heldIds),
+      ]);
+      const queueOf = (operationId: string) => {
+        const r = routes.get(operationId);
+        return r === undefined ? null : queueName(r.route);
+      };
+      const workers: WorkerView[] = [...all]
+        .sort((a, b) => a.workerId.localeCompare(b.workerId))
+        .map((b) => ({
+          workerId: b.workerId,
+          at: b.at,
+          live: live(b),
+          held: b.held.map((h) => ({
+            operationId: h.operationId,
+            kind: h.kind,
+            attempt: h.attempt,
+            queue: queueOf(h.operationId),
+            status: routes.get(h.operationId)?.status ?? null,
+          })),
+        }));
+      const byQueue = new Map<string, QueueDepth>(depths.map((d) => [queueName(d.route), d]));
+      const names = [...new Set([...allRoutes().map(queueName), ...byQueue.keys()])].sort();
+      const queues: QueueView[] = names.map((queue) => {
+        const depth = byQueue.get(queue);
+        const holders = workers.filter((w) => w.held.some((h) => h.queue === queue));
+        return {
+          queue,
+          kinds: kindsOfQueue(queue),
+          waiting: depth?.waiting ?? 0,
+          inProgress: depth?.inProgress ?? 0,
+          oldestWaiting: depth?.oldestWaiting ?? null,
+          liveWorkers: holders.filter((w) => w.live).map((w) => w.workerId),
+          staleWorkers: holders.filter((w) => !w.live).map((w) => w.workerId),
+          attention:
+            depth === undefined ? null : classifyQueue(depth, { now, timing, heartbeats: facts }),
+        };
+      });
+      return {
+        at: new Date(now).toISOString(),
+        heartbeatsVisible: options.heartbeats !== null,
+        heartbeatTimeoutMs: timing.heartbeatTimeoutMs,
+        queues,
+        workers,
+      };
+    },
+
+    /** One page of copies (by artifact) and one of deletions, each newest first. */
+    async copies(filter: {
+      status?: PhysicalCopyStatus | undefined;
+      text?: string | undefined;
+      copiesAfter: string | null;
+      deletionsAfter: string | null;
+    }): Promise<Omit<CopiesPageData, 'filter'>> {
+      const copiesCursor = copyCursor(filter.copiesAfter);
+      if (filter.deletionsAfter !== null && !isUuid(filter.deletionsAfter)) {
+        throw new OpstateError(
+          OpstateErrorCode.BAD_INPUT,
+          'deletionsAfter must be a token from a previous page; start from the first page',
+        );
+      }
+      const [summary, copies, deletions] = await Promise.all([
+        selectCopyStatus(database),
+        selectCopies(
+          database,
+          { status: filter.status, text: filter.text },
+          { limit: PAGE_SIZE, after: copiesCursor },
+        ),
+        selectDeletions(database, {
+          limit: PAGE_SIZE,
+          after: filter.deletionsAfter ?? undefined,
+        }),
+      ]);
+      const lastCopy = copies.at(-1);
+      const lastDeletion = deletions.at(-1);
+      return {
+        counts: summary.copies,
+        copies,
+        copiesNext:
+          copies.length === PAGE_SIZE && lastCopy !== undefined
+            ? `${lastCopy.artifactId},${lastCopy.id}`
+            : null,
+        deletions,
+        deletionsNext:
+          deletions.length === PAGE_SIZE && lastDeletion !== undefined
+            ? lastDeletion.deletionId
+            : null,
+      };
     },
   };
 }

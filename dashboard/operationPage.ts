@@ -1,13 +1,14 @@
 import type { AttentionItem } from '../machines/attention.ts';
 import { acceptedEvents } from '../machines/decide.ts';
 import { OperationStatus } from '../machines/operationMachine.ts';
-import { OPERATOR_ACTIONS } from '../machines/operatorEvent.ts';
+import { OPERATOR_ACTIONS, operatorEvent } from '../machines/operatorEvent.ts';
 import { shortId } from '../machines/shortId.ts';
 import type { OperationInspection } from '../persistence/inspectOperation.ts';
 import type { TransitionEntry } from '../persistence/JournalRepository.ts';
 import type { ResumeRecord } from '../persistence/resumeRecord.ts';
 import type { LineageLink } from '../persistence/sql/selectLineage.ts';
 import { html, type SafeHtml } from './html.ts';
+import { type LineageNode, lineageTree } from './lineageTree.ts';
 
 /** What an operation page shows besides the inspection itself. */
 export interface OperationPageData {
@@ -25,12 +26,30 @@ export interface OperationPageData {
 
 const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
 
+/** Characters of one stored value shown in full; past it the page says how much is left out. */
+const LONG_VALUE_MAX = 20_000;
+
+/** A stored value as JSON in a box of its own that wraps and scrolls (never wider than its card). */
+function longValue(value: unknown, operationId: string): SafeHtml {
+  const text = JSON.stringify(value) ?? '-';
+  const cut = text.length > LONG_VALUE_MAX;
+  return html`<pre class="long">${cut ? text.slice(0, LONG_VALUE_MAX) : text}</pre>${
+    cut
+      ? html`<p class="muted">… ${(text.length - LONG_VALUE_MAX).toLocaleString('en-US')} more characters: see <code>opstate inspect ${operationId} --json</code></p>`
+      : ''
+  }`;
+}
+
 /** What an operator can safely do next, from the state and what the attention rules say. */
 export function nextSafeAction(
   view: OperationInspection,
   attention: readonly AttentionItem[],
 ): string {
   const stuck = attention.some((a) => a.category === 'stuck');
+  const unserved = attention.find((a) => a.category === 'queue_unserved');
+  if (unserved !== undefined && !stuck) {
+    return `Start a worker that serves queue ${unserved.subject.id} (see Attention above); the operation itself needs nothing: it waits in its queue and starts when a worker takes it.`;
+  }
   switch (view.status) {
     case OperationStatus.COMPLETED:
       return 'Nothing: it completed.';
@@ -63,18 +82,26 @@ function pathRows(transitions: readonly TransitionEntry[]): SafeHtml[] {
   });
 }
 
-function lineageList(links: readonly LineageLink[], direction: 'up' | 'down'): SafeHtml {
-  if (links.length === 0) return html`<p class="empty">none</p>`;
+function lineageItem(node: LineageNode, direction: 'up' | 'down'): SafeHtml {
+  const l = node.link;
   const verb = direction === 'up' ? 'produced by' : 'consumed by';
-  return html`<ul class="lineage" data-direction="${direction}">${links.map(
-    (l) => html`<li data-depth="${l.depth}" style="margin-left:${(l.depth - 1) * 18}px">
+  return html`<li data-depth="${l.depth}" data-copy="${l.copy.id}"><span class="lineage-copy">
       ${l.copy.artifactType} <b>${l.copy.artifactName ?? shortId(l.copy.artifactId)}</b> at ${l.copy.location}
       <span class="badge">${l.copy.status}</span> — ${
         l.operation === null
           ? html`<span class="muted">${direction === 'up' ? 'registered, not produced by an operation' : 'not consumed yet'}</span>`
           : html`${verb} <a class="id" href="/operations/${l.operation.id}">${l.operation.kind} ${shortId(l.operation.id)}</a> <span class="badge ${l.operation.status}">${l.operation.status}</span>`
-      }</li>`,
-  )}</ul>`;
+      }</span>${
+        node.children.length === 0
+          ? ''
+          : html`<ul class="lineage">${node.children.map((c) => lineageItem(c, direction))}</ul>`
+      }</li>`;
+}
+
+/** The lineage as a tree: each copy, and under it what was reached through its operation. */
+function lineageList(links: readonly LineageLink[], direction: 'up' | 'down'): SafeHtml {
+  if (links.length === 0) return html`<p class="empty">none</p>`;
+  return html`<ul class="lineage" data-direction="${direction}">${lineageTree(links).map((n) => lineageItem(n, direction))}</ul>`;
 }
 
 const at = (d: Date | null | undefined) => (d == null ? '-' : d.toISOString());
@@ -127,14 +154,18 @@ function heartbeatLine(data: OperationPageData): SafeHtml {
 export function operationPage(data: OperationPageData): SafeHtml {
   const v = data.view;
   const accepted = acceptedEvents(v.status);
-  const actions = data.allowActions
-    ? html`<div class="actions">${OPERATOR_ACTIONS.map(
-        (
-          a,
-        ) => html`<form class="action" data-action="${a}" method="post" action="/api/operations/${v.id}/${a}">
+  // Only the actions whose event the machine takes in this state.
+  const offered = OPERATOR_ACTIONS.filter((a) => accepted.includes(operatorEvent(a).type));
+  const actions = !data.allowActions
+    ? html`<p class="muted">Read-only: start the dashboard with --allow-actions to retry, reset or cancel from here (or use opstate retry|reset|cancel).</p>`
+    : offered.length === 0
+      ? html`<p class="muted" id="no-actions">No operator action applies in ${v.status}.</p>`
+      : html`<div class="actions">${offered.map(
+          (
+            a,
+          ) => html`<form class="action" data-action="${a}" method="post" action="/api/operations/${v.id}/${a}">
           <input name="reason" placeholder="reason (optional)" aria-label="reason for ${a}"><button type="submit">${a[0]?.toUpperCase()}${a.slice(1)}</button></form>`,
-      )}<div id="action-result"></div></div>`
-    : html`<p class="muted">Read-only: start the dashboard with --allow-actions to retry, reset or cancel from here (or use opstate retry|reset|cancel).</p>`;
+        )}<div id="action-result"></div></div>`;
   return html`<h1>${v.kind} <span class="id">${v.id}</span> <span class="badge ${v.status}" id="status">${v.status}</span></h1>
   <section class="card"><dl class="facts">
     <dt>attempt</dt><dd id="attempt">${v.attempt} (retries ${v.retryCount}/${v.maxRetries})</dd>
@@ -170,10 +201,10 @@ export function operationPage(data: OperationPageData): SafeHtml {
       ? html`<p class="empty">none recorded</p>`
       : html`<table class="steps"><thead><tr><th>step</th><th class="n">attempt</th><th>state</th><th>at</th><th>result</th></tr></thead><tbody>${v.steps.map(
           (s) =>
-            html`<tr><td>${s.name}</td><td class="n">${s.attempt}</td><td>${s.state}</td><td><code>${s.at.toISOString()}</code></td><td><code>${(JSON.stringify(s.result) ?? '-').slice(0, 200)}</code></td></tr>`,
+            html`<tr><td>${s.name}</td><td class="n">${s.attempt}</td><td>${s.state}</td><td><code>${s.at.toISOString()}</code></td><td class="result-cell">${longValue(s.result, v.id)}</td></tr>`,
         )}</tbody></table>`
   }</section>
-  ${v.failures.length === 0 ? '' : html`<section class="card"><h2>Failures</h2><table><tbody>${v.failures.map((f) => html`<tr><td class="n">#${f.attempt}</td><td><code>${JSON.stringify(f.error)}</code></td><td><code>${f.at.toISOString()}</code></td></tr>`)}</tbody></table></section>`}
+  ${v.failures.length === 0 ? '' : html`<section class="card"><h2>Failures</h2><table class="failures"><tbody>${v.failures.map((f) => html`<tr><td class="n">#${f.attempt}</td><td class="result-cell">${longValue(f.error, v.id)}</td><td><code>${f.at.toISOString()}</code></td></tr>`)}</tbody></table></section>`}
   <section class="card"><h2>Lineage up (what it consumed, and where that came from)</h2>${lineageList(data.up, 'up')}
   <h2>Lineage down (what it produced, and where that went)</h2>${lineageList(data.down, 'down')}</section>`;
 }

@@ -40,6 +40,7 @@ export function overviewPage(data: OverviewData): SafeHtml {
       )}</tr>`,
   );
   return html`<h1>Operations <span class="muted">(${all.toLocaleString('en-US')})</span></h1>
+    <p class="overview-links"><a href="/operations" id="all-operations">Search all operations →</a> · <a href="/operations?status=FAILED">the failed ones</a> · <a href="/workers">workers and queues</a> · <a href="/copies">copies and deletions</a></p>
     ${attentionView(data.attention)}
     <section class="card"><h2>Lifecycle</h2>${lifecycleSvg(operationMachine, totals, (s) => link(null, s))}</section>
     <section class="card"><h2>Per kind and status</h2>

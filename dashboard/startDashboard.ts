@@ -5,21 +5,31 @@ import type { Runtime } from '../actors/Runtime.ts';
 import type { AttentionTiming } from '../machines/attention.ts';
 import type { Clock } from '../machines/Clock.ts';
 import { systemClock } from '../machines/Clock.ts';
-import { isOperationKind, OPERATION_KINDS } from '../machines/OperationKind.ts';
+import { OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OPERATION_STATUSES, type OperationStatus } from '../machines/operationMachine.ts';
 import { OPERATOR_ACTIONS, type OperatorAction, operatorEvent } from '../machines/operatorEvent.ts';
+import {
+  PHYSICAL_COPY_STATUSES,
+  type PhysicalCopyStatus,
+} from '../machines/physicalCopyMachine.ts';
 import { shortId } from '../machines/shortId.ts';
 import { checkId } from '../persistence/applyEvents.ts';
 import type { Database } from '../persistence/openDatabase.ts';
+import { searchText } from '../persistence/searchText.ts';
 import type { Heartbeats } from '../transport/Transport.ts';
+import { attentionCategoryPage } from './attentionCategoryPage.ts';
+import { bulkRetry } from './bulkRetry.ts';
+import { copiesPage } from './copiesPage.ts';
 import { createDashboardData } from './dashboardData.ts';
-import { html, type SafeHtml } from './html.ts';
+import { errorPage } from './errorPage.ts';
+import type { SafeHtml } from './html.ts';
 import { page } from './layout.ts';
-import { attentionCategoryPage, operationListPage } from './listPages.ts';
 import { createLiveUpdates } from './liveUpdates.ts';
 import { operationPage } from './operationPage.ts';
+import { operationsPage } from './operationsPage.ts';
 import { overviewPage } from './overviewPage.ts';
+import { workersPage } from './workersPage.ts';
 
 export interface DashboardOptions {
   readonly database: Database;
@@ -48,6 +58,25 @@ export interface Dashboard {
   readonly url: string;
   readonly port: number;
   close(): Promise<void>;
+}
+
+/** A query parameter that must be one of `allowed` when given (empty is not given). */
+function oneOf<T extends string>(url: URL, name: string, allowed: readonly T[]): T | undefined {
+  const value = url.searchParams.get(name);
+  if (value === null || value === '') return undefined;
+  if (!allowed.includes(value as T)) {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `${name} must be one of ${allowed.join(', ')} (got ${JSON.stringify(value.slice(0, 40))})`,
+    );
+  }
+  return value as T;
+}
+
+/** A person's browser (it asks for HTML) on a page; scripts and the JSON API get JSON. */
+function wantsHtml(req: IncomingMessage, url: URL): boolean {
+  if (url.pathname.startsWith('/api/') || url.pathname === '/events') return false;
+  return (req.headers.accept ?? '').includes('text/html');
 }
 
 function statusOf(err: OpstateError): number {
@@ -90,12 +119,14 @@ async function readJson(req: IncomingMessage): Promise<Record<string, unknown>> 
 }
 
 /**
- * The operator's web dashboard on the control plane's database: counts per kind × status on the
- * lifecycle drawn from the machine definition, the attention list, a page per operation, paged
- * lists, live updates (a server-sent event when a transition or a breaker changes, on which
- * open pages refresh their content without reloading) and, only when given `command`, the
- * operator actions through the same machine events as the CLI. Every query is paged and
- * indexed. No dependency beyond Node's http.
+ * The operator's web dashboard on the control plane's database: the overview (counts per kind ×
+ * status on the lifecycle drawn from the machine definition, the attention list), every
+ * operation searched and paged (`/operations`), a page per operation, the workers and queues
+ * (`/workers`), the copies and deletions (`/copies`), live updates (a server-sent event when a
+ * transition or a breaker changes, on which open pages refresh their content without reloading)
+ * and, only when given `command`, the operator actions through the same machine events as the
+ * CLI, one at a time or a retry of a FAILED list. A browser's failed request gets an error page,
+ * a script's and the API's JSON. Every list is paged. No dependency beyond Node's http.
  *
  * @example
  * ```ts
@@ -127,15 +158,34 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   };
   const sendJson = (res: ServerResponse, status: number, body: unknown) =>
     send(res, status, 'application/json; charset=utf-8', JSON.stringify(body));
-  const sendPage = (res: ServerResponse, url: URL, title: string, content: SafeHtml) =>
+  const sendPage = (
+    res: ServerResponse,
+    url: URL,
+    title: string,
+    content: SafeHtml,
+    status = 200,
+  ) =>
     send(
       res,
-      200,
+      status,
       'text/html; charset=utf-8',
       url.searchParams.get('fragment') === '1'
         ? content.value
-        : page(title, content, { allowActions }),
+        : page(title, content, { allowActions, path: url.pathname }),
     );
+  /** An error: an HTML page in the layout for a browser, JSON for a script or the API. */
+  const sendError = (
+    req: IncomingMessage,
+    res: ServerResponse,
+    status: number,
+    code: string,
+    message: string,
+  ) => {
+    const url = new URL(req.url ?? '/', 'http://dashboard');
+    if (!wantsHtml(req, url)) return sendJson(res, status, { code, message });
+    const content = errorPage({ status, code, message, path: url.pathname });
+    return sendPage(res, url, `${status} ${code}`, content, status);
+  };
 
   const act = async (
     req: IncomingMessage,
@@ -143,22 +193,7 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     id: string,
     action: OperatorAction,
   ) => {
-    if (options.command === null) {
-      sendJson(res, 403, {
-        code: 'READ_ONLY',
-        message:
-          'this dashboard is read-only; start it with --allow-actions to retry, reset or cancel',
-      });
-      return;
-    }
-    // A custom header makes a cross-site form or fetch need a preflight, which is never granted.
-    if (req.headers['x-opstate-action'] !== '1') {
-      sendJson(res, 403, {
-        code: 'BAD_INPUT',
-        message: 'operator actions need the x-opstate-action: 1 header',
-      });
-      return;
-    }
+    if (!mayAct(req, res) || options.command === null) return;
     const body = await readJson(req);
     const reason =
       typeof body.reason === 'string' && body.reason.trim() !== '' ? body.reason.trim() : undefined;
@@ -179,32 +214,64 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
   };
 
   const operations = async (url: URL): Promise<{ title: string; content: SafeHtml }> => {
-    const kind = url.searchParams.get('kind');
-    const status = url.searchParams.get('status') as OperationStatus;
-    if (!OPERATION_STATUSES.includes(status)) {
-      throw new OpstateError(
-        OpstateErrorCode.BAD_INPUT,
-        `status must be one of ${OPERATION_STATUSES.join(', ')}`,
-      );
+    const filter = {
+      kind: oneOf<OperationKind>(url, 'kind', OPERATION_KINDS),
+      status: oneOf<OperationStatus>(url, 'status', OPERATION_STATUSES),
+      text: searchText(url.searchParams.get('q')),
+    };
+    const { rows, next } = await data.operations(filter, url.searchParams.get('after'));
+    const title = [filter.kind, filter.status].filter(Boolean).join(' ') || 'All operations';
+    return { title, content: operationsPage({ filter, rows, next, allowActions }) };
+  };
+
+  const copies = async (url: URL): Promise<SafeHtml> => {
+    const filter = {
+      status: oneOf<PhysicalCopyStatus>(url, 'status', PHYSICAL_COPY_STATUSES),
+      text: searchText(url.searchParams.get('q')),
+    };
+    const found = await data.copies({
+      ...filter,
+      copiesAfter: url.searchParams.get('copiesAfter'),
+      deletionsAfter: url.searchParams.get('deletionsAfter'),
+    });
+    return copiesPage({ filter, ...found });
+  };
+
+  /** Both operator-action rules: actions allowed, and the header no cross-site form can send. */
+  const mayAct = (req: IncomingMessage, res: ServerResponse): boolean => {
+    if (options.command === null) {
+      sendJson(res, 403, {
+        code: 'READ_ONLY',
+        message:
+          'this dashboard is read-only; start it with --allow-actions to retry, reset or cancel',
+      });
+      return false;
     }
-    if (kind !== null && !isOperationKind(kind)) {
-      throw new OpstateError(
-        OpstateErrorCode.BAD_INPUT,
-        `kind must be one of ${OPERATION_KINDS.join(', ')}`,
-      );
+    // A custom header makes a cross-site form or fetch need a preflight, which is never granted.
+    if (req.headers['x-opstate-action'] !== '1') {
+      sendJson(res, 403, {
+        code: 'BAD_INPUT',
+        message: 'operator actions need the x-opstate-action: 1 header',
+      });
+      return false;
     }
-    if (kind === null) {
-      // Every kind: each kind's first page (one index range each).
-      const pages = await Promise.all(
-        OPERATION_KINDS.map(async (k) => ({ k, ...(await data.operations(k, status, null)) })),
-      );
-      const content = pages
-        .filter((p) => p.rows.length > 0)
-        .map((p) => operationListPage({ kind: p.k, status }, p.rows, p.next));
-      return { title: status, content: html`${content}` };
-    }
-    const { rows, next } = await data.operations(kind, status, url.searchParams.get('after'));
-    return { title: `${kind} ${status}`, content: operationListPage({ kind, status }, rows, next) };
+    return true;
+  };
+
+  const retryMany = async (req: IncomingMessage, res: ServerResponse) => {
+    if (!mayAct(req, res) || options.command === null) return;
+    const body = await readJson(req);
+    const reason =
+      typeof body.reason === 'string' && body.reason.trim() !== '' ? body.reason.trim() : undefined;
+    const results = await bulkRetry(options.command, body.ids, reason, logger);
+    const retried = results.filter((r) => r.outcome === 'retried').length;
+    sendJson(res, 200, {
+      ok: true,
+      retried,
+      refused: results.length - retried,
+      results,
+      message: `retried ${retried} of ${results.length}${retried === results.length ? '' : `; ${results.length - retried} refused`}`,
+    });
   };
 
   const route = async (req: IncomingMessage, res: ServerResponse) => {
@@ -213,6 +280,9 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     const method = req.method ?? 'GET';
     if (method === 'POST') {
       const [api, ops, id, action] = parts;
+      if (api === 'api' && ops === 'operations' && id === 'retry' && parts.length === 3) {
+        return retryMany(req, res);
+      }
       if (api === 'api' && ops === 'operations' && id !== undefined && parts.length === 4) {
         if (!OPERATOR_ACTIONS.includes(action as OperatorAction)) {
           throw new OpstateError(
@@ -224,7 +294,15 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
       }
       return sendJson(res, 404, { code: 'NOT_FOUND', message: `no ${url.pathname}` });
     }
-    if (method !== 'GET') return sendJson(res, 405, { code: 'BAD_INPUT', message: 'GET or POST' });
+    if (method !== 'GET') {
+      return sendError(
+        req,
+        res,
+        405,
+        'BAD_INPUT',
+        `${method} is not answered here: use GET or POST`,
+      );
+    }
     const [first, second, third] = parts;
     switch (url.pathname) {
       case '/':
@@ -244,6 +322,12 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         const { title, content } = await operations(url);
         return sendPage(res, url, title, content);
       }
+      case '/workers':
+        return sendPage(res, url, 'Workers and queues', workersPage(await data.workers()));
+      case '/api/workers':
+        return sendJson(res, 200, await data.workers());
+      case '/copies':
+        return sendPage(res, url, 'Copies and deletions', await copies(url));
     }
     if (first === 'operations' && second !== undefined && parts.length === 2) {
       const content = operationPage({ ...(await data.operation(second)), allowActions });
@@ -252,7 +336,13 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     if (first === 'api' && second === 'operations' && third !== undefined && parts.length === 3) {
       return sendJson(res, 200, await data.operation(third));
     }
-    return send(res, 404, 'text/plain; charset=utf-8', `no page at ${url.pathname}`);
+    return sendError(
+      req,
+      res,
+      404,
+      'NOT_FOUND',
+      `no page at ${url.pathname}; the pages are /, /operations, /workers and /copies`,
+    );
   };
 
   const server = createServer((req, res) => {
@@ -262,17 +352,11 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
         return;
       }
       if (err instanceof OpstateError) {
-        sendJson(res, statusOf(err), { code: err.code, message: err.message });
+        sendError(req, res, statusOf(err), err.code, err.message);
         return;
       }
-      logger.log('ERROR', 'dashboard request failed', {
-        url: req.url,
-        error: err instanceof Error ? err.message : String(err),
-      });
-      sendJson(res, 500, {
-        code: 'INTERNAL',
-        message: 'the dashboard failed on this request; see its log',
-      });
+      logger.log('ERROR', 'dashboard request failed', { url: req.url, err });
+      sendError(req, res, 500, 'INTERNAL', 'the dashboard failed on this request; see its log');
     });
   });
   await new Promise<void>((resolve, reject) => {

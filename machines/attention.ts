@@ -1,5 +1,6 @@
-import type { OperationKind } from './OperationKind.ts';
+import { OPERATION_KINDS, type OperationKind } from './OperationKind.ts';
 import { type OperationError, OperationStatus } from './operationMachine.ts';
+import { defaultRoute, queueName, type Route } from './routing.ts';
 
 /**
  * What an operator must look at, by category. Each category is one rule below; the dashboard
@@ -9,6 +10,11 @@ import { type OperationError, OperationStatus } from './operationMachine.ts';
 export const AttentionCategory = {
   /** A live operation past the timer that should have moved it (scheduler, monitor, reconciler). */
   STUCK: 'stuck',
+  /**
+   * A queue with dispatches waiting and no live worker serving it: no heartbeat younger than the
+   * timeout lists work from it, and its oldest dispatch has waited longer than that.
+   */
+  QUEUE_UNSERVED: 'queue_unserved',
   /** A live operation that has spent its retry budget: its next failure or reset FAILS it. */
   RETRY_CAP: 'retry_cap',
   /** FAILED and not cancelled by an operator: it stays listed until it is retried. */
@@ -36,6 +42,7 @@ export const ATTENTION_CATEGORIES: readonly AttentionCategory[] = Object.freeze(
 /** How each category is titled, on the dashboard and in `opstate status`. */
 export const ATTENTION_TITLES: Readonly<Record<AttentionCategory, string>> = Object.freeze({
   stuck: 'Stuck past their timers',
+  queue_unserved: 'Queues no live worker serves',
   retry_cap: 'At the retry cap',
   failed: 'Failed',
   breaker_open: 'Circuit breakers open',
@@ -47,10 +54,13 @@ export const ATTENTION_TITLES: Readonly<Record<AttentionCategory, string>> = Obj
 /** One line of the attention list. */
 export interface AttentionItem {
   readonly category: AttentionCategory;
-  /** What it is about: an operation, a breaker (`<kind>|<location id>`) or a copy. */
-  readonly subject: { readonly type: 'operation' | 'breaker' | 'copy'; readonly id: string };
+  /** What it is about: an operation, a breaker (`<kind>|<location id>`), a copy or a queue (its name). */
+  readonly subject: {
+    readonly type: 'operation' | 'breaker' | 'copy' | 'queue';
+    readonly id: string;
+  };
   readonly kind: OperationKind | null;
-  /** The operation's status, the breaker's state or the copy's status. */
+  /** The operation's status, the breaker's state, the copy's status or `UNSERVED` (a queue). */
   readonly state: string;
   /** Since when the condition holds (ISO): the clock the rule measured. */
   readonly since: string;
@@ -261,6 +271,57 @@ export function classifyBreaker(row: AttentionBreakerRow): AttentionItem | null 
     state: row.state,
     since: (row.openedAt ?? new Date(0)).toISOString(),
     why: `${row.kind} at ${row.location} is ${row.state} after ${row.consecutiveFailures} consecutive failures (${probing}; ${row.parked} PENDING parked)${row.lastFailureMessage === null ? '' : `; last error: ${row.lastFailureMessage}`}; fix the location, then \`opstate breaker reset ${row.kind} ${row.locationId}\``,
+  };
+}
+
+/** A routing queue as the attention query sees it: its dispatches waiting, and who serves it. */
+export interface AttentionQueueRow {
+  readonly route: Route;
+  /** SCHEDULED operations of the queue: dispatched, not started. */
+  readonly waiting: number;
+  /** When the longest-waiting of them was scheduled; null when none waits. */
+  readonly oldestWaiting: Date | null;
+  /** Whether a worker whose heartbeat is younger than the timeout holds work from the queue. */
+  readonly served: boolean;
+}
+
+/** The kinds whose default route is this queue (what a worker for it is started with). */
+export function kindsOfQueue(queue: string): OperationKind[] {
+  return OPERATION_KINDS.filter((k) => queueName(defaultRoute(k)) === queue);
+}
+
+/**
+ * The attention item of a queue that has dispatches waiting and no live worker serving it. A
+ * heartbeat lists what a worker holds, not the queues it reads, so a queue counts as served when
+ * a live heartbeat lists work from it; an idle worker that serves it would have pulled the oldest
+ * dispatch well within the heartbeat timeout, so only a queue whose oldest dispatch has waited
+ * longer than that is listed. With heartbeats not visible (`facts.heartbeats` null) nothing is.
+ *
+ * @example
+ * ```ts
+ * classifyQueue({ route, waiting: 3, oldestWaiting, served: false }, facts)?.why;
+ * // 'no live worker serves queue buffer_data_transfer_unpacking (3 waiting, the oldest for 12 min): …'
+ * ```
+ */
+export function classifyQueue(row: AttentionQueueRow, facts: AttentionFacts): AttentionItem | null {
+  if (facts.heartbeats === null || row.served || row.waiting === 0 || row.oldestWaiting === null) {
+    return null;
+  }
+  const waited = facts.now - row.oldestWaiting.getTime();
+  if (waited <= facts.timing.heartbeatTimeoutMs) return null;
+  const queue = queueName(row.route);
+  const kinds = kindsOfQueue(queue);
+  const start =
+    kinds.length === 0
+      ? 'start a worker whose routes include it'
+      : `start a worker for it (\`opstate worker --kinds ${kinds.join(',')} --handlers …\`)`;
+  return {
+    category: AttentionCategory.QUEUE_UNSERVED,
+    subject: { type: 'queue', id: queue },
+    kind: kinds.length === 1 ? (kinds[0] as OperationKind) : null,
+    state: 'UNSERVED',
+    since: row.oldestWaiting.toISOString(),
+    why: `no live worker serves queue ${queue} (${row.waiting} waiting, the oldest for ${formatAge(waited)}): no heartbeat younger than ${formatAge(facts.timing.heartbeatTimeoutMs)} lists work from it; ${start}, or, if its workers are busy on other queues, give them more --concurrency`,
   };
 }
 

@@ -9,6 +9,7 @@ import {
   classifyBreaker,
   classifyCopy,
   classifyOperation,
+  classifyQueue,
   type HeartbeatFacts,
 } from '../machines/attention.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
@@ -31,6 +32,7 @@ import {
   selectDeletionFailed,
   selectDeletionStalled,
 } from './sql/selectCopyAttention.ts';
+import { selectQueueDepths } from './sql/selectQueueDepths.ts';
 import { uuidSchema } from './subtypeFields.ts';
 
 export interface AttentionOptions {
@@ -109,7 +111,8 @@ function heartbeatIds(facts: HeartbeatFacts, now: number, timeoutMs: number): He
 /**
  * The attention list: what an operator must look at, by category, each category paged oldest
  * first. The queries select by the rules' own cut-offs through partial indexes, and every row
- * goes through the pure rules (`classifyOperation`, `classifyBreaker`, `classifyCopy`), so the
+ * goes through the pure rules (`classifyOperation`, `classifyQueue`, `classifyBreaker`,
+ * `classifyCopy`), so the
  * dashboard and `opstate status` show the same list.
  *
  * @example
@@ -152,6 +155,14 @@ export async function loadAttention(
         total: await countStuck(exec, cutoffs, beats),
         next: token(rows, limit),
       };
+    },
+    [AttentionCategory.QUEUE_UNSERVED]: async () => {
+      // Judged only where heartbeats are visible: the rule needs to know who is alive.
+      if (beats === null) return { items: [], total: 0, next: null };
+      const serving = beats.alive.map((key) => key.split(':')[0] as string);
+      const queues = await selectQueueDepths(exec, serving);
+      const items = nonNull(queues.map((q) => classifyQueue(q, facts)));
+      return { items, total: items.length, next: null };
     },
     [AttentionCategory.RETRY_CAP]: async () => {
       const rows = await selectRetryCap(exec, page);

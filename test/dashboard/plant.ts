@@ -6,8 +6,10 @@ import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordReposito
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
+import { JournalRepository } from '../../persistence/JournalRepository.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+import { timeOrderedId } from '../../persistence/timeOrderedId.ts';
 import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
 import { archivedPackage } from '../persistence/copyFixtures.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
@@ -20,6 +22,9 @@ export const HOSTILE_REASON = 'duplicate <img src=x onerror="document.title=1"><
 /** Why the deleter kept a member of the planted deletion. */
 export const KEPT_REASON = 'open by another process (pid 4242): kept, never deleted while in use';
 
+/** A journal step's result: 5 KB without a space, which must wrap inside its card. */
+export const LONG_RESULT = `sha256:${'0123456789abcdef'.repeat(320)}`;
+
 /** The timers the planted cases are judged against (the runtime's defaults). */
 export const PLANT_TIMING = { heartbeatTimeoutMs: 5 * MIN, reconcilerFloorMs: 60 * MIN };
 
@@ -29,8 +34,10 @@ export const PLANT_TIMING = { heartbeatTimeoutMs: 5 * MIN, reconcilerFloorMs: 60
  * held by workers whose heartbeats went stale, IN_PROGRESS held by no worker past the floor; one at the retry cap; one FAILED (a cancelled one is not listed); one OPEN breaker
  * (parking one old PENDING operation, which is therefore not listed as stuck); an archive that
  * found another object at its key (listed as a conflict and as failed); a source deletion blocked
- * by a kept member; a deletion whose deleter's lease lapsed ten minutes ago. Healthy ones (fresh,
- * beating for hours, completed, a deletion in progress under a live lease) are not listed.
+ * by a kept member; a deletion whose deleter's lease lapsed ten minutes ago; the transfer and the
+ * unpack queues, whose dispatches wait with no live worker serving them. Healthy ones (fresh,
+ * beating for hours, completed, a deletion in progress under a live lease, a finished deletion
+ * with its receipt, two packaging operations and the bundling of their packages) are not listed.
  */
 export async function plantEveryState(database: Database) {
   let now = Date.now();
@@ -75,6 +82,54 @@ export async function plantEveryState(database: Database) {
   const staging = await store.create({
     ...inputFor(OperationKind.STAGING, w),
     inputs: [archiveCopy],
+  });
+
+  // Lineage in two branches: two packages, each packaged from its own files (four and five) by
+  // an operation of its own, both consumed by one bundling operation (left PENDING).
+  const journal = new JournalRepository(database);
+  const packaged = async (label: string, files: number) => {
+    const name = `rdp-lineage-${label}-${randomUUID()}`;
+    const pkg = await w.artifacts.addRawDataPackage({ name });
+    const fileNames = Array.from({ length: files }, (_, n) => `${label}-frame-${n + 1}.fits`);
+    const fileCopies: string[] = [];
+    for (const name of fileNames) {
+      const file = await w.artifacts.addRawDataFile({ name, rawDataPackageId: pkg });
+      const { copy } = await w.artifacts.addCopy({
+        artifactType: 'raw_data_file',
+        artifactId: file,
+        locationId: w.source.id,
+      });
+      fileCopies.push(copy.id);
+    }
+    const op = await store.create({
+      kind: OperationKind.RAW_DATA_PACKAGE,
+      fields: { rawDataPackageId: pkg, locationId: w.source.id },
+      inputs: fileCopies,
+      createdBy: 'plant',
+    });
+    await startOf(op, 1, 'worker-a');
+    if (label === 'a') {
+      await journal.recordStep({
+        operationId: op,
+        attempt: 1,
+        name: 'manifest',
+        state: 'done',
+        result: LONG_RESULT,
+      });
+    }
+    await store.complete(op, 1, [
+      { artifactType: 'raw_data_package', artifactId: pkg, locationId: w.source.id },
+    ]);
+    const copy = await w.artifacts.findLiveCopy('raw_data_package', pkg, w.source.id);
+    return { pkg, name, op, copy: copy?.id as string, files: fileNames };
+  };
+  const packageA = await packaged('a', 4);
+  const packageB = await packaged('b', 5);
+  const bundling = await store.create({
+    kind: OperationKind.DATA_TRANSFER_PACKAGE,
+    fields: { dataTransferPackageId: w.dtp, locationId: w.source.id },
+    inputs: [packageA.copy, packageB.copy],
+    createdBy: 'plant',
   });
 
   const failed = await create(OperationKind.UNPACK);
@@ -167,7 +222,7 @@ export async function plantEveryState(database: Database) {
     { type: 'SCHEDULE_DELETION' },
     { by: 'deleter-p', reason: 'eligible' },
   );
-  const deletionId = randomUUID();
+  const deletionId = timeOrderedId(Date.now());
   const member = (seq: number, name: string) => ({
     seq,
     name,
@@ -233,7 +288,7 @@ export async function plantEveryState(database: Database) {
     {
       by: 'deleter-gone',
       plan: {
-        deletionId: randomUUID(),
+        deletionId: timeOrderedId(Date.now()),
         archiveOperationId: stalled.operationId as string,
         archiveCopyId: stalled.archiveCopy?.id as string,
         archiveDigest: stalled.digest,
@@ -250,6 +305,48 @@ export async function plantEveryState(database: Database) {
         detail: {},
       },
     },
+  );
+
+  // A deletion that finished: both members unlinked, the receipt written, the copy DELETED.
+  const done = await archivedPackage(database, w, 'verified');
+  await copies.apply(done.buffer.id, { type: 'SCHEDULE_DELETION' }, { by: 'deleter-q' });
+  const doneDeletion = timeOrderedId(Date.now());
+  await copies.apply(
+    done.buffer.id,
+    { type: 'START_DELETION' },
+    {
+      by: 'deleter-q',
+      plan: {
+        deletionId: doneDeletion,
+        archiveOperationId: done.operationId as string,
+        archiveCopyId: done.archiveCopy?.id as string,
+        archiveDigest: done.digest,
+        archiveObjectSha256: done.digest.slice('sha256:'.length),
+        path: `/data/buffer/${done.pkg}`,
+        folder: true,
+        rootPath: '/data/buffer',
+        rootDevice: '1',
+        rootInode: '2',
+        holder: 'deleter-q',
+        leaseMs: 60_000,
+        members: [member(1, 'frame-0001.fits'), member(2, 'frame-0002.fits')],
+        outcomes: [],
+        detail: {},
+      },
+    },
+  );
+  const doneStep = { deletionId: doneDeletion, epoch: 1, holder: 'deleter-q', leaseMs: 60_000 };
+  await deletions.step({ ...doneStep, previous: { seq: 1, outcome: 'DELETED', reason: null } });
+  await deletions.step({
+    ...doneStep,
+    previous: { seq: 2, outcome: 'DELETED', reason: null },
+    finish: true,
+  });
+  await deletions.receipt({ ...doneStep, detail: { folderRemoved: true } });
+  await copies.apply(
+    done.buffer.id,
+    { type: 'DELETION_SUCCEEDED' },
+    { by: 'deleter-q', reason: 'receipt written: 2 deleted, 0 missing' },
   );
 
   // An archive that found another object at its key: never overwritten, FAILED for an operator.
@@ -312,7 +409,14 @@ export async function plantEveryState(database: Database) {
       stuckHeld,
       conflict,
       blockedArchive: blocked.operationId as string,
+      bundling,
+      packagingA: packageA.op,
+      doneArchive: done.operationId as string,
     },
+    /** The two branches of the bundling operation's lineage up: each package and its files. */
+    lineage: { a: packageA, b: packageB },
+    /** The finished deletion: its plan, and the package whose buffer copy it deleted. */
+    deleted: { deletionId: doneDeletion, copyId: done.buffer.id, pkg: done.pkg },
     archiveCopy,
     deletionFailedCopy: copy.id,
     stalledCopy: stalled.buffer.id,
@@ -330,6 +434,10 @@ export async function plantEveryState(database: Database) {
       `deletion_stalled ${stalled.buffer.id}`,
       `archive_conflict ${conflict}`,
       `failed ${conflict}`,
+      // SCHEDULED for two hours, held by nobody; and the unpack queue, whose only holder's
+      // heartbeat went stale ten minutes after its oldest dispatch.
+      `queue_unserved source_data_transfer`,
+      `queue_unserved buffer_data_transfer_unpacking`,
     ].sort(),
   };
 }

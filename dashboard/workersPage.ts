@@ -1,0 +1,128 @@
+import { type AttentionItem, formatAge } from '../machines/attention.ts';
+import type { OperationKind } from '../machines/OperationKind.ts';
+import { shortId } from '../machines/shortId.ts';
+import { html, type SafeHtml } from './html.ts';
+
+/** One routing queue: its live work, who serves it, and whether that needs attention. */
+export interface QueueView {
+  /** `<location type>_<operation type>`. */
+  readonly queue: string;
+  /** The kinds whose default route it is. */
+  readonly kinds: readonly OperationKind[];
+  /** SCHEDULED operations: dispatched, not started. */
+  readonly waiting: number;
+  readonly inProgress: number;
+  readonly oldestWaiting: Date | null;
+  /** Workers with a live heartbeat that hold work from it. */
+  readonly liveWorkers: readonly string[];
+  /** Workers whose heartbeat went stale that still list work from it. */
+  readonly staleWorkers: readonly string[];
+  /** The attention item when no live worker serves it while work waits. */
+  readonly attention: AttentionItem | null;
+}
+
+/** One worker process, as its heartbeat shows it. */
+export interface WorkerView {
+  readonly workerId: string;
+  /** When it last beat (ms). */
+  readonly at: number;
+  /** Younger than the heartbeat timeout. */
+  readonly live: boolean;
+  readonly held: readonly {
+    readonly operationId: string;
+    readonly kind: OperationKind;
+    readonly attempt: number;
+    /** The queue it was dispatched on; null when the operation is not in the database. */
+    readonly queue: string | null;
+    readonly status: string | null;
+  }[];
+}
+
+/** What the workers-and-queues page shows. */
+export interface WorkersPageData {
+  readonly at: string;
+  readonly heartbeatsVisible: boolean;
+  readonly heartbeatTimeoutMs: number;
+  readonly queues: readonly QueueView[];
+  readonly workers: readonly WorkerView[];
+}
+
+const since = (at: Date | number) => new Date(at).toISOString();
+
+function queueRow(q: QueueView, visible: boolean): SafeHtml {
+  const idle = q.waiting === 0 && q.inProgress === 0;
+  const served = !visible
+    ? html`<span class="muted">not visible</span>`
+    : q.liveWorkers.length > 0
+      ? q.liveWorkers.map((w, n) => html`${n === 0 ? '' : ', '}<code>${w}</code>`)
+      : q.attention !== null
+        ? html`<b class="warn">none</b>`
+        : html`<span class="muted">none seen</span>`;
+  return html`<tr id="queue-${q.queue}" data-queue="${q.queue}" class="${idle ? 'idle' : ''} ${q.attention === null ? '' : 'attention-row'}">
+    <td><code>${q.queue}</code></td><td>${q.kinds.join(', ') || html`<span class="muted">no default kind</span>`}</td>
+    <td class="n" data-waiting="${q.waiting}">${q.waiting}</td><td class="n">${q.inProgress}</td>
+    <td class="n">${q.oldestWaiting === null ? '-' : html`<span data-since="${since(q.oldestWaiting)}"></span>`}</td>
+    <td>${served}${q.staleWorkers.length === 0 ? '' : html` <span class="muted">(stale: ${q.staleWorkers.join(', ')})</span>`}</td>
+    <td class="state">${q.attention === null ? (idle ? html`<span class="muted">idle</span>` : 'served') : html`<a href="#unserved"><span class="badge UNSERVED">no live worker</span></a>`}</td></tr>`;
+}
+
+function workerRow(w: WorkerView): SafeHtml {
+  const queues = [...new Set(w.held.map((h) => h.queue).filter((q) => q !== null))];
+  return html`<tr data-worker="${w.workerId}" class="${w.live ? '' : 'stale'}">
+    <td><code>${w.workerId}</code></td>
+    <td>${w.live ? html`<span class="badge COMPLETED">live</span>` : html`<span class="badge FAILED">stale</span>`}</td>
+    <td class="n"><span data-since="${since(w.at)}" data-suffix=" ago"></span></td>
+    <td>${queues.length === 0 ? html`<span class="muted">none held</span>` : queues.map((q, n) => html`${n === 0 ? '' : ', '}<code>${q}</code>`)}</td>
+    <td>${
+      w.held.length === 0
+        ? html`<span class="muted">nothing (idle, or between operations)</span>`
+        : w.held.map(
+            (h) =>
+              html`<a class="id" href="/operations/${h.operationId}" title="${h.operationId}">${h.kind} ${shortId(h.operationId)}</a> <span class="muted">#${h.attempt}${h.status === null ? '' : ` ${h.status}`}</span><br>`,
+          )
+    }</td></tr>`;
+}
+
+/**
+ * Workers and queues: each routing queue's depth (SCHEDULED operations, dispatched and not
+ * started, and those in progress) with the live workers serving it, and each worker's heartbeat
+ * with what it holds. A queue with work waiting and no live worker serving it is marked with the
+ * attention list's words. A heartbeat lists what a worker holds, not which queues it reads, so a
+ * worker serves a queue here when it holds work from it.
+ *
+ * @example
+ * ```ts
+ * const content = workersPage(await data.workers());
+ * ```
+ */
+export function workersPage(data: WorkersPageData): SafeHtml {
+  const unserved = data.queues.filter((q) => q.attention !== null);
+  const live = data.workers.filter((w) => w.live).length;
+  return html`<h1>Workers and queues</h1>
+  ${
+    data.heartbeatsVisible
+      ? ''
+      : html`<p class="card muted" id="heartbeats-hidden">Heartbeats are not visible from this process (in-process transport): the workers and who serves each queue cannot be shown, only the queues' depths.</p>`
+  }
+  ${
+    unserved.length === 0
+      ? ''
+      : html`<section class="card alert" id="unserved"><h2>No live worker serves ${unserved.length === 1 ? 'this queue' : 'these queues'}</h2><ul>${unserved.map(
+          (q) => html`<li data-queue="${q.queue}">${q.attention?.why}</li>`,
+        )}</ul></section>`
+  }
+  <section class="card"><h2>Queues <span class="muted">(${data.queues.filter((q) => q.waiting > 0).length} with work waiting)</span></h2>
+  <table class="queues"><thead><tr><th>queue</th><th>kinds</th><th class="n">waiting</th><th class="n">in progress</th><th class="n">oldest waiting</th><th>live workers serving it</th><th>state</th></tr></thead>
+  <tbody>${data.queues.map((q) => queueRow(q, data.heartbeatsVisible))}</tbody></table>
+  <p class="muted">Waiting: SCHEDULED, dispatched and not started. A worker serves a queue here when its heartbeat (younger than ${formatAge(data.heartbeatTimeoutMs)}) lists work from it; an idle worker lists none.</p></section>
+  ${
+    data.heartbeatsVisible
+      ? html`<section class="card"><h2>Workers <span class="muted">(${live} live, ${data.workers.length - live} stale)</span></h2>${
+          data.workers.length === 0
+            ? html`<p class="empty">no worker heartbeat is stored</p>`
+            : html`<table class="workers"><thead><tr><th>worker</th><th>heartbeat</th><th class="n">last beat</th><th>queues (from what it holds)</th><th>holds</th></tr></thead><tbody>${data.workers.map(workerRow)}</tbody></table>`
+        }</section>`
+      : ''
+  }
+  <p class="muted">As of <span data-at="${data.at}">${data.at}</span>.</p>`;
+}

@@ -1,0 +1,56 @@
+import { sql } from 'drizzle-orm';
+import type { AttentionQueueRow } from '../../machines/attention.ts';
+import type { LocationType, OperationType } from '../../machines/routing.ts';
+import { toDate } from '../OperationRecord.ts';
+import type { Executor } from '../openDatabase.ts';
+import { uuidArray } from './selectOperations.ts';
+
+/** A routing queue's live work: dispatches waiting (SCHEDULED) and running (IN_PROGRESS). */
+export interface QueueDepth extends AttentionQueueRow {
+  readonly inProgress: number;
+}
+
+/**
+ * The live work per routing queue (`<location type>_<operation type>`), for every queue that has
+ * any: how many operations are SCHEDULED (dispatched, not started) and since when the oldest of
+ * them, how many IN_PROGRESS, and whether one of `servingIds` — the operations that workers with
+ * a live heartbeat hold — is of the queue. Reads the index of live operations (a bounded few:
+ * the scheduler's `maxScheduled` and the workers' slots) and the held operations by id.
+ *
+ * @example
+ * ```ts
+ * const queues = await selectQueueDepths(database, ['0190c3d2-7a4e-4b8e-9f10-2a3b4c5d6e7f']);
+ * queues.filter((q) => q.waiting > 0 && !q.served);
+ * ```
+ */
+export async function selectQueueDepths(
+  exec: Executor,
+  servingIds: readonly string[],
+): Promise<QueueDepth[]> {
+  const rows = await exec.execute(sql`
+    with q as (
+      select o.location_type, o.operation_type,
+        count(*) filter (where o.status = 'SCHEDULED')::int as waiting,
+        count(*) filter (where o.status = 'IN_PROGRESS')::int as in_progress,
+        min(o.scheduled_at) filter (where o.status = 'SCHEDULED') as oldest
+      from operation o where o.status in ('SCHEDULED', 'IN_PROGRESS')
+      group by 1, 2
+    ),
+    served as (
+      select distinct o.location_type, o.operation_type from operation o
+      where o.id = any(${uuidArray(servingIds)}::uuid[])
+    )
+    select q.*, exists (select 1 from served s where s.location_type = q.location_type
+      and s.operation_type = q.operation_type) as served
+    from q order by q.location_type, q.operation_type`);
+  return rows.map((r) => ({
+    route: {
+      locationType: r.location_type as LocationType,
+      operationType: r.operation_type as OperationType,
+    },
+    waiting: Number(r.waiting),
+    inProgress: Number(r.in_progress),
+    oldestWaiting: toDate(r.oldest),
+    served: r.served === true,
+  }));
+}
