@@ -31,7 +31,7 @@ import {
   selectDeletionFailed,
   selectDeletionStalled,
 } from './sql/selectCopyAttention.ts';
-import { uuidSchema } from './subtypeFields.ts';
+import { isUuid } from './subtypeFields.ts';
 
 export interface AttentionOptions {
   /** The time the rules measure against (ms). */
@@ -84,7 +84,7 @@ function parseToken(value: string | undefined): AttentionCursor | undefined {
   if (value === undefined || value === '') return undefined;
   const [since, id] = value.split(',');
   const at = Date.parse(since ?? '');
-  if (Number.isNaN(at) || !uuidSchema.safeParse(id).success) {
+  if (Number.isNaN(at) || !isUuid(id)) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
       `page token ${JSON.stringify(value)} is not one this list handed out; start from the first page`,
@@ -100,7 +100,7 @@ function heartbeatIds(facts: HeartbeatFacts, now: number, timeoutMs: number): He
   const stale: string[] = [];
   for (const [key, at] of facts) {
     const [id, attempt] = key.split(':');
-    if (!uuidSchema.safeParse(id).success || !/^\d+$/.test(attempt ?? '')) continue;
+    if (!isUuid(id) || !/^\d+$/.test(attempt ?? '')) continue;
     (now - at < timeoutMs ? alive : stale).push(key);
   }
   return { alive, stale };

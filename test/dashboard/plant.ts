@@ -49,8 +49,7 @@ export async function plantEveryState(database: Database) {
       ackWaitMs: 70 * MIN,
     },
   });
-  const create = (kind: OperationKind, createdBy = 'plant') =>
-    store.create({ ...inputFor(kind, w), createdBy });
+  const create = (kind: OperationKind, by = 'plant') => store.create({ ...inputFor(kind, w), by });
   const startOf = async (id: string, attempt: number, workerId: string) => {
     await store.apply(id, { type: 'SCHEDULE' });
     await store.apply(id, { type: 'START', attempt, workerId });
