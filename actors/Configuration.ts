@@ -220,7 +220,12 @@ const schemas: Record<string, z.ZodType> = {
   OPSTATE_TIMING: nonEmpty.pipe(timing.optional()),
   OPSTATE_SERVICE_NAME: nonEmpty.superRefine((name, ctx) => {
     if (name === undefined || submitterProblem(name) === undefined) return;
-    const message = isSystemActor(name) ? "it is one of opstate's own actors" : '';
+    const odd = /[^A-Za-z0-9._:@/-]/.exec(name)?.[0];
+    const message = isSystemActor(name)
+      ? "it is one of opstate's own actors"
+      : odd !== undefined
+        ? `it contains ${JSON.stringify(odd)}`
+        : `it is ${name.length} characters long`;
     ctx.addIssue({ code: 'custom', message });
   }),
   OPSTATE_LOG_LEVEL: nonEmpty.pipe(z.enum(LOG_LEVELS).optional()),
@@ -240,7 +245,7 @@ function read(env: Environment, variable: string, value = env[variable], named?:
     // Only reasons of our own wording: the schema's (a pattern, "Invalid option") say no more
     // than `allowed` does, in terms of the validator.
     const reason = parsed.error.issues
-      .filter((i) => i.code === 'custom' && i.message !== '')
+      .filter((i) => i.code === 'custom')
       .map((i) => i.message)
       .join('; ');
     const name = named ?? (setting.flag === undefined ? variable : `${variable} / ${setting.flag}`);
