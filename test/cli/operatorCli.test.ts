@@ -253,7 +253,7 @@ describe('opstate for operators', () => {
     );
     expect(again.code).toBe(1);
     expect(again.stderr).toContain(
-      `opstate location: location e/b already exists (id ${loc}, type buffer, storage root /b); use findOrAddLocation to reuse it, or choose another name [CONFLICT]`,
+      `opstate location: location e/b already exists (id ${loc}, locationType buffer, storageRoot /b); reuse that id (findOrAddLocation returns it) or choose another name [CONFLICT]`,
     );
     const waited = await opstate(['wait', id, '--timeout', '1s'], env);
     expect(waited.code).toBe(1);
@@ -288,6 +288,8 @@ describe('opstate for operators', () => {
     }
     const help: string[] = [];
     expect(await main(['submit', '--help'], { out: (l) => help.push(l), err: () => {} })).toBe(0);
-    expect(help.join('\n')).toMatch(/--fields <json>[\s\S]*--inputs <ids>[\s\S]*--by <name>[\s\S]*--json/);
+    expect(help.join('\n')).toMatch(
+      /--fields <json>[\s\S]*--inputs <ids>[\s\S]*--by <name>[\s\S]*--json/,
+    );
   });
 });
