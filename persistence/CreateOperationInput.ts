@@ -71,6 +71,11 @@ const KIND_NAME: Readonly<Record<string, string>> = Object.fromEntries(
   Object.entries(OperationKind).map(([name, value]) => [value, name]),
 );
 
+/** Each kind's field names, as messages list them. */
+const KNOWN_FIELDS: Readonly<Record<string, string>> = Object.fromEntries(
+  OPERATION_KINDS.map((k) => [k, SUBTYPE_SPEC[k].fields.map((f) => f.key).join(', ')]),
+);
+
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null) return false;
   const proto = Object.getPrototypeOf(value);
@@ -83,7 +88,7 @@ const mustBeUuid = (what: string, value: unknown) =>
 /** What is wrong with a kind's `fields`, in the caller's terms; nothing for valid fields. */
 function fieldProblems(fields: unknown, kind: OperationKind, spec: SubtypeSpec): string[] {
   const name = KIND_NAME[kind] ?? kind;
-  const known = spec.fields.map((f) => f.key).join(', ');
+  const known = KNOWN_FIELDS[kind];
   if (!isPlainObject(fields)) {
     return [
       `fields of ${name} must be an object of field names to values (${known}); got ${describeValue(fields)}`,

@@ -1,8 +1,12 @@
 import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { expect, it } from 'vitest';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { LocationType } from '../../machines/routing.ts';
 import { ArtifactRepository } from '../../persistence/ArtifactRepository.ts';
+import { registerSampleData } from '../../stages/sampleData.ts';
 import type { SuiteBackend } from './storeSuite.ts';
 
 async function refusal(promise: Promise<unknown>): Promise<OpstateError> {
@@ -225,6 +229,20 @@ export function artifactSuite(backend: SuiteBackend): void {
       expect(await count('raw_data_file', `raw_data_package_id = '${pkg}'`)).toBe(1);
     } finally {
       if (peer !== backend.database()) await peer.close();
+    }
+  });
+
+  it('lets the sample setup run again: the second run returns the world the first registered', async () => {
+    const dir = await mkdtemp(join(tmpdir(), 'opstate-sample-again-'));
+    try {
+      const site = `s-${randomUUID()}`;
+      const options = { site, namePrefix: `${site}-`, packageCount: 2, filesPerPackage: 2 };
+      const first = await registerSampleData(artifacts(), dir, options);
+      const again = await registerSampleData(artifacts(), dir, options);
+      expect(again).toEqual(first);
+      expect(await count('data_location', `site = '${options.site}'`)).toBe(4);
+    } finally {
+      await rm(dir, { recursive: true, force: true });
     }
   });
 }
