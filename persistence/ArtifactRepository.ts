@@ -45,7 +45,8 @@ function badInput(message: string): OpstateError {
 }
 
 function shownFact(value: string | number | null | undefined): string {
-  return value === null || value === undefined ? 'not set' : `'${value}'`;
+  if (value === null || value === undefined) return 'unset';
+  return typeof value === 'number' ? String(value) : `'${value}'`;
 }
 
 export function toCopyRecord(r: Row): PhysicalCopyRecord {

@@ -166,7 +166,7 @@ function checkSame(r: Registration, row: Row): void {
   );
   if (differing.length === 0) return;
   const what = differing
-    .map((a) => `its ${a.name} is ${shown(row[a.column])}, not ${shown(a.value)}`)
+    .map((a) => `its ${a.name} is ${shown(a, row[a.column])}, not ${shown(a, a.value)}`)
     .join('; ');
   throw new OpstateError(
     OpstateErrorCode.CONFLICT,
@@ -186,8 +186,9 @@ function normal(a: RegisteredAttribute, value: unknown): string | null {
   return a.cast === 'bigint' ? String(Number(value)) : String(value);
 }
 
-function shown(value: unknown): string {
-  return value === null || value === undefined ? 'not set' : `'${String(value)}'`;
+function shown(a: RegisteredAttribute, value: unknown): string {
+  const v = normal(a, value);
+  return v === null ? 'unset' : a.cast === 'bigint' ? v : `'${v}'`;
 }
 
 /** The existing row for a message: its id, then each attribute it has. */

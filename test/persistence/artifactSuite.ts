@@ -104,7 +104,7 @@ export function artifactSuite(backend: SuiteBackend): void {
       (await refusal(artifacts().findOrAddDataTransferPackage({ name: `dtp-${name}`, size: 11 })))
         .message,
     ).toBe(
-      `data transfer package dtp-${name} already exists (id ${dtp}) with other attributes: its size is '10', not '11'; give the attributes it has to reuse it, or choose another name`,
+      `data transfer package dtp-${name} already exists (id ${dtp}) with other attributes: its size is 10, not 11; give the attributes it has to reuse it, or choose another name`,
     );
     const pkg = await artifacts().findOrAddRawDataPackage({ name, dataTransferPackageId: dtp });
     expect(await artifacts().findOrAddRawDataPackage({ name })).toBe(pkg);
@@ -123,7 +123,7 @@ export function artifactSuite(backend: SuiteBackend): void {
         )
       ).message,
     ).toBe(
-      `raw data package ${name} already exists (id ${pkg}) with other attributes: its dataTransferPackageId is '${dtp}', not '${other}'; its checksum is not set, not 'sha256:00'; give the attributes it has to reuse it, or choose another name`,
+      `raw data package ${name} already exists (id ${pkg}) with other attributes: its dataTransferPackageId is '${dtp}', not '${other}'; its checksum is unset, not 'sha256:00'; give the attributes it has to reuse it, or choose another name`,
     );
     expect(await count('raw_data_package', `name = '${name}'`)).toBe(1);
   });
@@ -155,7 +155,7 @@ export function artifactSuite(backend: SuiteBackend): void {
         )
       ).message,
     ).toBe(
-      `raw data file scan_0001.fits of package ${a} already exists (id ${inA}) with other attributes: its size is '5', not '6'; give the attributes it has to reuse it, or choose another name`,
+      `raw data file scan_0001.fits of package ${a} already exists (id ${inA}) with other attributes: its size is 5, not 6; give the attributes it has to reuse it, or choose another name`,
     );
     const outside = await refusal(artifacts().findOrAddRawDataFile({ name: 'scan_0001.fits' }));
     expect(outside.code).toBe(OpstateErrorCode.BAD_INPUT);
@@ -196,7 +196,7 @@ export function artifactSuite(backend: SuiteBackend): void {
     });
     const err = await refusal(artifacts().findOrAddCopy({ ...copy, path: '/s/q.tar', size: 3 }));
     expect(err.message).toBe(
-      `a live copy of raw_data_package ${pkg} at location ${at.id} already exists (id ${first.copy.id}) with other attributes: its path is '/s/p.tar', not '/s/q.tar'; its size is not set, not '3'; give the attributes it has to reuse it`,
+      `a live copy of raw_data_package ${pkg} at location ${at.id} already exists (id ${first.copy.id}) with other attributes: its path is '/s/p.tar', not '/s/q.tar'; its size is unset, not 3; give the attributes it has to reuse it`,
     );
   });
 
