@@ -169,6 +169,9 @@ export {
   upgradeSnapshot,
   XSTATE_VERSION,
 } from './machines/snapshotEnvelope.ts';
+export type { SystemActor } from './machines/submitter.ts';
+// Who submits: a service or a person by name, never one of opstate's own actors.
+export { SYSTEM_ACTORS, submitterProblem } from './machines/submitter.ts';
 export type { ArchiveFields, ArchiveRecordEntry } from './persistence/ArchiveRecordRepository.ts';
 // Archive then delete: the archive record, every copy status change, the policy, the deletions.
 export { ArchiveRecordRepository } from './persistence/ArchiveRecordRepository.ts';
@@ -176,6 +179,9 @@ export { ArchiveRecordRepository } from './persistence/ArchiveRecordRepository.t
 export type {
   DataLocation,
   NewCopy,
+  NewDataTransferPackage,
+  NewRawDataFile,
+  NewRawDataPackage,
   PhysicalCopyRecord,
 } from './persistence/ArtifactRepository.ts';
 export { ArtifactRepository } from './persistence/ArtifactRepository.ts';
@@ -188,7 +194,11 @@ export type {
   CopyTransitionOptions,
 } from './persistence/CopyLifecycle.ts';
 export { CopyLifecycle } from './persistence/CopyLifecycle.ts';
-export type { CreateOperationInput } from './persistence/CreateOperationInput.ts';
+// What submit takes: a request tagged by kind, its fields typed from the kind's subtype table.
+export type {
+  CreateOperationInput,
+  CreateOperationOptions,
+} from './persistence/CreateOperationInput.ts';
 export type { DeletionPolicy } from './persistence/DeletionPolicyRepository.ts';
 export {
   DEFAULT_DELETION_POLICY,
@@ -224,6 +234,7 @@ export type {
 export { openDatabase } from './persistence/openDatabase.ts';
 export type { ResumeRecord } from './persistence/resumeRecord.ts';
 export { loadResumeRecord } from './persistence/resumeRecord.ts';
+export type { OperationFields } from './persistence/subtypeFields.ts';
 export { timeOrderedId } from './persistence/timeOrderedId.ts';
 export type { UnreadableValue } from './persistence/UnreadableValue.ts';
 // Transport: the dispatch/heartbeat contract and its two implementations.

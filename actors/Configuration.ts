@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { isSystemActor, SUBMITTER_ALLOWED, submitterProblem } from '../machines/submitter.ts';
 import {
   DATABASE_SCHEMA_ALLOWED,
   DEFAULT_DATABASE_SCHEMA,
@@ -49,6 +50,11 @@ export interface Configuration {
   readonly logLevel: LogLevelName;
   /** Port of `/metrics`, `/healthz` and `/readyz`; absent: not served. */
   readonly metricsPort?: number;
+  /**
+   * Who a runtime's `submit` records as the submitter when the call names none; absent: the
+   * `name` in the working directory's package.json, else `service`.
+   */
+  readonly serviceName?: string;
 }
 
 /** What flags may set, overriding the environment. */
@@ -70,6 +76,7 @@ export interface ConfigurationOverrides {
   readonly natsCredentials?: NatsCredentials;
   readonly prefix?: string;
   readonly timing?: Partial<RuntimeTiming>;
+  readonly serviceName?: string;
   /** The embedded database and the in-process transport: `DATABASE_URL` and `NATS_URL` are not read. */
   readonly embedded?: boolean;
 }
@@ -82,6 +89,7 @@ const OPTION_OF: Record<string, keyof ConfigurationOverrides> = {
   OPSTATE_DB_SCHEMA: 'databaseSchema',
   NATS_URL: 'natsUrl',
   OPSTATE_PREFIX: 'prefix',
+  OPSTATE_SERVICE_NAME: 'serviceName',
 };
 
 /** One environment variable: what it sets, what it allows, and whether it is a secret. */
@@ -147,6 +155,11 @@ export const SETTINGS: readonly Setting[] = [
     secret: false,
   },
   {
+    variable: 'OPSTATE_SERVICE_NAME',
+    allowed: `${SUBMITTER_ALLOWED} (default: the package.json name, else service)`,
+    secret: false,
+  },
+  {
     variable: 'OPSTATE_LOG_LEVEL',
     allowed: `${LOG_LEVELS.join(' | ')} (default info)`,
     secret: false,
@@ -205,6 +218,16 @@ const schemas: Record<string, z.ZodType> = {
       .optional(),
   ),
   OPSTATE_TIMING: nonEmpty.pipe(timing.optional()),
+  OPSTATE_SERVICE_NAME: nonEmpty.superRefine((name, ctx) => {
+    if (name === undefined || submitterProblem(name) === undefined) return;
+    const odd = /[^A-Za-z0-9._:@/-]/.exec(name)?.[0];
+    const message = isSystemActor(name)
+      ? "it is one of opstate's own actors"
+      : odd !== undefined
+        ? `it contains ${JSON.stringify(odd)}`
+        : `it is ${name.length} characters long`;
+    ctx.addIssue({ code: 'custom', message });
+  }),
   OPSTATE_LOG_LEVEL: nonEmpty.pipe(z.enum(LOG_LEVELS).optional()),
   OPSTATE_METRICS_PORT: nonEmpty.pipe(port.optional()),
 };
@@ -219,11 +242,16 @@ function read(env: Environment, variable: string, value = env[variable], named?:
     const shown = setting.secret
       ? '(the value is secret)'
       : `got '${variable.endsWith('_URL') ? redactUrlList(String(value)) : value}'`;
-    const reason = parsed.error.issues.map((i) => i.message).join('; ');
+    // Only reasons of our own wording: the schema's (a pattern, "Invalid option") say no more
+    // than `allowed` does, in terms of the validator.
+    const reason = parsed.error.issues
+      .filter((i) => i.code === 'custom')
+      .map((i) => i.message)
+      .join('; ');
     const name = named ?? (setting.flag === undefined ? variable : `${variable} / ${setting.flag}`);
     throw new OpstateError(
       OpstateErrorCode.CONFIG,
-      `${name} must be ${setting.allowed}; ${shown} (${reason})`,
+      `${name} must be ${setting.allowed}; ${shown}${reason === '' ? '' : ` (${reason})`}`,
     );
   }
   return parsed.data;
@@ -273,6 +301,7 @@ export function loadConfiguration(
       : (read({ OPSTATE_METRICS_PORT: flags.metricsPort }, 'OPSTATE_METRICS_PORT') as number);
   const databaseUrl = get('DATABASE_URL');
   const engine = get('OPSTATE_EMBEDDED_ENGINE') as EmbeddedEngine | undefined;
+  const serviceName = get('OPSTATE_SERVICE_NAME');
   return {
     database: {
       ...(databaseUrl === undefined ? {} : { url: databaseUrl }),
@@ -288,6 +317,7 @@ export function loadConfiguration(
       overrides.timing ?? (read(env, 'OPSTATE_TIMING') as Partial<RuntimeTiming> | undefined) ?? {},
     logLevel: (get('OPSTATE_LOG_LEVEL') ?? 'info') as LogLevelName,
     ...(metricsPort === undefined ? {} : { metricsPort }),
+    ...(serviceName === undefined ? {} : { serviceName }),
   };
 }
 

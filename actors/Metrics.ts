@@ -4,6 +4,7 @@ import { systemClock } from '../machines/Clock.ts';
 import { CIRCUIT_STATES } from '../machines/circuitBreaker.ts';
 import { OPERATION_KINDS } from '../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../machines/operationMachine.ts';
+import { OPERATOR, SYSTEM_ACTORS } from '../machines/submitter.ts';
 import { CircuitBreakerRepository } from '../persistence/CircuitBreakerRepository.ts';
 import { buildInfo } from './buildInfo.ts';
 import type { Logger } from './Logger.ts';
@@ -12,13 +13,7 @@ import { RECOVERY_PATHS, type RuntimeObserver } from './RuntimeObserver.ts';
 import type { Worker } from './Worker.ts';
 
 /** Who a transition names, as a label: a worker's id would make one series per worker. */
-const KNOWN_ACTORS = new Set([
-  'scheduler',
-  'heartbeat_monitor',
-  'reconciler',
-  'broker',
-  'operator',
-]);
+const KNOWN_ACTORS: ReadonlySet<string> = new Set([...SYSTEM_ACTORS, OPERATOR]);
 const actorLabel = (by: string) => (KNOWN_ACTORS.has(by) ? by : 'worker');
 
 /** How `createMetrics` builds its registry. */

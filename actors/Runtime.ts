@@ -27,6 +27,7 @@ import { applyOperatorCommand } from './operatorCommand.ts';
 import { createPinoLogger } from './pinoLogger.ts';
 import { composeObservers, loggingObserver, type RuntimeObserver } from './RuntimeObserver.ts';
 import { type RuntimeTiming, resolveRuntimeTiming } from './RuntimeTiming.ts';
+import { resolveServiceName } from './serviceName.ts';
 import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
 
 export { type RuntimeTiming, resolveRuntimeTiming };
@@ -55,6 +56,12 @@ export interface RuntimeOptions {
   readonly prefix?: string;
   /** Timer overrides; default `OPSTATE_TIMING` (given here, the variable is not read). */
   readonly timing?: Partial<RuntimeTiming>;
+  /**
+   * Who `submit` records as the submitter when a call gives no `by` (default
+   * `OPSTATE_SERVICE_NAME`, else the `name` in the working directory's package.json, else
+   * `service`): 1 to 64 characters of letters, digits and `. _ : @ / -`.
+   */
+  readonly serviceName?: string;
   /** Returns to PENDING an operation may take before it FAILS, unless it says (default 3). */
   readonly maxRetries?: number;
   /** Default: JSON lines on stderr (pino) at `OPSTATE_LOG_LEVEL`, the configuration's secrets kept out. */
@@ -118,6 +125,8 @@ export interface Runtime {
   readonly transport: Transport;
   readonly timing: RuntimeTiming;
   readonly logger: Logger;
+  /** Who `submit` records as the submitter when a call gives no `by`. */
+  readonly serviceName: string;
   /** Embedded (PGlite + in-process transport) or distributed. */
   readonly mode: {
     readonly database: 'postgres' | 'pglite';
@@ -125,7 +134,10 @@ export interface Runtime {
   };
   /** Applies the committed migrations; harmless to repeat. */
   migrate(): Promise<MigrateResult>;
-  /** Creates an operation (PENDING) and returns its id; a local control plane schedules it at once. */
+  /**
+   * Creates an operation (PENDING) and returns its id; a local control plane schedules it at once.
+   * The creation is recorded as by `input.by`, else by the runtime's `serviceName`.
+   */
   submit(input: CreateOperationInput): Promise<string>;
   /** Creates many operations in one statement (all or none) and returns their ids in order. */
   submitMany(inputs: readonly CreateOperationInput[]): Promise<string[]>;
@@ -158,7 +170,7 @@ export interface Runtime {
  * const plane = runtime.startControlPlane();
  * runtime.startWorker({ kinds: [OperationKind.TRANSFER],
  *   handlers: { [OperationKind.TRANSFER]: async (ctx) => ({ outputs: [await copyOver(ctx)] }) } });
- * const id = await runtime.submit({ kind: OperationKind.TRANSFER, fields: { ... } });
+ * const id = await runtime.submit({ kind: OperationKind.TRANSFER, fields: { ... }, by: 'ingest' });
  * ```
  */
 export async function createRuntime(options: RuntimeOptions = {}): Promise<Runtime> {
@@ -169,6 +181,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     options.logger ?? createPinoLogger({ level: config.logLevel, secrets: secretsOf(config) });
   const clock = options.clock ?? systemClock;
   const timing = resolveRuntimeTiming(config.timing);
+  const serviceName = await resolveServiceName(config.serviceName);
   const { database, transport } = await openServers(options, { config, timing, logger, clock });
   const stopLogging = logTransportEvents(transport, logger, clock);
   const store: OperationStore = new ObservedOperationStore(database, {
@@ -193,10 +206,14 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   const wake = () => {
     for (const w of shared.wakers) w.wake();
   };
-  const withDefaults = (input: CreateOperationInput): CreateOperationInput =>
-    input.maxRetries === undefined && options.maxRetries !== undefined
-      ? { ...input, maxRetries: options.maxRetries }
-      : input;
+  const withDefaults = (input: CreateOperationInput): CreateOperationInput => {
+    const maxRetries = input.maxRetries ?? options.maxRetries;
+    return {
+      ...input,
+      by: input.by ?? serviceName,
+      ...(maxRetries === undefined ? {} : { maxRetries }),
+    };
+  };
   return {
     database,
     store,
@@ -207,6 +224,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     transport,
     timing,
     logger,
+    serviceName,
     mode: { database: database.dialect, transport: shared.inProcess ? 'in-process' : 'jetstream' },
     migrate: () => migrate(database),
     async submit(input) {

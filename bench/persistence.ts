@@ -255,7 +255,7 @@ async function main(): Promise<void> {
         `insert into raw_data_package (name) select 'p' || g from generate_series(1, ${total}) g returning id`,
       )
     ).map((r) => String(r.id));
-    const input = (pkg: string) => ({
+    const input = (pkg: string): CreateOperationInput<OperationKind.LONG_TERM_ARCHIVE> => ({
       kind: OperationKind.LONG_TERM_ARCHIVE,
       fields: { rawDataPackageId: pkg, sourceLocationId: source.id, destinationLocationId: lta.id },
     });

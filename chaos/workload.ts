@@ -98,7 +98,7 @@ export class Workload {
     for (const stage of SAMPLE_PIPELINE) {
       const inputs = stage
         .inputs(sample, previous)
-        .map((i) => ({ ...i, maxRetries: this.options.maxRetries, createdBy: 'chaos' }));
+        .map((i) => ({ ...i, maxRetries: this.options.maxRetries, by: 'chaos' }));
       const ids = await persist(
         `submitting ${stage.kind}`,
         () => this.store.createMany(inputs),

@@ -1,20 +1,25 @@
 import { sql } from 'drizzle-orm';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { PhysicalCopyStatus } from '../machines/physicalCopyMachine.ts';
-import { isLocationType, type LocationType } from '../machines/routing.ts';
 import type { ArtifactType } from './ArtifactType.ts';
 import { checkId } from './applyEvents.ts';
+import {
+  type DataLocation,
+  dataTransferPackageRegistration,
+  locationRegistration,
+  type NewDataTransferPackage,
+  type NewRawDataFile,
+  type NewRawDataPackage,
+  rawDataFileRegistration,
+  rawDataPackageRegistration,
+  toLocation,
+} from './artifactRegistrations.ts';
+import { findOrInsert, insertRegistration } from './findOrInsert.ts';
 import { toDate } from './OperationRecord.ts';
 import { type OutputCopy, toOutputInserts } from './OutputCopy.ts';
 import type { Database, Row } from './openDatabase.ts';
 
-export interface DataLocation {
-  readonly id: string;
-  readonly site: string;
-  readonly name: string;
-  readonly locationType: LocationType;
-  readonly storageRoot: string;
-}
+export type { DataLocation, NewDataTransferPackage, NewRawDataFile, NewRawDataPackage };
 
 export interface PhysicalCopyRecord {
   readonly id: string;
@@ -39,17 +44,9 @@ function badInput(message: string): OpstateError {
   return new OpstateError(OpstateErrorCode.BAD_INPUT, message);
 }
 
-function text(value: unknown, what: string): string {
-  if (typeof value !== 'string' || value.length === 0)
-    throw badInput(`${what} must be a non-empty string`);
-  return value;
-}
-
-function optionalSize(value: unknown): number | null {
-  if (value === undefined || value === null) return null;
-  if (!Number.isSafeInteger(value) || (value as number) < 0)
-    throw badInput('size must be a whole number ≥ 0');
-  return value as number;
+function shownFact(value: string | number | null | undefined): string {
+  if (value === null || value === undefined) return 'unset';
+  return typeof value === 'number' ? String(value) : `'${value}'`;
 }
 
 export function toCopyRecord(r: Row): PhysicalCopyRecord {
@@ -85,7 +82,7 @@ export class ArtifactRepository {
   constructor(private readonly database: Database) {}
 
   /**
-   * Registers a location; `CONFLICT` when (site, name) exists.
+   * Registers a location; `CONFLICT` when (site, name) exists, naming the location that is there.
    *
    * @example
    * ```ts
@@ -93,15 +90,21 @@ export class ArtifactRepository {
    * ```
    */
   async addLocation(input: Omit<DataLocation, 'id'>): Promise<DataLocation> {
-    if (!isLocationType(input.locationType)) {
-      throw badInput(`locationType ${JSON.stringify(input.locationType)} is not a LocationType`);
-    }
-    const [row] = await this.database.execute(sql`
-      insert into data_location (site, name, location_type, storage_root)
-      values (${text(input.site, 'site')}, ${text(input.name, 'name')}, ${input.locationType},
-        ${text(input.storageRoot, 'storageRoot')})
-      returning id`);
-    return { ...input, id: String(row?.id) };
+    return toLocation(await insertRegistration(this.database, locationRegistration(input)));
+  }
+
+  /**
+   * The location at (site, name), registered first when there is none, so setup code can run
+   * again: the existing one comes back when its type and storage root are the ones given, else
+   * `CONFLICT` names each that differs. Safe against concurrent callers.
+   *
+   * @example
+   * ```ts
+   * const lta = await artifacts.findOrAddLocation({ site: 'cologne', name: 'lta', locationType: LocationType.LONG_TERM_ARCHIVE, storageRoot: 's3://lta' });
+   * ```
+   */
+  async findOrAddLocation(input: Omit<DataLocation, 'id'>): Promise<DataLocation> {
+    return toLocation((await findOrInsert(this.database, locationRegistration(input))).row);
   }
 
   /**
@@ -117,15 +120,7 @@ export class ArtifactRepository {
       sql`select id, site, name, location_type, storage_root from data_location
           where site = ${site} and name = ${name}`,
     );
-    return r === undefined
-      ? undefined
-      : {
-          id: String(r.id),
-          site: String(r.site),
-          name: String(r.name),
-          locationType: r.location_type as LocationType,
-          storageRoot: String(r.storage_root),
-        };
+    return r === undefined ? undefined : toLocation(r);
   }
 
   /**
@@ -146,59 +141,65 @@ export class ArtifactRepository {
             sql`, `,
           )})`,
     );
-    return rows.map((r) => ({
-      id: String(r.id),
-      site: String(r.site),
-      name: String(r.name),
-      locationType: r.location_type as LocationType,
-      storageRoot: String(r.storage_root),
-    }));
+    return rows.map(toLocation);
   }
 
   /**
-   * Registers a data transfer package; returns its id.
+   * Registers a data transfer package; returns its id. `CONFLICT` when one of that name exists,
+   * naming it.
    *
    * @example
    * ```ts
    * const dtp = await artifacts.addDataTransferPackage({ name: 'dtp-7' });
    * ```
    */
-  async addDataTransferPackage(input: {
-    name: string;
-    checksum?: string;
-    size?: number;
-  }): Promise<string> {
-    const [row] = await this.database.execute(sql`
-      insert into data_transfer_package (name, checksum, size)
-      values (${text(input.name, 'name')}, ${input.checksum ?? null}, ${optionalSize(input.size)})
-      returning id`);
-    return String(row?.id);
+  async addDataTransferPackage(input: NewDataTransferPackage): Promise<string> {
+    const row = await insertRegistration(this.database, dataTransferPackageRegistration(input));
+    return String(row.id);
+  }
+
+  /**
+   * The id of the data transfer package of that name, registered first when there is none; the
+   * existing one when the checksum and size given (if any) are its own, else `CONFLICT` names
+   * each that differs.
+   *
+   * @example
+   * ```ts
+   * const dtp = await artifacts.findOrAddDataTransferPackage({ name: 'dtp-7' });
+   * ```
+   */
+  async findOrAddDataTransferPackage(input: NewDataTransferPackage): Promise<string> {
+    const { row } = await findOrInsert(this.database, dataTransferPackageRegistration(input));
+    return String(row.id);
   }
 
   /**
    * Registers a raw data package, optionally already bundled into a data transfer package.
+   * `CONFLICT` when one of that name exists, naming it.
    *
    * @example
    * ```ts
    * const pkg = await artifacts.addRawDataPackage({ name: 'obs-1', dataTransferPackageId: dtp });
    * ```
    */
-  async addRawDataPackage(input: {
-    name: string;
-    dataTransferPackageId?: string;
-    checksum?: string;
-    size?: number;
-  }): Promise<string> {
-    const dtp =
-      input.dataTransferPackageId === undefined
-        ? null
-        : checkId(input.dataTransferPackageId, 'dataTransferPackageId');
-    const [row] = await this.database.execute(sql`
-      insert into raw_data_package (name, data_transfer_package_id, checksum, size)
-      values (${text(input.name, 'name')}, ${dtp}::uuid, ${input.checksum ?? null},
-        ${optionalSize(input.size)})
-      returning id`);
-    return String(row?.id);
+  async addRawDataPackage(input: NewRawDataPackage): Promise<string> {
+    const row = await insertRegistration(this.database, rawDataPackageRegistration(input));
+    return String(row.id);
+  }
+
+  /**
+   * The id of the raw data package of that name, registered first when there is none; the
+   * existing one when the data transfer package, checksum and size given (if any) are its own,
+   * else `CONFLICT` names each that differs.
+   *
+   * @example
+   * ```ts
+   * const pkg = await artifacts.findOrAddRawDataPackage({ name: 'obs-1', dataTransferPackageId: dtp });
+   * ```
+   */
+  async findOrAddRawDataPackage(input: NewRawDataPackage): Promise<string> {
+    const { row } = await findOrInsert(this.database, rawDataPackageRegistration(input));
+    return String(row.id);
   }
 
   /**
@@ -209,22 +210,25 @@ export class ArtifactRepository {
    * const file = await artifacts.addRawDataFile({ name: 'scan_0001.fits', rawDataPackageId: pkg, size: 1024 });
    * ```
    */
-  async addRawDataFile(input: {
-    name: string;
-    rawDataPackageId?: string;
-    checksum?: string;
-    size?: number;
-  }): Promise<string> {
-    const pkg =
-      input.rawDataPackageId === undefined
-        ? null
-        : checkId(input.rawDataPackageId, 'rawDataPackageId');
-    const [row] = await this.database.execute(sql`
-      insert into raw_data_file (name, raw_data_package_id, checksum, size)
-      values (${text(input.name, 'name')}, ${pkg}::uuid, ${input.checksum ?? null},
-        ${optionalSize(input.size)})
-      returning id`);
-    return String(row?.id);
+  async addRawDataFile(input: NewRawDataFile): Promise<string> {
+    const row = await insertRegistration(this.database, rawDataFileRegistration(input));
+    return String(row.id);
+  }
+
+  /**
+   * The id of the file of that name in that raw data package, registered first when there is
+   * none; the existing one when the checksum and size given (if any) are its own, else
+   * `CONFLICT` names each that differs. A file is found by its package and name, so
+   * `rawDataPackageId` is required (`BAD_INPUT` without it).
+   *
+   * @example
+   * ```ts
+   * const file = await artifacts.findOrAddRawDataFile({ name: 'scan_0001.fits', rawDataPackageId: pkg, checksum });
+   * ```
+   */
+  async findOrAddRawDataFile(input: NewRawDataFile): Promise<string> {
+    const { row } = await findOrInsert(this.database, rawDataFileRegistration(input, true));
+    return String(row.id);
   }
 
   /**
@@ -304,6 +308,36 @@ export class ArtifactRepository {
       );
     }
     return { copy: existing, created: false };
+  }
+
+  /**
+   * The live copy of that artifact at that location, recorded first when there is none (as
+   * `addCopy` does); when one is there, it comes back only if the path, checksum and size given
+   * (if any) are its own, else `CONFLICT` names each that differs.
+   *
+   * @example
+   * ```ts
+   * const { copy } = await artifacts.findOrAddCopy({ artifactType: 'raw_data_file', artifactId: file, locationId: src.id, path, checksum });
+   * ```
+   */
+  async findOrAddCopy(input: NewCopy): Promise<{ copy: PhysicalCopyRecord; created: boolean }> {
+    const added = await this.addCopy(input);
+    if (added.created) return added;
+    const { copy } = added;
+    const differing = (['path', 'checksum', 'size'] as const).filter(
+      (key) => input[key] !== undefined && input[key] !== copy[key],
+    );
+    if (differing.length > 0) {
+      const what = differing
+        .map((key) => `its ${key} is ${shownFact(copy[key])}, not ${shownFact(input[key])}`)
+        .join('; ');
+      throw new OpstateError(
+        OpstateErrorCode.CONFLICT,
+        `a live copy of ${copy.artifactType} ${copy.artifactId} at location ${copy.locationId} already exists (id ${copy.id}) with other attributes: ${what}; give the attributes it has to reuse it`,
+        { details: { id: copy.id, differing, existing: copy } },
+      );
+    }
+    return added;
   }
 
   /**

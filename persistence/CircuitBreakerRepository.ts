@@ -8,7 +8,7 @@ import { toDate } from './OperationRecord.ts';
 import type { Executor, Row } from './openDatabase.ts';
 import { byKey } from './sql/byKey.ts';
 import { selectLatestTransitionId, transitionsAfterCursor } from './sql/selectTransitions.ts';
-import { uuidSchema } from './subtypeFields.ts';
+import { isUuid } from './subtypeFields.ts';
 
 export { type CircuitFailure, CircuitState } from '../machines/circuitBreaker.ts';
 
@@ -332,7 +332,7 @@ export class CircuitBreakerRepository {
         `unknown operation kind ${JSON.stringify(kind)}; use one of ${OPERATION_KINDS.join(', ')}`,
       );
     }
-    if (!uuidSchema.safeParse(locationId).success) {
+    if (!isUuid(locationId)) {
       throw new OpstateError(
         OpstateErrorCode.BAD_INPUT,
         `location id '${locationId}' is not a uuid; see \`opstate status\` for the breakers' locations`,

@@ -1,22 +1,23 @@
-import { z } from 'zod';
 import { createOperationState, type Decision } from '../machines/decide.ts';
-import { isOperationKind, OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
+import { describeValue } from '../machines/describeValue.ts';
+import { isOperationKind, OPERATION_KINDS, OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { allRoutes, defaultRoute, queueName, type Route } from '../machines/routing.ts';
 import { currentEnvelope } from '../machines/snapshotEnvelope.ts';
+import { OPERATOR, submitterProblem } from '../machines/submitter.ts';
 import { isoText } from './isoText.ts';
 import type { OperationInsert } from './sql/insertOperations.ts';
-import { isUuid, SUBTYPE_SPEC, type SubtypeSpec, uuidSchema } from './subtypeFields.ts';
+import {
+  isUuid,
+  type OperationFields,
+  SUBTYPE_SPEC,
+  type SubtypeSpec,
+  UUID_EXAMPLE,
+} from './subtypeFields.ts';
 import { timeOrderedId } from './timeOrderedId.ts';
 
-/** What a caller passes to create one operation. */
-export interface CreateOperationInput {
-  readonly kind: OperationKind;
-  /**
-   * The stage-specific fields of the kind's subtype table, by camelCase key, e.g. for
-   * `long_term_archive`: `{ rawDataPackageId, sourceLocationId, destinationLocationId, archiveKey? }`.
-   */
-  readonly fields: Readonly<Record<string, string | null | undefined>>;
+/** What every create request may say besides its kind and fields. */
+export interface CreateOperationOptions {
   /** Physical copy ids the operation consumes. */
   readonly inputs?: readonly string[];
   /**
@@ -29,29 +30,51 @@ export interface CreateOperationInput {
   readonly maxRetries?: number;
   /** Routing, when not the kind's default (must be one of the frozen routes). */
   readonly route?: Route;
-  /** Who asked, for the creation transition row (default `operator`). */
-  readonly createdBy?: string;
+  /**
+   * Who submits, as the creation transition records it (`opstate inspect` shows it): a service
+   * name or a person, 1 to 64 characters of letters, digits and `. _ : @ / -`, none of opstate's
+   * own actors (`scheduler`, `heartbeat_monitor`, `reconciler`, `broker`). The store's default is
+   * `operator`; a runtime's is its `serviceName`.
+   */
+  readonly by?: string;
 }
 
-const ROUTES = new Set(allRoutes().map(queueName));
+/**
+ * What a caller passes to create one operation: a union tagged by `kind`, so the compiler checks
+ * `fields` against that kind's subtype table (a misspelt or missing field does not compile).
+ *
+ * @example
+ * ```ts
+ * const input: CreateOperationInput = {
+ *   kind: OperationKind.TRANSFER,
+ *   fields: { dataTransferPackageId, sourceLocationId, destinationLocationId },
+ *   inputs: [copyId],
+ *   by: 'ingest',
+ * };
+ * ```
+ */
+export type CreateOperationInput<K extends OperationKind = OperationKind> = K extends OperationKind
+  ? CreateOperationOptions & {
+      readonly kind: K;
+      /** The kind's stage-specific fields, by camelCase key (the README's table lists them). */
+      readonly fields: OperationFields<K>;
+    }
+  : never;
 
-const baseSchema = z.strictObject({
-  kind: z.string(),
-  fields: z.record(z.string(), z.unknown()),
-  inputs: z.array(uuidSchema).optional(),
-  id: uuidSchema.optional(),
-  groupId: uuidSchema.optional(),
-  maxRetries: z.number().int().min(0).max(1000).optional(),
-  route: z
-    .strictObject({ operationType: z.string(), locationType: z.string() })
-    .refine((r) => ROUTES.has(queueName(r as Route)), {
-      error: 'is not one of the frozen routes (see QUEUE_OPERATIONS_BY_LOCATION_TYPE)',
-    })
-    .optional(),
-  createdBy: z.string().min(1).optional(),
-});
+const ROUTES: ReadonlySet<string> = new Set(allRoutes().map(queueName));
+const KEYS = ['kind', 'fields', 'inputs', 'id', 'groupId', 'maxRetries', 'route', 'by'] as const;
+const KNOWN_KEYS: ReadonlySet<string> = new Set(KEYS);
+const MAX_RETRIES = 1000;
 
-const BASE_KEYS: ReadonlySet<string> = new Set(Object.keys(baseSchema.shape));
+/** `TRANSFER` for `transfer`: the kind as `OperationKind.TRANSFER` names it. */
+const KIND_NAME: Readonly<Record<string, string>> = Object.fromEntries(
+  Object.entries(OperationKind).map(([name, value]) => [value, name]),
+);
+
+/** Each kind's field names, as messages list them. */
+const KNOWN_FIELDS: Readonly<Record<string, string>> = Object.fromEntries(
+  OPERATION_KINDS.map((k) => [k, SUBTYPE_SPEC[k].fields.map((f) => f.key).join(', ')]),
+);
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null) return false;
@@ -59,45 +82,88 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   return proto === Object.prototype || proto === null;
 }
 
-/**
- * The common request checked without the schemas (every createMany row goes through here, and
- * building zod's parse state cost more than the rest of the row): true only for what `baseSchema`
- * and the kind's fields schema both accept, without a custom route (left to the schemas). False
- * means only "let the schemas judge": they name the problem.
- */
-function plainlyValid(input: CreateOperationInput, spec: SubtypeSpec): boolean {
-  if (!isPlainObject(input)) return false;
-  for (const key of Object.keys(input)) if (!BASE_KEYS.has(key)) return false;
-  const { fields, inputs, id, groupId, maxRetries, route, createdBy } = input;
-  if (route !== undefined) return false;
-  if (id !== undefined && !isUuid(id)) return false;
-  if (groupId !== undefined && !isUuid(groupId)) return false;
-  if (
-    maxRetries !== undefined &&
-    !(typeof maxRetries === 'number' && Number.isSafeInteger(maxRetries) && maxRetries >= 0)
-  ) {
-    return false;
+const mustBeUuid = (what: string, value: unknown) =>
+  `${what} must be a uuid such as ${UUID_EXAMPLE}; got ${describeValue(value)}`;
+
+/** What is wrong with a kind's `fields`, in the caller's terms; nothing for valid fields. */
+function fieldProblems(fields: unknown, kind: OperationKind, spec: SubtypeSpec): string[] {
+  const name = KIND_NAME[kind] ?? kind;
+  const known = KNOWN_FIELDS[kind];
+  if (!isPlainObject(fields)) {
+    return [
+      `fields of ${name} must be an object of field names to values (${known}); got ${describeValue(fields)}`,
+    ];
   }
-  if (maxRetries !== undefined && maxRetries > 1000) return false;
-  if (createdBy !== undefined && !(typeof createdBy === 'string' && createdBy.length > 0)) {
-    return false;
+  const problems: string[] = [];
+  for (const key of Object.keys(fields)) {
+    if (!spec.byKey.has(key)) problems.push(`unknown field '${key}' for ${name}; known: ${known}`);
   }
-  if (inputs !== undefined) {
-    if (!Array.isArray(inputs)) return false;
-    for (const i of inputs) if (!isUuid(i)) return false;
-  }
-  if (!isPlainObject(fields)) return false;
-  let known = 0;
   for (const f of spec.fields) {
     const v = fields[f.key];
-    if (Object.hasOwn(fields, f.key)) known++;
     if (v === undefined || v === null) {
-      if (f.required) return false;
-    } else if (f.type === 'uuid' ? !isUuid(v) : !(typeof v === 'string' && v.length > 0)) {
-      return false;
+      if (f.required) problems.push(`field '${f.key}' is required for ${name}`);
+    } else if (f.type === 'uuid') {
+      if (!isUuid(v)) problems.push(mustBeUuid(`field '${f.key}' of ${name}`, v));
+    } else if (!(typeof v === 'string' && v.length > 0)) {
+      problems.push(
+        `field '${f.key}' of ${name} must be a non-empty string; got ${describeValue(v)}`,
+      );
     }
   }
-  return known === Object.keys(fields).length;
+  return problems;
+}
+
+/** What is wrong with the options beside the fields; nothing for valid ones. */
+function optionProblems(input: Record<string, unknown>): string[] {
+  const problems: string[] = [];
+  for (const key of Object.keys(input)) {
+    if (!KNOWN_KEYS.has(key)) problems.push(`unknown option '${key}'; known: ${KEYS.join(', ')}`);
+  }
+  const { inputs, id, groupId, maxRetries, route, by } = input;
+  if (id !== undefined && !isUuid(id)) problems.push(mustBeUuid('id', id));
+  if (groupId !== undefined && !isUuid(groupId)) problems.push(mustBeUuid('groupId', groupId));
+  if (
+    maxRetries !== undefined &&
+    !(
+      typeof maxRetries === 'number' &&
+      Number.isSafeInteger(maxRetries) &&
+      maxRetries >= 0 &&
+      maxRetries <= MAX_RETRIES
+    )
+  ) {
+    problems.push(
+      `maxRetries must be a whole number from 0 to ${MAX_RETRIES}; got ${describeValue(maxRetries)}`,
+    );
+  }
+  if (inputs !== undefined) {
+    if (!Array.isArray(inputs)) {
+      problems.push(
+        `inputs must be a list of physical copy ids (uuids); got ${describeValue(inputs)}`,
+      );
+    } else {
+      inputs.forEach((i, n) => {
+        if (!isUuid(i)) problems.push(mustBeUuid(`inputs[${n}]`, i));
+      });
+    }
+  }
+  if (route !== undefined) {
+    const r = route as Partial<Route> | null;
+    const named =
+      isPlainObject(r) &&
+      Object.keys(r).every((k) => k === 'operationType' || k === 'locationType') &&
+      typeof r.operationType === 'string' &&
+      typeof r.locationType === 'string';
+    if (!named || !ROUTES.has(queueName(r as Route))) {
+      problems.push(
+        `route ${describeValue(route)} is not one of the frozen routes (QUEUE_OPERATIONS_BY_LOCATION_TYPE); leave it out for the kind's default, or give { operationType, locationType } of one of ${[...ROUTES].join(', ')}`,
+      );
+    }
+  }
+  if (by !== undefined) {
+    const problem = submitterProblem(by);
+    if (problem !== undefined) problems.push(`by ${problem}`);
+  }
+  return problems;
 }
 
 // The first snapshot depends only on (kind, maxRetries) and is plain data that is only ever
@@ -115,19 +181,10 @@ function initialState(kind: OperationKind, maxRetries: number | undefined): Deci
   return state;
 }
 
-function badInput(message: string, details: Record<string, unknown>): OpstateError {
-  return new OpstateError(OpstateErrorCode.BAD_INPUT, message, { details });
-}
-
-function describe(error: z.ZodError, prefix: string): string {
-  return error.issues
-    .map((i) => `${[prefix, ...i.path.map(String)].filter(Boolean).join('.')}: ${i.message}`)
-    .join('; ');
-}
-
 /**
  * Validates a create request and builds its row, initial snapshot included. Throws `BAD_INPUT`
- * naming every problem; nothing is written then.
+ * naming every problem in the caller's terms (a field that is required, a field the kind does not
+ * have with the ones it does, a value with what is allowed); nothing is written then.
  *
  * @example
  * ```ts
@@ -135,28 +192,29 @@ function describe(error: z.ZodError, prefix: string): string {
  * ```
  */
 export function toOperationInsert(input: CreateOperationInput, now: Date): OperationInsert {
-  const kind = (input as { kind?: unknown } | null)?.kind;
+  const given: unknown = input;
+  const kind = isPlainObject(given) ? given.kind : undefined;
   if (!isOperationKind(kind)) {
-    throw badInput(
-      `unknown operation kind ${JSON.stringify(kind)}; use one of ${OPERATION_KINDS.join(', ')}`,
-      { kind },
+    const problem = isPlainObject(given)
+      ? `unknown operation kind ${describeValue(kind)}`
+      : `an operation to create must be an object { kind, fields, … }; got ${describeValue(given)}`;
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `${problem}; use one of ${OPERATION_KINDS.join(', ')}`,
+      { details: { kind } },
     );
   }
   const spec = SUBTYPE_SPEC[kind];
-  let data: Record<string, string | null | undefined>;
-  if (plainlyValid(input, spec)) {
-    data = { ...input.fields };
-  } else {
-    const base = baseSchema.safeParse(input);
-    if (!base.success) throw badInput(`invalid ${kind} operation: ${describe(base.error, '')}`, {});
-    const fields = spec.schema.safeParse(input.fields);
-    if (!fields.success) {
-      throw badInput(`invalid ${kind} operation: ${describe(fields.error, 'fields')}`, {
-        expected: spec.fields.map((f) => f.key),
-      });
-    }
-    data = fields.data;
+  const problems = [
+    ...optionProblems(given as Record<string, unknown>),
+    ...fieldProblems(input.fields, kind, spec),
+  ];
+  if (problems.length > 0) {
+    throw new OpstateError(OpstateErrorCode.BAD_INPUT, problems.join('; '), {
+      details: { kind, problems, expected: spec.fields.map((f) => f.key) },
+    });
   }
+  const data = input.fields as Readonly<Record<string, string | null | undefined>>;
   const inputs = [...new Set(input.inputs ?? [])];
   const route = input.route ?? defaultRoute(kind);
   const state = initialState(kind, input.maxRetries);
@@ -178,8 +236,8 @@ export function toOperationInsert(input: CreateOperationInput, now: Date): Opera
     target_location_id: data[spec.targetLocationKey] as string,
     not_before: state.context.notBefore,
     created_at: isoText(now),
-    created_by: input.createdBy ?? 'operator',
-    fields: data,
+    created_by: input.by ?? OPERATOR,
+    fields: { ...data },
     inputs,
   };
 }

@@ -33,7 +33,7 @@ import {
   selectDeletionStalled,
 } from './sql/selectCopyAttention.ts';
 import { selectQueueDepths } from './sql/selectQueueDepths.ts';
-import { uuidSchema } from './subtypeFields.ts';
+import { isUuid } from './subtypeFields.ts';
 
 export interface AttentionOptions {
   /** The time the rules measure against (ms). */
@@ -86,7 +86,7 @@ function parseToken(value: string | undefined): AttentionCursor | undefined {
   if (value === undefined || value === '') return undefined;
   const [since, id] = value.split(',');
   const at = Date.parse(since ?? '');
-  if (Number.isNaN(at) || !uuidSchema.safeParse(id).success) {
+  if (Number.isNaN(at) || !isUuid(id)) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
       `page token ${JSON.stringify(value)} is not one this list handed out; start from the first page`,
@@ -102,7 +102,7 @@ function heartbeatIds(facts: HeartbeatFacts, now: number, timeoutMs: number): He
   const stale: string[] = [];
   for (const [key, at] of facts) {
     const [id, attempt] = key.split(':');
-    if (!uuidSchema.safeParse(id).success || !/^\d+$/.test(attempt ?? '')) continue;
+    if (!isUuid(id) || !/^\d+$/.test(attempt ?? '')) continue;
     (now - at < timeoutMs ? alive : stale).push(key);
   }
   return { alive, stale };

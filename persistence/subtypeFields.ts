@@ -1,7 +1,32 @@
-import { getTableColumns, getTableName } from 'drizzle-orm';
+import { getTableColumns, getTableName, type InferInsertModel } from 'drizzle-orm';
 import { z } from 'zod';
 import { OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
-import { SUBTYPE_TABLE } from './schema/operationSubtypes.ts';
+import { SUBTYPE_TABLE, type SubtypeTables } from './schema/operationSubtypes.ts';
+
+/**
+ * The stage-specific fields of a kind, as `submit` takes them: derived from the kind's drizzle
+ * subtype table, so a misspelt or missing field is a compile error and the two never drift. A
+ * required column is a required key; a nullable one may be left out, `null` or `undefined`.
+ *
+ * @example
+ * ```ts
+ * const fields: OperationFields<OperationKind.TRANSFER> = {
+ *   dataTransferPackageId, sourceLocationId, destinationLocationId,
+ * };
+ * ```
+ */
+export type OperationFields<K extends OperationKind> = SubtypeColumns<
+  InferInsertModel<SubtypeTables[K]>
+>;
+
+/**
+ * A subtype row's insert model without the shared `operationId` and `kind`, flattened so that an
+ * editor and a compiler error show the fields. (A key-remapping mapped type, not `Omit`: `Omit`
+ * over drizzle's model of a generic kind drops the optional keys.)
+ */
+type SubtypeColumns<M> = {
+  readonly [P in keyof M as P extends 'operationId' | 'kind' ? never : P]: M[P];
+} & {};
 
 /** One stage-specific field of a subtype, read from the drizzle table so the two never drift. */
 export interface SubtypeField {
@@ -16,8 +41,8 @@ export interface SubtypeField {
 export interface SubtypeSpec {
   readonly table: string;
   readonly fields: readonly SubtypeField[];
-  /** Validates a caller's `fields` object for this kind (unknown keys are refused). */
-  readonly schema: z.ZodType<Record<string, string | null | undefined>>;
+  /** The fields by key, for validation. */
+  readonly byKey: ReadonlyMap<string, SubtypeField>;
   /**
    * The field naming the location the operation acts on — `destinationLocationId` when the
    * subtype has one, else `locationId` — which, with the kind, a circuit breaker guards.
@@ -27,14 +52,17 @@ export interface SubtypeSpec {
 
 const SHARED = new Set(['operationId', 'kind']);
 
-/** A uuid as Postgres accepts it in its canonical form (any version). */
-export const uuidSchema = z.guid({
-  error: 'must be a uuid like 0190c3d2-7a4e-4b8e-9f10-2a3b4c5d6e7f',
-});
+/** A uuid for messages: what one looks like. */
+export const UUID_EXAMPLE = '0190c3d2-7a4e-4b8e-9f10-2a3b4c5d6e7f';
 
 /**
- * The same test as `uuidSchema` (its very pattern), without building a parse result: ids are
- * checked on every load, START and completion.
+ * A uuid as Postgres accepts it in its canonical form (any version): ids are checked on every
+ * create, load, START and completion.
+ *
+ * @example
+ * ```ts
+ * isUuid('0190c3d2-7a4e-4b8e-9f10-2a3b4c5d6e7f'); // true
+ * ```
  */
 export function isUuid(value: unknown): value is string {
   return typeof value === 'string' && z.regexes.guid.test(value);
@@ -43,13 +71,10 @@ export function isUuid(value: unknown): value is string {
 function specOf(kind: OperationKind): SubtypeSpec {
   const table = SUBTYPE_TABLE[kind];
   const fields: SubtypeField[] = [];
-  const shape: Record<string, z.ZodType> = {};
   for (const [key, column] of Object.entries(getTableColumns(table))) {
     if (SHARED.has(key)) continue;
     const type = column.columnType === 'PgUUID' ? 'uuid' : 'text';
-    const base = type === 'uuid' ? uuidSchema : z.string().min(1);
     fields.push({ key, column: column.name, type, required: column.notNull });
-    shape[key] = column.notNull ? base : base.nullish();
   }
   const target = ['destinationLocationId', 'locationId'].find((key) =>
     fields.some((f) => f.key === key && f.required),
@@ -60,12 +85,12 @@ function specOf(kind: OperationKind): SubtypeSpec {
   return {
     table: getTableName(table),
     fields,
+    byKey: new Map(fields.map((f) => [f.key, f])),
     targetLocationKey: target,
-    schema: z.strictObject(shape) as unknown as SubtypeSpec['schema'],
   };
 }
 
-/** Per kind: the subtype table, its fields and their validator. */
+/** Per kind: the subtype table and its fields. */
 export const SUBTYPE_SPEC: Readonly<Record<OperationKind, SubtypeSpec>> = Object.freeze(
   Object.fromEntries(OPERATION_KINDS.map((k) => [k, specOf(k)])) as Record<
     OperationKind,

@@ -42,7 +42,9 @@ function scan(pkg: string, n: number): Buffer {
  * Creates a small world under `storageDir`: four locations (source, buffer, long-term archive,
  * processing — folders under `storageDir`), one data transfer package, `packageCount` raw data
  * packages of `filesPerPackage` raw data files each, the files written at the source and
- * registered with their checksums, and one source copy per file.
+ * registered with their checksums, and one source copy per file. The bytes are the same on every
+ * run and every registration is get-or-create, so running it again on the same folder and database
+ * returns what the first run registered.
  *
  * @example
  * ```ts
@@ -67,7 +69,7 @@ export async function registerSampleData(
   const location = async (name: string, locationType: LocationType) => {
     const storageRoot = join(storageDir, name);
     await mkdir(storageRoot, { recursive: true });
-    return artifacts.addLocation({ site, name, locationType, storageRoot });
+    return artifacts.findOrAddLocation({ site, name, locationType, storageRoot });
   };
   const locations: SampleLocations = options.locations ?? {
     source: await location('source', LocationType.SOURCE),
@@ -77,13 +79,13 @@ export async function registerSampleData(
   };
   const names = new Map<string, { type: ArtifactType; name: string }>();
   const bundleName = `${prefix}dtp-2024-01`;
-  const bundleId = await artifacts.addDataTransferPackage({ name: bundleName });
+  const bundleId = await artifacts.findOrAddDataTransferPackage({ name: bundleName });
   names.set(bundleId, { type: ArtifactType.DATA_TRANSFER_PACKAGE, name: bundleName });
 
   const packages: SamplePackage[] = [];
   for (let p = 1; p <= (options.packageCount ?? 3); p++) {
     const name = `${prefix}obs-2024-${String(p).padStart(3, '0')}`;
-    const id = await artifacts.addRawDataPackage({ name, dataTransferPackageId: bundleId });
+    const id = await artifacts.findOrAddRawDataPackage({ name, dataTransferPackageId: bundleId });
     names.set(id, { type: ArtifactType.RAW_DATA_PACKAGE, name });
     const fileCopyIds: string[] = [];
     for (let f = 1; f <= (options.filesPerPackage ?? 3); f++) {
@@ -93,14 +95,14 @@ export async function registerSampleData(
       await mkdir(join(locations.source.storageRoot, name), { recursive: true });
       await writeFile(path, data);
       const checksum = checksumOf(sha256(data));
-      const fileId = await artifacts.addRawDataFile({
+      const fileId = await artifacts.findOrAddRawDataFile({
         name: fileName,
         rawDataPackageId: id,
         checksum,
         size: data.length,
       });
       names.set(fileId, { type: ArtifactType.RAW_DATA_FILE, name: `${name}/${fileName}` });
-      const { copy } = await artifacts.addCopy({
+      const { copy } = await artifacts.findOrAddCopy({
         artifactType: ArtifactType.RAW_DATA_FILE,
         artifactId: fileId,
         locationId: locations.source.id,

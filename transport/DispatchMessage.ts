@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { describeValue } from '../machines/describeValue.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OperationType } from '../machines/routing.ts';
@@ -51,6 +52,44 @@ function wellFormed(value: unknown): DispatchMessage | undefined {
   return undefined;
 }
 
+const FIELDS = 'operationId, kind, operationType, attempt';
+
+/**
+ * What is wrong with a message `wellFormed` refused, in words (never the schema's own text): each
+ * field named with what it allows and what it got.
+ */
+function problemsOf(value: unknown): string {
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    return `a dispatch message is a JSON object { ${FIELDS} }; got ${describeValue(value)}`;
+  }
+  const { operationId, kind, operationType, attempt } = value as Record<string, unknown>;
+  const problems: string[] = [];
+  const wrong = (field: string, v: unknown, allowed: string) =>
+    problems.push(
+      v === undefined
+        ? `${field} is required`
+        : `${field} must be ${allowed}; got ${describeValue(v)}`,
+    );
+  if (
+    !(
+      typeof operationId === 'string' &&
+      operationId.length >= 1 &&
+      operationId.length <= 128 &&
+      OPERATION_ID.test(operationId)
+    )
+  ) {
+    wrong('operationId', operationId, '1 to 128 letters, digits, "-", "_" or "="');
+  }
+  if (!KINDS.has(kind)) wrong('kind', kind, `one of ${[...KINDS].join(', ')}`);
+  if (!OPERATION_TYPES.has(operationType)) {
+    wrong('operationType', operationType, `one of ${[...OPERATION_TYPES].join(', ')}`);
+  }
+  if (!(typeof attempt === 'number' && Number.isSafeInteger(attempt) && attempt >= 1)) {
+    wrong('attempt', attempt, 'a whole number ≥ 1');
+  }
+  return problems.join('; ');
+}
+
 /** The default largest accepted payload, in bytes. A valid message is under 250 bytes. */
 export const DEFAULT_MAX_MESSAGE_BYTES = 4096;
 
@@ -93,7 +132,7 @@ export function encodeDispatch(
     if (!parsed.success) {
       throw new OpstateError(
         OpstateErrorCode.BAD_INPUT,
-        `Invalid dispatch message: ${z.prettifyError(parsed.error)}`,
+        `Invalid dispatch message: ${problemsOf(message)}`,
         { details: { message } },
       );
     }
@@ -140,7 +179,7 @@ export function decodeDispatch(
   if (fast !== undefined) return { ok: true, message: Object.freeze(fast) };
   const parsed = dispatchMessageSchema.safeParse(value);
   if (!parsed.success) {
-    return { ok: false, reason: `wrong shape: ${z.prettifyError(parsed.error)}` };
+    return { ok: false, reason: `wrong shape: ${problemsOf(value)}` };
   }
   return { ok: true, message: Object.freeze(parsed.data) };
 }

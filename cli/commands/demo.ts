@@ -289,7 +289,7 @@ async function pipeline(
   let ok = true;
   let previous: PhysicalCopyRecord[] = [];
   for (const stage of SAMPLE_PIPELINE) {
-    const inputs = stage.inputs(sample, previous).map((i) => ({ ...i, createdBy: 'demo' }));
+    const inputs = stage.inputs(sample, previous).map((i) => ({ ...i, by: 'demo' }));
     if (stage.kind === OperationKind.LONG_TERM_ARCHIVE) await deletion.beforeArchive();
     const views = await run({ title: `${stage.title} (${stage.kind}) x${inputs.length}`, inputs });
     if (views === undefined) {

@@ -4,6 +4,8 @@ import {
   OPERATION_KINDS,
   type OperationKind,
 } from '../../machines/OperationKind.ts';
+import { OPERATOR } from '../../machines/submitter.ts';
+import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Command, defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
@@ -33,8 +35,9 @@ function fieldsOf(value: string): Record<string, string | null> {
 }
 
 /**
- * `opstate submit <kind> --fields JSON [--inputs ID,…] [--max-retries N] [--json]`: validated by
- * the same schema the API uses (`runtime.submit`); prints the new operation's id.
+ * `opstate submit <kind> --fields JSON [--inputs ID,…] [--max-retries N] [--by NAME] [--json]`:
+ * validated as the API validates it (`runtime.submit`); prints the new operation's id. The
+ * history records it as by `operator` unless `--by` names someone else.
  *
  * @example
  * ```ts
@@ -52,6 +55,7 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
       .requiredOption('--fields <json>', "the kind's fields, a JSON object", fieldsOf)
       .option('--inputs <ids>', 'the physical copies it consumes, comma-separated')
       .option('--max-retries <n>', 'returns to PENDING before it FAILS', wholeNumber(0))
+      .option('--by <name>', `who submits, as the history records it (default ${OPERATOR})`)
       .option('--json', 'print {"id", "kind"}')
       .action(
         ctx.action(async (cmd) => {
@@ -60,6 +64,7 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
             fields: Record<string, string | null>;
             inputs?: string;
             maxRetries?: number;
+            by?: string;
             json?: boolean;
           }>(cmd);
           const inputs = o.inputs
@@ -71,12 +76,14 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
           }
           const database = await open({ io: ctx.io, creates: true });
           try {
+            // The fields come from the command line: checked by the store, not the compiler.
             const id = await new OperationStore(database).create({
               kind,
               fields: o.fields,
               ...(inputs === undefined ? {} : { inputs }),
               ...(o.maxRetries === undefined ? {} : { maxRetries: o.maxRetries }),
-            });
+              by: o.by ?? OPERATOR,
+            } as CreateOperationInput);
             ctx.io.out(o.json === true ? JSON.stringify({ id, kind }) : id);
             return 0;
           } finally {

@@ -123,22 +123,23 @@ export const stagingOperation = subtype('staging_operation', OperationKind.STAGI
   destinationLocationId: uuid('destination_location_id').notNull(),
 });
 
+/** The subtype table of each kind, each under its own type (`OperationFields` derives from them). */
+export interface SubtypeTables {
+  readonly [OperationKind.RAW_DATA_PACKAGE]: typeof packagingOperation;
+  readonly [OperationKind.DATA_TRANSFER_PACKAGE]: typeof bundlingOperation;
+  readonly [OperationKind.TRANSFER]: typeof transferOperation;
+  readonly [OperationKind.UNPACK]: typeof unpackOperation;
+  readonly [OperationKind.LONG_TERM_ARCHIVE]: typeof longTermArchiveOperation;
+  readonly [OperationKind.STAGING]: typeof stagingOperation;
+}
+
 /** The subtype table of each kind: exhaustive, so a new kind without a table fails to compile. */
-export const SUBTYPE_TABLE: Readonly<
-  Record<
-    OperationKind,
-    | typeof packagingOperation
-    | typeof bundlingOperation
-    | typeof transferOperation
-    | typeof unpackOperation
-    | typeof longTermArchiveOperation
-    | typeof stagingOperation
-  >
-> = Object.freeze({
-  [OperationKind.RAW_DATA_PACKAGE]: packagingOperation,
-  [OperationKind.DATA_TRANSFER_PACKAGE]: bundlingOperation,
-  [OperationKind.TRANSFER]: transferOperation,
-  [OperationKind.UNPACK]: unpackOperation,
-  [OperationKind.LONG_TERM_ARCHIVE]: longTermArchiveOperation,
-  [OperationKind.STAGING]: stagingOperation,
-});
+export const SUBTYPE_TABLE: SubtypeTables & Readonly<Record<OperationKind, unknown>> =
+  Object.freeze({
+    [OperationKind.RAW_DATA_PACKAGE]: packagingOperation,
+    [OperationKind.DATA_TRANSFER_PACKAGE]: bundlingOperation,
+    [OperationKind.TRANSFER]: transferOperation,
+    [OperationKind.UNPACK]: unpackOperation,
+    [OperationKind.LONG_TERM_ARCHIVE]: longTermArchiveOperation,
+    [OperationKind.STAGING]: stagingOperation,
+  });

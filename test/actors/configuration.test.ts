@@ -40,6 +40,7 @@ describe('loadConfiguration', () => {
         OPSTATE_TIMING: '{"heartbeatIntervalMs":1000}',
         OPSTATE_LOG_LEVEL: 'debug',
         OPSTATE_METRICS_PORT: '9000',
+        OPSTATE_SERVICE_NAME: 'ingest',
       },
       { metricsPort: '9464' },
     );
@@ -60,6 +61,7 @@ describe('loadConfiguration', () => {
       timing: { heartbeatIntervalMs: 1000 },
       logLevel: 'debug',
       metricsPort: 9464,
+      serviceName: 'ingest',
     });
   });
 
@@ -82,6 +84,23 @@ describe('loadConfiguration', () => {
     const err = refusal(env);
     expect(err.code).toBe('CONFIG');
     expect(err.message).toContain(message);
+  });
+
+  it.each([
+    [
+      { OPSTATE_PREFIX: 'a.b' },
+      "OPSTATE_PREFIX must be letters, digits, '-' and '_' (default opstate); got 'a.b'",
+    ],
+    [
+      { OPSTATE_LOG_LEVEL: 'loud' },
+      "OPSTATE_LOG_LEVEL must be trace | debug | info | warn | error | fatal | silent (default info); got 'loud'",
+    ],
+    [
+      { OPSTATE_SERVICE_NAME: 'x'.repeat(65) },
+      `OPSTATE_SERVICE_NAME must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, reconciler, broker (default: the package.json name, else service); got '${'x'.repeat(65)}' (it is 65 characters long)`,
+    ],
+  ])('says what %j allows in its own words, not the validator’s', (env, message) => {
+    expect(refusal(env).message).toBe(message);
   });
 
   it('refuses two ways of NATS credentials, a half pair, and TLS files with TLS off', () => {

@@ -4,6 +4,7 @@ import type { OperationHandler } from '../../actors/Worker.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { LocationType } from '../../machines/routing.ts';
+import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import type { InputRelations } from '../../persistence/inputRelations.ts';
 import type { OutputCopy } from '../../persistence/OutputCopy.ts';
 import { makeWorld, type World } from '../persistence/fixtures.ts';
@@ -117,7 +118,11 @@ const terminal = async (id: string) => {
 
 describe('the output contract at completion (Postgres + NATS JetStream)', () => {
   it('fails for good a wrong handler, naming what is missing, and completes a right one', async () => {
-    const archiveTo = (archiveKey: string, pkg: string, input: string) => ({
+    const archiveTo = (
+      archiveKey: string,
+      pkg: string,
+      input: string,
+    ): CreateOperationInput<OperationKind.LONG_TERM_ARCHIVE> => ({
       kind: OperationKind.LONG_TERM_ARCHIVE,
       fields: {
         rawDataPackageId: pkg,
@@ -127,7 +132,7 @@ describe('the output contract at completion (Postgres + NATS JetStream)', () => 
       },
       inputs: [input],
     });
-    const unpackAt = (locationId: string) => ({
+    const unpackAt = (locationId: string): CreateOperationInput<OperationKind.UNPACK> => ({
       kind: OperationKind.UNPACK,
       fields: { dataTransferPackageId: w.dtp, locationId },
       inputs: [w.dtpCopy],
@@ -217,8 +222,8 @@ describe('the output contract at completion (Postgres + NATS JetStream)', () => 
     const failed = await terminal(garbage);
     expect(failed.status).toBe('FAILED');
     expect(failed.lastError).toMatchObject({ code: OpstateErrorCode.BAD_INPUT, retryable: false });
-    expect(failed.lastError?.message).toContain(
-      `output 0 of operation ${garbage}: artifactId: must be a uuid`,
+    expect(failed.lastError?.message).toBe(
+      `output 0 of operation ${garbage}: artifactId must be a uuid such as 0190c3d2-7a4e-4b8e-9f10-2a3b4c5d6e7f; got 'rdp-by-name'`,
     );
     // Not retried: one attempt, straight to FAILED, with its budget untouched.
     expect(failed.transitions.map((t) => `${t.event}:${t.to}`)).toEqual([

@@ -32,6 +32,59 @@ describe('createRuntime', () => {
     ).toBe(1);
   });
 
+  it('records who submitted: the call’s `by`, else the service name (package.json here)', async () => {
+    const w = await makeWorld(runtime.database);
+    expect(runtime.serviceName).toBe('opstate');
+    const byService = await runtime.submit(inputFor(OperationKind.TRANSFER, w));
+    const [byIngest, byCron] = await runtime.submitMany([
+      { ...inputFor(OperationKind.UNPACK, w), by: 'ingest' },
+      { ...inputFor(OperationKind.STAGING, w), by: 'cron@host-1' },
+    ]);
+    const creator = async (id: string | undefined) =>
+      (await runtime.get(id as string)).transitions.map((t) => `${t.event} by ${t.by}`);
+    expect(await creator(byService)).toEqual(['CREATE by opstate']);
+    expect(await creator(byIngest)).toEqual(['CREATE by ingest']);
+    expect(await creator(byCron)).toEqual(['CREATE by cron@host-1']);
+  });
+
+  it('takes its service name from the option or OPSTATE_SERVICE_NAME, and refuses a bad one', async () => {
+    const named = await createRuntime({
+      databaseUrl: db.url,
+      env: { OPSTATE_SERVICE_NAME: '@acme/ingest' },
+      migrate: false,
+    });
+    try {
+      expect(named.serviceName).toBe('@acme/ingest');
+      const w = await makeWorld(named.database);
+      const id = await named.submit(inputFor(OperationKind.TRANSFER, w));
+      expect((await named.get(id)).transitions[0]?.by).toBe('@acme/ingest');
+      // Bad input changes nothing.
+      await expect(
+        named.submit({ ...inputFor(OperationKind.TRANSFER, w), by: 'two words' }),
+      ).rejects.toThrow(
+        expect.objectContaining({
+          code: OpstateErrorCode.BAD_INPUT,
+          message: expect.stringMatching(/^by must be 1 to 64 characters of letters, digits/),
+        }),
+      );
+    } finally {
+      await named.close();
+    }
+    await expect(createRuntime({ databaseUrl: db.url, serviceName: 'reconciler' })).rejects.toThrow(
+      "the option serviceName (as OPSTATE_SERVICE_NAME) must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, reconciler, broker (default: the package.json name, else service); got 'reconciler' (it is one of opstate's own actors)",
+    );
+    await expect(
+      createRuntime({ databaseUrl: db.url, env: { OPSTATE_SERVICE_NAME: 'my service' } }),
+    ).rejects.toThrow(
+      expect.objectContaining({
+        code: OpstateErrorCode.CONFIG,
+        message: expect.stringMatching(
+          /^OPSTATE_SERVICE_NAME must be 1 to 64 characters .*; got 'my service' \(it contains " "\)$/,
+        ),
+      }),
+    );
+  });
+
   it('says which mode it runs in, and refuses an embedded run given server URLs', async () => {
     expect(runtime.mode).toEqual({ database: 'postgres', transport: 'in-process' });
     await expect(createRuntime({ embedded: true, databaseUrl: db.url })).rejects.toMatchObject({

@@ -219,6 +219,42 @@ describe('opstate for operators', () => {
       status: string;
     }[];
     expect(listed).toMatchObject([{ id, status: 'PENDING' }]);
+    // The history says who submitted: the operator, unless --by names someone else.
+    const creator = async (of: string) =>
+      (
+        JSON.parse(await ok(['inspect', of, '--json'], env, inProcess)) as {
+          transitions: { event: string; by: string }[];
+        }
+      ).transitions[0];
+    expect(await creator(id)).toMatchObject({ event: 'CREATE', by: 'operator' });
+    const transferFields = JSON.stringify({
+      dataTransferPackageId: pkg,
+      sourceLocationId: src,
+      destinationLocationId: loc,
+    });
+    const byCron = await ok(
+      ['submit', 'transfer', '--fields', transferFields, '--by', 'nightly-cron'],
+      env,
+      inProcess,
+    );
+    expect(await creator(byCron)).toMatchObject({ event: 'CREATE', by: 'nightly-cron' });
+    const badBy = await inProcess(
+      ['submit', 'transfer', '--fields', transferFields, '--by', 'reconciler'],
+      env,
+    );
+    expect(badBy.code).toBe(2);
+    expect(badBy.stderr).toContain(
+      "opstate submit: by 'reconciler' is one of opstate's own actors; name the service or person that submits [BAD_INPUT]",
+    );
+    // Setting up again is harmless to what is there: a second `location add` names the row.
+    const again = await inProcess(
+      ['location', 'add', '--site', 'e', '--name', 'b', '--type', 'buffer', '--root', '/b'],
+      env,
+    );
+    expect(again.code).toBe(1);
+    expect(again.stderr).toContain(
+      `opstate location: location e/b already exists (id ${loc}, locationType buffer, storageRoot /b); reuse that id (findOrAddLocation returns it) or choose another name [CONFLICT]`,
+    );
     const waited = await opstate(['wait', id, '--timeout', '1s'], env);
     expect(waited.code).toBe(1);
     expect(waited.stderr).toContain(
@@ -252,6 +288,8 @@ describe('opstate for operators', () => {
     }
     const help: string[] = [];
     expect(await main(['submit', '--help'], { out: (l) => help.push(l), err: () => {} })).toBe(0);
-    expect(help.join('\n')).toMatch(/--fields <json>[\s\S]*--inputs <ids>[\s\S]*--json/);
+    expect(help.join('\n')).toMatch(
+      /--fields <json>[\s\S]*--inputs <ids>[\s\S]*--by <name>[\s\S]*--json/,
+    );
   });
 });

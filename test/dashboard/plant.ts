@@ -56,8 +56,7 @@ export async function plantEveryState(database: Database) {
       ackWaitMs: 70 * MIN,
     },
   });
-  const create = (kind: OperationKind, createdBy = 'plant') =>
-    store.create({ ...inputFor(kind, w), createdBy });
+  const create = (kind: OperationKind, by = 'plant') => store.create({ ...inputFor(kind, w), by });
   const startOf = async (id: string, attempt: number, workerId: string) => {
     await store.apply(id, { type: 'SCHEDULE' });
     await store.apply(id, { type: 'START', attempt, workerId });
@@ -105,7 +104,7 @@ export async function plantEveryState(database: Database) {
       kind: OperationKind.RAW_DATA_PACKAGE,
       fields: { rawDataPackageId: pkg, locationId: w.source.id },
       inputs: fileCopies,
-      createdBy: 'plant',
+      by: 'plant',
     });
     await startOf(op, 1, 'worker-a');
     if (label === 'a') {
@@ -129,7 +128,7 @@ export async function plantEveryState(database: Database) {
     kind: OperationKind.DATA_TRANSFER_PACKAGE,
     fields: { dataTransferPackageId: w.dtp, locationId: w.source.id },
     inputs: [packageA.copy, packageB.copy],
-    createdBy: 'plant',
+    by: 'plant',
   });
 
   const failed = await create(OperationKind.UNPACK);

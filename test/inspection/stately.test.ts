@@ -130,7 +130,7 @@ describe('Stately inspection built from persisted transitions', () => {
   async function walkedOperation(): Promise<string> {
     const id = await store.create({
       ...inputFor(OperationKind.LONG_TERM_ARCHIVE, world),
-      createdBy: 'ingest',
+      by: 'ingest',
     });
     const start = async (attempt: number, workerId: string) => {
       await store.apply(id, { type: 'SCHEDULE' });

@@ -49,7 +49,7 @@ import { crash, createSimulatedClock${t(', type SimulatedClock')} } from 'opstat
 const clock${t(': SimulatedClock')} = createSimulatedClock();
 await clock.advance(1);
 const runtime${t(': Runtime')} = await createRuntime();
-const source = await runtime.artifacts.addLocation({
+const source = await runtime.artifacts.findOrAddLocation({
   site: 'pack', name: 'source', locationType: LocationType.SOURCE, storageRoot: '/data/source',
 });
 const archive = await runtime.artifacts.addLocation({
@@ -72,7 +72,10 @@ const id = await runtime.submit({
   kind: OperationKind.LONG_TERM_ARCHIVE,
   fields: { rawDataPackageId: pkg, sourceLocationId: source.id, destinationLocationId: archive.id },
   inputs: [copy.id],
+  by: 'pack-consumer',
 });
+// The fields are checked per kind by the published declarations: a misspelt one does not compile.
+${typed ? '// @ts-expect-error destinatonLocationId is no field of long_term_archive\n' : ''}const misspelt = () => runtime.submit({ kind: OperationKind.LONG_TERM_ARCHIVE, fields: { rawDataPackageId: pkg, sourceLocationId: source.id, destinatonLocationId: archive.id } });
 const deadline = Date.now() + 120_000;
 let status${t(': string')} = '';
 while (status !== OperationStatus.COMPLETED) {
@@ -89,7 +92,8 @@ try {
 } catch (err) {
   deepImport = String(${typed ? '(err as { code?: string })' : 'err'}.code);
 }
-console.log(JSON.stringify({ id, status, mode: runtime.mode, deepImport, publicCrash, drillCrash }));
+const by = (await runtime.get(id)).transitions[0]?.by;
+console.log(JSON.stringify({ id, status, mode: runtime.mode, deepImport, publicCrash, drillCrash, by, misspelt: typeof misspelt }));
 await runtime.close();
 `;
 }
@@ -216,8 +220,10 @@ describe('installed from the tarball', () => {
       deepImport: string;
       publicCrash: string;
       drillCrash: string;
+      by: string;
     };
     expect(result.status).toBe('COMPLETED');
+    expect(result.by).toBe('pack-consumer');
     expect(result.mode).toEqual({ database: 'postgres', transport: 'in-process' });
     // Only `opstate` and `opstate/testing` are importable.
     expect(result.deepImport).toBe('ERR_PACKAGE_PATH_NOT_EXPORTED');

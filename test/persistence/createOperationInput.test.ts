@@ -26,7 +26,9 @@ describe('toOperationInsert', () => {
     ['an optional text field', { fields: { ...archive, archiveKey: 'k/1' } }],
     ['an optional field null', { fields: { ...archive, archiveKey: null } }],
     ['an optional field undefined', { fields: { ...archive, archiveKey: undefined } }],
-    ['every option', { fields: archive, id: A, groupId: B, maxRetries: 0, createdBy: 'me' }],
+    ['every option', { fields: archive, id: A, groupId: B, maxRetries: 0, by: 'me' }],
+    ['a scoped package name as submitter', { fields: archive, by: '@acme/ingest' }],
+    ['the operator as submitter', { fields: archive, by: 'operator' }],
     ['the largest retry budget', { fields: archive, maxRetries: 1000 }],
     ['inputs', { fields: archive, inputs: [A, B, A] }],
     ['options left undefined', { fields: archive, id: undefined, inputs: undefined }],
@@ -54,7 +56,7 @@ describe('toOperationInsert', () => {
     ['a fractional retry budget', { fields: archive, maxRetries: 1.5 }, /maxRetries/],
     ['a negative retry budget', { fields: archive, maxRetries: -1 }, /maxRetries/],
     ['too large a retry budget', { fields: archive, maxRetries: 1001 }, /maxRetries/],
-    ['an empty creator', { fields: archive, createdBy: '' }, /createdBy/],
+    ['an empty submitter', { fields: archive, by: '' }, /^by must be/],
     ['an input that is no uuid', { fields: archive, inputs: [A, 'x'] }, /inputs/],
     ['inputs that are no list', { fields: archive, inputs: A }, /inputs/],
     [
@@ -67,5 +69,138 @@ describe('toOperationInsert', () => {
       expect.objectContaining({ code: OpstateErrorCode.BAD_INPUT }),
     );
     expect(() => valid(input)).toThrow(named);
+  });
+});
+
+const ARCHIVE_FIELDS = 'rawDataPackageId, sourceLocationId, destinationLocationId, archiveKey';
+const UUID = '0190c3d2-7a4e-4b8e-9f10-2a3b4c5d6e7f';
+
+// The messages a caller reads, word for word: in the caller's terms (the field, the kind, what is
+// allowed), never a validator's wording.
+describe('toOperationInsert messages', () => {
+  const messageOf = (input: unknown) => {
+    try {
+      toOperationInsert(input as CreateOperationInput, now);
+    } catch (err) {
+      return (err as Error).message;
+    }
+    throw new Error('accepted');
+  };
+  const transfer = { dataTransferPackageId: A, sourceLocationId: B, destinationLocationId: C };
+
+  it.each([
+    [
+      'a missing required field',
+      { kind: 'transfer', fields: { dataTransferPackageId: A, sourceLocationId: B } },
+      "field 'destinationLocationId' is required for TRANSFER",
+    ],
+    [
+      'a required field given as null',
+      { kind: 'long_term_archive', fields: { ...archive, sourceLocationId: null } },
+      "field 'sourceLocationId' is required for LONG_TERM_ARCHIVE",
+    ],
+    [
+      'a misspelt field',
+      {
+        kind: 'transfer',
+        fields: { dataTransferPackageId: A, sourceLocationId: B, destinatonLocationId: C },
+      },
+      "unknown field 'destinatonLocationId' for TRANSFER; known: dataTransferPackageId, sourceLocationId, destinationLocationId; field 'destinationLocationId' is required for TRANSFER",
+    ],
+    [
+      'a field that is no uuid',
+      { kind: 'transfer', fields: { ...transfer, sourceLocationId: 'lta' } },
+      `field 'sourceLocationId' of TRANSFER must be a uuid such as ${UUID}; got 'lta'`,
+    ],
+    [
+      'a text field that is no text',
+      { kind: 'long_term_archive', fields: { ...archive, archiveKey: 7 } },
+      "field 'archiveKey' of LONG_TERM_ARCHIVE must be a non-empty string; got 7",
+    ],
+    [
+      'fields that are no object',
+      { kind: 'long_term_archive', fields: ['x'] },
+      `fields of LONG_TERM_ARCHIVE must be an object of field names to values (${ARCHIVE_FIELDS}); got an array ["x"]`,
+    ],
+    [
+      'no fields',
+      { kind: 'long_term_archive' },
+      `fields of LONG_TERM_ARCHIVE must be an object of field names to values (${ARCHIVE_FIELDS}); got nothing`,
+    ],
+    [
+      'an unknown option',
+      { kind: 'transfer', fields: transfer, priority: 1 },
+      "unknown option 'priority'; known: kind, fields, inputs, id, groupId, maxRetries, route, by",
+    ],
+    [
+      'an id that is no uuid',
+      { kind: 'transfer', fields: transfer, id: 'op-1' },
+      `id must be a uuid such as ${UUID}; got 'op-1'`,
+    ],
+    [
+      'an input that is no uuid',
+      { kind: 'transfer', fields: transfer, inputs: [A, 'copy-2'] },
+      `inputs[1] must be a uuid such as ${UUID}; got 'copy-2'`,
+    ],
+    [
+      'too large a retry budget',
+      { kind: 'transfer', fields: transfer, maxRetries: 1001 },
+      'maxRetries must be a whole number from 0 to 1000; got 1001',
+    ],
+    [
+      'a submitter with a space',
+      { kind: 'transfer', fields: transfer, by: 'my service' },
+      "by must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, reconciler, broker; got 'my service'",
+    ],
+    [
+      'a submitter of 65 characters',
+      { kind: 'transfer', fields: transfer, by: 'x'.repeat(65) },
+      `by must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, reconciler, broker; got '${'x'.repeat(65)}'`,
+    ],
+    [
+      "a submitter that names one of opstate's own actors",
+      { kind: 'transfer', fields: transfer, by: 'reconciler' },
+      "by 'reconciler' is one of opstate's own actors; name the service or person that submits",
+    ],
+    [
+      'an unknown kind',
+      { kind: 'archive', fields: {} },
+      "unknown operation kind 'archive'; use one of raw_data_package, data_transfer_package, transfer, unpack, long_term_archive, staging",
+    ],
+  ])('%s', (_, input, message) => {
+    expect(messageOf(input)).toBe(message);
+  });
+
+  it('names a route that is not frozen with the routes there are', () => {
+    const message = messageOf({
+      kind: 'transfer',
+      fields: transfer,
+      route: { operationType: 'x', locationType: 'y' },
+    });
+    expect(message).toMatch(
+      /^route an object \{"operationType":"x","locationType":"y"\} is not one of the frozen routes \(QUEUE_OPERATIONS_BY_LOCATION_TYPE\); leave it out for the kind's default, or give \{ operationType, locationType \} of one of \w+/,
+    );
+  });
+
+  it('carries each problem and the known fields as data', () => {
+    try {
+      toOperationInsert(
+        { kind: 'transfer', fields: { sourceLocationId: B } } as unknown as CreateOperationInput,
+        now,
+      );
+      expect.unreachable();
+    } catch (err) {
+      expect(err).toMatchObject({
+        code: OpstateErrorCode.BAD_INPUT,
+        details: {
+          kind: 'transfer',
+          problems: [
+            "field 'dataTransferPackageId' is required for TRANSFER",
+            "field 'destinationLocationId' is required for TRANSFER",
+          ],
+          expected: ['dataTransferPackageId', 'sourceLocationId', 'destinationLocationId'],
+        },
+      });
+    }
   });
 });

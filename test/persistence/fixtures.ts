@@ -45,44 +45,49 @@ export async function makeWorld(database: Database): Promise<World> {
 }
 
 /** A valid create request of each kind against the world. */
-export function inputFor(kind: OperationKind, w: World): CreateOperationInput {
-  switch (kind) {
-    case OperationKind.RAW_DATA_PACKAGE:
-      return { kind, fields: { rawDataPackageId: w.pkg, locationId: w.source.id } };
-    case OperationKind.DATA_TRANSFER_PACKAGE:
-      return { kind, fields: { dataTransferPackageId: w.dtp, locationId: w.source.id } };
-    case OperationKind.TRANSFER:
-      return {
-        kind,
-        fields: {
-          dataTransferPackageId: w.dtp,
-          sourceLocationId: w.source.id,
-          destinationLocationId: w.buffer.id,
-        },
-      };
-    case OperationKind.UNPACK:
-      return { kind, fields: { dataTransferPackageId: w.dtp, locationId: w.buffer.id } };
-    case OperationKind.LONG_TERM_ARCHIVE:
-      return {
-        kind,
-        fields: {
-          rawDataPackageId: w.pkg,
-          sourceLocationId: w.source.id,
-          destinationLocationId: w.archive.id,
-        },
-        inputs: [w.sourceCopy],
-      };
-    case OperationKind.STAGING:
-      return {
-        kind,
-        fields: {
-          rawDataPackageId: w.pkg,
-          sourceLocationId: w.archive.id,
-          destinationLocationId: w.processing.id,
-        },
-      };
-  }
+export function inputFor<K extends OperationKind>(kind: K, w: World): CreateOperationInput<K> {
+  return INPUTS[kind](w);
 }
+
+const INPUTS: { readonly [K in OperationKind]: (w: World) => CreateOperationInput<K> } = {
+  [OperationKind.RAW_DATA_PACKAGE]: (w) => ({
+    kind: OperationKind.RAW_DATA_PACKAGE,
+    fields: { rawDataPackageId: w.pkg, locationId: w.source.id },
+  }),
+  [OperationKind.DATA_TRANSFER_PACKAGE]: (w) => ({
+    kind: OperationKind.DATA_TRANSFER_PACKAGE,
+    fields: { dataTransferPackageId: w.dtp, locationId: w.source.id },
+  }),
+  [OperationKind.TRANSFER]: (w) => ({
+    kind: OperationKind.TRANSFER,
+    fields: {
+      dataTransferPackageId: w.dtp,
+      sourceLocationId: w.source.id,
+      destinationLocationId: w.buffer.id,
+    },
+  }),
+  [OperationKind.UNPACK]: (w) => ({
+    kind: OperationKind.UNPACK,
+    fields: { dataTransferPackageId: w.dtp, locationId: w.buffer.id },
+  }),
+  [OperationKind.LONG_TERM_ARCHIVE]: (w) => ({
+    kind: OperationKind.LONG_TERM_ARCHIVE,
+    fields: {
+      rawDataPackageId: w.pkg,
+      sourceLocationId: w.source.id,
+      destinationLocationId: w.archive.id,
+    },
+    inputs: [w.sourceCopy],
+  }),
+  [OperationKind.STAGING]: (w) => ({
+    kind: OperationKind.STAGING,
+    fields: {
+      rawDataPackageId: w.pkg,
+      sourceLocationId: w.archive.id,
+      destinationLocationId: w.processing.id,
+    },
+  }),
+};
 
 /** Row counts of every table an operation write touches, to prove a refusal wrote nothing. */
 export async function tableCounts(database: Database): Promise<Record<string, number>> {

@@ -8,6 +8,7 @@ import { ArtifactRepository } from '../../persistence/ArtifactRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { artifactSuite } from './artifactSuite.ts';
 import { contractSuite } from './contractSuite.ts';
 import { copySuite } from './copySuite.ts';
 import { migrateIntoPublic } from './fixtures/legacyLayout.ts';
@@ -31,6 +32,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
   storeSuite({ database: () => database, peer: async () => database });
   copySuite({ database: () => database, peer: async () => database });
   contractSuite({ database: () => database, peer: async () => database });
+  artifactSuite({ database: () => database, peer: async () => database });
 
   it('a PGlite data folder keeps its data and schema across a reopen', async () => {
     const dir = await mkdtemp(join(tmpdir(), 'opstate-pglite-'));

@@ -21,6 +21,7 @@ import { copiedColumns } from '../helpers/operationRows.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
+import { artifactSuite } from './artifactSuite.ts';
 import { contractSuite } from './contractSuite.ts';
 import { archivedPackage } from './copyFixtures.ts';
 import { copySuite } from './copySuite.ts';
@@ -55,6 +56,11 @@ describe('persistence on Postgres', () => {
   });
 
   contractSuite({
+    database: () => database,
+    peer: () => openDatabase({ databaseUrl: testDb.url, max: 4 }),
+  });
+
+  artifactSuite({
     database: () => database,
     peer: () => openDatabase({ databaseUrl: testDb.url, max: 4 }),
   });

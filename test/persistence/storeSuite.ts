@@ -4,6 +4,7 @@ import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts'
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
@@ -113,11 +114,12 @@ export function storeSuite(backend: SuiteBackend): void {
     const before = await tableCounts(db());
 
     const unknownKind = await expectCode(
-      store.create({ kind: 'archive' as OperationKind, fields: {} }),
+      store.create({ kind: 'archive', fields: {} } as unknown as CreateOperationInput),
       OpstateErrorCode.BAD_INPUT,
     );
     expect(unknownKind.message).toContain('long_term_archive');
     await expectCode(
+      // @ts-expect-error: a TRANSFER without its locations, as plain JavaScript may send it
       store.create({ kind: OperationKind.TRANSFER, fields: { dataTransferPackageId: w.dtp } }),
       OpstateErrorCode.BAD_INPUT,
     );

@@ -101,6 +101,31 @@ describe('dispatch wire format', () => {
     }
   });
 
+  it.each([
+    [
+      'an unknown kind and no attempt',
+      { ...message, kind: 'packaging', attempt: undefined },
+      "wrong shape: kind must be one of raw_data_package, data_transfer_package, transfer, unpack, long_term_archive, staging; got 'packaging'; attempt is required",
+    ],
+    [
+      'an id with a dot and attempt 0',
+      { ...message, operationId: 'a.b', attempt: 0 },
+      'wrong shape: operationId must be 1 to 128 letters, digits, "-", "_" or "="; got \'a.b\'; attempt must be a whole number ≥ 1; got 0',
+    ],
+    [
+      'an array',
+      [message],
+      'wrong shape: a dispatch message is a JSON object { operationId, kind, operationType, attempt }; got an array',
+    ],
+  ])('says what is wrong with %s in words', (_, value, reason) => {
+    const decoded = decodeDispatch(new TextEncoder().encode(JSON.stringify(value)));
+    expect(decoded.ok).toBe(false);
+    if (!decoded.ok) expect(decoded.reason.startsWith(reason)).toBe(true);
+    expect(() => encodeDispatch(value as never)).toThrow(
+      `Invalid dispatch message: ${reason.slice('wrong shape: '.length)}`,
+    );
+  });
+
   it('rejects routing/identity values it does not know', () => {
     const bytes = new TextEncoder().encode(JSON.stringify({ ...message, kind: 'packaging' }));
     expect(decodeDispatch(bytes).ok).toBe(false);
