@@ -49,7 +49,7 @@ iframe{border:0;width:100%;height:100%}iframe[hidden]{display:none}
   // An iframe reports no load error; a request to the same address does.
   fetch(UI, { mode: 'no-cors', cache: 'no-store' })
     .catch(() => unavailable('This browser cannot reach ' + UI + '.'));
-  setTimeout(() => unavailable('The inspector at ' + UI + ' did not answer within ${INSPECTOR_READY_MS / 1000} s.'), ${INSPECTOR_READY_MS});
+  window.setTimeout(() => unavailable('The inspector at ' + UI + ' did not answer within ${INSPECTOR_READY_MS / 1000} s.'), ${INSPECTOR_READY_MS});
   addEventListener('message', (m) => {
     if (m.data && m.data.type === '@statelyai.connected') {
       ready = true;
