@@ -1,9 +1,10 @@
 import { defineConfig } from 'vitest/config';
 
-// Drills start worker and control-plane processes and judge liveness by timers: they run after
-// everything else, one file at a time, so that a CPU-starved process on the 2-core machine is not
-// mistaken for a dead one. Everything else runs two files at a time (each owns its databases and
-// streams, so nothing collides).
+// Drills start worker and control-plane processes and judge liveness by timers. They run two
+// files at a time beside everything else (each owns its databases, streams and private servers,
+// so nothing collides): their timers are sized for a busy machine, where a process starved of CPU
+// for a while must not be mistaken for a dead one, and a drill that passes only on idle cores is a
+// flaky drill. They are a project of their own so they can be run alone (`--project drills`).
 const DRILLS = [
   'test/actors/{recovery,longRunning,leadership,outbox,scale,badDispatch,stalledWorker,postgresRestart,natsOutage,strandedDispatch}.test.ts',
   'test/cli/{observability,natsAuthorization}.test.ts',
@@ -39,8 +40,6 @@ export default defineConfig({
         test: {
           name: 'drills',
           include: DRILLS,
-          fileParallelism: false,
-          sequence: { groupOrder: 1 },
         },
       },
     ],

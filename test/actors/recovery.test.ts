@@ -108,7 +108,7 @@ describe('recovery paths', () => {
     dep.runtime.startControlPlane();
     const { view } = await crashThenRecover(dep, 'before-start', 'SCHEDULED', 40_000);
     expect(view.transitions.map((t) => `${t.from}>${t.to}:${t.by}`)).toEqual([
-      'null>PENDING:operator',
+      `null>PENDING:${dep.runtime.serviceName}`,
       'PENDING>SCHEDULED:scheduler',
       'SCHEDULED>PENDING:heartbeat_monitor',
       'PENDING>SCHEDULED:scheduler',

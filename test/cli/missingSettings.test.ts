@@ -75,7 +75,10 @@ async function processOf(args: string[], env: Record<string, string>): Promise<R
     code = c;
   });
   await waitFor(
-    () => code !== undefined || /started|dashboard at/.test(stdout),
+    // The line a long-running command prints once its signal handlers are in place.
+    () =>
+      code !== undefined ||
+      /^(worker \S+ started for |control plane started|.*dashboard at)/m.test(stdout),
     `opstate ${args.join(' ')} to exit`,
     60_000,
   );
@@ -255,7 +258,7 @@ describe('long-running processes without NATS_URL', () => {
       ['worker', '--in-process', '--kinds', 'transfer', '--handlers', HANDLERS],
       { DATABASE_URL: db.url, NATS_URL: '' },
     );
-    expect(started.code, started.stderr).toBe(0);
+    expect(started.code, `${started.stdout}\n${started.stderr}`).toBe(0);
     expect(started.stdout).toMatch(/^worker \S+ started for transfer \(postgres, in-process\)$/m);
     expect(started.stderr.split('\n')[0]).toBe(
       `opstate: database ${redactUrl(db.url)}; transport in-process (this process only)`,
