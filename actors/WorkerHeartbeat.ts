@@ -1,6 +1,10 @@
+import { randomUUID } from 'node:crypto';
 import type { Clock } from '../machines/Clock.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { heldThatFits, MAX_HEARTBEAT_BYTES } from '../transport/HeartbeatKey.ts';
 import type { HeldOperation, Transport } from '../transport/Transport.ts';
 import type { Logger } from './Logger.ts';
+import { untilReachable } from './untilReachable.ts';
 
 /** A delivery the heartbeat keeps alive at the broker (`working()`) while it is held. */
 interface Touchable {
@@ -9,6 +13,14 @@ interface Touchable {
 
 /** The worker's one heartbeat: what it holds, written to the heartbeat store as one key. */
 export interface WorkerHeartbeatLoop {
+  /** This process's nonce, random per start, written in every beat. */
+  readonly instance: string;
+  /**
+   * Resolves once the worker id is claimed for this instance (`Heartbeats.claim`, waiting out a
+   * broker outage) and the first beat has landed; rejects with `CONFIG` naming the id when a live
+   * process of another instance holds it. No beat is written before, and none after a refusal.
+   */
+  readonly claimed: Promise<void>;
   /** Holds an operation (pulled, about to start, or running); the next beat lists it. */
   hold(op: HeldOperation, delivery: Touchable): void;
   /**
@@ -30,9 +42,10 @@ export interface WorkerHeartbeatLoop {
   /**
    * Resolves once a beat written after this call has landed, so it lists everything held now.
    * Concurrent callers share one write (one in flight, the next queued). Rejects when the write
-   * fails (the broker unreachable): the caller must not start what it could not cover.
+   * fails (the broker unreachable), and, for `operationId`, when that beat could not list it (more
+   * held than fits in `MAX_HEARTBEAT_BYTES`): the caller must not start what it could not cover.
    */
-  cover(): Promise<void>;
+  cover(operationId?: string): Promise<void>;
   /** Stops beating; `remove` also deletes the key (a clean stop), else it ages out (a crash). */
   stop(options: { remove: boolean }): Promise<void>;
 }
@@ -92,6 +105,11 @@ async function checkAfterBeat(
  * a worker that stopped beating — pulled or running — and its first heartbeat covers every
  * operation it starts. One key write per interval per worker, however many operations it holds.
  *
+ * It first claims the worker id for a fresh instance nonce (`claimed`): a second live process
+ * with the same id is refused. A beat never exceeds `MAX_HEARTBEAT_BYTES`: when more is held than
+ * fits, it lists the operations held longest (those running first) and leaves out the newest, with
+ * one WARNING until it fits again; covering one left out rejects, so it is not started.
+ *
  * @example
  * ```ts
  * const hb = startWorkerHeartbeat({ workerId, transport, clock, logger });
@@ -100,7 +118,11 @@ async function checkAfterBeat(
  */
 export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHeartbeatLoop {
   const { workerId, transport, clock, logger, afterBeat, onOverdue } = options;
+  const instance = randomUUID();
   let landedAt = clock.now();
+  // What the last beat that landed listed, and whether the list had to be cut to the cap.
+  let listed = new Set<string>();
+  let cut = false;
   const age = () => clock.now() - landedAt;
   const entries = new Map<string, { op: HeldOperation; delivery: Touchable }>();
   let inFlight: Promise<void> | undefined;
@@ -111,10 +133,26 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
   const stop = new AbortController();
 
   const write = async () => {
-    const held = [...entries.values()].map((e) => e.op);
+    await claimed;
+    const all = [...entries.values()].map((e) => e.op);
+    const fits = heldThatFits(all, instance);
+    const held = fits < all.length ? all.slice(0, fits) : all;
+    if (fits < all.length !== cut) {
+      cut = fits < all.length;
+      if (cut) {
+        logger.log(
+          'WARNING',
+          `worker holds more operations than one heartbeat lists (${MAX_HEARTBEAT_BYTES} bytes); the newest are left out and not started; lower its concurrency`,
+          { workerId, held: all.length, listed: fits },
+        );
+      } else {
+        logger.log('INFO', 'worker heartbeat lists everything it holds again', { workerId });
+      }
+    }
     const issuedAt = clock.now();
-    await transport.heartbeats.beat(workerId, held);
+    await transport.heartbeats.beat(workerId, held, instance);
     landedAt = Math.max(landedAt, issuedAt);
+    listed = new Set(held.map((h) => h.operationId));
   };
   const beat = (): Promise<void> => {
     if (inFlight === undefined) {
@@ -133,7 +171,27 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
     return queued;
   };
 
+  const claimed = untilReachable(
+    'the heartbeat store',
+    () => transport.heartbeats.claim(workerId, instance),
+    {
+      logger,
+      clock,
+      reachedThen: 'worker id claimed',
+      giveUp: () => (stop.signal.aborted ? 'the worker is stopping' : undefined),
+      signal: stop.signal,
+    },
+  ).then(() => {
+    landedAt = Math.max(landedAt, clock.now());
+  });
+  // Whether the claim held; its rejection is the caller's to see (through `claimed`).
+  const claim = claimed.then(
+    () => true,
+    () => false,
+  );
+
   const loop = (async () => {
+    if (!(await claim)) return;
     while (!stop.signal.aborted) {
       if (entries.size > 0 && age() > transport.timing.heartbeatTimeoutMs) onOverdue?.(age());
       try {
@@ -167,7 +225,20 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
     }
   })();
 
+  const cover = async (operationId?: string): Promise<void> => {
+    await beat();
+    if (operationId !== undefined && entries.has(operationId) && !listed.has(operationId)) {
+      throw new OpstateError(
+        OpstateErrorCode.CONFIG,
+        `worker ${workerId} holds more operations than one heartbeat can list (${MAX_HEARTBEAT_BYTES} bytes), so ${operationId} is not covered and is handed back; lower the worker's concurrency`,
+        { details: { workerId, operationId, held: entries.size, listed: listed.size } },
+      );
+    }
+  };
+
   return {
+    instance,
+    claimed,
     hold(op, delivery) {
       entries.set(op.operationId, { op, delivery });
     },
@@ -181,13 +252,14 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
     },
     held: () => [...entries.values()].map((e) => e.op),
     age,
-    cover: beat,
+    cover,
     async stop({ remove }) {
       stop.abort();
       await loop;
       await inFlight?.catch(() => undefined);
       await checking;
-      if (remove) {
+      // A refused claim never wrote the key: it is the other process's, never to be removed.
+      if (remove && (await claim)) {
         await transport.heartbeats.remove(workerId).catch((err: unknown) =>
           logger.log('DEBUG', 'worker heartbeat removal failed; the key ages out', {
             workerId,

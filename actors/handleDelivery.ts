@@ -125,8 +125,12 @@ async function judge(w: WorkerCore, d: Delivery): Promise<void> {
   };
   let triage = triageDelivery(input);
   if (triage.action === 'check_holder') {
-    // Another worker's: this one lists the delivery itself from receipt.
-    const holderAlive = await w.transport.heartbeats.isAlive(op.kind, op.id, op.attempt, w.id);
+    // Another worker's: this one lists the delivery itself from receipt. Only the heartbeat of the
+    // worker that started it counts: another one listing it does not make it held.
+    const holderAlive = await w.transport.heartbeats.isAlive(op.kind, op.id, op.attempt, {
+      exceptWorkerId: w.id,
+      ...(op.workerId === null ? {} : { holder: op.workerId }),
+    });
     triage = triageDelivery({ ...input, holderAlive });
   }
   await settle(w, d, op, triage);

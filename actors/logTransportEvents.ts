@@ -56,6 +56,13 @@ function describe(event: TransportEvent): {
         same: `handler:${kind}:${kind === 'outage' ? '' : messageOf(event.error).slice(0, 60)}`,
       };
     }
+    case 'heartbeat_refused':
+      return {
+        message:
+          'worker heartbeat refused; it counts for nothing, so that worker looks dead to the control plane',
+        fields: { key: event.key, size: event.size, reason: event.reason },
+        same: `heartbeat:${event.key}`,
+      };
     case 'consume_error':
       return {
         message: 'pulling dispatches failed; retrying with backoff',
@@ -72,7 +79,8 @@ function describe(event: TransportEvent): {
 /**
  * Logs every transport event at WARNING: a rejected message (subject, reason, size and a short
  * printable prefix, never the payload), a max-delivery drop, a delivery a handler could not
- * handle, a failed pull, a disconnect and a reconnect. The same complaint repeated within ten
+ * handle, a refused heartbeat (its key, size and why), a failed pull, a disconnect and a
+ * reconnect. The same complaint repeated within ten
  * seconds is logged once, with how many were folded into the next line. Returns the unsubscribe
  * function.
  *

@@ -11,6 +11,7 @@ import { systemClock } from '../../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import type { Route } from '../../machines/routing.ts';
 import { DEFAULT_MAX_MESSAGE_BYTES, dispatchMsgId, encodeDispatch } from '../DispatchMessage.ts';
+import { MAX_HEARTBEAT_BYTES } from '../HeartbeatKey.ts';
 import type {
   ConsumeOptions,
   DeliveryHandler,
@@ -38,6 +39,24 @@ import {
 import { settleRequestsCheaply } from './settleRequestsCheaply.ts';
 import { translateJetStreamError } from './translateJetStreamError.ts';
 import { unsettledDispatches } from './unsettledDispatches.ts';
+
+/**
+ * The heartbeat bucket's `max_msg_size`: a little over `MAX_HEARTBEAT_BYTES`, so a worker's own
+ * check (it never writes more than the cap) is what bites first, and the server refuses anything
+ * larger from anyone else.
+ */
+const HEARTBEAT_BUCKET_MAX_VALUE_BYTES = MAX_HEARTBEAT_BYTES + 1024;
+
+/** Brings a heartbeat bucket made before the cap (or with another) in line with it. */
+async function capHeartbeatValues(jsm: JetStreamManager, stream: string): Promise<void> {
+  const info = await jsm.streams.info(stream);
+  if (info.config.max_msg_size !== HEARTBEAT_BUCKET_MAX_VALUE_BYTES) {
+    await jsm.streams.update(stream, {
+      ...info.config,
+      max_msg_size: HEARTBEAT_BUCKET_MAX_VALUE_BYTES,
+    });
+  }
+}
 
 /** Options of the JetStream transport. */
 export interface JetStreamTransportOptions extends TransportOptions {
@@ -160,7 +179,11 @@ export async function createJetStreamTransport(
   let bucket: Promise<KV> | undefined;
   const openBucket = (): Promise<KV> => {
     bucket ??= new Kvm(js)
-      .create(names.heartbeatBucket, { history: 1, ttl: timing.heartbeatMaxAgeMs })
+      .create(names.heartbeatBucket, {
+        history: 1,
+        ttl: timing.heartbeatMaxAgeMs,
+        maxValueSize: HEARTBEAT_BUCKET_MAX_VALUE_BYTES,
+      })
       .catch((err: unknown) => {
         bucket = undefined;
         throw err;
@@ -229,14 +252,19 @@ export async function createJetStreamTransport(
   const transport: JetStreamTransport = {
     timing,
     connection: nc,
-    heartbeats: new JetStreamHeartbeats(openBucket, timing, async () => {
-      await openBucket();
-      const prefix = `$KV.${names.heartbeatBucket}.`;
-      const info = await jsm.streams.info(`KV_${names.heartbeatBucket}`, {
-        subjects_filter: `${prefix}worker.>`,
-      });
-      return Object.keys(info.state.subjects ?? {}).map((s) => s.slice(prefix.length));
-    }),
+    heartbeats: new JetStreamHeartbeats(
+      openBucket,
+      timing,
+      async () => {
+        await openBucket();
+        const prefix = `$KV.${names.heartbeatBucket}.`;
+        const info = await jsm.streams.info(`KV_${names.heartbeatBucket}`, {
+          subjects_filter: `${prefix}worker.>`,
+        });
+        return Object.keys(info.state.subjects ?? {}).map((s) => s.slice(prefix.length));
+      },
+      (event) => hub.emit(event),
+    ),
     get openSubscriptions() {
       return subscriptions.size;
     },
@@ -245,6 +273,7 @@ export async function createJetStreamTransport(
       try {
         await ensureDispatchStream(jsm, names, timing, routes, maxAckPending);
         await openBucket();
+        await capHeartbeatValues(jsm, `KV_${names.heartbeatBucket}`);
       } catch (err) {
         throw translateJetStreamError(err, 'ensure', { stream: names.stream });
       }
