@@ -1,7 +1,16 @@
+import {
+  DiscardPolicy,
+  jetstream,
+  jetstreamManager,
+  RetentionPolicy,
+  StorageType,
+} from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { describe, expect, it } from 'vitest';
 import { planMonitorResets } from '../../actors/planMonitorPass.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { defaultRoute, queueSubject } from '../../machines/routing.ts';
 import { MAX_HEARTBEAT_BYTES } from '../../transport/HeartbeatKey.ts';
 import {
   createJetStreamTransport,
@@ -12,6 +21,7 @@ import { uniquePrefix, waitFor } from './helpers.ts';
 import { TEST_TIMING } from './transportContract.ts';
 
 const SERVERS = 'nats://127.0.0.1:4222';
+const ROUTE = defaultRoute(OperationKind.TRANSFER);
 
 async function open(
   tag: string,
@@ -123,5 +133,58 @@ describe('heartbeat size cap (real KV)', () => {
     } finally {
       await first.destroy();
     }
+  });
+});
+
+describe('dispatch stream limits (real nats-server)', () => {
+  it('refuses an oversized publish and one on a subject no consumer reads; an older stream is brought in line', async () => {
+    const prefix = uniquePrefix('limits');
+    const transport = await createJetStreamTransport({
+      servers: SERVERS,
+      prefix,
+      timing: TEST_TIMING,
+      maxStreamBytes: 8 * 1024 * 1024,
+    });
+    try {
+      const jsm = await jetstreamManager(transport.connection);
+      // A stream as an older release made it: every subject under the prefix, no size limits.
+      await jsm.streams.add({
+        name: `${prefix}_dispatch`,
+        subjects: [`${prefix}.dispatch.>`],
+        retention: RetentionPolicy.Workqueue,
+        storage: StorageType.File,
+        discard: DiscardPolicy.Old,
+      });
+      await transport.ensure([ROUTE]);
+      const { config } = await jsm.streams.info(`${prefix}_dispatch`);
+      expect(config).toMatchObject({
+        discard: DiscardPolicy.New,
+        max_msg_size: 64 * 1024,
+        max_bytes: 8 * 1024 * 1024,
+      });
+      expect(config.subjects).toContain(queueSubject(prefix, ROUTE));
+      expect(config.subjects).not.toContain(`${prefix}.dispatch.>`);
+      const js = jetstream(transport.connection);
+      const subject = queueSubject(prefix, ROUTE);
+      await js.publish(subject, new Uint8Array(1000)); // within the limit: stored
+      await expect(js.publish(subject, new Uint8Array(64 * 1024 + 1))).rejects.toThrow(
+        /maximum message size|message size exceeds/i,
+      );
+      await expect(
+        js.publish(`${prefix}.dispatch.nowhere.nothing`, new Uint8Array(10), { timeout: 2000 }),
+      ).rejects.toThrow();
+      expect((await jsm.streams.info(`${prefix}_dispatch`)).state.messages).toBe(1);
+    } finally {
+      await transport.destroy();
+    }
+  });
+
+  it('refuses a maxMessageBytes over the stream’s max_msg_size, and a tiny maxStreamBytes, before connecting', async () => {
+    await expect(
+      createJetStreamTransport({ servers: SERVERS, maxMessageBytes: 64 * 1024 + 1 }),
+    ).rejects.toMatchObject({ code: OpstateErrorCode.CONFIG });
+    await expect(
+      createJetStreamTransport({ servers: SERVERS, maxStreamBytes: 1000 }),
+    ).rejects.toMatchObject({ code: OpstateErrorCode.CONFIG });
   });
 });

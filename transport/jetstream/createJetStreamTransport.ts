@@ -26,7 +26,11 @@ import type {
 import { TransportEventHub } from '../TransportEventHub.ts';
 import { transportNames } from '../TransportNames.ts';
 import { resolveTiming } from '../TransportTiming.ts';
-import { ensureDispatchStream } from './ensureDispatchStream.ts';
+import {
+  DEFAULT_DISPATCH_MAX_BYTES,
+  DISPATCH_MAX_MSG_BYTES,
+  ensureDispatchStream,
+} from './ensureDispatchStream.ts';
 import { JetStreamHeartbeats } from './JetStreamHeartbeats.ts';
 import { JetStreamSubscription } from './JetStreamSubscription.ts';
 import { MaxDeliveriesWatcher } from './MaxDeliveriesWatcher.ts';
@@ -72,6 +76,11 @@ export interface JetStreamTransportOptions extends TransportOptions {
   readonly publishWindow?: number;
   /** Server-side cap on unacked messages per queue, across all processes [1000]. */
   readonly maxAckPending?: number;
+  /**
+   * Most bytes the dispatch stream stores [256 MiB]; when full, publishes are refused and the
+   * outbox relay retries them (`ensureDispatchStream`).
+   */
+  readonly maxStreamBytes?: number;
   /** How long one pull request waits on the server, ≥ 1000 ms [5000]. */
   readonly pullExpiresMs?: number;
   /** JetStream API request timeout [5000 ms]. */
@@ -134,6 +143,25 @@ export async function createJetStreamTransport(
     );
   }
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  if (
+    !(
+      Number.isSafeInteger(maxMessageBytes) &&
+      maxMessageBytes > 0 &&
+      maxMessageBytes <= DISPATCH_MAX_MSG_BYTES
+    )
+  ) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `maxMessageBytes must be a whole number from 1 to ${DISPATCH_MAX_MSG_BYTES} (the dispatch stream's max_msg_size); got ${maxMessageBytes}.`,
+    );
+  }
+  const maxStreamBytes = options.maxStreamBytes ?? DEFAULT_DISPATCH_MAX_BYTES;
+  if (!(Number.isSafeInteger(maxStreamBytes) && maxStreamBytes >= 1024 * 1024)) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `maxStreamBytes must be a whole number of bytes, at least 1 MiB (1048576); got ${maxStreamBytes}.`,
+    );
+  }
   const publishWindow = Math.max(1, options.publishWindow ?? 1000);
   const maxAckPending = options.maxAckPending ?? 1000;
   const ownConnection = options.connection === undefined;
@@ -271,7 +299,10 @@ export async function createJetStreamTransport(
     async ensure(routes) {
       assertOpen();
       try {
-        await ensureDispatchStream(jsm, names, timing, routes, maxAckPending);
+        await ensureDispatchStream(jsm, names, timing, routes, {
+          maxAckPending,
+          maxBytes: maxStreamBytes,
+        });
         await openBucket();
         await capHeartbeatValues(jsm, `KV_${names.heartbeatBucket}`);
       } catch (err) {
