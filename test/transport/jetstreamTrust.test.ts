@@ -16,7 +16,10 @@ import {
   createJetStreamTransport,
   type JetStreamTransport,
 } from '../../transport/jetstream/createJetStreamTransport.ts';
+import { MaxDeliveriesWatcher } from '../../transport/jetstream/MaxDeliveriesWatcher.ts';
 import type { TransportEvent, TransportTiming } from '../../transport/Transport.ts';
+import { TransportEventHub } from '../../transport/TransportEventHub.ts';
+import { transportNames } from '../../transport/TransportNames.ts';
 import { uniquePrefix, waitFor } from './helpers.ts';
 import { TEST_TIMING } from './transportContract.ts';
 
@@ -186,5 +189,105 @@ describe('dispatch stream limits (real nats-server)', () => {
     await expect(
       createJetStreamTransport({ servers: SERVERS, maxStreamBytes: 1000 }),
     ).rejects.toMatchObject({ code: OpstateErrorCode.CONFIG });
+  });
+});
+
+describe('MAX_DELIVERIES advisories are checked against the broker (real nats-server)', () => {
+  async function deployment(tag: string, maxDeliver = 2) {
+    const prefix = uniquePrefix(tag);
+    const transport = await createJetStreamTransport({
+      servers: SERVERS,
+      prefix,
+      timing: { ...TEST_TIMING, maxDeliver, ackWaitMs: 60_000 },
+    });
+    await transport.ensure([ROUTE]);
+    const nc = transport.connection;
+    const jsm = await jetstreamManager(nc);
+    const names = transportNames(prefix);
+    const hub = new TransportEventHub();
+    const events: TransportEvent[] = [];
+    hub.on((e) => events.push(e));
+    const watcher = new MaxDeliveriesWatcher(nc, jsm, names, hub, 4096, { recheckMs: 50 });
+    watcher.start();
+    const js = jetstream(nc);
+    const consumer = await js.consumers.get(names.stream, names.consumer(ROUTE));
+    const publish = (operationId: string) =>
+      transport.publish(ROUTE, {
+        operationId,
+        kind: OperationKind.TRANSFER,
+        operationType: ROUTE.operationType,
+        attempt: 1,
+      });
+    const forge = (seq: number) =>
+      nc.publish(
+        `$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.${names.stream}.${names.consumer(ROUTE)}`,
+        JSON.stringify({
+          type: 'io.nats.jetstream.advisory.v1.max_deliver',
+          stream: names.stream,
+          consumer: names.consumer(ROUTE),
+          stream_seq: seq,
+          deliveries: maxDeliver,
+        }),
+      );
+    const stored = async (seq: number) =>
+      (await jsm.streams.getMessage(names.stream, { seq })) !== null;
+    const dispose = async () => {
+      watcher.stop();
+      await transport.destroy();
+    };
+    return { transport, jsm, names, watcher, events, consumer, publish, forge, stored, dispose };
+  }
+
+  it('a forged advisory naming a live message’s sequence leaves the message in the stream', async () => {
+    const d = await deployment('forged');
+    try {
+      const { seq } = await d.publish('live').then(async () => {
+        const m = await d.consumer.next({ expires: 5000 });
+        if (m === null) throw new Error('the dispatch was not delivered');
+        return m; // held: delivered, not settled
+      });
+      d.forge(seq);
+      await waitFor(() => d.watcher.judged >= 1, 'the watcher to judge the advisory');
+      expect(await d.stored(seq)).toBe(true);
+      expect(d.events).toEqual([]);
+      // A forged advisory for a message not yet delivered changes nothing either.
+      const queued =
+        (await d.publish('queued')) && (await d.jsm.streams.info(d.names.stream)).state.last_seq;
+      d.forge(queued);
+      await waitFor(() => d.watcher.judged >= 2, 'the watcher to judge the second advisory');
+      expect(await d.stored(queued)).toBe(true);
+      expect(d.events).toEqual([]);
+    } finally {
+      await d.dispose();
+    }
+  });
+
+  it('a message really given up is removed once the broker’s state proves it (the ack floor passed it)', async () => {
+    const d = await deployment('givenup');
+    try {
+      await d.publish('doomed');
+      await d.publish('busy');
+      const first = await d.consumer.next({ expires: 5000 });
+      first?.nak();
+      const again = await d.consumer.next({ expires: 5000 });
+      expect(again?.info.deliveryCount).toBe(2);
+      again?.nak(); // used up: the server sends the real advisory at the next pull
+      const busy = await d.consumer.next({ expires: 5000 });
+      expect(busy?.string()).toContain('busy');
+      await waitFor(() => d.watcher.judged >= 1, 'the real advisory to be judged');
+      // 'busy' is outstanding: whether 'doomed' is too cannot be told yet, so it stays.
+      expect(await d.stored(first?.seq ?? 0)).toBe(true);
+      expect(d.watcher.suspects).toBe(1);
+      busy?.ack();
+      await waitFor(() => d.events.some((e) => e.type === 'max_deliveries'), 'the removal');
+      expect(await d.stored(first?.seq ?? 0)).toBe(false);
+      expect(d.events[0]).toMatchObject({
+        type: 'max_deliveries',
+        message: { operationId: 'doomed' },
+      });
+      expect(d.watcher.suspects).toBe(0);
+    } finally {
+      await d.dispose();
+    }
   });
 });
