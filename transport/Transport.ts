@@ -230,6 +230,17 @@ export type TransportEvent =
       readonly size: number;
       readonly reason: string;
     }
+  /**
+   * A queue's stream or consumer does not exist yet (a worker started before the control plane
+   * created them); it retries with backoff. Emitted once per subscription until a pull works.
+   */
+  | {
+      readonly type: 'waiting_for_control_plane';
+      readonly route: Route;
+      readonly missing: 'stream' | 'consumer';
+      /** The stream's or the consumer's name. */
+      readonly name: string;
+    }
   /** Pulling from a queue failed (broker down, consumer missing); the consumer retries on its own. */
   | { readonly type: 'consume_error'; readonly route: Route; readonly error: unknown }
   /** The connection to the broker dropped or came back (JetStream only). */

@@ -7,16 +7,21 @@ import {
 } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { describe, expect, it } from 'vitest';
+import { memoryLogger } from '../../actors/Logger.ts';
+import { logTransportEvents } from '../../actors/logTransportEvents.ts';
 import { planMonitorResets } from '../../actors/planMonitorPass.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
-import { defaultRoute, queueSubject } from '../../machines/routing.ts';
+import { defaultRoute, queueSubject, type Route } from '../../machines/routing.ts';
+import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import { DeliverySlots } from '../../transport/DeliverySlots.ts';
 import { MAX_HEARTBEAT_BYTES } from '../../transport/HeartbeatKey.ts';
 import {
   createJetStreamTransport,
   type JetStreamTransport,
 } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { MaxDeliveriesWatcher } from '../../transport/jetstream/MaxDeliveriesWatcher.ts';
+import { pullBackoffMs } from '../../transport/jetstream/pullBackoff.ts';
 import type { TransportEvent, TransportTiming } from '../../transport/Transport.ts';
 import { TransportEventHub } from '../../transport/TransportEventHub.ts';
 import { transportNames } from '../../transport/TransportNames.ts';
@@ -266,12 +271,19 @@ describe('MAX_DELIVERIES advisories are checked against the broker (real nats-se
     const d = await deployment('givenup');
     try {
       await d.publish('doomed');
-      await d.publish('busy');
       const first = await d.consumer.next({ expires: 5000 });
+      expect([first?.string(), first?.info.deliveryCount]).toEqual([
+        expect.stringContaining('doomed'),
+        1,
+      ]);
       first?.nak();
       const again = await d.consumer.next({ expires: 5000 });
-      expect(again?.info.deliveryCount).toBe(2);
-      again?.nak(); // used up: the server sends the real advisory at the next pull
+      expect([again?.string(), again?.info.deliveryCount]).toEqual([
+        expect.stringContaining('doomed'),
+        2,
+      ]);
+      again?.nak(); // used up: the server sends the real advisory when it next tries to deliver
+      await d.publish('busy');
       const busy = await d.consumer.next({ expires: 5000 });
       expect(busy?.string()).toContain('busy');
       await waitFor(() => d.watcher.judged >= 1, 'the real advisory to be judged');
@@ -288,6 +300,106 @@ describe('MAX_DELIVERIES advisories are checked against the broker (real nats-se
       expect(d.watcher.suspects).toBe(0);
     } finally {
       await d.dispose();
+    }
+  });
+});
+
+describe('a worker started before the control plane (real nats-server, simulated clock)', () => {
+  it('the backoff doubles from 250 ms to a 5 s cap', () => {
+    expect([1, 2, 3, 4, 5, 6, 7, 20].map((n) => pullBackoffMs(n))).toEqual([
+      250, 500, 1000, 2000, 4000, 5000, 5000, 5000,
+    ]);
+  });
+
+  it('with no stream yet, six queues sharing slots ask at the backoff’s pace, and say once what they wait for', async () => {
+    const prefix = uniquePrefix('early');
+    const clock = new SimulatedClock();
+    const transport = await createJetStreamTransport({
+      servers: SERVERS,
+      prefix,
+      timing: TEST_TIMING,
+      clock,
+    });
+    const events: TransportEvent[] = [];
+    transport.onEvent((e) => events.push(e));
+    // Count the broker's answers to "consumer info" (what each pull attempt first asks).
+    let asked = 0;
+    const counter = transport.connection.subscribe(`$JS.API.CONSUMER.INFO.${prefix}_dispatch.>`, {
+      callback: () => {
+        asked++;
+      },
+    });
+    await transport.connection.flush();
+    const logger = memoryLogger();
+    const off = logTransportEvents(transport, logger, clock);
+    const routes = [
+      OperationKind.RAW_DATA_PACKAGE,
+      OperationKind.DATA_TRANSFER_PACKAGE,
+      OperationKind.TRANSFER,
+      OperationKind.UNPACK,
+      OperationKind.LONG_TERM_ARCHIVE,
+      OperationKind.STAGING,
+    ].map(defaultRoute);
+    const slots = new DeliverySlots(4);
+    const subs = routes.map((route) =>
+      transport.consume(route, { concurrency: 4, slots }, async (d) => {
+        await d.ack();
+      }),
+    );
+    try {
+      const waiting = () => events.filter((e) => e.type === 'waiting_for_control_plane').length;
+      await waitFor(
+        () => waiting() === 6 && clock.pending >= 6,
+        'each queue to fail once and back off',
+      );
+      expect(asked).toBe(6);
+      // Time stands still: however many turns the event loop takes, nobody asks again.
+      for (let i = 0; i < 500; i++) await new Promise<void>((r) => setImmediate(r));
+      await transport.connection.flush();
+      expect(asked).toBe(6);
+      // Each backoff step lets each queue ask once more: 250, 500, 1000, 2000, 4000, 5000 ms.
+      let expected = 6;
+      for (const step of [250, 500, 1000, 2000, 4000, 5000, 5000]) {
+        await clock.advance(step);
+        expected += 6;
+        await waitFor(async () => {
+          await transport.connection.flush();
+          return asked >= expected && clock.pending >= 6;
+        }, `the retries after ${step} ms`);
+        expect(asked).toBe(expected);
+      }
+      expect(waiting()).toBe(6); // reported once per queue, not per try
+      expect(events.filter((e) => e.type === 'consume_error')).toEqual([]);
+      const lines = logger.lines.filter((l) =>
+        l.message.startsWith('waiting for the control plane'),
+      );
+      expect(lines.map((l) => [l.level, l.message])).toEqual([
+        ['INFO', `waiting for the control plane to create stream ${prefix}_dispatch`],
+      ]);
+      // The control plane arrives: the queues find their consumers at the next try.
+      await transport.ensure(routes);
+      await transport.publish(routes[2] as Route, {
+        operationId: 'after',
+        kind: OperationKind.TRANSFER,
+        operationType: (routes[2] as Route).operationType,
+        attempt: 1,
+      });
+      await clock.advance(5000);
+      await waitFor(
+        async () =>
+          (await transport.unsettled()).length === 0 &&
+          (
+            await jetstreamManager(transport.connection).then((m) =>
+              m.streams.info(`${prefix}_dispatch`),
+            )
+          ).state.messages === 0,
+        'the dispatch to be consumed',
+      );
+    } finally {
+      off();
+      counter.unsubscribe();
+      await Promise.all(subs.map((s) => s.stop()));
+      await transport.destroy();
     }
   });
 });

@@ -7,7 +7,7 @@ import {
 } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, errors, type NatsConnection } from '@nats-io/transport-node';
-import { systemClock } from '../../machines/Clock.ts';
+import { type Clock, systemClock } from '../../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import type { Route } from '../../machines/routing.ts';
 import { DEFAULT_MAX_MESSAGE_BYTES, dispatchMsgId, encodeDispatch } from '../DispatchMessage.ts';
@@ -87,6 +87,11 @@ export interface JetStreamTransportOptions extends TransportOptions {
   readonly requestTimeoutMs?: number;
   /** How long connecting to a server may take [20000 ms]. */
   readonly connectTimeoutMs?: number;
+  /**
+   * What waits between retries (a failed pull's backoff, the given-up check's next look) run on
+   * [the system clock]. Heartbeat ages are judged by the server's stamps, whatever this says.
+   */
+  readonly clock?: Clock;
 }
 
 /** The JetStream transport, plus the connection for tools and tests. */
@@ -203,7 +208,8 @@ export async function createJetStreamTransport(
   }
   const hub = new TransportEventHub();
   const subscriptions = new Set<JetStreamSubscription>();
-  const watcher = new MaxDeliveriesWatcher(nc, jsm, names, hub, maxMessageBytes);
+  const clock = options.clock ?? systemClock;
+  const watcher = new MaxDeliveriesWatcher(nc, jsm, names, hub, maxMessageBytes, { clock });
   let bucket: Promise<KV> | undefined;
   const openBucket = (): Promise<KV> => {
     bucket ??= new Kvm(js)
@@ -357,6 +363,9 @@ export async function createJetStreamTransport(
         confirmAcks: options.confirmAcks ?? false,
         pullExpiresMs,
         flush,
+        clock,
+        streamName: names.stream,
+        consumerName: durable,
       };
       const sub = new JetStreamSubscription(
         getConsumer,
