@@ -99,6 +99,119 @@ async function checkAfterBeat(
 }
 
 /**
+ * What one beat lists: everything held, or, when that would exceed `MAX_HEARTBEAT_BYTES`, those
+ * held longest (the first in `all`) that fit, with one line each time that changes.
+ */
+function listWithinCap(
+  state: { cut: boolean; readonly logger: Logger; readonly workerId: string },
+  all: HeldOperation[],
+  instance: string,
+): HeldOperation[] {
+  const fits = heldThatFits(all, instance);
+  if (fits < all.length !== state.cut) {
+    state.cut = fits < all.length;
+    if (state.cut) {
+      state.logger.log(
+        'WARNING',
+        `worker holds more operations than one heartbeat lists (${MAX_HEARTBEAT_BYTES} bytes); the newest are left out and not started; lower its concurrency`,
+        { workerId: state.workerId, held: all.length, listed: fits },
+      );
+    } else {
+      state.logger.log('INFO', 'worker heartbeat lists everything it holds again', {
+        workerId: state.workerId,
+      });
+    }
+  }
+  return fits < all.length ? all.slice(0, fits) : all;
+}
+
+/** Why an operation the last beat could not list is not covered (and must not be started). */
+function notCovered(workerId: string, operationId: string, held: number, listed: number) {
+  return new OpstateError(
+    OpstateErrorCode.CONFIG,
+    `worker ${workerId} holds more operations than one heartbeat can list (${MAX_HEARTBEAT_BYTES} bytes), so ${operationId} is not covered and is handed back; lower the worker's concurrency`,
+    { details: { workerId, operationId, held, listed } },
+  );
+}
+
+/**
+ * One periodic beat: write, then tell each held delivery it is still worked on. A failure is
+ * logged once until a beat lands again.
+ */
+async function periodicBeat(
+  state: { failing: boolean; readonly logger: Logger; readonly workerId: string },
+  beat: () => Promise<void>,
+  deliveries: () => Iterable<Touchable>,
+  held: () => number,
+): Promise<void> {
+  try {
+    await beat();
+    for (const d of deliveries()) d.working();
+    if (state.failing) {
+      state.failing = false;
+      state.logger.log('INFO', 'worker heartbeat written again', { workerId: state.workerId });
+    }
+  } catch (err) {
+    if (!state.failing) {
+      state.failing = true;
+      state.logger.log('WARNING', 'worker heartbeat failed; retrying at every interval', {
+        workerId: state.workerId,
+        held: held(),
+        err,
+      });
+    }
+  }
+}
+
+/**
+ * One write in flight at a time and at most one queued behind it: concurrent callers share them,
+ * and a caller's write starts after its call (the queued one covers what was added since).
+ */
+function coalesced(write: () => Promise<void>): {
+  run(): Promise<void>;
+  idle(): Promise<void>;
+} {
+  let inFlight: Promise<void> | undefined;
+  let queued: Promise<void> | undefined;
+  const run = (): Promise<void> => {
+    if (inFlight === undefined) {
+      inFlight = write().finally(() => {
+        inFlight = undefined;
+      });
+      return inFlight;
+    }
+    queued ??= inFlight
+      .catch(() => {})
+      .then(() => {
+        queued = undefined;
+        return run();
+      });
+    return queued;
+  };
+  return { run, idle: async () => void (await inFlight?.catch(() => undefined)) };
+}
+
+/** Claims the worker id for this instance, waiting out a broker outage until stopped. */
+function claimId(
+  options: WorkerHeartbeatOptions,
+  instance: string,
+  stopped: AbortSignal,
+): Promise<void> {
+  const { workerId, transport, clock, logger } = options;
+  return untilReachable(
+    'the heartbeat store',
+    () => transport.heartbeats.claim(workerId, instance),
+    {
+      logger,
+      clock,
+      reachedThen: 'worker id claimed',
+      giveUp: () => (stopped.aborted ? 'the worker is stopping' : undefined),
+      signal: stopped,
+    },
+  );
+}
+
+/**
  * One heartbeat per worker process, at the transport's heartbeat interval: it lists every
  * operation the worker holds and calls `working()` on each held delivery. Because a worker covers
  * an operation (`cover()`) before it starts it, the control plane finds any dispatch that sits with
@@ -122,66 +235,26 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
   let landedAt = clock.now();
   // What the last beat that landed listed, and whether the list had to be cut to the cap.
   let listed = new Set<string>();
-  let cut = false;
+  const capState = { cut: false, logger, workerId };
   const age = () => clock.now() - landedAt;
   const entries = new Map<string, { op: HeldOperation; delivery: Touchable }>();
-  let inFlight: Promise<void> | undefined;
-  let queued: Promise<void> | undefined;
-  let failing = false;
+  const beatState = { failing: false, logger, workerId };
   const afterBeatState = { failing: false, logger, workerId };
   let checking: Promise<void> | undefined;
   const stop = new AbortController();
 
-  const write = async () => {
+  const held = () => [...entries.values()].map((e) => e.op);
+  const writes = coalesced(async () => {
     await claimed;
-    const all = [...entries.values()].map((e) => e.op);
-    const fits = heldThatFits(all, instance);
-    const held = fits < all.length ? all.slice(0, fits) : all;
-    if (fits < all.length !== cut) {
-      cut = fits < all.length;
-      if (cut) {
-        logger.log(
-          'WARNING',
-          `worker holds more operations than one heartbeat lists (${MAX_HEARTBEAT_BYTES} bytes); the newest are left out and not started; lower its concurrency`,
-          { workerId, held: all.length, listed: fits },
-        );
-      } else {
-        logger.log('INFO', 'worker heartbeat lists everything it holds again', { workerId });
-      }
-    }
+    const list = listWithinCap(capState, held(), instance);
     const issuedAt = clock.now();
-    await transport.heartbeats.beat(workerId, held, instance);
+    await transport.heartbeats.beat(workerId, list, instance);
     landedAt = Math.max(landedAt, issuedAt);
-    listed = new Set(held.map((h) => h.operationId));
-  };
-  const beat = (): Promise<void> => {
-    if (inFlight === undefined) {
-      inFlight = write().finally(() => {
-        inFlight = undefined;
-      });
-      return inFlight;
-    }
-    // A write is in flight with an older list: the next one covers what was added since.
-    queued ??= inFlight
-      .catch(() => {})
-      .then(() => {
-        queued = undefined;
-        return beat();
-      });
-    return queued;
-  };
+    listed = new Set(list.map((h) => h.operationId));
+  });
+  const beat = writes.run;
 
-  const claimed = untilReachable(
-    'the heartbeat store',
-    () => transport.heartbeats.claim(workerId, instance),
-    {
-      logger,
-      clock,
-      reachedThen: 'worker id claimed',
-      giveUp: () => (stop.signal.aborted ? 'the worker is stopping' : undefined),
-      signal: stop.signal,
-    },
-  ).then(() => {
+  const claimed = claimId(options, instance, stop.signal).then(() => {
     landedAt = Math.max(landedAt, clock.now());
   });
   // Whether the claim held; its rejection is the caller's to see (through `claimed`).
@@ -194,30 +267,19 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
     if (!(await claim)) return;
     while (!stop.signal.aborted) {
       if (entries.size > 0 && age() > transport.timing.heartbeatTimeoutMs) onOverdue?.(age());
-      try {
-        await beat();
-        for (const e of entries.values()) e.delivery.working();
-        if (failing) {
-          failing = false;
-          logger.log('INFO', 'worker heartbeat written again', { workerId });
-        }
-      } catch (err) {
-        if (!failing) {
-          failing = true;
-          logger.log('WARNING', 'worker heartbeat failed; retrying at every interval', {
-            workerId,
-            held: entries.size,
-            err,
-          });
-        }
-      }
+      await periodicBeat(
+        beatState,
+        beat,
+        () => [...entries.values()].map((e) => e.delivery),
+        () => entries.size,
+      );
       // The check reads the database; it runs beside the loop, never in its way: a database that
       // hangs (restarting) must not stop the beats, or the worker would find its own heartbeat
       // overdue and let go of everything it runs. One check at a time; a beat while one is still
       // running starts none.
       if (afterBeat !== undefined && checking === undefined) {
-        const held = [...entries.values()].map((e) => e.op);
-        checking = checkAfterBeat(afterBeatState, () => afterBeat(held)).finally(() => {
+        const now = held();
+        checking = checkAfterBeat(afterBeatState, () => afterBeat(now)).finally(() => {
           checking = undefined;
         });
       }
@@ -228,11 +290,7 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
   const cover = async (operationId?: string): Promise<void> => {
     await beat();
     if (operationId !== undefined && entries.has(operationId) && !listed.has(operationId)) {
-      throw new OpstateError(
-        OpstateErrorCode.CONFIG,
-        `worker ${workerId} holds more operations than one heartbeat can list (${MAX_HEARTBEAT_BYTES} bytes), so ${operationId} is not covered and is handed back; lower the worker's concurrency`,
-        { details: { workerId, operationId, held: entries.size, listed: listed.size } },
-      );
+      throw notCovered(workerId, operationId, entries.size, listed.size);
     }
   };
 
@@ -250,22 +308,22 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
     release(operationId) {
       entries.delete(operationId);
     },
-    held: () => [...entries.values()].map((e) => e.op),
+    held,
     age,
     cover,
     async stop({ remove }) {
       stop.abort();
       await loop;
-      await inFlight?.catch(() => undefined);
+      await writes.idle();
       await checking;
       // A refused claim never wrote the key: it is the other process's, never to be removed.
       if (remove && (await claim)) {
-        await transport.heartbeats.remove(workerId).catch((err: unknown) =>
+        await transport.heartbeats.remove(workerId).catch((err: unknown) => {
           logger.log('DEBUG', 'worker heartbeat removal failed; the key ages out', {
             workerId,
             err,
-          }),
-        );
+          });
+        });
       }
     },
   };

@@ -273,7 +273,8 @@ async function startAttempt(
     d,
   );
   try {
-    await w.heartbeat.cover();
+    // Rejects when the beat could not list it (over the size cap): not started, handed back.
+    await w.heartbeat.cover(scheduled.id);
     w.faults?.beforeStart?.(d.message);
     const started = await throughOutage(w, `starting operation ${scheduled.id}`, () =>
       w.batches.start({

@@ -11,7 +11,6 @@ import { type Clock, systemClock } from '../../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import type { Route } from '../../machines/routing.ts';
 import { DEFAULT_MAX_MESSAGE_BYTES, dispatchMsgId, encodeDispatch } from '../DispatchMessage.ts';
-import { MAX_HEARTBEAT_BYTES } from '../HeartbeatKey.ts';
 import type {
   ConsumeOptions,
   DeliveryHandler,
@@ -26,6 +25,7 @@ import type {
 import { TransportEventHub } from '../TransportEventHub.ts';
 import { transportNames } from '../TransportNames.ts';
 import { resolveTiming } from '../TransportTiming.ts';
+import { capHeartbeatValues, HEARTBEAT_BUCKET_MAX_VALUE_BYTES } from './capHeartbeatValues.ts';
 import {
   DEFAULT_DISPATCH_MAX_BYTES,
   DISPATCH_MAX_MSG_BYTES,
@@ -43,24 +43,6 @@ import {
 import { settleRequestsCheaply } from './settleRequestsCheaply.ts';
 import { translateJetStreamError } from './translateJetStreamError.ts';
 import { unsettledDispatches } from './unsettledDispatches.ts';
-
-/**
- * The heartbeat bucket's `max_msg_size`: a little over `MAX_HEARTBEAT_BYTES`, so a worker's own
- * check (it never writes more than the cap) is what bites first, and the server refuses anything
- * larger from anyone else.
- */
-const HEARTBEAT_BUCKET_MAX_VALUE_BYTES = MAX_HEARTBEAT_BYTES + 1024;
-
-/** Brings a heartbeat bucket made before the cap (or with another) in line with it. */
-async function capHeartbeatValues(jsm: JetStreamManager, stream: string): Promise<void> {
-  const info = await jsm.streams.info(stream);
-  if (info.config.max_msg_size !== HEARTBEAT_BUCKET_MAX_VALUE_BYTES) {
-    await jsm.streams.update(stream, {
-      ...info.config,
-      max_msg_size: HEARTBEAT_BUCKET_MAX_VALUE_BYTES,
-    });
-  }
-}
 
 /** Options of the JetStream transport. */
 export interface JetStreamTransportOptions extends TransportOptions {
