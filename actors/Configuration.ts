@@ -44,6 +44,8 @@ export interface Configuration {
     readonly auth: NatsAuth;
     /** TLS to NATS: on when any file is named or the URL is `tls://`. */
     readonly tls?: TlsFiles;
+    /** Most bytes the dispatch stream stores; absent: the transport's default (256 MiB). */
+    readonly dispatchMaxBytes?: number;
   };
   readonly prefix: string;
   readonly timing: Partial<RuntimeTiming>;
@@ -150,6 +152,11 @@ export const SETTINGS: readonly Setting[] = [
     secret: false,
   },
   {
+    variable: 'OPSTATE_DISPATCH_MAX_BYTES',
+    allowed: 'a whole number of bytes, at least 1048576 (default 268435456: 256 MiB)',
+    secret: false,
+  },
+  {
     variable: 'OPSTATE_TIMING',
     allowed: 'a JSON object of timer names to milliseconds',
     secret: false,
@@ -215,6 +222,20 @@ const schemas: Record<string, z.ZodType> = {
     z
       .string()
       .regex(/^[A-Za-z0-9_-]+$/)
+      .optional(),
+  ),
+  OPSTATE_DISPATCH_MAX_BYTES: nonEmpty.pipe(
+    z
+      .string()
+      .regex(/^\d+$/)
+      .transform(Number)
+      .pipe(
+        z
+          .number()
+          .int()
+          .min(1024 * 1024)
+          .max(Number.MAX_SAFE_INTEGER),
+      )
       .optional(),
   ),
   OPSTATE_TIMING: nonEmpty.pipe(timing.optional()),
@@ -302,6 +323,7 @@ export function loadConfiguration(
   const databaseUrl = get('DATABASE_URL');
   const engine = get('OPSTATE_EMBEDDED_ENGINE') as EmbeddedEngine | undefined;
   const serviceName = get('OPSTATE_SERVICE_NAME');
+  const dispatchMaxBytes = read(env, 'OPSTATE_DISPATCH_MAX_BYTES') as number | undefined;
   return {
     database: {
       ...(databaseUrl === undefined ? {} : { url: databaseUrl }),
@@ -311,7 +333,11 @@ export function loadConfiguration(
       tls: database.mode,
       tlsFiles: database.files,
     },
-    nats: { ...(natsUrl === undefined ? {} : { url: natsUrl }), ...nats },
+    nats: {
+      ...(natsUrl === undefined ? {} : { url: natsUrl }),
+      ...nats,
+      ...(dispatchMaxBytes === undefined ? {} : { dispatchMaxBytes }),
+    },
     prefix: get('OPSTATE_PREFIX') ?? 'opstate',
     timing:
       overrides.timing ?? (read(env, 'OPSTATE_TIMING') as Partial<RuntimeTiming> | undefined) ?? {},

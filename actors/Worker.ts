@@ -118,6 +118,13 @@ export interface WorkerFaults {
 export interface Worker {
   readonly id: string;
   readonly registry: WorkerRegistry;
+  /**
+   * Resolves once the worker id is claimed for this process (its first heartbeat landed) and its
+   * queues are consumed; nothing is pulled before. Rejects with `CONFIG` naming the id when a live
+   * process of another instance already runs under it (that worker then takes no work; stop it),
+   * or when it was stopped first.
+   */
+  readonly ready: Promise<void>;
   /** Stops taking work, aborts running handlers and hands their operations back. */
   stop(): Promise<void>;
 }
@@ -191,14 +198,32 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     kinds
       .map(defaultRoute)
       .filter((r, i, all) => all.findIndex((o) => queueName(o) === queueName(r)) === i);
-  const subscriptions: Subscription[] = routes.map((route) =>
-    transport.consume(route, { concurrency, slots }, (d) => handleDelivery(core, d)),
+  const subscriptions: Subscription[] = [];
+  // Nothing is pulled before the id is claimed: a second process under a live worker's id takes
+  // no work and writes no heartbeat.
+  const ready = core.heartbeat.claimed.then(
+    () => {
+      if (core.state.stopping) return;
+      for (const route of routes) {
+        subscriptions.push(
+          transport.consume(route, { concurrency, slots }, (d) => handleDelivery(core, d)),
+        );
+      }
+      logger.log('INFO', 'worker started', {
+        workerId: id,
+        queues: routes.map(queueName),
+        concurrency,
+      });
+    },
+    (err: unknown) => {
+      if (!core.state.stopping) {
+        logger.log('ERROR', 'worker refused to start', { workerId: id, err });
+      }
+      throw err;
+    },
   );
-  logger.log('INFO', 'worker started', {
-    workerId: id,
-    queues: routes.map(queueName),
-    concurrency,
-  });
+  // The caller sees the refusal through `ready`; an unread one is not an unhandled rejection.
+  ready.catch(() => undefined);
   const abortAll = (reason: string) => {
     for (const lease of [...core.registry.getSnapshot().context.leases.values()]) {
       core.registry.trigger.abort({ operationId: lease.operationId, reason });
@@ -207,12 +232,15 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   const worker: Worker = {
     id,
     registry: core.registry,
+    ready,
     async stop() {
       if (core.state.stopping) return;
       core.state.stopping = true;
       abortAll('worker stopping');
+      // None are added once stopping (a claim still pending consumes nothing when it lands).
       await Promise.all(subscriptions.map((s) => s.stop()));
       await core.heartbeat.stop({ remove: true });
+      await ready.catch(() => undefined);
     },
   };
   // A drill's crash (`crash(worker)` from opstate/testing): as a killed process would die, its

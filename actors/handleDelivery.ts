@@ -125,8 +125,12 @@ async function judge(w: WorkerCore, d: Delivery): Promise<void> {
   };
   let triage = triageDelivery(input);
   if (triage.action === 'check_holder') {
-    // Another worker's: this one lists the delivery itself from receipt.
-    const holderAlive = await w.transport.heartbeats.isAlive(op.kind, op.id, op.attempt, w.id);
+    // Another worker's: this one lists the delivery itself from receipt. Only the heartbeat of the
+    // worker that started it counts: another one listing it does not make it held.
+    const holderAlive = await w.transport.heartbeats.isAlive(op.kind, op.id, op.attempt, {
+      exceptWorkerId: w.id,
+      ...(op.workerId === null ? {} : { holder: op.workerId }),
+    });
     triage = triageDelivery({ ...input, holderAlive });
   }
   await settle(w, d, op, triage);
@@ -269,7 +273,8 @@ async function startAttempt(
     d,
   );
   try {
-    await w.heartbeat.cover();
+    // Rejects when the beat could not list it (over the size cap): not started, handed back.
+    await w.heartbeat.cover(scheduled.id);
     w.faults?.beforeStart?.(d.message);
     const started = await throughOutage(w, `starting operation ${scheduled.id}`, () =>
       w.batches.start({

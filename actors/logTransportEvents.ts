@@ -2,7 +2,7 @@ import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import { queueName } from '../machines/routing.ts';
 import type { Transport, TransportEvent } from '../transport/Transport.ts';
-import type { Logger } from './Logger.ts';
+import type { Logger, LogLevel } from './Logger.ts';
 
 /** The same complaint (event type and reason) is logged at most once per this window. */
 const REPEAT_WINDOW_MS = 10_000;
@@ -14,6 +14,7 @@ function describe(event: TransportEvent): {
   message: string;
   fields: Record<string, unknown>;
   same: string;
+  level?: LogLevel;
 } {
   switch (event.type) {
     case 'rejected':
@@ -56,6 +57,20 @@ function describe(event: TransportEvent): {
         same: `handler:${kind}:${kind === 'outage' ? '' : messageOf(event.error).slice(0, 60)}`,
       };
     }
+    case 'heartbeat_refused':
+      return {
+        message:
+          'worker heartbeat refused; it counts for nothing, so that worker looks dead to the control plane',
+        fields: { key: event.key, size: event.size, reason: event.reason },
+        same: `heartbeat:${event.key}`,
+      };
+    case 'waiting_for_control_plane':
+      return {
+        message: `waiting for the control plane to create ${event.missing} ${event.name}`,
+        fields: { queue: queueName(event.route), [event.missing]: event.name },
+        same: `waiting:${event.missing}:${event.name}`,
+        level: 'INFO',
+      };
     case 'consume_error':
       return {
         message: 'pulling dispatches failed; retrying with backoff',
@@ -70,9 +85,11 @@ function describe(event: TransportEvent): {
 }
 
 /**
- * Logs every transport event at WARNING: a rejected message (subject, reason, size and a short
+ * Logs every transport event at WARNING (a queue waiting for the control plane to create its
+ * stream or consumer at INFO, once): a rejected message (subject, reason, size and a short
  * printable prefix, never the payload), a max-delivery drop, a delivery a handler could not
- * handle, a failed pull, a disconnect and a reconnect. The same complaint repeated within ten
+ * handle, a refused heartbeat (its key, size and why), a failed pull, a disconnect and a
+ * reconnect. The same complaint repeated within ten
  * seconds is logged once, with how many were folded into the next line. Returns the unsubscribe
  * function.
  *
@@ -84,7 +101,7 @@ function describe(event: TransportEvent): {
 export function logTransportEvents(transport: Transport, logger: Logger, clock: Clock): () => void {
   const last = new Map<string, { at: number; folded: number }>();
   return transport.onEvent((event) => {
-    const { message, fields, same } = describe(event);
+    const { message, fields, same, level } = describe(event);
     const now = clock.now();
     const seen = last.get(same);
     if (seen !== undefined && now - seen.at < REPEAT_WINDOW_MS) {
@@ -95,7 +112,7 @@ export function logTransportEvents(transport: Transport, logger: Logger, clock: 
     if (last.size > 1000) last.clear();
     const folded = seen?.folded ?? 0;
     logger.log(
-      'WARNING',
+      level ?? 'WARNING',
       message,
       folded > 0 ? { ...fields, repeatsSinceLastLine: folded } : fields,
     );

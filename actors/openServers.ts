@@ -100,6 +100,9 @@ export async function openServers(
               prefix,
               timing,
               credentials: natsCredentialsOf(config),
+              ...(config.nats.dispatchMaxBytes === undefined
+                ? {}
+                : { maxStreamBytes: config.nats.dispatchMaxBytes }),
             }),
           );
     if (options.ensureTransport !== false) {

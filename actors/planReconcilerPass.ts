@@ -7,8 +7,10 @@ import type { PlannedReset } from './PlannedReset.ts';
  * The reconciler's pass, pure: of the SCHEDULED / IN_PROGRESS operations older than the floor,
  * those no fresh heartbeat holds at their current attempt (a dispatch lost on its way, a worker
  * whose heartbeat was purged) get a RESET by `reconciler`, fenced on that attempt, with one
- * WARNING naming the operation and why. One a live worker holds is left alone, however old (a
- * long-running operation is not lost).
+ * WARNING naming the operation and why. An IN_PROGRESS one counts as held only by the heartbeat of
+ * the worker that started it (`holdsAlive` with the recorded worker), so a fresh heartbeat of
+ * another worker that lists it does not pin it. One a live worker holds is left alone, however
+ * old (a long-running operation is not lost).
  *
  * @example
  * ```ts
@@ -27,7 +29,10 @@ export function planReconcilerResets(input: {
   const resets: PlannedReset[] = [];
   for (const op of input.old) {
     if (now - op.since.getTime() < timing.reconcilerFloorMs) continue;
-    if (holdsAlive(beats, now, timing.heartbeatTimeoutMs, op.kind, op.id, op.attempt)) continue;
+    const holder = op.status === 'IN_PROGRESS' ? (op.workerId ?? undefined) : undefined;
+    if (holdsAlive(beats, now, timing.heartbeatTimeoutMs, op.kind, op.id, op.attempt, holder)) {
+      continue;
+    }
     const age = Math.round((now - op.since.getTime()) / 1000);
     const reason = `${op.status} for ${age} s (floor ${timing.reconcilerFloorMs / 1000} s) with no live worker holding it`;
     resets.push({

@@ -17,6 +17,8 @@ export interface ReachOptions {
    * process is stopping or no longer holds what it writes for. Default: wait for ever.
    */
   readonly giveUp?: () => string | undefined;
+  /** Cuts a wait between tries short (then `giveUp` is asked again), e.g. the process stopping. */
+  readonly signal?: AbortSignal;
   /** What the INFO line says comes next once it is reachable again [starting]. */
   readonly reachedThen?: string;
   /** Level of the line saying it waits [WARNING]; one caller among many may say it quieter. */
@@ -82,7 +84,7 @@ export async function untilReachable<T>(
           },
         );
       }
-      await clock.sleep(backoff);
+      await clock.sleep(backoff, options.signal);
     }
   }
 }

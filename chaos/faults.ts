@@ -78,7 +78,9 @@ const JUNK = [
   new TextEncoder().encode(
     JSON.stringify({ operationId: '00000000-0000-4000-8000-000000000000', attempt: 1 }),
   ),
-  // Half a megabyte of an opening brace: over the transport's message bound, under NATS's.
+  // 8 KiB of an opening brace: over the transport's message bound, under the stream's.
+  new Uint8Array(8 * 1024).fill(0x7b),
+  // Half a megabyte: over the stream's max_msg_size, refused by the broker on publish.
   new Uint8Array(512 * 1024).fill(0x7b),
 ];
 

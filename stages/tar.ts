@@ -22,9 +22,7 @@ function corrupt(message: string): OpstateError {
 }
 
 function checksumOf(header: Buffer): number {
-  let sum = 0;
-  for (let i = 0; i < BLOCK; i++) sum += i >= 148 && i < 156 ? 0x20 : (header[i] as number);
-  return sum;
+  return checksumsOf(header)[0];
 }
 
 /**
@@ -60,10 +58,158 @@ export function packTar(members: readonly TarMember[]): Buffer {
   return Buffer.concat(parts);
 }
 
+/** Where a header's fields sit (POSIX ustar). */
+const NAME = { at: 0, length: 100 } as const;
+const MODE = { at: 100, length: 8 } as const;
+const UID = { at: 108, length: 8 } as const;
+const GID = { at: 116, length: 8 } as const;
+const SIZE = { at: 124, length: 12 } as const;
+const MTIME = { at: 136, length: 12 } as const;
+const CHECKSUM = { at: 148, length: 8 } as const;
+const TYPEFLAG = 156;
+const MAGIC = { at: 257, length: 8 } as const;
+const PREFIX = { at: 345, length: 155 } as const;
+/** `ustar\0` + version `00` (POSIX), or `ustar  \0` (GNU). */
+const MAGICS = ['ustar\u000000', 'ustar  \u0000'];
+
 /**
- * Reads the regular-file members of a ustar archive written by `packTar`, checking every header
- * checksum and every member name (`checkMemberName`). A truncated or damaged archive, or one with a
- * hostile member name, is refused with `BAD_INPUT`.
+ * A numeric header field: octal digits (after optional leading spaces, ended by NUL or space and
+ * nothing but NULs and spaces after), or base-256 (first byte 0x80 for a positive value, 0xff for a
+ * negative one, big-endian after it). Anything else, or a value past `Number.MAX_SAFE_INTEGER`, is
+ * refused.
+ */
+function numeric(
+  header: Uint8Array,
+  f: { readonly at: number; readonly length: number },
+  what: string,
+  where: number,
+): number {
+  const bytes = header.subarray(f.at, f.at + f.length);
+  const first = bytes[0] as number;
+  if (first === 0x80 || first === 0xff) {
+    let value = 0;
+    for (let i = 1; i < bytes.length; i++) {
+      value = value * 256 + (first === 0xff ? 0xff - (bytes[i] as number) : (bytes[i] as number));
+      if (!Number.isSafeInteger(value)) throw corrupt(`the ${what} at byte ${where} is too large`);
+    }
+    return first === 0xff ? -(value + 1) : value;
+  }
+  let i = 0;
+  while (i < bytes.length && bytes[i] === 0x20) i++;
+  let value = 0;
+  let digits = 0;
+  for (; i < bytes.length; i++) {
+    const b = bytes[i] as number;
+    if (b < 0x30 || b > 0x37) break;
+    value = value * 8 + (b - 0x30);
+    digits++;
+  }
+  for (; i < bytes.length; i++) {
+    if (bytes[i] !== 0 && bytes[i] !== 0x20) {
+      throw corrupt(`the ${what} at byte ${where} is not an octal number`);
+    }
+  }
+  if (digits === 0) throw corrupt(`the ${what} at byte ${where} is empty`);
+  if (!Number.isSafeInteger(value)) throw corrupt(`the ${what} at byte ${where} is too large`);
+  return value;
+}
+
+/** The sum of a header with its checksum field as spaces, unsigned and as signed bytes. */
+function checksumsOf(header: Uint8Array): [number, number] {
+  let unsigned = 0;
+  let signed = 0;
+  for (let i = 0; i < BLOCK; i++) {
+    const b = i >= CHECKSUM.at && i < CHECKSUM.at + CHECKSUM.length ? 0x20 : (header[i] as number);
+    unsigned += b;
+    signed += b > 127 ? b - 256 : b;
+  }
+  return [unsigned, signed];
+}
+
+/** A NUL-terminated text field; bytes after the NUL must be NULs too. */
+function text(
+  header: Uint8Array,
+  f: { readonly at: number; readonly length: number },
+  what: string,
+  where: number,
+): string {
+  const raw = header.subarray(f.at, f.at + f.length);
+  const end = raw.indexOf(0);
+  if (end !== -1 && raw.subarray(end).some((b) => b !== 0)) {
+    throw corrupt(`the ${what} at byte ${where} has bytes after a NUL`);
+  }
+  return Buffer.from(raw.buffer, raw.byteOffset, end === -1 ? raw.length : end).toString('utf8');
+}
+
+/** One header of an archive as read, with the data that follows it. */
+export interface TarEntry {
+  /** The byte offset of its header. */
+  readonly offset: number;
+  readonly name: string;
+  /** The typeflag byte: `0x30` ('0') or `0` for a regular file. */
+  readonly type: number;
+  readonly data: Uint8Array;
+}
+
+/**
+ * Walks an archive's headers, one entry per header, up to the first all-zero block. Total: every
+ * header is checked before anything is taken from it — the checksum, the ustar magic, every numeric
+ * field (octal or base-256), a size that is not negative and fits in the bytes left, a name within
+ * its 100 bytes with nothing after its NUL, and no name prefix — and each entry moves the offset on
+ * by at least one block, so any input, however crafted, ends in at most `length / 512` entries. A
+ * damaged or truncated archive is refused with `BAD_INPUT`; nothing else is ever thrown.
+ *
+ * @example
+ * ```ts
+ * for (const e of readTarEntries(bytes)) console.log(e.offset, e.name, e.data.length);
+ * ```
+ */
+export function* readTarEntries(tar: Uint8Array): Generator<TarEntry, void, undefined> {
+  const buf = Buffer.from(tar.buffer, tar.byteOffset, tar.byteLength);
+  let offset = 0;
+  for (;;) {
+    if (offset + BLOCK > buf.length) throw corrupt('it ends before its end-of-archive blocks');
+    const header = buf.subarray(offset, offset + BLOCK);
+    if (header.every((b) => b === 0)) return;
+    const stored = numeric(header, CHECKSUM, 'header checksum', offset);
+    if (!checksumsOf(header).includes(stored)) {
+      throw corrupt(`header checksum mismatch at byte ${offset}`);
+    }
+    if (!MAGICS.includes(header.toString('latin1', MAGIC.at, MAGIC.at + MAGIC.length))) {
+      throw corrupt(`the header at byte ${offset} is not a ustar header`);
+    }
+    const name = text(header, NAME, 'member name', offset);
+    if (text(header, PREFIX, 'name prefix', offset) !== '') {
+      throw corrupt(`member '${name}' at byte ${offset} has a name prefix (a path)`);
+    }
+    for (const [f, what] of [
+      [MODE, 'mode'],
+      [UID, 'owner id'],
+      [GID, 'group id'],
+      [MTIME, 'modification time'],
+    ] as const) {
+      numeric(header, f, what, offset);
+    }
+    const size = numeric(header, SIZE, 'size', offset);
+    const start = offset + BLOCK;
+    if (size < 0) throw corrupt(`member '${name}' at byte ${offset} has a negative size`);
+    if (size > buf.length - start) throw corrupt(`member '${name}' runs past the end`);
+    yield {
+      offset,
+      name,
+      type: header[TYPEFLAG] as number,
+      data: buf.subarray(start, start + size),
+    };
+    // At least one block on: the header's, then the member's data rounded up to whole blocks.
+    offset = start + Math.ceil(size / BLOCK) * BLOCK;
+  }
+}
+
+/**
+ * Reads the regular-file members of a ustar archive written by `packTar` (`readTarEntries`, other
+ * entry types skipped), checking every member name (`checkMemberName`). A truncated, damaged or
+ * crafted archive, or one with a hostile member name, is refused with `BAD_INPUT`, in at most one
+ * step per block of input.
  *
  * @example
  * ```ts
@@ -71,30 +217,11 @@ export function packTar(members: readonly TarMember[]): Buffer {
  * ```
  */
 export function unpackTar(tar: Uint8Array): TarMember[] {
-  const buf = Buffer.from(tar.buffer, tar.byteOffset, tar.byteLength);
   const members: TarMember[] = [];
-  let offset = 0;
-  for (;;) {
-    if (offset + BLOCK > buf.length) throw corrupt('it ends before its end-of-archive blocks');
-    const header = buf.subarray(offset, offset + BLOCK);
-    if (header.every((b) => b === 0)) return members;
-    const stored = Number.parseInt(header.toString('ascii', 148, 156).replace(/\0.*$/s, ''), 8);
-    if (stored !== checksumOf(header)) throw corrupt(`header checksum mismatch at byte ${offset}`);
-    const raw = header.subarray(0, 100);
-    const end = raw.indexOf(0);
-    const name = raw.toString('utf8', 0, end === -1 ? 100 : end);
-    if (end !== -1 && raw.subarray(end).some((b) => b !== 0)) {
-      throw corrupt(`a member name at byte ${offset} has bytes after a NUL`);
+  for (const e of readTarEntries(tar)) {
+    if (e.type === 0x30 || e.type === 0) {
+      members.push({ name: checkMemberName(e.name, 'archive member'), data: e.data });
     }
-    const size = Number.parseInt(header.toString('ascii', 124, 136).replace(/\0.*$/s, ''), 8);
-    const start = offset + BLOCK;
-    if (!Number.isSafeInteger(size) || start + size > buf.length) {
-      throw corrupt(`member '${name}' runs past the end`);
-    }
-    if (header[156] === 0x30 || header[156] === 0) {
-      checkMemberName(name, 'archive member');
-      members.push({ name, data: buf.subarray(start, start + size) });
-    }
-    offset = start + Math.ceil(size / BLOCK) * BLOCK;
   }
+  return members;
 }

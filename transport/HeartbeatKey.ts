@@ -30,16 +30,22 @@ export function workerHeartbeatKey(workerId: string): string {
 }
 
 /**
- * The stored value of a heartbeat: the held operations as `[kind, operationId, attempt]` triples
- * (compact: a worker with 256 operations writes about 14 KB). Throws `BAD_INPUT` for an operation
- * that is not key-safe.
- *
- * @example
- * ```ts
- * encodeHeld([{ kind: OperationKind.UNPACK, operationId: 'op1', attempt: 2 }]); // '{"held":[["unpack","op1",2]]}'
- * ```
+ * The most bytes a heartbeat value may take (64 KiB: about 1,100 held operations with ids of 36
+ * characters). A worker never writes more (`heldThatFits`), the bucket refuses larger puts, and a
+ * reader refuses a larger value it finds (`readWorkerHeartbeat`).
  */
-export function encodeHeld(held: readonly HeldOperation[]): string {
+export const MAX_HEARTBEAT_BYTES = 64 * 1024;
+
+const INSTANCE = /^[A-Za-z0-9_-]{1,64}$/;
+
+function checkHeld(held: readonly HeldOperation[], instance: string | undefined): void {
+  if (instance !== undefined && !INSTANCE.test(instance)) {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `Heartbeat instance ${JSON.stringify(instance)} is not a nonce: use 1–64 letters, digits, "-" or "_".`,
+      { details: { instance } },
+    );
+  }
   for (const h of held) {
     if (!isOperationKind(h.kind)) {
       throw new OpstateError(
@@ -49,12 +55,118 @@ export function encodeHeld(held: readonly HeldOperation[]): string {
     }
     checkToken('operationId', h.operationId);
   }
-  return JSON.stringify({ held: held.map((h) => [h.kind, h.operationId, h.attempt]) });
+}
+
+const shell = (instance: string | undefined) =>
+  instance === undefined ? { held: [] as unknown[] } : { instance, held: [] as unknown[] };
+const triple = (h: HeldOperation) => [h.kind, h.operationId, h.attempt];
+
+/**
+ * The stored value of a heartbeat: the writing process's instance nonce (random per start, so two
+ * processes given one worker id are told apart) and the held operations as `[kind, operationId,
+ * attempt]` triples (compact: a worker with 256 operations writes about 14 KB). Throws `BAD_INPUT`
+ * for an operation or instance that is not key-safe, and for a value over `MAX_HEARTBEAT_BYTES`
+ * (list only `heldThatFits` of them).
+ *
+ * @example
+ * ```ts
+ * encodeHeld([{ kind: OperationKind.UNPACK, operationId: 'op1', attempt: 2 }], 'n1');
+ * // '{"instance":"n1","held":[["unpack","op1",2]]}'
+ * ```
+ */
+export function encodeHeld(held: readonly HeldOperation[], instance?: string): string {
+  checkHeld(held, instance);
+  const value = JSON.stringify({ ...shell(instance), held: held.map(triple) });
+  // Every part is ASCII (checked above): characters are bytes.
+  if (value.length > MAX_HEARTBEAT_BYTES) {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `A heartbeat listing ${held.length} operations takes ${value.length} bytes, over the ${MAX_HEARTBEAT_BYTES}-byte cap: list the first heldThatFits() of them, or lower the worker's concurrency.`,
+      { details: { held: held.length, bytes: value.length, maxBytes: MAX_HEARTBEAT_BYTES } },
+    );
+  }
+  return value;
+}
+
+/**
+ * How many of `held`, in order, fit in one heartbeat value of at most `maxBytes`
+ * (`encodeHeld(held.slice(0, n), instance)` stays within the cap).
+ *
+ * @example
+ * ```ts
+ * const n = heldThatFits(held, instance); if (n < held.length) warn(); beat(held.slice(0, n));
+ * ```
+ */
+export function heldThatFits(
+  held: readonly HeldOperation[],
+  instance?: string,
+  maxBytes = MAX_HEARTBEAT_BYTES,
+): number {
+  let bytes = JSON.stringify(shell(instance)).length;
+  for (let i = 0; i < held.length; i++) {
+    bytes += JSON.stringify(triple(held[i] as HeldOperation)).length + (i > 0 ? 1 : 0);
+    if (bytes > maxBytes) return i;
+  }
+  return held.length;
+}
+
+/** A stored heartbeat as read: the heartbeat, or why it was refused. */
+export type ReadHeartbeat =
+  | { readonly ok: true; readonly beat: WorkerHeartbeat }
+  | { readonly ok: false; readonly reason: string };
+
+/**
+ * Reads a stored heartbeat back. A value over `MAX_HEARTBEAT_BYTES`, or that is not a heartbeat
+ * (bad JSON, an unknown kind, an id that is not key-safe, an attempt below 1), is refused with the
+ * reason, never trusted in part. A value without an instance (written by an older worker) reads
+ * with `instance` undefined.
+ *
+ * @example
+ * ```ts
+ * readWorkerHeartbeat('worker.w-7', '{"instance":"n1","held":[["unpack","op1",2]]}', Date.now());
+ * ```
+ */
+export function readWorkerHeartbeat(key: string, value: string, at: number): ReadHeartbeat {
+  const refuse = (reason: string): ReadHeartbeat => ({ ok: false, reason });
+  if (!key.startsWith(PREFIX)) return refuse('the key is not worker.<id>');
+  const workerId = key.slice(PREFIX.length);
+  if (!TOKEN.test(workerId)) return refuse('the worker id is not key-safe');
+  const bytes = Buffer.byteLength(value);
+  if (bytes > MAX_HEARTBEAT_BYTES) {
+    return refuse(`the value takes ${bytes} bytes, over the ${MAX_HEARTBEAT_BYTES}-byte cap`);
+  }
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(value);
+  } catch {
+    return refuse('the value is not JSON');
+  }
+  const record = (parsed ?? {}) as { held?: unknown; instance?: unknown };
+  const list = record.held;
+  if (!Array.isArray(list)) return refuse('the value has no held list');
+  const instance = record.instance;
+  if (instance !== undefined && (typeof instance !== 'string' || !INSTANCE.test(instance))) {
+    return refuse('the instance is not a nonce');
+  }
+  const held: HeldOperation[] = [];
+  for (const item of list) {
+    if (!Array.isArray(item) || item.length !== 3) return refuse('a held entry is not a triple');
+    const [kind, operationId, attempt] = item as [unknown, unknown, unknown];
+    if (!isOperationKind(kind) || typeof operationId !== 'string' || !TOKEN.test(operationId))
+      return refuse('a held entry names no operation');
+    if (typeof attempt !== 'number' || !Number.isSafeInteger(attempt) || attempt < 1)
+      return refuse('a held entry has no valid attempt');
+    held.push({ kind, operationId, attempt });
+  }
+  return {
+    ok: true,
+    beat: instance === undefined ? { workerId, at, held } : { workerId, instance, at, held },
+  };
 }
 
 /**
  * Parses a stored heartbeat back; `undefined` for a key or value that is not a worker heartbeat
- * (a foreign key in the bucket is ignored, never trusted).
+ * (`readWorkerHeartbeat` says why).
  *
  * @example
  * ```ts
@@ -66,37 +178,18 @@ export function parseWorkerHeartbeat(
   value: string,
   at: number,
 ): WorkerHeartbeat | undefined {
-  if (!key.startsWith(PREFIX)) return undefined;
-  const workerId = key.slice(PREFIX.length);
-  if (!TOKEN.test(workerId)) return undefined;
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(value);
-  } catch {
-    return undefined;
-  }
-  const list = (parsed as { held?: unknown } | null)?.held;
-  if (!Array.isArray(list)) return undefined;
-  const held: HeldOperation[] = [];
-  for (const item of list) {
-    if (!Array.isArray(item) || item.length !== 3) return undefined;
-    const [kind, operationId, attempt] = item as [unknown, unknown, unknown];
-    if (!isOperationKind(kind) || typeof operationId !== 'string' || !TOKEN.test(operationId))
-      return undefined;
-    if (typeof attempt !== 'number' || !Number.isSafeInteger(attempt) || attempt < 1)
-      return undefined;
-    held.push({ kind, operationId, attempt });
-  }
-  return { workerId, at, held };
+  const read = readWorkerHeartbeat(key, value, at);
+  return read.ok ? read.beat : undefined;
 }
 
 /**
  * Whether a fresh heartbeat (younger than `timeoutMs` at `now`) holds the operation (at `attempt`,
- * when given).
+ * when given). With `holder` (the worker a START recorded), only that worker's heartbeat counts:
+ * another worker listing a running operation does not keep it alive.
  *
  * @example
  * ```ts
- * holdsAlive(await heartbeats.list(), clock.now(), timing.heartbeatTimeoutMs, kind, id, 2);
+ * holdsAlive(await heartbeats.list(), clock.now(), timing.heartbeatTimeoutMs, kind, id, 2, 'w-7');
  * ```
  */
 export function holdsAlive(
@@ -106,10 +199,12 @@ export function holdsAlive(
   kind: string,
   operationId: string,
   attempt?: number,
+  holder?: string,
 ): boolean {
   return beats.some(
     (b) =>
       now - b.at < timeoutMs &&
+      (holder === undefined || b.workerId === holder) &&
       b.held.some(
         (h) =>
           h.kind === kind &&

@@ -139,6 +139,11 @@ export interface HeldOperation {
 export interface WorkerHeartbeat {
   /** Key-safe like an operation id. */
   readonly workerId: string;
+  /**
+   * The writing process's nonce, random per start: two processes given the same worker id write
+   * different ones (`Heartbeats.claim` refuses the second). Absent in a heartbeat written without.
+   */
+  readonly instance?: string;
   readonly at: number;
   readonly held: readonly HeldOperation[];
 }
@@ -150,8 +155,20 @@ export interface WorkerHeartbeat {
  * dispatch that sits with a stalled or dead worker.
  */
 export interface Heartbeats {
-  /** Writes (or refreshes) a worker's heartbeat, listing what it holds now. */
-  beat(workerId: string, held: readonly HeldOperation[]): Promise<void>;
+  /**
+   * Writes (or refreshes) a worker's heartbeat, listing what it holds now, stamped with the
+   * process's `instance` nonce. Throws `BAD_INPUT` when the value would exceed
+   * `MAX_HEARTBEAT_BYTES` (list `heldThatFits` of them).
+   */
+  beat(workerId: string, held: readonly HeldOperation[], instance?: string): Promise<void>;
+  /**
+   * Takes a worker id for one process instance before its first beat, and writes that first beat
+   * (holding nothing). Throws `CONFIG` naming the id when a fresh heartbeat (younger than
+   * `heartbeatTimeoutMs`) of another instance holds it: two live processes with one id would
+   * each vouch for what the other started. A stale one, or one of the same instance, is taken
+   * over. Two instances claiming at once: one wins, the other is refused.
+   */
+  claim(workerId: string, instance: string): Promise<void>;
   /** Removes a worker's heartbeat (it stopped). Removing a missing one is harmless. */
   remove(workerId: string): Promise<void>;
   /** Every worker heartbeat still stored, fresh or stale (stale ones vanish after `heartbeatMaxAgeMs`). */
@@ -159,13 +176,14 @@ export interface Heartbeats {
   /**
    * Does a worker whose heartbeat is younger than `heartbeatTimeoutMs` hold this operation (at
    * `attempt`, when given)? `exceptWorkerId` leaves that worker's own heartbeat out (a worker
-   * asking about a delivery it lists itself).
+   * asking about a delivery it lists itself); `holder` counts only that worker's heartbeat (the
+   * worker a START recorded: another worker listing a running operation does not keep it alive).
    */
   isAlive(
     kind: OperationKind,
     operationId: string,
     attempt?: number,
-    exceptWorkerId?: string,
+    whose?: { readonly exceptWorkerId?: string; readonly holder?: string },
   ): Promise<boolean>;
 }
 
@@ -199,6 +217,29 @@ export type TransportEvent =
       readonly error: unknown;
       /** When it is delivered again: the nak delay, doubled per failed delivery up to a cap. */
       readonly retryInMs: number;
+    }
+  /**
+   * A stored heartbeat was refused: over `MAX_HEARTBEAT_BYTES`, or not a heartbeat at all. It
+   * counts for nothing (its worker looks dead to the control plane). Emitted at most once per key
+   * per heartbeat interval, however often the heartbeats are read.
+   */
+  | {
+      readonly type: 'heartbeat_refused';
+      /** The key, `worker.<id>`. */
+      readonly key: string;
+      readonly size: number;
+      readonly reason: string;
+    }
+  /**
+   * A queue's stream or consumer does not exist yet (a worker started before the control plane
+   * created them); it retries with backoff. Emitted once per subscription until a pull works.
+   */
+  | {
+      readonly type: 'waiting_for_control_plane';
+      readonly route: Route;
+      readonly missing: 'stream' | 'consumer';
+      /** The stream's or the consumer's name. */
+      readonly name: string;
     }
   /** Pulling from a queue failed (broker down, consumer missing); the consumer retries on its own. */
   | { readonly type: 'consume_error'; readonly route: Route; readonly error: unknown }

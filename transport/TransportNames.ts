@@ -6,7 +6,10 @@ export interface TransportNames {
   readonly prefix: string;
   /** The work-queue stream holding every dispatch. */
   readonly stream: string;
-  /** The subjects the stream captures: `<prefix>.dispatch.>`. */
+  /**
+   * The subject space of the deployment's dispatches, `<prefix>.dispatch.>` (for permissions);
+   * the stream itself captures only the routes' subjects within it.
+   */
   readonly streamSubjects: string;
   /** The heartbeat KV bucket. */
   readonly heartbeatBucket: string;

@@ -164,8 +164,18 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
           });
           ctx.io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
         }
-        const signal = await untilSignal();
-        ctx.io.out(`${signal}: stopping worker ${worker.id}`);
+        // A live process already running under this id refuses this one (CONFIG, exit 2).
+        const refused = worker.ready.then(
+          () => new Promise<never>(() => {}),
+          (err: unknown) => err,
+        );
+        const outcome = await Promise.race([untilSignal(), refused]);
+        if (typeof outcome !== 'string') {
+          await proc.close();
+          await close?.();
+          throw outcome;
+        }
+        ctx.io.out(`${outcome}: stopping worker ${worker.id}`);
         await proc.close();
         await close?.();
         return 0;

@@ -56,9 +56,13 @@ describe('a worker given dispatches it cannot use', () => {
       Uint8Array.from([0xff, 0x00, 0x13, 0x37, 0xfe]),
       new TextEncoder().encode('{"operationId": "broken'),
       new TextEncoder().encode(JSON.stringify({ hello: 'world' })),
-      new Uint8Array(512 * 1024).fill(0x41),
+      // Over the transport's 4 KiB, under the stream's 64 KiB: stored, then refused on receipt.
+      new Uint8Array(8 * 1024).fill(0x41),
     ];
     for (const data of junk) await nc.request(subject, data); // a JetStream publish ack
+    // Over the stream's max_msg_size: the broker refuses it; no worker ever sees it.
+    const huge = await nc.request(subject, new Uint8Array(512 * 1024).fill(0x41));
+    expect(huge.string()).toMatch(/message size exceeds maximum allowed/);
     const rejected = () =>
       worker.output.filter(
         (l) =>
@@ -67,7 +71,7 @@ describe('a worker given dispatches it cannot use', () => {
       );
     await waitFor(() => rejected().length === junk.length, 'a warning per junk message');
     const lines = rejected().join('\n');
-    for (const reason of ['not JSON', 'wrong shape', 'oversized: 524288 bytes'])
+    for (const reason of ['not JSON', 'wrong shape', 'oversized: 8192 bytes'])
       expect(lines).toContain(reason);
     expect(lines).toContain(`"subject":"${subject}"`);
     expect(lines).toContain('\\\\xff\\\\x00');

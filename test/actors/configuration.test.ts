@@ -41,6 +41,7 @@ describe('loadConfiguration', () => {
         OPSTATE_LOG_LEVEL: 'debug',
         OPSTATE_METRICS_PORT: '9000',
         OPSTATE_SERVICE_NAME: 'ingest',
+        OPSTATE_DISPATCH_MAX_BYTES: '2097152',
       },
       { metricsPort: '9464' },
     );
@@ -56,6 +57,7 @@ describe('loadConfiguration', () => {
         url: 'tls://n1:4222,tls://n2:4222',
         auth: { type: 'creds', credsFile: '/run/worker.creds' },
         tls: {},
+        dispatchMaxBytes: 2_097_152,
       },
       prefix: 'prod_a',
       timing: { heartbeatIntervalMs: 1000 },
@@ -73,6 +75,10 @@ describe('loadConfiguration', () => {
     [{ OPSTATE_TIMING: 'soon' }, 'OPSTATE_TIMING must be a JSON object'],
     [{ OPSTATE_LOG_LEVEL: 'loud' }, 'OPSTATE_LOG_LEVEL must be trace | debug | info'],
     [{ OPSTATE_METRICS_PORT: '70000' }, 'OPSTATE_METRICS_PORT / --metrics-port must be a TCP port'],
+    [
+      { OPSTATE_DISPATCH_MAX_BYTES: '1000' },
+      'OPSTATE_DISPATCH_MAX_BYTES must be a whole number of bytes',
+    ],
     [{ OPSTATE_DB_SCHEMA: 'Ops-State' }, 'OPSTATE_DB_SCHEMA must be a lowercase identifier'],
     [{ OPSTATE_DB_SCHEMA: 'public' }, "is where an application's own tables are"],
     [{ OPSTATE_DB_SCHEMA: 'pg_ops' }, 'starts with pg_'],

@@ -28,12 +28,12 @@ const beat = (workerId: string, ageMs: number, held: [string, number][]): Worker
   at: NOW - ageMs,
   held: held.map(([operationId, attempt]) => ({ kind: KIND, operationId, attempt })),
 });
-const op = (id: string, status: OperationStatus, attempt = 1) => ({
-  id,
-  kind: KIND,
-  status,
-  attempt,
-});
+const op = (
+  id: string,
+  status: OperationStatus,
+  attempt = 1,
+  workerId: string | null = status === 'IN_PROGRESS' ? 'a' : null,
+) => ({ id, kind: KIND, status, attempt, workerId });
 
 describe('schedulingLimit', () => {
   const rows: [string, number, number, number, number][] = [
@@ -190,9 +190,39 @@ describe('heartbeat monitor decisions', () => {
       false,
     ],
     [
-      'held by a stale and a fresh heartbeat: alive',
+      'SCHEDULED held by a stale and a fresh heartbeat: alive (no START says whose it is)',
       [beat('a', TIMEOUT, [['x', 1]]), beat('b', 0, [['x', 1]])],
-      op('x', 'IN_PROGRESS'),
+      op('x', 'SCHEDULED'),
+      false,
+    ],
+    [
+      'IN_PROGRESS on a, whose heartbeat is stale, listed by fresh b: reset (b did not start it)',
+      [beat('a', TIMEOUT, [['x', 1]]), beat('b', 0, [['x', 1]])],
+      op('x', 'IN_PROGRESS', 1, 'a'),
+      true,
+    ],
+    [
+      'IN_PROGRESS on b, whose fresh heartbeat lists it, also listed by stale a: alive',
+      [beat('a', TIMEOUT, [['x', 1]]), beat('b', 0, [['x', 1]])],
+      op('x', 'IN_PROGRESS', 1, 'b'),
+      false,
+    ],
+    [
+      'IN_PROGRESS on c, whose fresh heartbeat no longer lists it, listed by stale a and fresh b: reset',
+      [beat('a', TIMEOUT, [['x', 1]]), beat('b', 0, [['x', 1]]), beat('c', 0, [['y', 1]])],
+      op('x', 'IN_PROGRESS', 1, 'c'),
+      true,
+    ],
+    [
+      'IN_PROGRESS on c, listed only by fresh b: no news of a death, the reconciler’s',
+      [beat('b', 0, [['x', 1]])],
+      op('x', 'IN_PROGRESS', 1, 'c'),
+      false,
+    ],
+    [
+      'IN_PROGRESS with no worker recorded: any fresh heartbeat keeps it, as before',
+      [beat('a', TIMEOUT, [['x', 1]]), beat('b', 0, [['x', 1]])],
+      op('x', 'IN_PROGRESS', 1, null),
       false,
     ],
     [
@@ -225,7 +255,7 @@ describe('heartbeat monitor decisions', () => {
       now: NOW,
       timeoutMs: TIMEOUT,
       beats: [beat('w-1', 12_000, [['x', 3]]), beat('w-2', 11_000, [['x', 3]])],
-      operations: [op('x', 'IN_PROGRESS', 3)],
+      operations: [op('x', 'SCHEDULED', 3)],
     });
     expect(r?.event).toEqual({
       type: 'RESET',
@@ -233,7 +263,7 @@ describe('heartbeat monitor decisions', () => {
       attempt: 3,
       at: new Date(NOW).toISOString(),
       reason:
-        'stale heartbeat: running by w-1, w-2, whose last heartbeat was 11 s ago (timeout 10 s)',
+        'stale heartbeat: dispatch held by w-1, w-2, whose last heartbeat was 11 s ago (timeout 10 s)',
     });
     expect(r?.line).toMatchObject({ level: 'INFO', message: 'heartbeat monitor reset operation' });
     expect(r?.line.fields).toMatchObject({
@@ -241,6 +271,19 @@ describe('heartbeat monitor decisions', () => {
       workerIds: ['w-1', 'w-2'],
       attempt: 3,
     });
+  });
+
+  it('a reset of a running operation names the worker that started it and who else listed it', () => {
+    const [r] = planMonitorResets({
+      now: NOW,
+      timeoutMs: TIMEOUT,
+      beats: [beat('w-1', 12_000, [['x', 3]]), beat('w-2', 0, [['x', 3]])],
+      operations: [op('x', 'IN_PROGRESS', 3, 'w-1')],
+    });
+    expect(r?.event.reason).toBe(
+      'stale heartbeat: running on w-1, whose last heartbeat was 12 s ago (timeout 10 s); also listed by w-2, which did not start it',
+    );
+    expect(r?.line.fields).toMatchObject({ workerIds: ['w-1'] });
   });
 });
 
@@ -423,6 +466,18 @@ describe('reconciler decisions', () => {
       'past the floor but a fresh heartbeat holds it: a long run, left alone',
       active('IN_PROGRESS', 3_600_000),
       [beat('w-1', 0, [['x', 1]])],
+      false,
+    ],
+    [
+      'IN_PROGRESS on w-1 past the floor, listed only by fresh w-2: reset (w-2 did not start it)',
+      active('IN_PROGRESS', 90_000),
+      [beat('w-2', 0, [['x', 1]])],
+      true,
+    ],
+    [
+      'SCHEDULED past the floor, listed by a fresh heartbeat: a worker pulled it, left alone',
+      active('SCHEDULED', 90_000),
+      [beat('w-2', 0, [['x', 1]])],
       false,
     ],
     [

@@ -38,6 +38,8 @@ function memoryStore(clock: SimulatedClock) {
     version: number;
     snapshot: unknown;
     since: Date;
+    /** The worker the START recorded. */
+    workerId: string | null;
   }
   const rows = new Map<string, Row>();
   const resets: { id: string; by: string; at: number; reason: string }[] = [];
@@ -49,6 +51,7 @@ function memoryStore(clock: SimulatedClock) {
       status: r.status,
       attempt: r.attempt,
       version: r.version,
+      workerId: r.workerId,
     }) as OperationRecord;
   const store: ControlPlaneStore = {
     database: {} as ControlPlaneStore['database'],
@@ -68,7 +71,6 @@ function memoryStore(clock: SimulatedClock) {
         .map((r) => ({
           ...asRecord(r),
           startedAt: null,
-          workerId: null,
           scheduledAt: null,
           since: r.since,
         })),
@@ -81,22 +83,28 @@ function memoryStore(clock: SimulatedClock) {
         version: row.version + 1,
         snapshot: d.snapshot,
         since: new Date(clock.now()),
+        workerId: d.context.workerId,
       });
       if (event.type === 'RESET')
         resets.push({ id, by: event.by, at: clock.now(), reason: event.reason });
       return {} as Awaited<ReturnType<ControlPlaneStore['apply']>>;
     },
   };
-  /** An operation walked to `status` now, at attempt 1. */
-  const add = (id: string, status: 'SCHEDULED' | 'IN_PROGRESS') => {
+  /** An operation walked to `status` now, at attempt 1 (started by `workerId`). */
+  const add = (id: string, status: 'SCHEDULED' | 'IN_PROGRESS', workerId = 'w') => {
     let snapshot: unknown = createOperationState({ kind: KIND }).snapshot;
-    const walk: OperationEvent[] = [
-      { type: 'SCHEDULE' },
-      { type: 'START', attempt: 1, workerId: 'w' },
-    ];
+    const walk: OperationEvent[] = [{ type: 'SCHEDULE' }, { type: 'START', attempt: 1, workerId }];
     for (const e of walk.slice(0, status === 'SCHEDULED' ? 1 : 2))
       snapshot = decide(snapshot, e).snapshot;
-    rows.set(id, { id, status, attempt: 1, version: 0, snapshot, since: new Date(clock.now()) });
+    rows.set(id, {
+      id,
+      status,
+      attempt: 1,
+      version: 0,
+      snapshot,
+      since: new Date(clock.now()),
+      workerId: status === 'IN_PROGRESS' ? workerId : null,
+    });
   };
   return { store, rows, resets, folds, add };
 }
@@ -131,9 +139,9 @@ describe('heartbeat monitor on a simulated clock', () => {
   it('resets what only a stale heartbeat holds exactly when the heartbeat timeout has passed, and leaves what a beating worker holds', async () => {
     const d = deployment();
     const t0 = d.clock.now();
-    d.add('dead-running', 'IN_PROGRESS');
+    d.add('dead-running', 'IN_PROGRESS', 'w-dead');
     d.add('dead-pulled', 'SCHEDULED');
-    d.add('alive', 'IN_PROGRESS');
+    d.add('alive', 'IN_PROGRESS', 'w-alive');
     await d.beat('w-dead', ['dead-running', 'dead-pulled']);
     for (let s = 0; s < 9; s++) {
       await d.beat('w-alive', ['alive']);
@@ -169,7 +177,7 @@ describe('reconciler on a simulated clock', () => {
     const d = deployment();
     const t0 = d.clock.now();
     d.add('lost-dispatch', 'SCHEDULED'); // nobody ever pulled it: no heartbeat lists it
-    d.add('long-running', 'IN_PROGRESS');
+    d.add('long-running', 'IN_PROGRESS', 'w-1');
     for (let s = 0; s < 74; s++) {
       await d.beat('w-1', ['long-running']);
       await d.clock.advance(1_000);

@@ -99,7 +99,7 @@ describe('recovery paths', () => {
     const { op, view } = await crashThenRecover(dep, 'after-start', 'IN_PROGRESS', 40_000);
     const resets = view.transitions.filter((t) => t.event === 'RESET');
     expect(resets.map((t) => `${t.by}@${t.attempt}`)).toEqual(['heartbeat_monitor@1']);
-    expect(resets[0]?.reason).toMatch(/^stale heartbeat: running by w-\S+, whose last heartbeat/);
+    expect(resets[0]?.reason).toMatch(/^stale heartbeat: running on w-\S+, whose last heartbeat/);
     expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
   });
 

@@ -103,6 +103,46 @@ describe('createRuntime', () => {
   });
 });
 
+describe('worker ids', () => {
+  it('a second worker under the id of a live one is refused at start with CONFIG naming the id, and takes no work', async () => {
+    const handlers = { [OperationKind.TRANSFER]: async () => ({ outputs: [] }) };
+    const first = runtime.startWorker({
+      kinds: [OperationKind.TRANSFER],
+      handlers,
+      workerId: 'dup-7',
+    });
+    await first.ready;
+    const consuming = runtime.transport.openSubscriptions;
+    const second = runtime.startWorker({
+      kinds: [OperationKind.TRANSFER],
+      handlers,
+      workerId: 'dup-7',
+    });
+    try {
+      await expect(second.ready).rejects.toMatchObject({
+        code: OpstateErrorCode.CONFIG,
+        message: expect.stringMatching(/Worker id "dup-7" is in use/),
+      });
+      expect(runtime.transport.openSubscriptions).toBe(consuming);
+      await second.stop();
+      // The refused one never wrote the key, nor removed it.
+      const beats = await runtime.transport.heartbeats.list();
+      expect(beats.filter((b) => b.workerId === 'dup-7')).toHaveLength(1);
+    } finally {
+      await second.stop();
+      await first.stop();
+    }
+    // Stopped cleanly, the first removed its heartbeat: the id is free at once.
+    const again = runtime.startWorker({
+      kinds: [OperationKind.TRANSFER],
+      handlers,
+      workerId: 'dup-7',
+    });
+    await again.ready;
+    await again.stop();
+  });
+});
+
 describe('embedded transport after a restart', () => {
   it('re-dispatches what was SCHEDULED, since in-process messages die with the process', async () => {
     const w = await makeWorld(runtime.database);

@@ -3,6 +3,7 @@ import { memoryLogger } from '../../actors/Logger.ts';
 import { startWorkerHeartbeat } from '../../actors/WorkerHeartbeat.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
 
 const op = (operationId: string, attempt = 1) => ({
@@ -28,12 +29,72 @@ describe('the worker heartbeat', () => {
       await hb.cover();
       expect((await transport.heartbeats.list())[0]?.held).toEqual([op('a')]);
       expect(await transport.heartbeats.isAlive(OperationKind.TRANSFER, 'a', 1)).toBe(true);
-      expect(await transport.heartbeats.isAlive(OperationKind.TRANSFER, 'a', 1, 'w-1')).toBe(false);
+      expect(
+        await transport.heartbeats.isAlive(OperationKind.TRANSFER, 'a', 1, {
+          exceptWorkerId: 'w-1',
+        }),
+      ).toBe(false);
       hb.release('a');
       await hb.cover();
       expect((await transport.heartbeats.list())[0]?.held).toEqual([]);
     } finally {
       await hb.stop({ remove: true });
+      await transport.close();
+    }
+  });
+
+  it('never beats over the size cap: the newest held are left out, with one warning, and covering one of them rejects', async () => {
+    const transport = createInProcessTransport({ timing: { heartbeatIntervalMs: 60_000 } });
+    const logger = memoryLogger();
+    const hb = startWorkerHeartbeat({ workerId: 'w-big', transport, clock: systemClock, logger });
+    const long = (i: number) => op(`${'x'.repeat(100)}-${String(i).padStart(6, '0')}`);
+    try {
+      await hb.claimed;
+      for (let i = 0; i < 1000; i++) hb.hold(long(i), touch);
+      await expect(hb.cover(long(999).operationId)).rejects.toMatchObject({
+        code: OpstateErrorCode.CONFIG,
+        message: expect.stringMatching(/lower the worker's concurrency/),
+      });
+      const [beat] = await transport.heartbeats.list();
+      const listed = beat?.held.length ?? 0;
+      expect(listed).toBeGreaterThan(0);
+      expect(listed).toBeLessThan(1000);
+      // Those held longest are listed; covering one of them resolves.
+      expect(beat?.held[0]).toEqual(long(0));
+      await hb.cover(long(0).operationId);
+      const warnings = logger.lines.filter((l) =>
+        /more operations than one heartbeat/.test(l.message),
+      );
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]?.fields).toMatchObject({ workerId: 'w-big', held: 1000, listed });
+    } finally {
+      await hb.stop({ remove: true });
+      await transport.close();
+    }
+  });
+
+  it('a second heartbeat under a live worker id is refused and leaves the first one’s key alone', async () => {
+    const transport = createInProcessTransport({ timing: { heartbeatIntervalMs: 60_000 } });
+    const first = startWorkerHeartbeat({
+      workerId: 'w-1',
+      transport,
+      clock: systemClock,
+      logger: memoryLogger(),
+    });
+    const second = startWorkerHeartbeat({
+      workerId: 'w-1',
+      transport,
+      clock: systemClock,
+      logger: memoryLogger(),
+    });
+    try {
+      await first.claimed;
+      await expect(second.claimed).rejects.toMatchObject({ code: OpstateErrorCode.CONFIG });
+      await expect(second.cover()).rejects.toMatchObject({ code: OpstateErrorCode.CONFIG });
+      await second.stop({ remove: true });
+      expect((await transport.heartbeats.list()).map((b) => b.instance)).toEqual([first.instance]);
+    } finally {
+      await first.stop({ remove: true });
       await transport.close();
     }
   });

@@ -10,6 +10,7 @@ function fakeTransport(state: { failing: boolean; beats: number }): Transport {
   return {
     timing: { heartbeatIntervalMs: 100, heartbeatTimeoutMs: 1_000 },
     heartbeats: {
+      async claim() {},
       async beat() {
         if (state.failing) throw new Error('broker unreachable');
         state.beats++;

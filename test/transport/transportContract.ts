@@ -2,6 +2,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { defaultRoute, type Route } from '../../machines/routing.ts';
+import { encodeHeld, heldThatFits, MAX_HEARTBEAT_BYTES } from '../../transport/HeartbeatKey.ts';
 import type {
   Delivery,
   DispatchMessage,
@@ -418,6 +419,66 @@ export function transportContract(name: string, factory: HarnessFactory): void {
       expect(await hb.isAlive(OperationKind.TRANSFER, 'op-hb', 2)).toBe(true);
       // Past the bucket's age limit the key is gone from the store.
       await waitFor(async () => (await hb.list()).length === 0, 'the key to age out');
+    });
+
+    it('counts only the recorded holder’s heartbeat when asked about a started operation', async () => {
+      const { transport } = await setup();
+      const hb = transport.heartbeats;
+      const x = { kind: OperationKind.TRANSFER, operationId: 'op-held', attempt: 1 };
+      await hb.beat('worker-b', [x], 'instance-b');
+      await hb.beat('worker-a', [x], 'instance-a');
+      expect(await hb.isAlive(x.kind, x.operationId, 1, { holder: 'worker-b' })).toBe(true);
+      // worker-b stops beating; worker-a keeps listing worker-b's operation.
+      await waitFor(async () => {
+        await hb.beat('worker-a', [x], 'instance-a');
+        return !(await hb.isAlive(x.kind, x.operationId, 1, { holder: 'worker-b' }));
+      }, 'worker-b’s heartbeat to go stale');
+      expect(await hb.isAlive(x.kind, x.operationId, 1)).toBe(true); // worker-a’s listing, alone
+      expect(await hb.isAlive(x.kind, x.operationId, 1, { holder: 'worker-a' })).toBe(true);
+    });
+
+    it('a worker id is claimed by one live instance: a second is refused with CONFIG naming it', async () => {
+      const { transport } = await setup();
+      const hb = transport.heartbeats;
+      await hb.claim('worker-dup', 'first');
+      expect((await hb.list()).find((b) => b.workerId === 'worker-dup')).toMatchObject({
+        instance: 'first',
+        held: [],
+      });
+      const second = hb.claim('worker-dup', 'second');
+      await expect(second).rejects.toMatchObject({ code: OpstateErrorCode.CONFIG });
+      await expect(second).rejects.toThrow(/Worker id "worker-dup" is in use/);
+      await hb.claim('worker-dup', 'first'); // the same instance again: its own
+      // The first stops beating: once its heartbeat is stale, the id is free again.
+      await waitFor(
+        async () =>
+          hb.claim('worker-dup', 'second').then(
+            () => true,
+            () => false,
+          ),
+        'the first instance’s heartbeat to go stale',
+      );
+      expect((await hb.list()).find((b) => b.workerId === 'worker-dup')?.instance).toBe('second');
+    });
+
+    it('never writes a heartbeat over the size cap', async () => {
+      const { transport } = await setup();
+      const many = Array.from({ length: 2000 }, (_, i) => ({
+        kind: OperationKind.LONG_TERM_ARCHIVE,
+        operationId: `operation-with-a-rather-long-id-${String(i).padStart(6, '0')}`,
+        attempt: 1,
+      }));
+      const fits = heldThatFits(many, 'n');
+      expect(fits).toBeGreaterThan(0);
+      expect(fits).toBeLessThan(many.length);
+      const over = transport.heartbeats.beat('worker-big', many, 'n');
+      await expect(over).rejects.toMatchObject({ code: OpstateErrorCode.BAD_INPUT });
+      await expect(over).rejects.toThrow(/over the 65536-byte cap/);
+      await transport.heartbeats.beat('worker-big', many.slice(0, fits), 'n');
+      const [big] = (await transport.heartbeats.list()).filter((b) => b.workerId === 'worker-big');
+      expect(big?.held.length).toBe(fits);
+      expect(encodeHeld(many.slice(0, fits), 'n').length).toBeLessThanOrEqual(MAX_HEARTBEAT_BYTES);
+      expect(() => encodeHeld(many.slice(0, fits + 1), 'n')).toThrow(/over the 65536-byte cap/);
     });
 
     it('refuses a worker id or an operation id that is not key-safe', async () => {

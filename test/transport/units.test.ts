@@ -13,8 +13,12 @@ import {
   parseWorkerHeartbeat,
   workerHeartbeatKey,
 } from '../../transport/HeartbeatKey.ts';
+import { HeartbeatRefusals } from '../../transport/HeartbeatRefusals.ts';
 import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
+import { type GivenUpEvidence, judgeGivenUp } from '../../transport/jetstream/judgeGivenUp.ts';
+import { refuseClaim } from '../../transport/refuseClaim.ts';
 import { nakDelayAfter } from '../../transport/runDeliveryHandler.ts';
+import type { TransportEvent } from '../../transport/Transport.ts';
 import { transportNames } from '../../transport/TransportNames.ts';
 import { DEFAULT_TRANSPORT_TIMING, resolveTiming } from '../../transport/TransportTiming.ts';
 import { waitFor } from './helpers.ts';
@@ -214,5 +218,69 @@ describe('nakDelayAfter', () => {
   it('with the defaults, ten deliveries span about four minutes', () => {
     const waits = Array.from({ length: 9 }, (_, i) => nakDelayAfter(i + 1, backoff));
     expect(waits.reduce((a, b) => a + b, 0)).toBe(243_000);
+  });
+});
+
+describe('judgeGivenUp: a MAX_DELIVERIES advisory is believed only on the broker’s state', () => {
+  const base: GivenUpEvidence = {
+    seq: 5,
+    storedSubject: 'p.dispatch.a.b',
+    consumerSubject: 'p.dispatch.a.b',
+    deliveredSeq: 9,
+    ackFloorSeq: 2,
+    ackPending: 3,
+  };
+  const rows: [string, Partial<GivenUpEvidence>, string][] = [
+    ['outstanding among others (held, or waiting to be redelivered): wait', {}, 'wait'],
+    ['nothing outstanding on the consumer: given up, remove', { ackPending: 0 }, 'remove'],
+    ['at or below the ack floor and still stored: given up, remove', { ackFloorSeq: 5 }, 'remove'],
+    ['no longer stored (settled): ignore', { storedSubject: undefined }, 'ignore'],
+    ['on another queue’s subject: ignore', { storedSubject: 'p.dispatch.c.d' }, 'ignore'],
+    ['not yet delivered (queued): ignore', { deliveredSeq: 4, ackPending: 0 }, 'ignore'],
+  ];
+  it.each(rows)('%s', (_, change, action) => {
+    expect(judgeGivenUp({ ...base, ...change }).action).toBe(action);
+  });
+});
+
+describe('worker id claims and refused heartbeats', () => {
+  const beat = (instance: string | undefined, at: number) => ({
+    workerId: 'w-1',
+    at,
+    held: [],
+    ...(instance === undefined ? {} : { instance }),
+  });
+  it.each([
+    ['no heartbeat: taken', undefined, false],
+    ['a fresh one of the same instance: its own', beat('me', 990), false],
+    ['a fresh one of another instance: refused', beat('other', 990), true],
+    ['a fresh one written without an instance: refused', beat(undefined, 990), true],
+    ['a stale one of another instance: taken over', beat('other', 900), false],
+  ] as const)('%s', (_, stored, refused) => {
+    const refusal = refuseClaim({
+      workerId: 'w-1',
+      instance: 'me',
+      stored,
+      now: 1000,
+      timeoutMs: 100,
+    });
+    expect(refusal !== undefined).toBe(refused);
+    if (refusal) {
+      expect(refusal.code).toBe(OpstateErrorCode.CONFIG);
+      expect(refusal.message).toMatch(/Worker id "w-1" is in use/);
+    }
+  });
+
+  it('reports a refused heartbeat once per key per interval', () => {
+    const events: TransportEvent[] = [];
+    const refusals = new HeartbeatRefusals(1000, (e) => events.push(e));
+    for (let t = 0; t < 1000; t += 10) refusals.refuse('worker.a', 70_000, 'too big', t);
+    refusals.refuse('worker.b', 3, 'not JSON', 500);
+    expect(events.map((e) => e.type === 'heartbeat_refused' && e.key)).toEqual([
+      'worker.a',
+      'worker.b',
+    ]);
+    refusals.refuse('worker.a', 70_000, 'too big', 1000);
+    expect(events).toHaveLength(3);
   });
 });

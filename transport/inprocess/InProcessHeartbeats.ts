@@ -6,12 +6,14 @@ import {
   parseWorkerHeartbeat,
   workerHeartbeatKey,
 } from '../HeartbeatKey.ts';
+import { refuseClaim } from '../refuseClaim.ts';
 import type { Heartbeats, HeldOperation, TransportTiming, WorkerHeartbeat } from '../Transport.ts';
 
 /**
  * Worker heartbeats in a map, with the KV bucket's rules: a key older than `heartbeatMaxAgeMs` is
  * dropped, a heartbeat younger than `heartbeatTimeoutMs` is alive. Values go through the same
- * encoding as on the wire, so both transports refuse and accept the same input.
+ * encoding as on the wire, so both transports refuse and accept the same input, and claims follow
+ * the same rule (`refuseClaim`).
  *
  * @example
  * ```ts
@@ -28,10 +30,23 @@ export class InProcessHeartbeats implements Heartbeats {
     private readonly timing: TransportTiming,
   ) {}
 
-  async beat(workerId: string, held: readonly HeldOperation[]): Promise<void> {
+  async beat(workerId: string, held: readonly HeldOperation[], instance?: string): Promise<void> {
     const key = workerHeartbeatKey(workerId);
-    const beat = parseWorkerHeartbeat(key, encodeHeld(held), this.clock.now());
+    const beat = parseWorkerHeartbeat(key, encodeHeld(held, instance), this.clock.now());
     if (beat) this.#entries.set(key, beat);
+  }
+
+  async claim(workerId: string, instance: string): Promise<void> {
+    const stored = this.#entries.get(workerHeartbeatKey(workerId));
+    const refusal = refuseClaim({
+      workerId,
+      instance,
+      stored,
+      now: this.clock.now(),
+      timeoutMs: this.timing.heartbeatTimeoutMs,
+    });
+    if (refusal) throw refusal;
+    await this.beat(workerId, [], instance);
   }
 
   async remove(workerId: string): Promise<void> {
@@ -50,15 +65,16 @@ export class InProcessHeartbeats implements Heartbeats {
     kind: OperationKind,
     operationId: string,
     attempt?: number,
-    exceptWorkerId?: string,
+    whose: { readonly exceptWorkerId?: string; readonly holder?: string } = {},
   ): Promise<boolean> {
     return holdsAlive(
-      (await this.list()).filter((b) => b.workerId !== exceptWorkerId),
+      (await this.list()).filter((b) => b.workerId !== whose.exceptWorkerId),
       this.clock.now(),
       this.timing.heartbeatTimeoutMs,
       kind,
       operationId,
       attempt,
+      whose.holder,
     );
   }
 }

@@ -1,5 +1,11 @@
-import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
-import { systemClock } from '../../machines/Clock.ts';
+import {
+  type Consumer,
+  type ConsumerMessages,
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JsMsg,
+} from '@nats-io/jetstream';
+import type { Clock } from '../../machines/Clock.ts';
 import type { Route } from '../../machines/routing.ts';
 import { DeliverySlots } from '../DeliverySlots.ts';
 import { decodeDispatch, previewPayload } from '../DispatchMessage.ts';
@@ -7,6 +13,7 @@ import { type NakBackoff, runDeliveryHandler } from '../runDeliveryHandler.ts';
 import { SettlingDelivery } from '../SettlingDelivery.ts';
 import type { DeliveryHandler, DispatchMessage, Subscription } from '../Transport.ts';
 import type { TransportEventHub } from '../TransportEventHub.ts';
+import { pullBackoffMs } from './pullBackoff.ts';
 import { translateJetStreamError } from './translateJetStreamError.ts';
 
 /** What a subscription needs from its transport. */
@@ -19,6 +26,20 @@ export interface SubscriptionDeps {
   readonly flush: () => Promise<void>;
   /** How long one pull request waits on the server (≥ 1000 ms). */
   readonly pullExpiresMs: number;
+  /** What the backoff after a failed pull waits on. */
+  readonly clock: Clock;
+  /** The stream's and the route's consumer's names, for saying which one is missing. */
+  readonly streamName: string;
+  readonly consumerName: string;
+}
+
+/** The stream or the consumer a failed pull found missing, if that is why it failed. */
+function missingOf(err: unknown): 'stream' | 'consumer' | undefined {
+  const root = err instanceof Error && !(err instanceof JetStreamApiError) ? err.cause : err;
+  if (!(root instanceof JetStreamApiError)) return undefined;
+  if (root.code === JetStreamApiCodes.StreamNotFound) return 'stream';
+  if (root.code === JetStreamApiCodes.ConsumerNotFound) return 'consumer';
+  return undefined;
 }
 
 /** Pull requests while slots go round between more queues than slots (`DeliverySlots.contended`). */
@@ -63,8 +84,11 @@ class JetStreamDelivery extends SettlingDelivery {
  * ack waiting for its flush does not hold back the next pull), so nothing waits in a local buffer
  * while its ack-wait runs; several pull requests may be open at once so slots refill without
  * waiting for a batch to finish. Malformed messages are terminated and reported. Pull failures
- * (broker down) are reported and retried with backoff; the durable consumer keeps its state
- * across broker restarts, and unacked messages come back after ack-wait.
+ * (broker down) are reported and retried with capped exponential backoff on the transport's clock
+ * (`pullBackoffMs`), which nothing but `stop()` cuts short; a stream or consumer not created yet
+ * (a worker started before the control plane) is reported once (`waiting_for_control_plane`)
+ * until a pull works again. The durable consumer keeps its state across broker restarts, and
+ * unacked messages come back after ack-wait.
  *
  * @example
  * ```ts
@@ -83,6 +107,11 @@ export class JetStreamSubscription implements Subscription {
   #leave: (() => void) | undefined;
   #stopping: Promise<void> | undefined;
   #failures = 0;
+  /** The failure count the last backoff was for. */
+  #backedOff = 0;
+  /** Whether the missing stream or consumer was reported since the last pull that worked. */
+  #waitingReported = false;
+  readonly #stop = new AbortController();
   #wake: (() => void) | undefined;
   readonly #fetches = new Set<ConsumerMessages>();
   readonly #pulls = new Set<Promise<void>>();
@@ -123,6 +152,7 @@ export class JetStreamSubscription implements Subscription {
   stop(): Promise<void> {
     this.#stopping ??= (async () => {
       this.#stopped = true;
+      this.#stop.abort();
       this.abortPulls();
       this.#signal();
       await this.#loop;
@@ -141,13 +171,10 @@ export class JetStreamSubscription implements Subscription {
     wake?.();
   }
 
-  #sleep(ms?: number): Promise<void> {
+  /** Until something changes (a slot frees, a pull ends, stop). */
+  #sleep(): Promise<void> {
     return new Promise((resolve) => {
-      const timer = ms === undefined ? undefined : systemClock.setTimeout(() => this.#signal(), ms);
-      this.#wake = () => {
-        systemClock.clearTimeout(timer);
-        resolve();
-      };
+      this.#wake = resolve;
     });
   }
 
@@ -155,9 +182,12 @@ export class JetStreamSubscription implements Subscription {
     // Refill when half of the slots are free (fewer, larger pulls), or at once when no pull is open.
     const lowWater = Math.max(1, Math.floor(this.concurrency / 2));
     while (!this.#stopped) {
-      if (this.#failures > 0) {
-        await this.#sleep(Math.min(250 * 2 ** (this.#failures - 1), 5000));
-        if (this.#stopped) break;
+      if (this.#failures > this.#backedOff) {
+        // Once per failed pull, and only stop() cuts it short: slots freed by other queues must
+        // not (a pull that fails at once would otherwise retry at every such wake-up).
+        this.#backedOff = this.#failures;
+        await this.deps.clock.sleep(pullBackoffMs(this.#failures), this.#stop.signal);
+        continue;
       }
       const own = this.concurrency - this.#held - this.#requested;
       const free = own > 0 ? Math.min(own, this.slots.grant(this, this.#requested)) : 0;
@@ -193,16 +223,29 @@ export class JetStreamSubscription implements Subscription {
           this.#requested--;
           this.slots.cancel(1);
         }
-        this.#failures = 0;
+        this.#worked();
         this.#accept(msg);
       }
-      this.#failures = 0;
+      this.#worked();
       // A pull that ran to its expiry with nothing marks the queue idle (it then probes one
       // message at a time and leaves its share to busy queues); any message marks it busy.
       if (!this.#stopped) this.slots.setIdle(this, received === 0);
     } catch (err) {
       this.#failures++;
-      if (!this.#stopped) {
+      const missing = missingOf(err);
+      if (this.#stopped) {
+        // Stopping: nothing to report.
+      } else if (missing !== undefined) {
+        if (!this.#waitingReported) {
+          this.#waitingReported = true;
+          this.deps.hub.emit({
+            type: 'waiting_for_control_plane',
+            route: this.route,
+            missing,
+            name: missing === 'stream' ? this.deps.streamName : this.deps.consumerName,
+          });
+        }
+      } else {
         this.deps.hub.emit({
           type: 'consume_error',
           route: this.route,
@@ -215,6 +258,13 @@ export class JetStreamSubscription implements Subscription {
       this.#requested -= unfilled;
       this.slots.cancel(unfilled);
     }
+  }
+
+  /** A pull worked: the next failure starts the backoff afresh. */
+  #worked(): void {
+    this.#failures = 0;
+    this.#backedOff = 0;
+    this.#waitingReported = false;
   }
 
   #accept(msg: JsMsg): void {

@@ -1,25 +1,48 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
+import { type Clock, systemClock, type TimerHandle } from '../../machines/Clock.ts';
 import { allRoutes, queueName, type Route } from '../../machines/routing.ts';
 import { decodeDispatch } from '../DispatchMessage.ts';
 import type { TransportEventHub } from '../TransportEventHub.ts';
 import type { TransportNames } from '../TransportNames.ts';
+import { judgeGivenUp } from './judgeGivenUp.ts';
 
 interface MaxDeliveriesAdvisory {
-  stream?: string;
-  consumer?: string;
-  stream_seq?: number;
-  deliveries?: number;
+  stream?: unknown;
+  consumer?: unknown;
+  stream_seq?: unknown;
+  deliveries?: unknown;
 }
+
+/** A message an advisory named that may be given up: looked at again until it is settled. */
+interface Suspect {
+  readonly route: Route;
+  readonly seq: number;
+  readonly deliveries: number;
+}
+
+/** How often suspects are looked at again [5 s], and how many are kept at most [1000]. */
+export interface WatcherPacing {
+  readonly recheckMs: number;
+  readonly maxSuspects: number;
+  readonly clock: Clock;
+}
+
+const DEFAULT_PACING: WatcherPacing = { recheckMs: 5_000, maxSuspects: 1_000, clock: systemClock };
 
 /**
  * What we do with a message that used up `maxDeliver`: on nats-server 2.9 it would otherwise
- * stay in the work-queue stream for ever, counted as ack-pending. We listen to the server's
- * `MAX_DELIVERIES` advisory (in a queue group, so one process per deployment acts), read the
- * message, delete it from the stream and emit a `max_deliveries` event carrying it. The database
- * stays the source of truth: the reconciler resets the operation, which is re-dispatched under a
- * new attempt. An advisory sent while no process listens is missed; that message then stays
- * until an operator removes it (`nats stream rmm`).
+ * stay in the work-queue stream for ever. We listen to the server's `MAX_DELIVERIES` advisory (in
+ * a queue group, so one process per deployment acts), but never take its word: any client may
+ * publish one. Before anything is removed, the broker's own state must prove the message given up
+ * (`judgeGivenUp`): stored on the consumer's subject, delivered, and at or below the consumer's ack
+ * floor or with the consumer having nothing outstanding. Until then it is looked at again every
+ * `recheckMs` (it is never delivered again meanwhile); once proven, it is deleted and a
+ * `max_deliveries` event carries it. A forged advisory naming a live message changes nothing:
+ * that message is outstanding until it is settled. The database stays the source of truth: the
+ * reconciler resets the operation, which is re-dispatched under a new attempt. An advisory sent
+ * while no process listens is missed; that message then stays until an operator removes it
+ * (`nats stream rmm`).
  *
  * @example
  * ```ts
@@ -29,6 +52,11 @@ interface MaxDeliveriesAdvisory {
 export class MaxDeliveriesWatcher {
   #sub: NatsSubscription | undefined;
   readonly #routes = new Map<string, Route>(allRoutes().map((r) => [queueName(r), r]));
+  readonly #suspects = new Map<string, Suspect>();
+  readonly #pacing: WatcherPacing;
+  #timer: TimerHandle;
+  #looking: Promise<void> | undefined;
+  #judged = 0;
 
   constructor(
     private readonly nc: NatsConnection,
@@ -36,7 +64,10 @@ export class MaxDeliveriesWatcher {
     private readonly names: TransportNames,
     private readonly hub: TransportEventHub,
     private readonly maxMessageBytes: number,
-  ) {}
+    pacing: Partial<WatcherPacing> = {},
+  ) {
+    this.#pacing = { ...DEFAULT_PACING, ...pacing };
+  }
 
   /** Starts listening (idempotent). */
   start(): void {
@@ -53,7 +84,7 @@ export class MaxDeliveriesWatcher {
           } catch {
             return;
           }
-          void this.#handle(advisory);
+          this.#onAdvisory(advisory);
         },
       },
     );
@@ -62,26 +93,88 @@ export class MaxDeliveriesWatcher {
   stop(): void {
     this.#sub?.unsubscribe();
     this.#sub = undefined;
+    this.#pacing.clock.clearTimeout(this.#timer);
+    this.#timer = undefined;
+    this.#suspects.clear();
   }
 
-  async #handle(advisory: MaxDeliveriesAdvisory): Promise<void> {
-    const seq = advisory.stream_seq;
-    const route = this.#routes.get(advisory.consumer ?? '');
-    if (typeof seq !== 'number' || !route) return;
+  /** Suspects still waiting to be proven given up or settled (tests). */
+  get suspects(): number {
+    return this.#suspects.size;
+  }
+
+  /** How many times a suspect was judged on the broker's state (tests). */
+  get judged(): number {
+    return this.#judged;
+  }
+
+  #onAdvisory(advisory: MaxDeliveriesAdvisory): void {
+    const { stream_seq: seq, consumer, deliveries } = advisory;
+    const route = typeof consumer === 'string' ? this.#routes.get(consumer) : undefined;
+    if (advisory.stream !== this.names.stream || route === undefined) return;
+    if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1) return;
+    const key = `${queueName(route)}:${seq}`;
+    if (this.#suspects.has(key)) return;
+    if (this.#suspects.size >= this.#pacing.maxSuspects) return; // a flood of advisories
+    const count =
+      typeof deliveries === 'number' && Number.isSafeInteger(deliveries) ? deliveries : 0;
+    this.#suspects.set(key, { route, seq, deliveries: count });
+    void this.#look();
+  }
+
+  /** Looks at every suspect once (one pass at a time), then again later while any is left. */
+  #look(): Promise<void> {
+    this.#looking ??= (async () => {
+      try {
+        for (const [key, suspect] of [...this.#suspects]) {
+          if (!this.#sub) return;
+          if ((await this.#judge(suspect)) !== 'wait') this.#suspects.delete(key);
+        }
+      } finally {
+        this.#looking = undefined;
+        if (this.#sub && this.#suspects.size > 0 && this.#timer === undefined) {
+          this.#timer = this.#pacing.clock.setTimeout(() => {
+            this.#timer = undefined;
+            void this.#look();
+          }, this.#pacing.recheckMs);
+        }
+      }
+    })();
+    return this.#looking;
+  }
+
+  /** Judges one suspect on the broker's state and removes it when proven given up. */
+  async #judge(s: Suspect): Promise<'done' | 'wait'> {
+    const stream = this.names.stream;
     try {
-      const stored = await this.jsm.streams.getMessage(this.names.stream, { seq });
-      if (!stored) return; // acked or removed meanwhile
+      // The consumer first: a message settled after this read is no longer stored below.
+      const info = await this.jsm.consumers.info(stream, queueName(s.route));
+      const stored = await this.jsm.streams.getMessage(stream, { seq: s.seq });
+      const verdict = judgeGivenUp({
+        seq: s.seq,
+        storedSubject: stored?.subject,
+        consumerSubject: this.names.subject(s.route),
+        deliveredSeq: info.delivered.stream_seq,
+        ackFloorSeq: info.ack_floor.stream_seq,
+        ackPending: info.num_ack_pending,
+      });
+      this.#judged++;
+      if (verdict.action === 'wait') return 'wait';
+      if (verdict.action === 'ignore' || stored === null) return 'done';
       const decoded = decodeDispatch(stored.data, this.maxMessageBytes);
-      await this.jsm.streams.deleteMessage(this.names.stream, seq, false);
+      await this.jsm.streams.deleteMessage(stream, s.seq, false);
       this.hub.emit({
         type: 'max_deliveries',
-        route,
+        route: s.route,
         subject: stored.subject,
         message: decoded.ok ? decoded.message : undefined,
-        deliveries: advisory.deliveries ?? 0,
+        deliveries: s.deliveries,
       });
+      return 'done';
     } catch {
-      // Gone already (acked, or another process removed it), or the broker is away: nothing to do.
+      // Gone already (acked, or another process removed it), or the broker is away: a message
+      // still stored is looked at again.
+      return 'wait';
     }
   }
 }

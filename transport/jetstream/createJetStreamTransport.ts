@@ -7,7 +7,7 @@ import {
 } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
 import { connect, errors, type NatsConnection } from '@nats-io/transport-node';
-import { systemClock } from '../../machines/Clock.ts';
+import { type Clock, systemClock } from '../../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import type { Route } from '../../machines/routing.ts';
 import { DEFAULT_MAX_MESSAGE_BYTES, dispatchMsgId, encodeDispatch } from '../DispatchMessage.ts';
@@ -25,7 +25,12 @@ import type {
 import { TransportEventHub } from '../TransportEventHub.ts';
 import { transportNames } from '../TransportNames.ts';
 import { resolveTiming } from '../TransportTiming.ts';
-import { ensureDispatchStream } from './ensureDispatchStream.ts';
+import { capHeartbeatValues, HEARTBEAT_BUCKET_MAX_VALUE_BYTES } from './capHeartbeatValues.ts';
+import {
+  DEFAULT_DISPATCH_MAX_BYTES,
+  DISPATCH_MAX_MSG_BYTES,
+  ensureDispatchStream,
+} from './ensureDispatchStream.ts';
 import { JetStreamHeartbeats } from './JetStreamHeartbeats.ts';
 import { JetStreamSubscription } from './JetStreamSubscription.ts';
 import { MaxDeliveriesWatcher } from './MaxDeliveriesWatcher.ts';
@@ -53,12 +58,22 @@ export interface JetStreamTransportOptions extends TransportOptions {
   readonly publishWindow?: number;
   /** Server-side cap on unacked messages per queue, across all processes [1000]. */
   readonly maxAckPending?: number;
+  /**
+   * Most bytes the dispatch stream stores [256 MiB]; when full, publishes are refused and the
+   * outbox relay retries them (`ensureDispatchStream`).
+   */
+  readonly maxStreamBytes?: number;
   /** How long one pull request waits on the server, ≥ 1000 ms [5000]. */
   readonly pullExpiresMs?: number;
   /** JetStream API request timeout [5000 ms]. */
   readonly requestTimeoutMs?: number;
   /** How long connecting to a server may take [20000 ms]. */
   readonly connectTimeoutMs?: number;
+  /**
+   * What waits between retries (a failed pull's backoff, the given-up check's next look) run on
+   * [the system clock]. Heartbeat ages are judged by the server's stamps, whatever this says.
+   */
+  readonly clock?: Clock;
 }
 
 /** The JetStream transport, plus the connection for tools and tests. */
@@ -115,6 +130,25 @@ export async function createJetStreamTransport(
     );
   }
   const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
+  if (
+    !(
+      Number.isSafeInteger(maxMessageBytes) &&
+      maxMessageBytes > 0 &&
+      maxMessageBytes <= DISPATCH_MAX_MSG_BYTES
+    )
+  ) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `maxMessageBytes must be a whole number from 1 to ${DISPATCH_MAX_MSG_BYTES} (the dispatch stream's max_msg_size); got ${maxMessageBytes}.`,
+    );
+  }
+  const maxStreamBytes = options.maxStreamBytes ?? DEFAULT_DISPATCH_MAX_BYTES;
+  if (!(Number.isSafeInteger(maxStreamBytes) && maxStreamBytes >= 1024 * 1024)) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `maxStreamBytes must be a whole number of bytes, at least 1 MiB (1048576); got ${maxStreamBytes}.`,
+    );
+  }
   const publishWindow = Math.max(1, options.publishWindow ?? 1000);
   const maxAckPending = options.maxAckPending ?? 1000;
   const ownConnection = options.connection === undefined;
@@ -156,11 +190,16 @@ export async function createJetStreamTransport(
   }
   const hub = new TransportEventHub();
   const subscriptions = new Set<JetStreamSubscription>();
-  const watcher = new MaxDeliveriesWatcher(nc, jsm, names, hub, maxMessageBytes);
+  const clock = options.clock ?? systemClock;
+  const watcher = new MaxDeliveriesWatcher(nc, jsm, names, hub, maxMessageBytes, { clock });
   let bucket: Promise<KV> | undefined;
   const openBucket = (): Promise<KV> => {
     bucket ??= new Kvm(js)
-      .create(names.heartbeatBucket, { history: 1, ttl: timing.heartbeatMaxAgeMs })
+      .create(names.heartbeatBucket, {
+        history: 1,
+        ttl: timing.heartbeatMaxAgeMs,
+        maxValueSize: HEARTBEAT_BUCKET_MAX_VALUE_BYTES,
+      })
       .catch((err: unknown) => {
         bucket = undefined;
         throw err;
@@ -229,22 +268,31 @@ export async function createJetStreamTransport(
   const transport: JetStreamTransport = {
     timing,
     connection: nc,
-    heartbeats: new JetStreamHeartbeats(openBucket, timing, async () => {
-      await openBucket();
-      const prefix = `$KV.${names.heartbeatBucket}.`;
-      const info = await jsm.streams.info(`KV_${names.heartbeatBucket}`, {
-        subjects_filter: `${prefix}worker.>`,
-      });
-      return Object.keys(info.state.subjects ?? {}).map((s) => s.slice(prefix.length));
-    }),
+    heartbeats: new JetStreamHeartbeats(
+      openBucket,
+      timing,
+      async () => {
+        await openBucket();
+        const prefix = `$KV.${names.heartbeatBucket}.`;
+        const info = await jsm.streams.info(`KV_${names.heartbeatBucket}`, {
+          subjects_filter: `${prefix}worker.>`,
+        });
+        return Object.keys(info.state.subjects ?? {}).map((s) => s.slice(prefix.length));
+      },
+      (event) => hub.emit(event),
+    ),
     get openSubscriptions() {
       return subscriptions.size;
     },
     async ensure(routes) {
       assertOpen();
       try {
-        await ensureDispatchStream(jsm, names, timing, routes, maxAckPending);
+        await ensureDispatchStream(jsm, names, timing, routes, {
+          maxAckPending,
+          maxBytes: maxStreamBytes,
+        });
         await openBucket();
+        await capHeartbeatValues(jsm, `KV_${names.heartbeatBucket}`);
       } catch (err) {
         throw translateJetStreamError(err, 'ensure', { stream: names.stream });
       }
@@ -297,6 +345,9 @@ export async function createJetStreamTransport(
         confirmAcks: options.confirmAcks ?? false,
         pullExpiresMs,
         flush,
+        clock,
+        streamName: names.stream,
+        consumerName: durable,
       };
       const sub = new JetStreamSubscription(
         getConsumer,

@@ -12,7 +12,7 @@ import {
   type StreamConfig,
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
-import type { Route } from '../../machines/routing.ts';
+import { allRoutes, type Route } from '../../machines/routing.ts';
 import type { TransportTiming } from '../Transport.ts';
 import type { TransportNames } from '../TransportNames.ts';
 
@@ -21,15 +21,48 @@ function isApiError(err: unknown, code: number): boolean {
 }
 
 /**
+ * The largest dispatch message the stream stores (64 KiB). A dispatch is a few hundred bytes and
+ * the transport refuses one over `maxMessageBytes` (4 KiB by default, at most this) before it is
+ * sent; the server refuses anything larger from any client.
+ */
+export const DISPATCH_MAX_MSG_BYTES = 64 * 1024;
+
+/**
+ * Default of the most bytes the dispatch stream holds (256 MiB: over a million dispatches). When
+ * it is full, a publish is refused (`discard: new`) rather than an older dispatch dropped: the
+ * outbox keeps the row and the relay publishes it once there is room.
+ */
+export const DEFAULT_DISPATCH_MAX_BYTES = 256 * 1024 * 1024;
+
+/** The limits the dispatch stream is held to. */
+export interface DispatchStreamLimits {
+  readonly maxAckPending: number;
+  /** Most bytes stored [`DEFAULT_DISPATCH_MAX_BYTES`]. */
+  readonly maxBytes: number;
+}
+
+/** The subjects the stream captures: exactly the routes' subjects, the ones consumers read. */
+function routeSubjects(names: TransportNames): string[] {
+  return allRoutes()
+    .map((r) => names.subject(r))
+    .sort();
+}
+
+/**
  * Creates the work-queue dispatch stream and one durable pull consumer per route, or brings
- * existing ones in line with the configured timers. Each consumer filters on its route's exact
+ * existing ones in line with the configured timers and limits. The stream captures only the
+ * routes' subjects (a publish to any other subject under the prefix finds no stream), stores no
+ * message over `DISPATCH_MAX_MSG_BYTES` and at most `maxBytes`, and refuses new messages when full
+ * (`discard: new`) instead of dropping queued ones. An existing stream is updated to these
+ * settings (JetStream allows each to change). Each consumer filters on its route's exact
  * subject, so filters never overlap (a work-queue stream refuses overlapping ones). Never sets a
  * consumer `BackOff`: on the server it replaces ack-wait, which must stay above the reconciler
  * floor. Errors are left to the caller to translate.
  *
  * @example
  * ```ts
- * await ensureDispatchStream(jsm, transportNames('opstate'), timing, allRoutes(), 1000);
+ * await ensureDispatchStream(jsm, transportNames('opstate'), timing, allRoutes(),
+ *   { maxAckPending: 1000, maxBytes: DEFAULT_DISPATCH_MAX_BYTES });
  * ```
  */
 export async function ensureDispatchStream(
@@ -37,20 +70,30 @@ export async function ensureDispatchStream(
   names: TransportNames,
   timing: TransportTiming,
   routes: readonly Route[],
-  maxAckPending: number,
+  limits: DispatchStreamLimits,
 ): Promise<void> {
+  const { maxAckPending } = limits;
   const stream: Partial<StreamConfig> & { name: string } = {
     name: names.stream,
-    subjects: [names.streamSubjects],
+    subjects: routeSubjects(names),
     retention: RetentionPolicy.Workqueue,
     storage: StorageType.File,
-    discard: DiscardPolicy.Old,
+    discard: DiscardPolicy.New,
+    max_msg_size: DISPATCH_MAX_MSG_BYTES,
+    max_bytes: limits.maxBytes,
     duplicate_window: nanos(timing.duplicateWindowMs),
   };
   try {
     const info = await jsm.streams.info(names.stream);
-    if (info.config.duplicate_window !== stream.duplicate_window) {
-      await jsm.streams.update(names.stream, { ...info.config, ...stream });
+    const c = info.config;
+    if (
+      c.duplicate_window !== stream.duplicate_window ||
+      c.discard !== stream.discard ||
+      c.max_msg_size !== stream.max_msg_size ||
+      c.max_bytes !== stream.max_bytes ||
+      [...c.subjects].sort().join(' ') !== stream.subjects?.join(' ')
+    ) {
+      await jsm.streams.update(names.stream, { ...c, ...stream });
     }
   } catch (err) {
     if (!isApiError(err, JetStreamApiCodes.StreamNotFound)) throw err;
