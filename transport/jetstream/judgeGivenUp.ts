@@ -31,7 +31,7 @@ export type GivenUpVerdict =
  * judged on the broker's own state, never on the advisory's word (any client may publish one).
  * A work-queue message leaves the stream when it is acked or terminated; one the consumer gave up
  * stays stored, on the consumer's subject, delivered (at or below its last delivered sequence),
- * and is no longer outstanding: nats-server (2.9 and later) stops counting it as ack-pending once
+ * and is no longer outstanding: nats-server (checked on 2.9.10) stops counting it as ack-pending once
  * it used up `max_deliver`, and moves the ack floor past it once what came before is acked.
  * nats-server tells no client which sequences are outstanding, only how many and the floor, so a
  * stored, delivered message is proven given up when it is at or below the ack floor, or when the
