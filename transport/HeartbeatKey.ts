@@ -123,7 +123,7 @@ export type ReadHeartbeat =
  *
  * @example
  * ```ts
- * readWorkerHeartbeat('worker.w-7', '{"instance":"n1","held":[["unpack","op1",2]]}', Date.now());
+ * readWorkerHeartbeat('worker.w-7', '{"instance":"n1","held":[["unpack","op1",2]]}', clock.now());
  * ```
  */
 export function readWorkerHeartbeat(key: string, value: string, at: number): ReadHeartbeat {

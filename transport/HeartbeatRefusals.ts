@@ -8,7 +8,7 @@ import type { TransportEvent } from './Transport.ts';
  * @example
  * ```ts
  * const refusals = new HeartbeatRefusals(timing.heartbeatIntervalMs, (e) => hub.emit(e));
- * refusals.refuse('worker.w-1', 70_000, 'over the cap', Date.now());
+ * refusals.refuse('worker.w-1', 70_000, 'over the cap', clock.now());
  * ```
  */
 export class HeartbeatRefusals {

@@ -13,7 +13,7 @@ const FIX =
  *
  * @example
  * ```ts
- * const refusal = refuseClaim({ workerId, instance, stored, now: Date.now(), timeoutMs });
+ * const refusal = refuseClaim({ workerId, instance, stored, now: clock.now(), timeoutMs });
  * if (refusal) throw refusal;
  * ```
  */
