@@ -10,40 +10,22 @@
  * in-process transport); with them, on those servers. Run it again: the setup finds what it
  * registered, and the archive is already done.
  */
-import { createHash } from 'node:crypto';
-import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
-import { createRuntime, LocationType, OperationKind, OperationStatus } from 'opstate';
-
-const storage = resolve('.opstate', 'example-storage');
-
-/**
- * Stands in for an object store's client: writes the package's archive object under the
- * long-term archive's root and returns its digest.
- */
-async function upload(fields: Readonly<Record<string, string | null>>, signal: AbortSignal) {
-  signal.throwIfAborted();
-  const body = `the archive of raw data package ${fields.rawDataPackageId}\n`;
-  const folder = join(storage, 'lta', 'raw_data_package');
-  await mkdir(folder, { recursive: true });
-  await writeFile(join(folder, `${fields.rawDataPackageId}.tar`), body, { signal });
-  return `sha256:${createHash('sha256').update(body).digest('hex')}`;
-}
-
 // #region quick-start
+import { createRuntime, LocationType, OperationKind } from 'opstate';
+
 const runtime = await createRuntime(); // DATABASE_URL / NATS_URL from the environment, else embedded
 // findOrAdd…: setup that runs again at every start gets back what it registered the first time
 const source = await runtime.artifacts.findOrAddLocation({
   site: 'cologne',
   name: 'instrument',
   locationType: LocationType.SOURCE,
-  storageRoot: join(storage, 'raw'),
+  storageRoot: '/data/raw',
 });
 const archive = await runtime.artifacts.findOrAddLocation({
   site: 'cologne',
   name: 'lta',
   locationType: LocationType.LONG_TERM_ARCHIVE,
-  storageRoot: join(storage, 'lta'),
+  storageRoot: 's3://lta',
 });
 const pkg = await runtime.artifacts.findOrAddRawDataPackage({ name: 'obs-2026-11-29' });
 const { copy } = await runtime.artifacts.findOrAddCopy({
@@ -78,7 +60,14 @@ const id = await runtime.submit({
   inputs: [copy.id],
   by: 'ingest', // optional: who submits, as the history records it
 });
+
 // #endregion quick-start
+
+// What the example adds around the README's quick start: waiting, printing, the upload stand-in.
+import { createHash } from 'node:crypto';
+import { mkdir, writeFile } from 'node:fs/promises';
+import { join, resolve } from 'node:path';
+import { OperationStatus } from 'opstate';
 
 // Wait for it: the operation's row says where it is; its history says how it got there.
 let operation = await runtime.get(id);
@@ -94,3 +83,16 @@ for (const t of operation.transitions) {
 }
 console.log(`${operation.kind} ${id}: ${operation.status}`, operation.outputs[0]?.checksum ?? '');
 await runtime.close();
+
+/**
+ * Stands in for an object store's client: writes the package's archive object under
+ * ./.opstate/example-storage and returns its digest.
+ */
+async function upload(fields: Readonly<Record<string, string | null>>, signal: AbortSignal) {
+  signal.throwIfAborted();
+  const body = `the archive of raw data package ${fields.rawDataPackageId}\n`;
+  const folder = resolve('.opstate', 'example-storage', 'raw_data_package');
+  await mkdir(folder, { recursive: true });
+  await writeFile(join(folder, `${fields.rawDataPackageId}.tar`), body, { signal });
+  return `sha256:${createHash('sha256').update(body).digest('hex')}`;
+}
