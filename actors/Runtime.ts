@@ -68,6 +68,10 @@ export interface RuntimeOptions {
   readonly logger?: Logger;
   /** Told of every committed transition (metrics); logging of transitions is built in. */
   readonly observer?: RuntimeObserver;
+  /**
+   * The one clock every timer of the runtime reads and waits through (default the system's); a
+   * test passes `createSimulatedClock()` from `opstate/testing` and moves time itself.
+   */
   readonly clock?: Clock;
   /** Apply migrations on open (default true). */
   readonly migrate?: boolean;
@@ -127,7 +131,7 @@ export interface Runtime {
   readonly logger: Logger;
   /** Who `submit` records as the submitter when a call gives no `by`. */
   readonly serviceName: string;
-  /** Embedded (PGlite + in-process transport) or distributed. */
+  /** What it runs on: a Postgres server or PGlite, and JetStream or the in-process transport. */
   readonly mode: {
     readonly database: 'postgres' | 'pglite';
     readonly transport: 'jetstream' | 'in-process';
