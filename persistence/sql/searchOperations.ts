@@ -1,15 +1,10 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { OPERATION_KINDS, type OperationKind } from '../../machines/OperationKind.ts';
-import {
-  OPERATION_STATUSES,
-  type OperationError,
-  type OperationStatus,
-} from '../../machines/operationMachine.ts';
-import { toDate } from '../OperationRecord.ts';
+import { OPERATION_STATUSES, type OperationStatus } from '../../machines/operationMachine.ts';
 import type { Executor } from '../openDatabase.ts';
 import { likeLiteral, uuidPrefixRange } from '../searchText.ts';
 import { SUBTYPE_SPEC } from '../subtypeFields.ts';
-import { operationErrorOf } from '../UnreadableValue.ts';
+import { type OperationListRow, operationListRowOf } from './selectOperationList.ts';
 
 /** What to look for; every part optional, all given parts must match. */
 export interface OperationSearch {
@@ -25,16 +20,7 @@ export interface OperationSearch {
 }
 
 /** An operation as the search lists it. */
-export interface OperationSearchRow {
-  readonly id: string;
-  readonly kind: OperationKind;
-  readonly status: OperationStatus;
-  readonly attempt: number;
-  readonly retryCount: number;
-  readonly maxRetries: number;
-  readonly workerId: string | null;
-  readonly createdAt: Date;
-  readonly lastError: OperationError | null;
+export interface OperationSearchRow extends OperationListRow {
   /** The package the operation acts on (its subtype's package field). */
   readonly package: {
     readonly type: 'raw_data_package' | 'data_transfer_package';
@@ -150,15 +136,7 @@ export async function searchOperations(
     left join lateral (${sql.join(packageOf, sql` union all `)} limit 1) pk on true
     order by o.created_at desc, o.id desc`);
   return rows.map((r) => ({
-    id: String(r.id),
-    kind: r.kind as OperationKind,
-    status: r.status as OperationStatus,
-    attempt: Number(r.attempt),
-    retryCount: Number(r.retry_count),
-    maxRetries: Number(r.max_retries),
-    workerId: r.worker_id == null ? null : String(r.worker_id),
-    createdAt: toDate(r.created_at) as Date,
-    lastError: r.last_error == null ? null : operationErrorOf(r.last_error),
+    ...operationListRowOf(r),
     package:
       r.package_id == null
         ? null

@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationError, OperationStatus } from '../../machines/operationMachine.ts';
 import { toDate } from '../OperationRecord.ts';
-import type { Executor } from '../openDatabase.ts';
+import type { Executor, Row } from '../openDatabase.ts';
 import { operationErrorOf } from '../UnreadableValue.ts';
 
 const LIVE: readonly OperationStatus[] = ['SCHEDULED', 'IN_PROGRESS'];
@@ -47,7 +47,12 @@ export async function selectOperationList(
     where o.kind = ${filter.kind} and o.status = ${filter.status} and ${settled} and ${after}
     order by o.kind, o.status, o.created_at, o.id
     limit ${page.limit}`);
-  return rows.map((r) => ({
+  return rows.map(operationListRowOf);
+}
+
+/** A selected `operation` row (id, kind, status, attempt, retries, worker, created, error) as a list shows it. */
+export function operationListRowOf(r: Row): OperationListRow {
+  return {
     id: String(r.id),
     kind: r.kind as OperationKind,
     status: r.status as OperationStatus,
@@ -57,5 +62,5 @@ export async function selectOperationList(
     workerId: r.worker_id == null ? null : String(r.worker_id),
     createdAt: toDate(r.created_at) as Date,
     lastError: r.last_error == null ? null : operationErrorOf(r.last_error),
-  }));
+  };
 }
