@@ -106,8 +106,9 @@ export function printQueueStatus(s: QueuesStatus, io: Io): void {
     );
   }
   if (s.readersUnknown.length > 0) {
+    const one = s.readersUnknown.length === 1;
     io.out(
-      `  (${s.readersUnknown.join(', ')}: live, but the heartbeat does not say which queues it reads; an older worker)`,
+      `  (${s.readersUnknown.join(', ')}: live, of an older version: ${one ? 'its heartbeat does' : 'their heartbeats do'} not say which queues ${one ? 'it reads' : 'they read'})`,
     );
   }
 }
