@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { printQueueStatus, queuesStatus } from '../../cli/commands/printQueueStatus.ts';
 import { bulkRetryIds } from '../../dashboard/bulkRetry.ts';
 import { escapeHtml } from '../../dashboard/html.ts';
 import { type LineageNode, lineageTree } from '../../dashboard/lineageTree.ts';
@@ -137,6 +138,64 @@ describe('who reads each queue', () => {
       readersKnown: true,
     });
     expect(readersOf(null, 'source_data_transfer')).toEqual({ readers: [], readersKnown: false });
+  });
+});
+
+describe('the queue lines of opstate status', () => {
+  const depth = (operationType: OperationType, waiting: number, inProgress: number) => ({
+    route: { locationType: LocationType.SOURCE, operationType },
+    waiting,
+    inProgress,
+    oldestWaiting: waiting === 0 ? null : new Date(NOW - MIN),
+    served: false,
+  });
+  const depths = [
+    depth(OperationType.DATA_TRANSFER, 2, 1),
+    depth(OperationType.DATA_TRANSFER_PACKAGE_CREATION, 0, 1),
+  ];
+  const lines = (s: ReturnType<typeof queuesStatus>) => {
+    const out: string[] = [];
+    printQueueStatus(s, { out: (l) => out.push(l), err: (l) => out.push(l) });
+    return out;
+  };
+
+  it('prints the busy queues with their live readers, and counts the quiet ones', () => {
+    const readers = queueReaders(
+      [
+        { workerId: 'w-idle', at: NOW, reads: { queues: ['processing_staging'] } },
+        { workerId: 'w-old', at: NOW },
+      ],
+      NOW,
+      timing.heartbeatTimeoutMs,
+    );
+    const status = queuesStatus(depths, readers);
+    expect(status.queues.find((q) => q.queue === 'source_data_transfer')).toEqual({
+      queue: 'source_data_transfer',
+      waiting: 2,
+      inProgress: 1,
+      oldestWaiting: new Date(NOW - MIN).toISOString(),
+      readers: [],
+    });
+    expect(lines(status)).toEqual([
+      '',
+      'queue                                  waiting  in progress  live workers reading it',
+      'processing_staging                           0            0  w-idle',
+      'source_data_transfer                         2            1  none',
+      'source_data_transfer_package_creation        0            1  none',
+      '  (5 other queues: nothing waiting or in progress, no live worker reading them)',
+      '  (w-old: live, of an older version: its heartbeat does not say which queues it reads)',
+    ]);
+  });
+
+  it('says who reads a queue is not known when heartbeats are not visible', () => {
+    const status = queuesStatus(depths, null);
+    expect(status.queues.every((q) => q.readers === null)).toBe(true);
+    expect(lines(status).slice(2)).toEqual([
+      'source_data_transfer                         2            1  not visible here',
+      'source_data_transfer_package_creation        0            1  not visible here',
+      '  (6 other queues: nothing waiting or in progress)',
+    ]);
+    expect(lines(queuesStatus([], null))).toEqual(['', 'queues: nothing waiting or in progress']);
   });
 });
 
