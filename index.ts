@@ -146,6 +146,8 @@ export {
   PhysicalCopyStatus,
   physicalCopyMachine,
 } from './machines/physicalCopyMachine.ts';
+export type { QueueReaders, ReadingBeat } from './machines/queueReaders.ts';
+export { queueReaders, readersOf } from './machines/queueReaders.ts';
 export type { ReplayStep, StoredTransition } from './machines/replayTransitions.ts';
 export { replayTransitions } from './machines/replayTransitions.ts';
 export type { Route } from './machines/routing.ts';
@@ -248,5 +250,7 @@ export type {
   Transport,
   TransportEvent,
   TransportTiming,
+  WorkerHeartbeat,
+  WorkerReads,
 } from './transport/Transport.ts';
 export { resolveTiming } from './transport/TransportTiming.ts';

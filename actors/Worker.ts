@@ -143,8 +143,8 @@ export interface Worker {
  * (`BAD_INPUT`) is a failure, never retried. The I/O
  * around those decisions is `handleDelivery`'s.
  *
- * The worker beats once per heartbeat interval for everything it holds (one key in the heartbeat
- * store), and covers an operation with a heartbeat before it starts it: an operation it holds,
+ * The worker beats once per heartbeat interval for everything it holds and the queues it reads
+ * (one key in the heartbeat store: idle, it still shows as serving its queues), and covers an operation with a heartbeat before it starts it: an operation it holds,
  * pulled or running, is recovered by the heartbeat monitor within about the heartbeat timeout if
  * this process dies or stalls. At each beat it checks in one read whether its running operations
  * moved on (reset, cancelled) and aborts their handlers.
@@ -169,6 +169,12 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     );
   }
   const concurrency = options.concurrency ?? 4;
+  const routes =
+    options.routes ??
+    kinds
+      .map(defaultRoute)
+      .filter((r, i, all) => all.findIndex((o) => queueName(o) === queueName(r)) === i);
+  const queues = [...new Set(routes.map(queueName))];
   const handlers = options.handlers as Partial<Record<OperationKind, OperationHandler>>;
   // One bound for the whole worker, shared by all its queues.
   const slots = new DeliverySlots(concurrency);
@@ -187,17 +193,13 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       transport,
       clock: options.clock,
       logger,
+      reads: { queues, kinds: [...new Set(kinds)] },
       afterBeat: () => abortMovedOn(core, slots),
       onOverdue: (ageMs) => fenceOverdue(core, ageMs),
     }),
     batches: createWorkerBatches(store, concurrency),
     state: { stopping: false, crashed: false },
   };
-  const routes =
-    options.routes ??
-    kinds
-      .map(defaultRoute)
-      .filter((r, i, all) => all.findIndex((o) => queueName(o) === queueName(r)) === i);
   const subscriptions: Subscription[] = [];
   // Nothing is pulled before the id is claimed: a second process under a live worker's id takes
   // no work and writes no heartbeat.
@@ -211,7 +213,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       }
       logger.log('INFO', 'worker started', {
         workerId: id,
-        queues: routes.map(queueName),
+        queues,
         concurrency,
       });
     },

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { Clock } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { heldThatFits, MAX_HEARTBEAT_BYTES } from '../transport/HeartbeatKey.ts';
-import type { HeldOperation, Transport } from '../transport/Transport.ts';
+import type { HeldOperation, Transport, WorkerReads } from '../transport/Transport.ts';
 import type { Logger } from './Logger.ts';
 import { untilReachable } from './untilReachable.ts';
 
@@ -11,7 +11,10 @@ interface Touchable {
   working(): void;
 }
 
-/** The worker's one heartbeat: what it holds, written to the heartbeat store as one key. */
+/**
+ * The worker's one heartbeat: what it holds and what it reads, written to the heartbeat store as
+ * one key.
+ */
 export interface WorkerHeartbeatLoop {
   /** This process's nonce, random per start, written in every beat. */
   readonly instance: string;
@@ -55,6 +58,12 @@ export interface WorkerHeartbeatOptions {
   readonly transport: Transport;
   readonly clock: Clock;
   readonly logger: Logger;
+  /**
+   * The queues the worker consumes and its kinds, written in every beat (the claim's first one
+   * too), so it shows as serving its queues while it holds nothing. Absent: the beats do not say,
+   * and the worker reads as one of an older version.
+   */
+  readonly reads?: WorkerReads;
   /**
    * After a periodic beat, with what was held: the worker checks for operations moved on. It runs
    * beside the beats (one at a time), so a slow or hanging check never delays the next beat.
@@ -106,8 +115,9 @@ function listWithinCap(
   state: { cut: boolean; readonly logger: Logger; readonly workerId: string },
   all: HeldOperation[],
   instance: string,
+  reads: WorkerReads | undefined,
 ): HeldOperation[] {
-  const fits = heldThatFits(all, instance);
+  const fits = heldThatFits(all, instance, reads);
   if (fits < all.length !== state.cut) {
     state.cut = fits < all.length;
     if (state.cut) {
@@ -197,10 +207,10 @@ function claimId(
   instance: string,
   stopped: AbortSignal,
 ): Promise<void> {
-  const { workerId, transport, clock, logger } = options;
+  const { workerId, transport, clock, logger, reads } = options;
   return untilReachable(
     'the heartbeat store',
-    () => transport.heartbeats.claim(workerId, instance),
+    () => transport.heartbeats.claim(workerId, instance, reads),
     {
       logger,
       clock,
@@ -213,7 +223,7 @@ function claimId(
 
 /**
  * One heartbeat per worker process, at the transport's heartbeat interval: it lists every
- * operation the worker holds and calls `working()` on each held delivery. Because a worker covers
+ * operation the worker holds and the queues it reads, and calls `working()` on each held delivery. Because a worker covers
  * an operation (`cover()`) before it starts it, the control plane finds any dispatch that sits with
  * a worker that stopped beating — pulled or running — and its first heartbeat covers every
  * operation it starts. One key write per interval per worker, however many operations it holds.
@@ -225,12 +235,13 @@ function claimId(
  *
  * @example
  * ```ts
- * const hb = startWorkerHeartbeat({ workerId, transport, clock, logger });
+ * const hb = startWorkerHeartbeat({ workerId, transport, clock, logger,
+ *   reads: { queues: ['source_data_transfer'], kinds: [OperationKind.TRANSFER] } });
  * hb.hold({ kind, operationId, attempt }, delivery); await hb.cover(); // then START
  * ```
  */
 export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHeartbeatLoop {
-  const { workerId, transport, clock, logger, afterBeat, onOverdue } = options;
+  const { workerId, transport, clock, logger, afterBeat, onOverdue, reads } = options;
   const instance = randomUUID();
   let landedAt = clock.now();
   // What the last beat that landed listed, and whether the list had to be cut to the cap.
@@ -246,9 +257,9 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
   const held = () => [...entries.values()].map((e) => e.op);
   const writes = coalesced(async () => {
     await claimed;
-    const list = listWithinCap(capState, held(), instance);
+    const list = listWithinCap(capState, held(), instance, reads);
     const issuedAt = clock.now();
-    await transport.heartbeats.beat(workerId, list, instance);
+    await transport.heartbeats.beat(workerId, list, instance, reads);
     landedAt = Math.max(landedAt, issuedAt);
     listed = new Set(list.map((h) => h.operationId));
   });

@@ -6,11 +6,12 @@ import {
   formatAge,
   heartbeatFacts,
 } from '../machines/attention.ts';
+import { queueReaders } from '../machines/queueReaders.ts';
 import { type AttentionList, loadAttention } from '../persistence/loadAttention.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 import { redactServers } from '../transport/jetstream/natsCredentials.ts';
-import type { Heartbeats } from '../transport/Transport.ts';
+import type { Heartbeats, WorkerHeartbeat } from '../transport/Transport.ts';
 import type { Io } from './Command.ts';
 
 /** What the attention rules need besides the database: timers, and heartbeats if visible. */
@@ -63,21 +64,27 @@ export async function attentionSourceFromEnv(): Promise<AttentionSource> {
 }
 
 /**
- * Loads the attention list (first page of each category) the way the dashboard does.
+ * Loads the attention list (first page of each category) the way the dashboard does, judged by
+ * the heartbeats listed (`beats`; null: not visible from here).
  *
  * @example
  * ```ts
- * const list = await attentionOf(database, source, clock.now());
+ * const beats = source.heartbeats === null ? null : await source.heartbeats.list();
+ * const list = await attentionOf(database, source.timing, beats, clock.now());
  * ```
  */
 export async function attentionOf(
   database: Executor,
-  source: AttentionSource,
+  timing: AttentionTiming,
+  beats: readonly WorkerHeartbeat[] | null,
   now: number,
 ): Promise<AttentionList> {
-  const heartbeats =
-    source.heartbeats === null ? null : heartbeatFacts(await source.heartbeats.list());
-  return loadAttention(database, { now, timing: source.timing, heartbeats });
+  return loadAttention(database, {
+    now,
+    timing,
+    heartbeats: beats === null ? null : heartbeatFacts(beats),
+    readers: beats === null ? null : queueReaders(beats, now, timing.heartbeatTimeoutMs),
+  });
 }
 
 /** Prints the attention list as text: each category, then one line per item. */

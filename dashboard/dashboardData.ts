@@ -12,6 +12,7 @@ import type { Clock } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OperationStatus } from '../machines/operationMachine.ts';
 import type { PhysicalCopyStatus } from '../machines/physicalCopyMachine.ts';
+import { type QueueReaders, queueReaders, readersOf } from '../machines/queueReaders.ts';
 import { allRoutes, queueName } from '../machines/routing.ts';
 import { checkId } from '../persistence/applyEvents.ts';
 import { inspectOperation } from '../persistence/inspectOperation.ts';
@@ -104,9 +105,13 @@ export function createDashboardData(options: DashboardDataOptions) {
   // Listing heartbeats reads every key of the store (O(active)): one listing serves every page
   // asked for within a second.
   let listed: { at: number; all: Promise<WorkerHeartbeat[]> } | undefined;
-  const heartbeats = async (): Promise<{ facts: HeartbeatFacts; all: WorkerHeartbeat[] }> => {
+  const heartbeats = async (): Promise<{
+    facts: HeartbeatFacts;
+    readers: QueueReaders | null;
+    all: WorkerHeartbeat[];
+  }> => {
     const store = options.heartbeats;
-    if (store === null) return { facts: null, all: [] };
+    if (store === null) return { facts: null, readers: null, all: [] };
     const now = clock.now();
     if (listed === undefined || now - listed.at >= HEARTBEATS_MAX_AGE_MS) {
       const all = store.list();
@@ -116,7 +121,11 @@ export function createDashboardData(options: DashboardDataOptions) {
       });
     }
     const all = await listed.all;
-    return { facts: heartbeatFacts(all), all };
+    return {
+      facts: heartbeatFacts(all),
+      readers: queueReaders(all, clock.now(), timing.heartbeatTimeoutMs),
+      all,
+    };
   };
 
   /**
@@ -137,20 +146,27 @@ export function createDashboardData(options: DashboardDataOptions) {
     changeMark,
 
     async overview(): Promise<OverviewData> {
-      const { facts } = await heartbeats();
+      const { facts, readers } = await heartbeats();
       const [statusCounts, attention] = await Promise.all([
         selectStatusCounts(database),
-        loadAttention(database, { now: clock.now(), timing, heartbeats: facts, limit: PAGE_SIZE }),
+        loadAttention(database, {
+          now: clock.now(),
+          timing,
+          heartbeats: facts,
+          readers,
+          limit: PAGE_SIZE,
+        }),
       ]);
       return { counts: statusCounts, attention };
     },
 
     async attention(category: string, after: string | undefined): Promise<AttentionSection> {
-      const { facts } = await heartbeats();
+      const { facts, readers } = await heartbeats();
       const list = await loadAttention(database, {
         now: clock.now(),
         timing,
         heartbeats: facts,
+        readers,
         limit: PAGE_SIZE,
         category: category as AttentionCategory,
         after,
@@ -160,7 +176,7 @@ export function createDashboardData(options: DashboardDataOptions) {
 
     async operation(id: string): Promise<Omit<OperationPageData, 'allowActions'>> {
       checkId(id);
-      const { facts, all } = await heartbeats();
+      const { facts, readers, all } = await heartbeats();
       const [view, up, down, row] = await Promise.all([
         inspectOperation(database, id),
         selectLineage(database, id, 'up'),
@@ -190,7 +206,12 @@ export function createDashboardData(options: DashboardDataOptions) {
         );
         const mine = queues.find((q) => queueName(q.route) === view.queue);
         const item =
-          mine === undefined ? null : classifyQueue(mine, { now, timing, heartbeats: facts });
+          mine === undefined
+            ? null
+            : classifyQueue(
+                { ...mine, ...readersOf(readers, view.queue) },
+                { now, timing, heartbeats: facts },
+              );
         if (item !== null) attention.push(item);
       }
       return { view, up, down, heartbeat, attention, resume };
@@ -217,10 +238,14 @@ export function createDashboardData(options: DashboardDataOptions) {
       return { rows, next };
     },
 
-    /** Every routing queue with its live work and the workers serving it, and every worker. */
+    /**
+     * Every routing queue with its live work and the workers serving it (those whose heartbeat
+     * says they read it, idle ones included, and those of an older version that hold work from
+     * it), and every worker with the queues it reads.
+     */
     async workers(): Promise<WorkersPageData> {
       const now = clock.now();
-      const { facts, all } = await heartbeats();
+      const { facts, readers, all } = await heartbeats();
       const live = (b: WorkerHeartbeat) => now - b.at < timing.heartbeatTimeoutMs;
       const heldIds = [...new Set(all.flatMap((b) => b.held.map((h) => h.operationId)))].filter(
         isUuid,
@@ -239,6 +264,8 @@ export function createDashboardData(options: DashboardDataOptions) {
           workerId: b.workerId,
           at: b.at,
           live: live(b),
+          queues: b.reads?.queues ?? null,
+          kinds: b.reads?.kinds ?? null,
           held: b.held.map((h) => ({
             operationId: h.operationId,
             kind: h.kind,
@@ -248,20 +275,33 @@ export function createDashboardData(options: DashboardDataOptions) {
           })),
         }));
       const byQueue = new Map<string, QueueDepth>(depths.map((d) => [queueName(d.route), d]));
-      const names = [...new Set([...allRoutes().map(queueName), ...byQueue.keys()])].sort();
+      const read = all.flatMap((b) => b.reads?.queues ?? []);
+      const names = [
+        ...new Set([...allRoutes().map(queueName), ...byQueue.keys(), ...read]),
+      ].sort();
       const queues: QueueView[] = names.map((queue) => {
         const depth = byQueue.get(queue);
-        const holders = workers.filter((w) => w.held.some((h) => h.queue === queue));
+        // Who reads it, by what each heartbeat says; an older one's by what it holds.
+        const serving = workers.filter((w) =>
+          w.queues === null ? w.held.some((h) => h.queue === queue) : w.queues.includes(queue),
+        );
         return {
           queue,
           kinds: kindsOfQueue(queue),
           waiting: depth?.waiting ?? 0,
           inProgress: depth?.inProgress ?? 0,
           oldestWaiting: depth?.oldestWaiting ?? null,
-          liveWorkers: holders.filter((w) => w.live).map((w) => w.workerId),
-          staleWorkers: holders.filter((w) => !w.live).map((w) => w.workerId),
+          liveWorkers: serving
+            .filter((w) => w.live)
+            .map((w) => ({ workerId: w.workerId, reads: w.queues !== null })),
+          staleWorkers: serving.filter((w) => !w.live).map((w) => w.workerId),
           attention:
-            depth === undefined ? null : classifyQueue(depth, { now, timing, heartbeats: facts }),
+            depth === undefined
+              ? null
+              : classifyQueue(
+                  { ...depth, ...readersOf(readers, queue) },
+                  { now, timing, heartbeats: facts },
+                ),
         };
       });
       return {

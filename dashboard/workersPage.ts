@@ -13,9 +13,13 @@ export interface QueueView {
   readonly waiting: number;
   readonly inProgress: number;
   readonly oldestWaiting: Date | null;
-  /** Workers with a live heartbeat that hold work from it. */
-  readonly liveWorkers: readonly string[];
-  /** Workers whose heartbeat went stale that still list work from it. */
+  /**
+   * Workers with a live heartbeat that serve it: those whose heartbeat says they read it (`reads`,
+   * idle or not), and those whose heartbeat does not say which queues they read (an older worker)
+   * that hold work from it.
+   */
+  readonly liveWorkers: readonly { readonly workerId: string; readonly reads: boolean }[];
+  /** Workers whose heartbeat went stale that read it, or still list work from it. */
   readonly staleWorkers: readonly string[];
   /** The attention item when no live worker serves it while work waits. */
   readonly attention: AttentionItem | null;
@@ -28,6 +32,10 @@ export interface WorkerView {
   readonly at: number;
   /** Younger than the heartbeat timeout. */
   readonly live: boolean;
+  /** The queues it reads; null when its heartbeat does not say (an older worker). */
+  readonly queues: readonly string[] | null;
+  /** The kinds it runs; null when its heartbeat does not say. */
+  readonly kinds: readonly OperationKind[] | null;
   readonly held: readonly {
     readonly operationId: string;
     readonly kind: OperationKind;
@@ -54,7 +62,10 @@ function queueRow(q: QueueView, visible: boolean): SafeHtml {
   const served = !visible
     ? html`<span class="muted">not visible</span>`
     : q.liveWorkers.length > 0
-      ? q.liveWorkers.map((w, n) => html`${n === 0 ? '' : ', '}<code>${w}</code>`)
+      ? q.liveWorkers.map(
+          (w, n) =>
+            html`${n === 0 ? '' : ', '}<code>${w.workerId}</code>${w.reads ? '' : html` <span class="muted" title="its heartbeat does not say which queues it reads">(holds work from it)</span>`}`,
+        )
       : q.attention !== null
         ? html`<b class="warn">none</b>`
         : html`<span class="muted">none seen</span>`;
@@ -66,13 +77,27 @@ function queueRow(q: QueueView, visible: boolean): SafeHtml {
     <td class="state">${q.attention === null ? (idle ? html`<span class="muted">idle</span>` : 'served') : html`<a href="#unserved"><span class="badge UNSERVED">no live worker</span></a>`}</td></tr>`;
 }
 
+const codes = (names: readonly string[]) =>
+  names.map((q, n) => html`${n === 0 ? '' : ', '}<code>${q}</code>`);
+
+/** The queues a worker reads, or, when its heartbeat does not say, those it holds work from. */
+function queuesCell(w: WorkerView): SafeHtml {
+  if (w.queues !== null) {
+    return w.queues.length === 0
+      ? html`<span class="muted">none</span>`
+      : html`${codes(w.queues)}${w.kinds === null || w.kinds.length === 0 ? '' : html` <span class="muted">(${w.kinds.join(', ')})</span>`}`;
+  }
+  const held = [...new Set(w.held.map((h) => h.queue).filter((q) => q !== null))];
+  const unsaid = html`<span class="muted">its heartbeat does not say; ${held.length === 0 ? 'it holds nothing' : 'holds work from'}</span>`;
+  return held.length === 0 ? unsaid : html`${unsaid} ${codes(held)}`;
+}
+
 function workerRow(w: WorkerView): SafeHtml {
-  const queues = [...new Set(w.held.map((h) => h.queue).filter((q) => q !== null))];
   return html`<tr data-worker="${w.workerId}" class="${w.live ? '' : 'stale'}">
     <td><code>${w.workerId}</code></td>
     <td>${w.live ? html`<span class="badge COMPLETED">live</span>` : html`<span class="badge FAILED">stale</span>`}</td>
     <td class="n"><span data-since="${since(w.at)}" data-suffix=" ago"></span></td>
-    <td>${queues.length === 0 ? html`<span class="muted">none held</span>` : queues.map((q, n) => html`${n === 0 ? '' : ', '}<code>${q}</code>`)}</td>
+    <td class="queues" data-queues="${w.queues === null ? '' : w.queues.join(' ')}">${queuesCell(w)}</td>
     <td>${
       w.held.length === 0
         ? html`<span class="muted">nothing (idle, or between operations)</span>`
@@ -86,9 +111,10 @@ function workerRow(w: WorkerView): SafeHtml {
 /**
  * Workers and queues: each routing queue's depth (SCHEDULED operations, dispatched and not
  * started, and those in progress) with the live workers serving it, and each worker's heartbeat
- * with what it holds. A queue with work waiting and no live worker serving it is marked with the
- * attention list's words. A heartbeat lists what a worker holds, not which queues it reads, so a
- * worker serves a queue here when it holds work from it.
+ * with the queues it reads and what it holds. A queue with work waiting and no live worker serving
+ * it is marked with the attention list's words. A heartbeat names the queues its worker reads, so
+ * an idle worker serves its queues here too; one of an older worker does not, and that worker
+ * serves a queue here when it holds work from it.
  *
  * @example
  * ```ts
@@ -114,13 +140,13 @@ export function workersPage(data: WorkersPageData): SafeHtml {
   <section class="card"><h2>Queues <span class="muted">(${data.queues.filter((q) => q.waiting > 0).length} with work waiting)</span></h2>
   <table class="queues"><thead><tr><th>queue</th><th>kinds</th><th class="n">waiting</th><th class="n">in progress</th><th class="n">oldest waiting</th><th>live workers serving it</th><th>state</th></tr></thead>
   <tbody>${data.queues.map((q) => queueRow(q, data.heartbeatsVisible))}</tbody></table>
-  <p class="muted">Waiting: SCHEDULED, dispatched and not started. A worker serves a queue here when its heartbeat (younger than ${formatAge(data.heartbeatTimeoutMs)}) lists work from it; an idle worker lists none.</p></section>
+  <p class="muted">Waiting: SCHEDULED, dispatched and not started. A worker serves a queue here when its heartbeat (younger than ${formatAge(data.heartbeatTimeoutMs)}) names the queue among those it reads, idle or not; a heartbeat of an older worker does not say, and that worker serves the queues it holds work from.</p></section>
   ${
     data.heartbeatsVisible
       ? html`<section class="card"><h2>Workers <span class="muted">(${live} live, ${data.workers.length - live} stale)</span></h2>${
           data.workers.length === 0
             ? html`<p class="empty">no worker heartbeat is stored</p>`
-            : html`<table class="workers"><thead><tr><th>worker</th><th>heartbeat</th><th class="n">last beat</th><th>queues (from what it holds)</th><th>holds</th></tr></thead><tbody>${data.workers.map(workerRow)}</tbody></table>`
+            : html`<table class="workers"><thead><tr><th>worker</th><th>heartbeat</th><th class="n">last beat</th><th>queues it reads</th><th>holds</th></tr></thead><tbody>${data.workers.map(workerRow)}</tbody></table>`
         }</section>`
       : ''
   }

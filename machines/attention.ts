@@ -12,7 +12,8 @@ export const AttentionCategory = {
   STUCK: 'stuck',
   /**
    * A queue with dispatches waiting and no live worker serving it: no heartbeat younger than the
-   * timeout lists work from it, and its oldest dispatch has waited longer than that.
+   * timeout names it among the queues its worker reads (or, while a live worker's heartbeat does
+   * not say which it reads, none lists work from it and its oldest dispatch has waited longer).
    */
   QUEUE_UNSERVED: 'queue_unserved',
   /** A live operation that has spent its retry budget: its next failure or reset FAILS it. */
@@ -283,6 +284,13 @@ export interface AttentionQueueRow {
   readonly oldestWaiting: Date | null;
   /** Whether a worker whose heartbeat is younger than the timeout holds work from the queue. */
   readonly served: boolean;
+  /** The workers whose heartbeat, younger than the timeout, names the queue among those they read. */
+  readonly readers: readonly string[];
+  /**
+   * Whether every heartbeat younger than the timeout says which queues its worker reads; false
+   * while one does not (an older worker), or when heartbeats were not read (`readersOf`).
+   */
+  readonly readersKnown: boolean;
 }
 
 /** The kinds whose default route is this queue (what a worker for it is started with). */
@@ -292,23 +300,31 @@ export function kindsOfQueue(queue: string): OperationKind[] {
 
 /**
  * The attention item of a queue that has dispatches waiting and no live worker serving it. A
- * heartbeat lists what a worker holds, not the queues it reads, so a queue counts as served when
- * a live heartbeat lists work from it; an idle worker that serves it would have pulled the oldest
- * dispatch well within the heartbeat timeout, so only a queue whose oldest dispatch has waited
- * longer than that is listed. With heartbeats not visible (`facts.heartbeats` null) nothing is.
+ * queue is served when a live heartbeat names it among the queues its worker reads (idle or not),
+ * or lists work from it; with neither, it is listed at once. While some live heartbeat does not
+ * say which queues its worker reads (`readersKnown` false: an older worker), that worker may serve
+ * the queue idle, and would have pulled the oldest dispatch well within the heartbeat timeout, so
+ * only a queue whose oldest dispatch has waited longer than that is listed. With heartbeats not
+ * visible (`facts.heartbeats` null) nothing is.
  *
  * @example
  * ```ts
- * classifyQueue({ route, waiting: 3, oldestWaiting, served: false }, facts)?.why;
+ * classifyQueue({ route, waiting: 3, oldestWaiting, served: false, readers: [], readersKnown: true }, facts)?.why;
  * // 'no live worker serves queue buffer_data_transfer_unpacking (3 waiting, the oldest for 12 min): …'
  * ```
  */
 export function classifyQueue(row: AttentionQueueRow, facts: AttentionFacts): AttentionItem | null {
-  if (facts.heartbeats === null || row.served || row.waiting === 0 || row.oldestWaiting === null) {
+  if (
+    facts.heartbeats === null ||
+    row.served ||
+    row.readers.length > 0 ||
+    row.waiting === 0 ||
+    row.oldestWaiting === null
+  ) {
     return null;
   }
   const waited = facts.now - row.oldestWaiting.getTime();
-  if (waited <= facts.timing.heartbeatTimeoutMs) return null;
+  if (!row.readersKnown && waited <= facts.timing.heartbeatTimeoutMs) return null;
   const queue = queueName(row.route);
   const kinds = kindsOfQueue(queue);
   const start =
@@ -321,7 +337,9 @@ export function classifyQueue(row: AttentionQueueRow, facts: AttentionFacts): At
     kind: kinds.length === 1 ? (kinds[0] as OperationKind) : null,
     state: 'UNSERVED',
     since: row.oldestWaiting.toISOString(),
-    why: `no live worker serves queue ${queue} (${row.waiting} waiting, the oldest for ${formatAge(waited)}): no heartbeat younger than ${formatAge(facts.timing.heartbeatTimeoutMs)} lists work from it; ${start}, or, if its workers are busy on other queues, give them more --concurrency`,
+    why: row.readersKnown
+      ? `no live worker serves queue ${queue} (${row.waiting} waiting, the oldest for ${formatAge(waited)}): no heartbeat younger than ${formatAge(facts.timing.heartbeatTimeoutMs)} names it among the queues its worker reads; ${start}`
+      : `no live worker serves queue ${queue} (${row.waiting} waiting, the oldest for ${formatAge(waited)}): no heartbeat younger than ${formatAge(facts.timing.heartbeatTimeoutMs)} lists work from it; ${start}, or, if its workers are busy on other queues, give them more --concurrency`,
   };
 }
 

@@ -13,6 +13,8 @@ import {
   type HeartbeatFacts,
 } from '../machines/attention.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { type QueueReaders, readersOf } from '../machines/queueReaders.ts';
+import { queueName } from '../machines/routing.ts';
 import type { Executor } from './openDatabase.ts';
 import {
   ATTENTION_COUNT_CAP,
@@ -41,6 +43,11 @@ export interface AttentionOptions {
   readonly timing: AttentionTiming;
   /** Latest heartbeat per operation id, or null when heartbeats are not visible from here. */
   readonly heartbeats: HeartbeatFacts;
+  /**
+   * Who reads each queue, from the same heartbeats (`queueReaders`). Absent or null: not known,
+   * so a queue is judged by what live workers hold and how long its oldest dispatch has waited.
+   */
+  readonly readers?: QueueReaders | null;
   /** Items per category and page (default 50). */
   readonly limit?: number;
   /** Only this category, from `after` (a `next` token of an earlier page). */
@@ -161,7 +168,12 @@ export async function loadAttention(
       if (beats === null) return { items: [], total: 0, next: null };
       const serving = beats.alive.map((key) => key.split(':')[0] as string);
       const queues = await selectQueueDepths(exec, serving);
-      const items = nonNull(queues.map((q) => classifyQueue(q, facts)));
+      const readers = options.readers ?? null;
+      const items = nonNull(
+        queues.map((q) =>
+          classifyQueue({ ...q, ...readersOf(readers, queueName(q.route)) }, facts),
+        ),
+      );
       return { items, total: items.length, next: null };
     },
     [AttentionCategory.RETRY_CAP]: async () => {

@@ -1,6 +1,6 @@
-import { isOperationKind } from '../machines/OperationKind.ts';
+import { isOperationKind, OPERATION_KINDS } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import type { HeldOperation, WorkerHeartbeat } from './Transport.ts';
+import type { HeldOperation, WorkerHeartbeat, WorkerReads } from './Transport.ts';
 
 const TOKEN = /^[A-Za-z0-9_=-]{1,128}$/;
 const PREFIX = 'worker.';
@@ -57,26 +57,66 @@ function checkHeld(held: readonly HeldOperation[], instance: string | undefined)
   }
 }
 
-const shell = (instance: string | undefined) =>
-  instance === undefined ? { held: [] as unknown[] } : { instance, held: [] as unknown[] };
+/**
+ * A queue name as a heartbeat may carry it: its shape, not a list of today's routes, so that a
+ * worker serving a route this reader does not know yet (a newer release's) still reads as alive.
+ */
+const QUEUE_NAME = /^[a-z][a-z0-9_]{0,199}$/;
+
+/** Why `reads` cannot be written or trusted, or undefined when it names queues and known kinds once each. */
+function readsFault(queues: unknown, kinds: unknown): string | undefined {
+  if (!Array.isArray(queues) || !queues.every((q) => typeof q === 'string' && QUEUE_NAME.test(q)))
+    return 'the queues are not a list of queue names';
+  if (new Set(queues).size !== queues.length) return 'the queues name one queue twice';
+  if (!Array.isArray(kinds) || !kinds.every(isOperationKind))
+    return 'the kinds are not a list of operation kinds';
+  if (new Set(kinds).size !== kinds.length) return 'the kinds name one kind twice';
+  return undefined;
+}
+
+function checkReads(reads: WorkerReads | undefined): void {
+  if (reads === undefined) return;
+  const fault = readsFault(reads.queues, reads.kinds);
+  if (fault !== undefined) {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `Heartbeat reads ${JSON.stringify(reads)}: ${fault}; list each queue the worker consumes once, by its queueName(route) (\`<location type>_<operation type>\`), and each of its kinds once (one of ${OPERATION_KINDS.join(', ')}).`,
+      { details: { queues: reads.queues, kinds: reads.kinds } },
+    );
+  }
+}
+
+const shell = (instance: string | undefined, reads: WorkerReads | undefined) => ({
+  ...(instance === undefined ? {} : { instance }),
+  ...(reads === undefined ? {} : { queues: reads.queues, kinds: reads.kinds }),
+  held: [] as unknown[],
+});
 const triple = (h: HeldOperation) => [h.kind, h.operationId, h.attempt];
 
 /**
  * The stored value of a heartbeat: the writing process's instance nonce (random per start, so two
- * processes given one worker id are told apart) and the held operations as `[kind, operationId,
- * attempt]` triples (compact: a worker with 256 operations writes about 14 KB). Throws `BAD_INPUT`
- * for an operation or instance that is not key-safe, and for a value over `MAX_HEARTBEAT_BYTES`
- * (list only `heldThatFits` of them).
+ * processes given one worker id are told apart), the queues the worker reads and its kinds (when
+ * given), and the held operations as `[kind, operationId, attempt]` triples (compact: a worker
+ * with 256 operations writes about 14 KB; every queue and kind there is takes about 1 KB more).
+ * Throws `BAD_INPUT` for an operation or instance that is not key-safe, for a queue or kind that
+ * does not exist or is named twice, and for a value over `MAX_HEARTBEAT_BYTES` (list only
+ * `heldThatFits` of them).
  *
  * @example
  * ```ts
- * encodeHeld([{ kind: OperationKind.UNPACK, operationId: 'op1', attempt: 2 }], 'n1');
- * // '{"instance":"n1","held":[["unpack","op1",2]]}'
+ * encodeHeld([{ kind: OperationKind.UNPACK, operationId: 'op1', attempt: 2 }], 'n1',
+ *   { queues: ['buffer_data_transfer_unpacking'], kinds: [OperationKind.UNPACK] });
+ * // '{"instance":"n1","queues":["buffer_data_transfer_unpacking"],"kinds":["unpack"],"held":[["unpack","op1",2]]}'
  * ```
  */
-export function encodeHeld(held: readonly HeldOperation[], instance?: string): string {
+export function encodeHeld(
+  held: readonly HeldOperation[],
+  instance?: string,
+  reads?: WorkerReads,
+): string {
   checkHeld(held, instance);
-  const value = JSON.stringify({ ...shell(instance), held: held.map(triple) });
+  checkReads(reads);
+  const value = JSON.stringify({ ...shell(instance, reads), held: held.map(triple) });
   // Every part is ASCII (checked above): characters are bytes.
   if (value.length > MAX_HEARTBEAT_BYTES) {
     throw new OpstateError(
@@ -90,19 +130,20 @@ export function encodeHeld(held: readonly HeldOperation[], instance?: string): s
 
 /**
  * How many of `held`, in order, fit in one heartbeat value of at most `maxBytes`
- * (`encodeHeld(held.slice(0, n), instance)` stays within the cap).
+ * (`encodeHeld(held.slice(0, n), instance, reads)` stays within the cap).
  *
  * @example
  * ```ts
- * const n = heldThatFits(held, instance); if (n < held.length) warn(); beat(held.slice(0, n));
+ * const n = heldThatFits(held, instance, reads); if (n < held.length) warn(); beat(held.slice(0, n));
  * ```
  */
 export function heldThatFits(
   held: readonly HeldOperation[],
   instance?: string,
+  reads?: WorkerReads,
   maxBytes = MAX_HEARTBEAT_BYTES,
 ): number {
-  let bytes = JSON.stringify(shell(instance)).length;
+  let bytes = JSON.stringify(shell(instance, reads)).length;
   for (let i = 0; i < held.length; i++) {
     bytes += JSON.stringify(triple(held[i] as HeldOperation)).length + (i > 0 ? 1 : 0);
     if (bytes > maxBytes) return i;
@@ -117,9 +158,10 @@ export type ReadHeartbeat =
 
 /**
  * Reads a stored heartbeat back. A value over `MAX_HEARTBEAT_BYTES`, or that is not a heartbeat
- * (bad JSON, an unknown kind, an id that is not key-safe, an attempt below 1), is refused with the
- * reason, never trusted in part. A value without an instance (written by an older worker) reads
- * with `instance` undefined.
+ * (bad JSON, an unknown kind, an id that is not key-safe, an attempt below 1, queues or kinds that
+ * are not lists of known names each once, or one without the other), is refused with the reason,
+ * never trusted in part. A value without an instance, or without queues and kinds (written by an
+ * older worker), reads with `instance`, or `reads`, undefined.
  *
  * @example
  * ```ts
@@ -141,13 +183,28 @@ export function readWorkerHeartbeat(key: string, value: string, at: number): Rea
   } catch {
     return refuse('the value is not JSON');
   }
-  const record = (parsed ?? {}) as { held?: unknown; instance?: unknown };
+  const record = (parsed ?? {}) as {
+    held?: unknown;
+    instance?: unknown;
+    queues?: unknown;
+    kinds?: unknown;
+  };
   const list = record.held;
   if (!Array.isArray(list)) return refuse('the value has no held list');
   const instance = record.instance;
   if (instance !== undefined && (typeof instance !== 'string' || !INSTANCE.test(instance))) {
     return refuse('the instance is not a nonce');
   }
+  const { queues, kinds } = record;
+  if ((queues === undefined) !== (kinds === undefined)) {
+    return refuse(
+      queues === undefined
+        ? 'the value has kinds without queues'
+        : 'the value has queues without kinds',
+    );
+  }
+  const fault = queues === undefined ? undefined : readsFault(queues, kinds);
+  if (fault !== undefined) return refuse(fault);
   const held: HeldOperation[] = [];
   for (const item of list) {
     if (!Array.isArray(item) || item.length !== 3) return refuse('a held entry is not a triple');
@@ -160,7 +217,15 @@ export function readWorkerHeartbeat(key: string, value: string, at: number): Rea
   }
   return {
     ok: true,
-    beat: instance === undefined ? { workerId, at, held } : { workerId, instance, at, held },
+    beat: {
+      workerId,
+      ...(instance === undefined ? {} : { instance }),
+      at,
+      held,
+      ...(queues === undefined
+        ? {}
+        : { reads: { queues: queues as string[], kinds: kinds as WorkerReads['kinds'] } }),
+    },
   };
 }
 

@@ -135,7 +135,21 @@ export interface HeldOperation {
   readonly attempt: number;
 }
 
-/** A worker's heartbeat as stored: when it last beat (ms since epoch, store clock) and what it held. */
+/**
+ * What a worker reads, written in each of its beats: the queues it pulls from and the kinds it has
+ * handlers for. A worker that reads a queue serves it, idle or not.
+ */
+export interface WorkerReads {
+  /** The names of the queues it consumes (`queueName` of each route), each once. */
+  readonly queues: readonly string[];
+  /** The kinds it runs, each once. */
+  readonly kinds: readonly OperationKind[];
+}
+
+/**
+ * A worker's heartbeat as stored: when it last beat (ms since epoch, store clock), what it held and
+ * what it reads.
+ */
 export interface WorkerHeartbeat {
   /** Key-safe like an operation id. */
   readonly workerId: string;
@@ -146,6 +160,11 @@ export interface WorkerHeartbeat {
   readonly instance?: string;
   readonly at: number;
   readonly held: readonly HeldOperation[];
+  /**
+   * The queues and kinds it reads. Absent in a heartbeat written without (by an older worker):
+   * which queues it reads is then unknown, and only what it holds tells.
+   */
+  readonly reads?: WorkerReads;
 }
 
 /**
@@ -156,19 +175,25 @@ export interface WorkerHeartbeat {
  */
 export interface Heartbeats {
   /**
-   * Writes (or refreshes) a worker's heartbeat, listing what it holds now, stamped with the
-   * process's `instance` nonce. Throws `BAD_INPUT` when the value would exceed
-   * `MAX_HEARTBEAT_BYTES` (list `heldThatFits` of them).
+   * Writes (or refreshes) a worker's heartbeat, listing what it holds now and what it reads,
+   * stamped with the process's `instance` nonce. Throws `BAD_INPUT` when the value would exceed
+   * `MAX_HEARTBEAT_BYTES` (list `heldThatFits` of them), or when `reads` names a queue or kind
+   * that does not exist, or one twice.
    */
-  beat(workerId: string, held: readonly HeldOperation[], instance?: string): Promise<void>;
+  beat(
+    workerId: string,
+    held: readonly HeldOperation[],
+    instance?: string,
+    reads?: WorkerReads,
+  ): Promise<void>;
   /**
    * Takes a worker id for one process instance before its first beat, and writes that first beat
-   * (holding nothing). Throws `CONFIG` naming the id when a fresh heartbeat (younger than
+   * (holding nothing, reading `reads`). Throws `CONFIG` naming the id when a fresh heartbeat (younger than
    * `heartbeatTimeoutMs`) of another instance holds it: two live processes with one id would
    * each vouch for what the other started. A stale one, or one of the same instance, is taken
    * over. Two instances claiming at once: one wins, the other is refused.
    */
-  claim(workerId: string, instance: string): Promise<void>;
+  claim(workerId: string, instance: string, reads?: WorkerReads): Promise<void>;
   /** Removes a worker's heartbeat (it stopped). Removing a missing one is harmless. */
   remove(workerId: string): Promise<void>;
   /** Every worker heartbeat still stored, fresh or stale (stale ones vanish after `heartbeatMaxAgeMs`). */

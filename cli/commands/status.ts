@@ -1,6 +1,7 @@
 import { systemClock } from '../../machines/Clock.ts';
 import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
+import { queueReaders } from '../../machines/queueReaders.ts';
 import {
   CircuitBreakerRepository,
   type CircuitBreakerView,
@@ -11,6 +12,7 @@ import {
   selectStatusCounts,
 } from '../../persistence/sql/controlPlaneQueries.ts';
 import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
+import { selectQueueDepths } from '../../persistence/sql/selectQueueDepths.ts';
 import {
   type AttentionSource,
   attentionOf,
@@ -20,6 +22,7 @@ import {
 import { type Command, defineCommand, optionsOf } from '../Command.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 import { printCopyStatus } from './printCopyStatus.ts';
+import { printQueueStatus, queuesStatus } from './printQueueStatus.ts';
 
 /** A breaker in `opstate status --json`. */
 export interface CircuitBreakerStatus {
@@ -74,13 +77,16 @@ function table(rows: readonly string[][]): string[] {
  * `opstate status [--json]`: who leads each control plane and since when, operation counts per
  * kind × status (every kind and status shown), the circuit breakers that are not CLOSED (parked
  * or probing (kind, location) pairs), the physical copies per location type × status with the
- * deletions in progress and failed, then the attention list the dashboard shows (first page of
+ * deletions in progress and failed, each routing queue's waiting and in-progress depth with the live
+ * workers reading it (by their heartbeats), then the attention list the dashboard shows (first page of
  * each category). JSON shape: `{"leaders": [{name, holder, epoch, since, renewedAt, expiresAt,
  * expired}], "operations": {"<kind>": {"PENDING": n, …}}, "countsDrift": [{kind, status, tallied,
  * stored}] (live kinds and statuses whose count differs from the rows; empty while right),
  * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
  * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]},
- * "attention": {at, heartbeatsVisible, sections: [{category, total, totalCapped, next,
+ * "queues": [{queue, waiting, inProgress, oldestWaiting, readers}] (readers null when heartbeats are
+ * not visible), "queueReadersUnknown": [<live worker ids whose heartbeat does not say what they
+ * read>], "attention": {at, heartbeatsVisible, sections: [{category, total, totalCapped, next,
  * items: [{category, subject: {type, id}, kind, state, since, why}]}]}}`.
  *
  * @example
@@ -93,14 +99,14 @@ export function createStatusCommand(
   attentionSource: () => Promise<AttentionSource> = attentionSourceFromEnv,
 ): Command {
   const summary =
-    'Who leads the control plane, operation counts per kind and status, breakers not closed, copies and their deletions, what needs attention';
+    'Who leads the control plane, operation counts per kind and status, breakers not closed, copies and their deletions, queues and who reads them, what needs attention';
   return defineCommand('status', summary, (program, ctx) => {
     program
       .command('status')
       .description(summary)
       .option(
         '--json',
-        'print the leaders, operations, breakers, copies, deletions and attention as one JSON object',
+        'print the leaders, operations, breakers, copies, deletions, queues and attention as one JSON object',
       )
       .action(
         ctx.action(async (cmd) => {
@@ -125,12 +131,19 @@ export function createStatusCommand(
               }),
             );
             const copies = await selectCopyStatus(database);
-            // The dashboard's attention list, by the same rules.
+            // The dashboard's attention list, by the same rules, and who reads each queue, by
+            // one listing of the heartbeats.
             const source = await attentionSource();
             const now = systemClock.now();
-            const attention = await attentionOf(database, source, now).finally(() =>
-              source.close(),
-            );
+            const { attention, queues } = await (async () => {
+              const beats = source.heartbeats === null ? null : await source.heartbeats.list();
+              const readers =
+                beats === null ? null : queueReaders(beats, now, source.timing.heartbeatTimeoutMs);
+              return {
+                attention: await attentionOf(database, source.timing, beats, now),
+                queues: queuesStatus(await selectQueueDepths(database, []), readers),
+              };
+            })().finally(() => source.close());
             if (source.warning !== undefined) io.err(`opstate status: ${source.warning}`);
             if (values.json === true) {
               io.out(
@@ -141,6 +154,8 @@ export function createStatusCommand(
                   circuitBreakers: breakers,
                   copies: copies.copies,
                   deletions: { inProgress: copies.inProgress, failed: copies.failed },
+                  queues: queues.queues,
+                  queueReadersUnknown: queues.readersUnknown,
                   attention,
                 }),
               );
@@ -189,6 +204,7 @@ export function createStatusCommand(
               for (const line of table([header, ...rows])) io.out(line);
             }
             printCopyStatus(copies, io);
+            printQueueStatus(queues, io);
             io.out('');
             printAttention(attention, io, now);
             return 0;

@@ -5,8 +5,11 @@ import { toDate } from '../OperationRecord.ts';
 import type { Executor } from '../openDatabase.ts';
 import { uuidArray } from './selectOperations.ts';
 
-/** A routing queue's live work: dispatches waiting (SCHEDULED) and running (IN_PROGRESS). */
-export interface QueueDepth extends AttentionQueueRow {
+/**
+ * A routing queue's live work: dispatches waiting (SCHEDULED) and running (IN_PROGRESS), and
+ * whether a live worker holds work from it (who reads it is the heartbeats' to say: `readersOf`).
+ */
+export interface QueueDepth extends Omit<AttentionQueueRow, 'readers' | 'readersKnown'> {
   readonly inProgress: number;
 }
 

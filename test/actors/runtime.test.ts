@@ -112,6 +112,13 @@ describe('worker ids', () => {
       workerId: 'dup-7',
     });
     await first.ready;
+    // Idle, its heartbeat already says which queues it reads.
+    expect(
+      (await runtime.transport.heartbeats.list()).find((b) => b.workerId === 'dup-7'),
+    ).toMatchObject({
+      held: [],
+      reads: { queues: ['source_data_transfer'], kinds: [OperationKind.TRANSFER] },
+    });
     const consuming = runtime.transport.openSubscriptions;
     const second = runtime.startWorker({
       kinds: [OperationKind.TRANSFER],

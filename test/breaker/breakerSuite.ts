@@ -349,6 +349,8 @@ export function breakerSuite(backend: BreakerBackend): void {
       'circuitBreakers',
       'copies',
       'deletions',
+      'queues',
+      'queueReadersUnknown',
       'attention',
     ]);
     expect(parsed.operations[OperationKind.LONG_TERM_ARCHIVE]?.PENDING).toBeGreaterThanOrEqual(1);

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../cli/main.ts';
-import { deploymentPerTest, HANDLERS, waitFor } from '../actors/harness.ts';
+import { deploymentPerTest, HANDLERS, NATS_URL, waitFor } from '../actors/harness.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 
 /**
@@ -123,6 +123,16 @@ describe('opstate for operators', () => {
     const id = await ok(['submit', 'long_term_archive', '--fields', fields, '--inputs', copy], env);
     expect(id).toMatch(UUID);
     await waitFor(() => worker.printed('started for'), 'the worker to start', 60_000);
+    // `status`, reading the heartbeats, names the worker as the archive queue's reader.
+    const started = worker.output.find((l) => l.includes('started for')) ?? '';
+    const workerId = /worker (\S+) started for/.exec(started)?.[1];
+    const withBeats = { ...env, NATS_URL, OPSTATE_TIMING: JSON.stringify(dep.timing) };
+    const reading = JSON.parse(await ok(['status', '--json'], withBeats, inProcess)) as {
+      queues: { queue: string; readers: string[] | null }[];
+    };
+    expect(
+      reading.queues.find((q) => q.queue === 'long_term_archive_long_term_archive_transfer'),
+    ).toMatchObject({ readers: [workerId] });
 
     const waited = await opstate(['wait', id, '--timeout', '60s', '--json'], env);
     expect(waited.code, waited.stderr).toBe(0);

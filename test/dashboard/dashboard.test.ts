@@ -132,8 +132,16 @@ describe('the operator dashboard over a database with operations in every state'
     expect(await seen(page.locator('[data-category="archive_conflict"] td.why'))).toMatch(
       /another object is at the archive key [0-9a-f-]+\.tar and was never overwritten; the source is kept\. .*`opstate retry [0-9a-f-]+ --replan`/,
     );
-    expect(await seen(page.locator('[data-category="queue_unserved"] td.why').first())).toMatch(
-      /^no live worker serves queue (buffer_data_transfer_unpacking|source_data_transfer) \(\d+ waiting, the oldest for [\d.]+ (min|h)\): no heartbeat younger than 5 min lists work from it; start a worker for it \(`opstate worker --kinds (unpack|transfer) --handlers …`\)/,
+    // Every live heartbeat says which queues its worker reads: a queue nobody reads is listed as
+    // soon as work waits in it.
+    expect(
+      await seen(
+        page.locator(
+          'tr[data-category="queue_unserved"][data-subject="source_data_transfer_package_creation"] td.why',
+        ),
+      ),
+    ).toMatch(
+      /^no live worker serves queue source_data_transfer_package_creation \(1 waiting, the oldest for \d+ s\): no heartbeat younger than 5 min names it among the queues its worker reads; start a worker for it \(`opstate worker --kinds data_transfer_package --handlers …`\)$/,
     );
     // Every page is linked from the header, and the search from the overview itself.
     expect(
@@ -383,7 +391,17 @@ describe('the operator dashboard over a database with operations in every state'
       attention: {
         sections: { category: string; items: { category: string; subject: { id: string } }[] }[];
       };
+      queues: { queue: string; waiting: number; readers: string[] | null }[];
+      queueReadersUnknown: string[];
     };
+    const queue = (name: string) => json.queues.find((q) => q.queue === name);
+    expect(queue('source_data_transfer')).toMatchObject({ waiting: 2, readers: ['worker-g'] });
+    expect(queue('source_data_transfer_package_creation')).toMatchObject({
+      waiting: 1,
+      readers: [],
+    });
+    expect(queue('processing_staging')).toMatchObject({ waiting: 0, readers: [] });
+    expect(json.queueReadersUnknown).toEqual([]);
     const listed = json.attention.sections.flatMap((s) =>
       s.items.map((i) => `${i.category} ${i.subject.id}`),
     );
@@ -402,6 +420,19 @@ describe('the operator dashboard over a database with operations in every state'
       ).toBe(true);
     }
     expect(out.slice(start)).toContain('  Stuck past their timers (5)');
+    // Per queue with work or a reader: waiting, in progress, the live workers reading it.
+    const queues = out.findIndex((l) => l.startsWith('queue  '));
+    expect(out[queues]).toMatch(/^queue\s+waiting {2}in progress {2}live workers reading it$/);
+    const line = (name: string) => out.slice(queues).find((l) => l.startsWith(`${name} `));
+    expect(line('source_data_transfer')).toMatch(/^source_data_transfer\s+2\s+\d+ {2}worker-g$/);
+    expect(line('source_raw_data_package_creation')).toMatch(/\s3 {2}worker-c$/);
+    expect(line('source_data_transfer_package_creation')).toMatch(/\s1\s+0 {2}none$/);
+    expect(line('processing_staging')).toBeUndefined();
+    expect(out.slice(queues, start)).toContainEqual(
+      expect.stringMatching(
+        /^ {2}\(\d other queues: nothing waiting or in progress, no live worker reading them\)$/,
+      ),
+    );
   });
 
   it('is read-only unless actions are allowed, and refuses bad requests with a clear error', async () => {
@@ -602,7 +633,7 @@ describe('the operator dashboard over a database with operations in every state'
     expect((await planted.store.load(conflict)).status).toBe('FAILED');
   });
 
-  it('shows each queue’s depth and the live workers serving it, and names a queue nobody serves', async () => {
+  it('shows each queue’s depth and the live workers reading it, idle ones too, and names a queue nobody reads at once', async () => {
     const page = await browser.context.newPage();
     await page.goto(`${readOnly.url}/workers`);
     const why = (queue: string) => seen(page.locator(`#unserved li[data-queue="${queue}"]`));
@@ -610,16 +641,31 @@ describe('the operator dashboard over a database with operations in every state'
     expect(await why('buffer_data_transfer_unpacking')).toMatch(
       /^no live worker serves queue buffer_data_transfer_unpacking \(2 waiting, the oldest for \d+ min\)/,
     );
-    expect(await why('source_data_transfer')).toMatch(
-      /^no live worker serves queue source_data_transfer \(2 waiting, the oldest for 2\.0 h\)/,
+    // Scheduled just now, read by no live worker: listed at once.
+    expect(await why('source_data_transfer_package_creation')).toMatch(
+      /^no live worker serves queue source_data_transfer_package_creation \(1 waiting, the oldest for \d+ s\)/,
     );
     expect(await page.locator('#unserved li').count()).toBe(2);
+    expect(await state('source_data_transfer_package_creation')).toBe('no live worker');
+    // worker-g holds nothing and reads the transfer queue: it serves it, idle.
+    const transfer = page.locator('tr[data-queue="source_data_transfer"] td');
+    expect(await transfer.nth(2).textContent()).toBe('2');
+    expect(await transfer.nth(5).textContent()).toBe('worker-g');
+    expect(await state('source_data_transfer')).toBe('served');
+    const idle = page.locator('tr[data-worker="worker-g"] td');
+    expect(await idle.nth(1).textContent()).toBe('live');
+    expect(await idle.nth(3).getAttribute('data-queues')).toBe('source_data_transfer');
+    expect(await seen(idle.nth(3))).toBe('source_data_transfer (transfer)');
+    expect(await seen(idle.nth(4))).toBe('nothing (idle, or between operations)');
+    // An older worker's heartbeat does not say what it reads: its queues are those it holds from.
+    expect(await seen(page.locator('tr[data-worker="worker-d"] td').nth(3))).toBe(
+      'its heartbeat does not say; holds work from source_raw_data_package_creation',
+    );
     const served = page.locator('tr[data-queue="source_raw_data_package_creation"] td');
     expect(await served.nth(2).textContent()).toBe('0');
     expect(await served.nth(3).textContent()).toBe('3');
     expect(await served.nth(5).textContent()).toMatch(/^worker-c \(stale: worker-d\)$/);
     expect(await state('source_raw_data_package_creation')).toBe('served');
-    expect(await state('source_data_transfer')).toBe('no live worker');
     expect(await state('processing_staging')).toBe('idle');
     const workers = await page
       .locator('table.workers tr[data-worker]')
@@ -628,7 +674,7 @@ describe('the operator dashboard over a database with operations in every state'
           (r) => `${r.getAttribute('data-worker')} ${r.querySelectorAll('td')[1]?.textContent}`,
         ),
       );
-    expect(workers).toEqual(['worker-c live', 'worker-d stale', 'worker-f stale']);
+    expect(workers).toEqual(['worker-c live', 'worker-d stale', 'worker-f stale', 'worker-g live']);
     await page.screenshot({ path: join(SHOTS, 'workers.png'), fullPage: true });
     await page.close();
     const json = (await (await fetch(`${readOnly.url}/api/workers`)).json()) as {

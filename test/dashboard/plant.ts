@@ -38,6 +38,12 @@ export const PLANT_TIMING = { heartbeatTimeoutMs: 5 * MIN, reconcilerFloorMs: 60
  * unpack queues, whose dispatches wait with no live worker serving them. Healthy ones (fresh,
  * beating for hours, completed, a deletion in progress under a live lease, a finished deletion
  * with its receipt, two packaging operations and the bundling of their packages) are not listed.
+ *
+ * Heartbeats: worker-c, live, reads the packaging queue and runs `beating`; worker-g, live and
+ * idle, reads the transfer queue and holds nothing (so that queue is served, though its dispatches
+ * wait: they are stuck, not unserved); worker-d and worker-f went stale, with heartbeats of an
+ * older worker that do not say which queues they read. The bundling queue has a dispatch
+ * scheduled just now and no live reader: it is listed at once.
  */
 export async function plantEveryState(database: Database) {
   let now = Date.now();
@@ -189,7 +195,17 @@ export async function plantEveryState(database: Database) {
   await transport.heartbeats.beat('worker-d', held(stuckStale, OperationKind.RAW_DATA_PACKAGE));
   await transport.heartbeats.beat('worker-f', held(stuckHeld, OperationKind.UNPACK));
   at(0);
-  await transport.heartbeats.beat('worker-c', held(beating, OperationKind.RAW_DATA_PACKAGE));
+  await transport.heartbeats.beat('worker-c', held(beating, OperationKind.RAW_DATA_PACKAGE), 'c', {
+    queues: ['source_raw_data_package_creation'],
+    kinds: [OperationKind.RAW_DATA_PACKAGE],
+  });
+  await transport.heartbeats.beat('worker-g', [], 'g', {
+    queues: ['source_data_transfer'],
+    kinds: [OperationKind.TRANSFER],
+  });
+  // Dispatched just now to a queue no live worker reads.
+  const unreadFresh = await create(OperationKind.DATA_TRANSFER_PACKAGE);
+  await store.apply(unreadFresh, { type: 'SCHEDULE' });
 
   const breakers = new CircuitBreakerRepository(database);
   await breakers.write([
@@ -406,6 +422,7 @@ export async function plantEveryState(database: Database) {
       parked,
       stuckStale,
       stuckHeld,
+      unreadFresh,
       conflict,
       blockedArchive: blocked.operationId as string,
       bundling,
@@ -433,10 +450,11 @@ export async function plantEveryState(database: Database) {
       `deletion_stalled ${stalled.buffer.id}`,
       `archive_conflict ${conflict}`,
       `failed ${conflict}`,
-      // SCHEDULED for two hours, held by nobody; and the unpack queue, whose only holder's
-      // heartbeat went stale ten minutes after its oldest dispatch.
-      `queue_unserved source_data_transfer`,
+      // The unpack queue, whose only holder's heartbeat went stale, and the bundling queue, which
+      // no live worker reads (its dispatch just scheduled). Not the transfer queue: worker-g reads
+      // it, idle, and its two-hour-old dispatch is listed as stuck instead.
       `queue_unserved buffer_data_transfer_unpacking`,
+      `queue_unserved source_data_transfer_package_creation`,
     ].sort(),
   };
 }

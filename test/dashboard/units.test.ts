@@ -1,9 +1,11 @@
 import { describe, expect, it } from 'vitest';
+import { printQueueStatus, queuesStatus } from '../../cli/commands/printQueueStatus.ts';
 import { bulkRetryIds } from '../../dashboard/bulkRetry.ts';
 import { escapeHtml } from '../../dashboard/html.ts';
 import { type LineageNode, lineageTree } from '../../dashboard/lineageTree.ts';
 import { classifyQueue, kindsOfQueue } from '../../machines/attention.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import { queueReaders, readersOf } from '../../machines/queueReaders.ts';
 import { LocationType, OperationType } from '../../machines/routing.ts';
 import { likeLiteral, searchText, uuidPrefixRange } from '../../persistence/searchText.ts';
 import type { LineageLink } from '../../persistence/sql/selectLineage.ts';
@@ -22,31 +24,178 @@ describe('the queue rule', () => {
     waiting: 3,
     oldestWaiting: new Date(NOW - 12 * MIN),
     served: false,
+    readers: [],
+    readersKnown: true,
     ...over,
   });
   const facts = { now: NOW, timing, heartbeats: new Map<string, number>() };
+  const exact =
+    'no live worker serves queue buffer_data_transfer_unpacking (3 waiting, the oldest for 12 min): no heartbeat younger than 5 min names it among the queues its worker reads; start a worker for it (`opstate worker --kinds unpack --handlers …`)';
+  const conservative =
+    'no live worker serves queue buffer_data_transfer_unpacking (3 waiting, the oldest for 12 min): no heartbeat younger than 5 min lists work from it; start a worker for it (`opstate worker --kinds unpack --handlers …`), or, if its workers are busy on other queues, give them more --concurrency';
 
-  it('names a queue whose work waits longer than the heartbeat timeout with no live worker', () => {
+  it('names a queue nobody reads with the attention list’s words', () => {
     expect(classifyQueue(queue(), facts)).toEqual({
       category: 'queue_unserved',
       subject: { type: 'queue', id: 'buffer_data_transfer_unpacking' },
       kind: OperationKind.UNPACK,
       state: 'UNSERVED',
       since: new Date(NOW - 12 * MIN).toISOString(),
-      why: 'no live worker serves queue buffer_data_transfer_unpacking (3 waiting, the oldest for 12 min): no heartbeat younger than 5 min lists work from it; start a worker for it (`opstate worker --kinds unpack --handlers …`), or, if its workers are busy on other queues, give them more --concurrency',
+      why: exact,
     });
   });
 
-  it('is quiet while a live worker serves it, nothing waits, the wait is short, or heartbeats are not visible', () => {
-    expect(classifyQueue(queue({ served: true }), facts)).toBeNull();
-    expect(classifyQueue(queue({ waiting: 0, oldestWaiting: null }), facts)).toBeNull();
-    expect(classifyQueue(queue({ oldestWaiting: new Date(NOW - 4 * MIN) }), facts)).toBeNull();
+  it.each<[string, Partial<Parameters<typeof classifyQueue>[0]>, string | null]>([
+    ['nobody reads it, work waits 12 min: listed', {}, exact],
+    [
+      'nobody reads it, work waited 1 s: listed at once',
+      { oldestWaiting: new Date(NOW - 1000) },
+      exact.replace('12 min', '1 s'),
+    ],
+    [
+      'nobody reads it, work waits just now: listed at once',
+      { oldestWaiting: new Date(NOW) },
+      exact.replace('12 min', '0 s'),
+    ],
+    ['an idle live worker reads it: served', { readers: ['worker-g'] }, null],
+    ['a live worker holds work from it: served', { served: true }, null],
+    ['nothing waits: quiet', { waiting: 0, oldestWaiting: null }, null],
+    // A live worker of an older version does not say what it reads: it may serve the queue idle.
+    ['readers unknown, work waits 12 min: listed as before', { readersKnown: false }, conservative],
+    [
+      'readers unknown, work waits 4 min: not yet',
+      { readersKnown: false, oldestWaiting: new Date(NOW - 4 * MIN) },
+      null,
+    ],
+    [
+      'readers unknown, exactly the timeout: not yet',
+      { readersKnown: false, oldestWaiting: new Date(NOW - 5 * MIN) },
+      null,
+    ],
+    [
+      'readers unknown, another reads it: served',
+      { readersKnown: false, readers: ['worker-n'] },
+      null,
+    ],
+    [
+      'readers unknown, a live worker holds from it: served',
+      { readersKnown: false, served: true },
+      null,
+    ],
+  ])('%s', (_, over, why) => {
+    expect(classifyQueue(queue(over), facts)?.why ?? null).toBe(why);
+  });
+
+  it('lists nothing when heartbeats are not visible', () => {
     expect(classifyQueue(queue(), { ...facts, heartbeats: null })).toBeNull();
+    expect(
+      classifyQueue(queue({ readersKnown: false }), { ...facts, heartbeats: null }),
+    ).toBeNull();
   });
 
   it('knows which kinds a queue serves by default', () => {
     expect(kindsOfQueue('source_data_transfer')).toEqual([OperationKind.TRANSFER]);
     expect(kindsOfQueue('buffer_data_transfer')).toEqual([]);
+  });
+});
+
+describe('who reads each queue', () => {
+  const reads = (...queues: string[]) => ({ queues });
+  const beats = [
+    { workerId: 'w-b', at: NOW - MIN, reads: reads('source_data_transfer') },
+    {
+      workerId: 'w-a',
+      at: NOW - 2 * MIN,
+      reads: reads('source_data_transfer', 'processing_staging'),
+    },
+    { workerId: 'w-idle', at: NOW, reads: reads() },
+    { workerId: 'w-stale', at: NOW - 5 * MIN, reads: reads('buffer_data_transfer_unpacking') },
+    { workerId: 'w-old', at: NOW - MIN },
+    { workerId: 'w-old-stale', at: NOW - 6 * MIN },
+  ];
+
+  it('counts only live heartbeats, and names the live ones that do not say', () => {
+    const readers = queueReaders(beats, NOW, timing.heartbeatTimeoutMs);
+    expect(Object.fromEntries(readers.byQueue)).toEqual({
+      source_data_transfer: ['w-a', 'w-b'],
+      processing_staging: ['w-a'],
+    });
+    expect(readers.unknown).toEqual(['w-old']);
+    expect(readersOf(readers, 'source_data_transfer')).toEqual({
+      readers: ['w-a', 'w-b'],
+      readersKnown: false,
+    });
+  });
+
+  it('knows every reader once no live heartbeat is of the old form', () => {
+    const readers = queueReaders(
+      beats.filter((b) => b.workerId !== 'w-old'),
+      NOW,
+      timing.heartbeatTimeoutMs,
+    );
+    expect(readersOf(readers, 'buffer_data_transfer_unpacking')).toEqual({
+      readers: [],
+      readersKnown: true,
+    });
+    expect(readersOf(null, 'source_data_transfer')).toEqual({ readers: [], readersKnown: false });
+  });
+});
+
+describe('the queue lines of opstate status', () => {
+  const depth = (operationType: OperationType, waiting: number, inProgress: number) => ({
+    route: { locationType: LocationType.SOURCE, operationType },
+    waiting,
+    inProgress,
+    oldestWaiting: waiting === 0 ? null : new Date(NOW - MIN),
+    served: false,
+  });
+  const depths = [
+    depth(OperationType.DATA_TRANSFER, 2, 1),
+    depth(OperationType.DATA_TRANSFER_PACKAGE_CREATION, 0, 1),
+  ];
+  const lines = (s: ReturnType<typeof queuesStatus>) => {
+    const out: string[] = [];
+    printQueueStatus(s, { out: (l) => out.push(l), err: (l) => out.push(l) });
+    return out;
+  };
+
+  it('prints the busy queues with their live readers, and counts the quiet ones', () => {
+    const readers = queueReaders(
+      [
+        { workerId: 'w-idle', at: NOW, reads: { queues: ['processing_staging'] } },
+        { workerId: 'w-old', at: NOW },
+      ],
+      NOW,
+      timing.heartbeatTimeoutMs,
+    );
+    const status = queuesStatus(depths, readers);
+    expect(status.queues.find((q) => q.queue === 'source_data_transfer')).toEqual({
+      queue: 'source_data_transfer',
+      waiting: 2,
+      inProgress: 1,
+      oldestWaiting: new Date(NOW - MIN).toISOString(),
+      readers: [],
+    });
+    expect(lines(status)).toEqual([
+      '',
+      'queue                                  waiting  in progress  live workers reading it',
+      'processing_staging                           0            0  w-idle',
+      'source_data_transfer                         2            1  none',
+      'source_data_transfer_package_creation        0            1  none',
+      '  (5 other queues: nothing waiting or in progress, no live worker reading them)',
+      '  (w-old: live, of an older version: its heartbeat does not say which queues it reads)',
+    ]);
+  });
+
+  it('says who reads a queue is not known when heartbeats are not visible', () => {
+    const status = queuesStatus(depths, null);
+    expect(status.queues.every((q) => q.readers === null)).toBe(true);
+    expect(lines(status).slice(2)).toEqual([
+      'source_data_transfer                         2            1  not visible here',
+      'source_data_transfer_package_creation        0            1  not visible here',
+      '  (6 other queues: nothing waiting or in progress)',
+    ]);
+    expect(lines(queuesStatus([], null))).toEqual(['', 'queues: nothing waiting or in progress']);
   });
 });
 

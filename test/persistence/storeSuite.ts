@@ -1097,6 +1097,8 @@ export function storeSuite(backend: SuiteBackend): void {
       'circuitBreakers',
       'copies',
       'deletions',
+      'queues',
+      'queueReadersUnknown',
       'attention',
     ]);
     expect((parsed as unknown as { countsDrift: unknown }).countsDrift).toEqual([]);

@@ -440,10 +440,13 @@ export function transportContract(name: string, factory: HarnessFactory): void {
     it('a worker id is claimed by one live instance: a second is refused with CONFIG naming it', async () => {
       const { transport } = await setup();
       const hb = transport.heartbeats;
-      await hb.claim('worker-dup', 'first');
+      // The claim's first beat already says which queues the worker reads.
+      const reads = { queues: ['source_data_transfer'], kinds: [OperationKind.TRANSFER] };
+      await hb.claim('worker-dup', 'first', reads);
       expect((await hb.list()).find((b) => b.workerId === 'worker-dup')).toMatchObject({
         instance: 'first',
         held: [],
+        reads,
       });
       const second = hb.claim('worker-dup', 'second');
       await expect(second).rejects.toMatchObject({ code: OpstateErrorCode.CONFIG });
@@ -489,6 +492,13 @@ export function transportContract(name: string, factory: HarnessFactory): void {
           { kind: OperationKind.TRANSFER, operationId: 'a.b', attempt: 1 },
         ]),
       ).rejects.toBeInstanceOf(OpstateError);
+      // Queues that do not exist: refused before anything is written.
+      const badReads = transport.heartbeats.beat('w-reads', [], 'n', {
+        queues: ['source_nope'],
+        kinds: [OperationKind.TRANSFER],
+      });
+      await expect(badReads).rejects.toMatchObject({ code: OpstateErrorCode.BAD_INPUT });
+      expect((await transport.heartbeats.list()).map((b) => b.workerId)).not.toContain('w-reads');
     });
 
     it('refuses timers out of order with CONFIG naming the values', async () => {

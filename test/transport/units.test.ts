@@ -10,7 +10,10 @@ import {
 } from '../../transport/DispatchMessage.ts';
 import {
   encodeHeld,
+  heldThatFits,
+  MAX_HEARTBEAT_BYTES,
   parseWorkerHeartbeat,
+  readWorkerHeartbeat,
   workerHeartbeatKey,
 } from '../../transport/HeartbeatKey.ts';
 import { HeartbeatRefusals } from '../../transport/HeartbeatRefusals.ts';
@@ -161,6 +164,146 @@ describe('names and keys', () => {
     expect(parseWorkerHeartbeat('worker.w', 'not json', 5)).toBeUndefined();
     expect(parseWorkerHeartbeat('worker.w', '{"held":[["nope","op-1",1]]}', 5)).toBeUndefined();
     expect(parseWorkerHeartbeat('worker.w', '{"held":[["unpack","op-1",0]]}', 5)).toBeUndefined();
+  });
+
+  const reads = {
+    queues: ['buffer_data_transfer_unpacking', 'long_term_archive_long_term_archive_transfer'],
+    kinds: [OperationKind.UNPACK, OperationKind.LONG_TERM_ARCHIVE],
+  };
+
+  it('carries the queues a worker reads and its kinds, and reads them back', () => {
+    const held = [{ kind: OperationKind.UNPACK, operationId: 'op-1', attempt: 3 }];
+    const value = encodeHeld(held, 'n1', reads);
+    expect(JSON.parse(value)).toEqual({
+      instance: 'n1',
+      queues: reads.queues,
+      kinds: reads.kinds,
+      held: [['unpack', 'op-1', 3]],
+    });
+    expect(readWorkerHeartbeat('worker.w', value, 5)).toEqual({
+      ok: true,
+      beat: { workerId: 'w', instance: 'n1', at: 5, held, reads },
+    });
+    // Idle: reads its queues, holds nothing.
+    expect(parseWorkerHeartbeat('worker.w', encodeHeld([], 'n1', reads), 5)).toEqual({
+      workerId: 'w',
+      instance: 'n1',
+      at: 5,
+      held: [],
+      reads,
+    });
+    // Reading no queue is said, not unknown.
+    const none = { queues: [], kinds: [] };
+    expect(parseWorkerHeartbeat('worker.w', encodeHeld([], 'n1', none), 5)?.reads).toEqual(none);
+  });
+
+  it('reads a value without queues (an older worker) as not saying which queues it reads', () => {
+    const old = '{"instance":"n1","held":[["unpack","op-1",3]]}';
+    const beat = parseWorkerHeartbeat('worker.w', old, 5);
+    expect(beat).toEqual({
+      workerId: 'w',
+      instance: 'n1',
+      at: 5,
+      held: [{ kind: OperationKind.UNPACK, operationId: 'op-1', attempt: 3 }],
+    });
+    expect(beat).not.toHaveProperty('reads');
+    expect(JSON.parse(encodeHeld([], 'n1'))).toEqual({ instance: 'n1', held: [] });
+  });
+
+  it.each([
+    [
+      'queues not a list',
+      '"queues":"source_data_transfer","kinds":["transfer"]',
+      'the queues are not a list of queue names',
+    ],
+    [
+      'a queue name of another shape',
+      '"queues":["Source Data/Transfer"],"kinds":["transfer"]',
+      'the queues are not a list of queue names',
+    ],
+    [
+      'a queue that is not a string',
+      '"queues":[7],"kinds":["transfer"]',
+      'the queues are not a list of queue names',
+    ],
+    [
+      'a queue twice',
+      '"queues":["source_data_transfer","source_data_transfer"],"kinds":["transfer"]',
+      'the queues name one queue twice',
+    ],
+    [
+      'an unknown kind',
+      '"queues":["source_data_transfer"],"kinds":["packaging"]',
+      'the kinds are not a list of operation kinds',
+    ],
+    [
+      'a kind twice',
+      '"queues":["source_data_transfer"],"kinds":["transfer","transfer"]',
+      'the kinds name one kind twice',
+    ],
+    [
+      'kinds not a list',
+      '"queues":["source_data_transfer"],"kinds":null',
+      'the kinds are not a list of operation kinds',
+    ],
+    [
+      'queues without kinds',
+      '"queues":["source_data_transfer"]',
+      'the value has queues without kinds',
+    ],
+    ['kinds without queues', '"kinds":["transfer"]', 'the value has kinds without queues'],
+    [
+      'queues null',
+      '"queues":null,"kinds":["transfer"]',
+      'the queues are not a list of queue names',
+    ],
+  ])('refuses the whole value for %s', (_, fields, reason) => {
+    const value = `{"instance":"n1",${fields},"held":[["transfer","op-1",1]]}`;
+    expect(readWorkerHeartbeat('worker.w', value, 5)).toEqual({ ok: false, reason });
+  });
+
+  it('reads a queue this release does not route to (a newer release) as a queue it reads', () => {
+    const value =
+      '{"instance":"n1","queues":["cologne_lta_long_term_archive_long_term_archive_transfer"],"kinds":["long_term_archive"],"held":[]}';
+    const read = readWorkerHeartbeat('worker.w', value, 5);
+    expect(read.ok && read.beat.reads?.queues).toEqual([
+      'cologne_lta_long_term_archive_long_term_archive_transfer',
+    ]);
+  });
+
+  it('refuses to write queues or kinds that are not names, or one twice, naming the fix', () => {
+    const bad = [
+      { queues: ['source/nope'], kinds: [OperationKind.TRANSFER] },
+      { queues: ['source_data_transfer', 'source_data_transfer'], kinds: [OperationKind.TRANSFER] },
+      { queues: ['source_data_transfer'], kinds: ['packaging' as OperationKind] },
+      { queues: ['source_data_transfer'], kinds: [OperationKind.TRANSFER, OperationKind.TRANSFER] },
+    ];
+    for (const r of bad) {
+      expect(() => encodeHeld([], 'n1', r)).toThrow(
+        expect.objectContaining({
+          code: OpstateErrorCode.BAD_INPUT,
+          message: expect.stringMatching(
+            /list each queue the worker consumes once, by its queueName\(route\)/,
+          ),
+        }),
+      );
+    }
+  });
+
+  it('keeps the cap with the queues counted in', () => {
+    const many = Array.from({ length: 2000 }, (_, n) => ({
+      kind: OperationKind.UNPACK,
+      operationId: `0b6f4d2e-1c1a-4f7e-9a53-${String(n).padStart(12, '0')}`,
+      attempt: 1,
+    }));
+    const fits = heldThatFits(many, 'n1', reads);
+    expect(fits).toBeLessThan(heldThatFits(many, 'n1'));
+    expect(encodeHeld(many.slice(0, fits), 'n1', reads).length).toBeLessThanOrEqual(
+      MAX_HEARTBEAT_BYTES,
+    );
+    expect(() => encodeHeld(many.slice(0, fits + 1), 'n1', reads)).toThrow(
+      /over the 65536-byte cap/,
+    );
   });
 });
 

@@ -7,7 +7,13 @@ import {
   workerHeartbeatKey,
 } from '../HeartbeatKey.ts';
 import { refuseClaim } from '../refuseClaim.ts';
-import type { Heartbeats, HeldOperation, TransportTiming, WorkerHeartbeat } from '../Transport.ts';
+import type {
+  Heartbeats,
+  HeldOperation,
+  TransportTiming,
+  WorkerHeartbeat,
+  WorkerReads,
+} from '../Transport.ts';
 
 /**
  * Worker heartbeats in a map, with the KV bucket's rules: a key older than `heartbeatMaxAgeMs` is
@@ -30,13 +36,18 @@ export class InProcessHeartbeats implements Heartbeats {
     private readonly timing: TransportTiming,
   ) {}
 
-  async beat(workerId: string, held: readonly HeldOperation[], instance?: string): Promise<void> {
+  async beat(
+    workerId: string,
+    held: readonly HeldOperation[],
+    instance?: string,
+    reads?: WorkerReads,
+  ): Promise<void> {
     const key = workerHeartbeatKey(workerId);
-    const beat = parseWorkerHeartbeat(key, encodeHeld(held, instance), this.clock.now());
+    const beat = parseWorkerHeartbeat(key, encodeHeld(held, instance, reads), this.clock.now());
     if (beat) this.#entries.set(key, beat);
   }
 
-  async claim(workerId: string, instance: string): Promise<void> {
+  async claim(workerId: string, instance: string, reads?: WorkerReads): Promise<void> {
     const stored = this.#entries.get(workerHeartbeatKey(workerId));
     const refusal = refuseClaim({
       workerId,
@@ -46,7 +57,7 @@ export class InProcessHeartbeats implements Heartbeats {
       timeoutMs: this.timing.heartbeatTimeoutMs,
     });
     if (refusal) throw refusal;
-    await this.beat(workerId, [], instance);
+    await this.beat(workerId, [], instance, reads);
   }
 
   async remove(workerId: string): Promise<void> {

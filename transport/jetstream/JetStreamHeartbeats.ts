@@ -18,6 +18,7 @@ import type {
   TransportEvent,
   TransportTiming,
   WorkerHeartbeat,
+  WorkerReads,
 } from '../Transport.ts';
 import { translateJetStreamError } from './translateJetStreamError.ts';
 
@@ -55,9 +56,14 @@ export class JetStreamHeartbeats implements Heartbeats {
     this.#refusals = new HeartbeatRefusals(timing.heartbeatIntervalMs, report);
   }
 
-  async beat(workerId: string, held: readonly HeldOperation[], instance?: string): Promise<void> {
+  async beat(
+    workerId: string,
+    held: readonly HeldOperation[],
+    instance?: string,
+    reads?: WorkerReads,
+  ): Promise<void> {
     const k = workerHeartbeatKey(workerId);
-    const value = encodeHeld(held, instance);
+    const value = encodeHeld(held, instance, reads);
     try {
       await (await this.bucket()).put(k, value);
     } catch (err) {
@@ -65,9 +71,9 @@ export class JetStreamHeartbeats implements Heartbeats {
     }
   }
 
-  async claim(workerId: string, instance: string): Promise<void> {
+  async claim(workerId: string, instance: string, reads?: WorkerReads): Promise<void> {
     const k = workerHeartbeatKey(workerId);
-    const value = encodeHeld([], instance);
+    const value = encodeHeld([], instance, reads);
     try {
       const kv = await this.bucket();
       // Compare-and-set on the key's revision: of two processes claiming at once, one wins.
