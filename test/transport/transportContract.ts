@@ -492,9 +492,9 @@ export function transportContract(name: string, factory: HarnessFactory): void {
           { kind: OperationKind.TRANSFER, operationId: 'a.b', attempt: 1 },
         ]),
       ).rejects.toBeInstanceOf(OpstateError);
-      // Queues that do not exist: refused before anything is written.
+      // A queue list that names no queue: refused before anything is written.
       const badReads = transport.heartbeats.beat('w-reads', [], 'n', {
-        queues: ['source_nope'],
+        queues: ['source data/transfer'],
         kinds: [OperationKind.TRANSFER],
       });
       await expect(badReads).rejects.toMatchObject({ code: OpstateErrorCode.BAD_INPUT });
