@@ -129,6 +129,31 @@ export interface Worker {
   stop(): Promise<void>;
 }
 
+/** The worker's id, given or generated, refused with CONFIG when it cannot name a heartbeat. */
+function workerIdOf(options: { readonly workerId?: string | undefined }): string {
+  const id = options.workerId ?? `worker-${randomUUID().slice(0, 8)}`;
+  try {
+    workerHeartbeatKey(id);
+  } catch (err) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `worker id ${JSON.stringify(id)} cannot name a heartbeat: use letters, digits, '-', '_' or '=' (no dots)`,
+      { cause: err },
+    );
+  }
+  return id;
+}
+
+/** The routes a worker consumes: the given ones, else each kind's default route, once each. */
+function routesOf<K extends OperationKind>(options: WorkerOptions<K>): readonly Route[] {
+  return (
+    options.routes ??
+    options.kinds
+      .map(defaultRoute)
+      .filter((r, i, all) => all.findIndex((o) => queueName(o) === queueName(r)) === i)
+  );
+}
+
 /**
  * The worker base: the one place where any operation, of any kind, enters IN_PROGRESS.
  *
@@ -158,22 +183,9 @@ export interface Worker {
  */
 export function startWorker<K extends OperationKind>(options: WorkerOptions<K>): Worker {
   const { store, transport, logger, kinds } = options;
-  const id = options.workerId ?? `worker-${randomUUID().slice(0, 8)}`;
-  try {
-    workerHeartbeatKey(id);
-  } catch (err) {
-    throw new OpstateError(
-      OpstateErrorCode.CONFIG,
-      `worker id ${JSON.stringify(id)} cannot name a heartbeat: use letters, digits, '-', '_' or '=' (no dots)`,
-      { cause: err },
-    );
-  }
+  const id = workerIdOf(options);
   const concurrency = options.concurrency ?? 4;
-  const routes =
-    options.routes ??
-    kinds
-      .map(defaultRoute)
-      .filter((r, i, all) => all.findIndex((o) => queueName(o) === queueName(r)) === i);
+  const routes = routesOf(options);
   const queues = [...new Set(routes.map(queueName))];
   const handlers = options.handlers as Partial<Record<OperationKind, OperationHandler>>;
   // One bound for the whole worker, shared by all its queues.
