@@ -112,10 +112,10 @@ export interface RuntimeOptions {
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
-/** A worker's options without what the runtime supplies (store, transport, clock, logger). */
+/** A worker's options without what the runtime supplies (store, transport, clock, logger, deadlines). */
 export type StartWorkerOptions<K extends OperationKind> = Omit<
   WorkerOptions<K>,
-  'store' | 'journal' | 'transport' | 'clock' | 'logger'
+  'store' | 'journal' | 'transport' | 'clock' | 'logger' | 'deadlines'
 >;
 
 export interface ControlPlane {
@@ -339,7 +339,15 @@ function startTrackedWorker<K extends OperationKind>(
   workerOptions: StartWorkerOptions<K>,
 ): Worker {
   const { store, journal, transport, clock, logger } = shared;
-  const worker = startWorker({ store, journal, transport, clock, logger, ...workerOptions });
+  const worker = startWorker({
+    store,
+    journal,
+    transport,
+    clock,
+    logger,
+    deadlines: shared.timing.deadlines,
+    ...workerOptions,
+  });
   shared.workers.add(worker);
   const tracked: Worker = {
     ...worker,
