@@ -115,19 +115,22 @@ export function deadlineOf(
     : { ms: own, source: 'operation' };
 }
 
-/** `3 s`, `90 min`, `6 h`, `1.5 h`, `250 ms`: a deadline as it was most likely written. */
+/**
+ * `3 s`, `90 min`, `6 h`, `24 h`, `7 d`, `1.5 h`, `250 ms`: a deadline as it was most likely
+ * written (days from two on).
+ */
 export function formatDeadline(ms: number): string {
-  const units: readonly [number, string][] = [
-    [86_400_000, 'd'],
-    [HOUR, 'h'],
-    [60_000, 'min'],
-    [1_000, 's'],
+  const units: readonly [number, number, string][] = [
+    [86_400_000, 2 * 86_400_000, 'd'],
+    [HOUR, HOUR, 'h'],
+    [60_000, 60_000, 'min'],
+    [1_000, 1_000, 's'],
   ];
-  for (const [size, unit] of units) {
-    if (ms >= size && ms % size === 0) return `${ms / size} ${unit}`;
+  for (const [size, from, unit] of units) {
+    if (ms >= from && ms % size === 0) return `${ms / size} ${unit}`;
   }
-  for (const [size, unit] of units) {
-    if (ms >= size) return `${Math.round((ms / size) * 10) / 10} ${unit}`;
+  for (const [size, from, unit] of units) {
+    if (ms >= from) return `${Math.round((ms / size) * 10) / 10} ${unit}`;
   }
   return `${ms} ms`;
 }

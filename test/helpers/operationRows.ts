@@ -23,7 +23,6 @@ export const COPIED_OPERATION_COLUMNS = [
   'finished_at',
   'status_changed_at',
   'worker_id',
-  'deadline_ms',
 ] as const;
 
 /**
