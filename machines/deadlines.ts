@@ -118,6 +118,11 @@ export function deadlineOf(
 /**
  * `3 s`, `90 min`, `6 h`, `24 h`, `7 d`, `1.5 h`, `250 ms`: a deadline as it was most likely
  * written (days from two on).
+ *
+ * @example
+ * ```ts
+ * formatDeadline(5_400_000); // '90 min'
+ * ```
  */
 export function formatDeadline(ms: number): string {
   const units: readonly [number, number, string][] = [
@@ -135,12 +140,26 @@ export function formatDeadline(ms: number): string {
   return `${ms} ms`;
 }
 
-/** An attempt's deadline in words: `3 s (set at submit)`, `24 h (long_term_archive's)`. */
+/**
+ * An attempt's deadline in words: `3 s (set at submit)`, `24 h (long_term_archive's)`.
+ *
+ * @example
+ * ```ts
+ * describeDeadline(kind, deadlineOf(kind, row.deadlineMs, timing.deadlines));
+ * ```
+ */
 export function describeDeadline(kind: OperationKind, deadline: AttemptDeadline): string {
   return `${formatDeadline(deadline.ms)} (${deadline.source === 'operation' ? 'set at submit' : `${kind}'s`})`;
 }
 
-/** `3.2 s`, `95 min`, `5.3 h`, `2.1 d`: how long an attempt has run, finer than its deadline. */
+/**
+ * `3.2 s`, `95 min`, `5.3 h`, `2.1 d`: how long an attempt has run, finer than its deadline.
+ *
+ * @example
+ * ```ts
+ * formatRunTime(now - startedAt.getTime()); // '3.2 s'
+ * ```
+ */
 export function formatRunTime(ms: number): string {
   const s = Math.max(0, ms) / 1000;
   if (s < 120) return `${s.toFixed(1)} s`;
