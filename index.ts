@@ -45,6 +45,7 @@ export type {
 export { createRuntime, resolveRuntimeTiming } from './actors/Runtime.ts';
 export type { ObservedTransition, RuntimeObserver } from './actors/RuntimeObserver.ts';
 export { composeObservers, RECOVERY_PATHS } from './actors/RuntimeObserver.ts';
+export type { DeadlineOverrides, RuntimeTimers } from './actors/RuntimeTiming.ts';
 export type {
   HandlerContext,
   HandlerResult,
@@ -83,6 +84,8 @@ export {
 } from './machines/attention.ts';
 export type { Clock, TimerHandle } from './machines/Clock.ts';
 export { systemClock } from './machines/Clock.ts';
+export type { Deadlines } from './machines/deadlines.ts';
+export { DEFAULT_DEADLINES_MS, MAX_DEADLINE_MS } from './machines/deadlines.ts';
 export type { Decision, OperationEffect, PersistedOperationSnapshot } from './machines/decide.ts';
 export {
   acceptedEvents,
@@ -148,6 +151,7 @@ export {
 } from './machines/physicalCopyMachine.ts';
 export type { QueueReaders, ReadingBeat } from './machines/queueReaders.ts';
 export { queueReaders, readersOf } from './machines/queueReaders.ts';
+export type { RecoveryPath } from './machines/recoveryPaths.ts';
 export type { ReplayStep, StoredTransition } from './machines/replayTransitions.ts';
 export { replayTransitions } from './machines/replayTransitions.ts';
 export type { Route } from './machines/routing.ts';

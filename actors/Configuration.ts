@@ -1,4 +1,8 @@
 import { z } from 'zod';
+import { DEADLINE_ALLOWED, deadlineProblem, MAX_DEADLINE_MS } from '../machines/deadlines.ts';
+import { describeValue } from '../machines/describeValue.ts';
+import { DURATION_FORMS, durationMs } from '../machines/durationMs.ts';
+import { isOperationKind, OPERATION_KINDS } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { isSystemActor, SUBMITTER_ALLOWED, submitterProblem } from '../machines/submitter.ts';
 import {
@@ -15,7 +19,7 @@ import {
   redactUrlList,
   type TlsFiles,
 } from '../transport/jetstream/natsCredentials.ts';
-import type { RuntimeTiming } from './RuntimeTiming.ts';
+import type { DeadlineOverrides, RuntimeTimers } from './RuntimeTiming.ts';
 
 /** pino's level names, lowest to highest, and `silent`. */
 export const LOG_LEVELS = ['trace', 'debug', 'info', 'warn', 'error', 'fatal', 'silent'] as const;
@@ -48,7 +52,9 @@ export interface Configuration {
     readonly dispatchMaxBytes?: number;
   };
   readonly prefix: string;
-  readonly timing: Partial<RuntimeTiming>;
+  readonly timing: Partial<RuntimeTimers>;
+  /** Deadlines per attempt by kind (ms), over the defaults; `{}`: the defaults. */
+  readonly deadlines: DeadlineOverrides;
   readonly logLevel: LogLevelName;
   /** Port of `/metrics`, `/healthz` and `/readyz`; absent: not served. */
   readonly metricsPort?: number;
@@ -77,7 +83,9 @@ export interface ConfigurationOverrides {
   readonly natsUrl?: string;
   readonly natsCredentials?: NatsCredentials;
   readonly prefix?: string;
-  readonly timing?: Partial<RuntimeTiming>;
+  readonly timing?: Partial<RuntimeTimers>;
+  /** Deadlines per attempt by kind (ms), as `OPSTATE_DEADLINES` gives them. */
+  readonly deadlines?: DeadlineOverrides;
   readonly serviceName?: string;
   /** The embedded database and the in-process transport: `DATABASE_URL` and `NATS_URL` are not read. */
   readonly embedded?: boolean;
@@ -162,6 +170,11 @@ export const SETTINGS: readonly Setting[] = [
     secret: false,
   },
   {
+    variable: 'OPSTATE_DEADLINES',
+    allowed: `a JSON object of operation kinds to how long one attempt may run, such as {"long_term_archive":"6h","transfer":"2h"}, each a duration (${DURATION_FORMS}) or a number of milliseconds, at most 7d (default: 6h, a transfer 12h, a long-term archive and staging 24h)`,
+    secret: false,
+  },
+  {
     variable: 'OPSTATE_SERVICE_NAME',
     allowed: `${SUBMITTER_ALLOWED} (default: the package.json name, else service)`,
     secret: false,
@@ -197,6 +210,65 @@ const timing = z
     }
   })
   .pipe(z.record(z.string(), z.number().int().positive()));
+
+/**
+ * What is wrong with one kind's deadline as given (a duration or a number of ms), else its ms.
+ * Messages name the kind, so that one of several is found at once.
+ */
+function deadlineOfEntry(kind: string, value: unknown): { ms: number } | { problem: string } {
+  if (!isOperationKind(kind)) {
+    return { problem: `unknown kind '${kind}'; use one of ${OPERATION_KINDS.join(', ')}` };
+  }
+  const ms = typeof value === 'string' ? durationMs(value, 'ms') : value;
+  if (ms === undefined) {
+    return { problem: `the deadline of ${kind} is ${describeValue(value)}, not a duration` };
+  }
+  const problem = deadlineProblem(ms);
+  if (problem === undefined) return { ms: ms as number };
+  return {
+    problem:
+      typeof ms === 'number' && ms > MAX_DEADLINE_MS
+        ? `the deadline of ${kind} is longer than 7 days`
+        : `the deadline of ${kind} ${problem}`,
+  };
+}
+
+const deadlines = z.string().transform((raw, ctx) => {
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(raw) as unknown;
+  } catch {
+    ctx.addIssue({ code: 'custom', message: 'is not JSON' });
+    return z.NEVER;
+  }
+  if (typeof parsed !== 'object' || parsed === null || Array.isArray(parsed)) {
+    ctx.addIssue({ code: 'custom', message: 'is not an object of kinds to durations' });
+    return z.NEVER;
+  }
+  const out: Record<string, number> = {};
+  for (const [kind, value] of Object.entries(parsed)) {
+    const entry = deadlineOfEntry(kind, value);
+    if ('problem' in entry) ctx.addIssue({ code: 'custom', message: entry.problem });
+    else out[kind] = entry.ms;
+  }
+  return out as DeadlineOverrides;
+});
+
+/** The `deadlines` option, held to the rules of `OPSTATE_DEADLINES` (milliseconds only). */
+function deadlinesOption(given: DeadlineOverrides): DeadlineOverrides {
+  const problems = Object.entries(given).flatMap(([kind, ms]) => {
+    if (ms === undefined) return [];
+    const entry = deadlineOfEntry(kind, typeof ms === 'number' ? ms : Number.NaN);
+    return 'problem' in entry ? [entry.problem] : [];
+  });
+  if (problems.length > 0) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `the option deadlines (as OPSTATE_DEADLINES) must give each kind ${DEADLINE_ALLOWED}; ${problems.join('; ')}`,
+    );
+  }
+  return given;
+}
 
 /** Each variable's schema: a failure names the variable and what it allows. */
 const schemas: Record<string, z.ZodType> = {
@@ -239,6 +311,7 @@ const schemas: Record<string, z.ZodType> = {
       .optional(),
   ),
   OPSTATE_TIMING: nonEmpty.pipe(timing.optional()),
+  OPSTATE_DEADLINES: nonEmpty.pipe(deadlines.optional()),
   OPSTATE_SERVICE_NAME: nonEmpty.superRefine((name, ctx) => {
     if (name === undefined || submitterProblem(name) === undefined) return;
     const odd = /[^A-Za-z0-9._:@/-]/.exec(name)?.[0];
@@ -340,7 +413,11 @@ export function loadConfiguration(
     },
     prefix: get('OPSTATE_PREFIX') ?? 'opstate',
     timing:
-      overrides.timing ?? (read(env, 'OPSTATE_TIMING') as Partial<RuntimeTiming> | undefined) ?? {},
+      overrides.timing ?? (read(env, 'OPSTATE_TIMING') as Partial<RuntimeTimers> | undefined) ?? {},
+    deadlines:
+      overrides.deadlines === undefined
+        ? ((read(env, 'OPSTATE_DEADLINES') as DeadlineOverrides | undefined) ?? {})
+        : deadlinesOption(overrides.deadlines),
     logLevel: (get('OPSTATE_LOG_LEVEL') ?? 'info') as LogLevelName,
     ...(metricsPort === undefined ? {} : { metricsPort }),
     ...(serviceName === undefined ? {} : { serviceName }),

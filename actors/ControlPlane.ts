@@ -1,5 +1,6 @@
 import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
+import type { Deadlines } from '../machines/deadlines.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { Transport, WorkerHeartbeat } from '../transport/Transport.ts';
 import { type BreakerRepository, startCircuitBreakerLoop } from './CircuitBreaker.ts';
@@ -8,6 +9,7 @@ import type { Logger } from './Logger.ts';
 import { writeLines } from './LogLine.ts';
 import { type Loop, type LoopOptions, startLoop } from './Loop.ts';
 import type { PlannedReset } from './PlannedReset.ts';
+import { planDeadlineResets } from './planDeadlinePass.ts';
 import {
   type OutboxDispatch,
   planRelay,
@@ -90,6 +92,7 @@ export type ControlPlaneStore = Pick<
   | 'deleteOutbox'
   | 'loadMany'
   | 'listActiveOlderThan'
+  | 'listPastDeadline'
   | 'apply'
   | 'foldCounts'
 >;
@@ -100,6 +103,11 @@ export interface ControlPlaneOptions {
   readonly clock: Clock;
   readonly logger: Logger;
   readonly timing: ControlPlaneTiming;
+  /**
+   * Each kind's deadline per attempt, for the deadline path (an operation's own `deadlineMs`
+   * wins): the runtime's `timing.deadlines`.
+   */
+  readonly deadlines: Deadlines;
   /**
    * The leadership term these loops run under: a pass starts only while it is valid, and every
    * write carries its fence. Without one (tests of a single process) writes are not fenced.
@@ -257,6 +265,31 @@ async function strandedPass(
   for (const r of planned.resets) await applyReset(shell, r);
 }
 
+/**
+ * Deadline path: IN_PROGRESS past its attempt's deadline, measured from its START in the database
+ * on this clock → RESET, whatever its heartbeats say, with one WARNING each. It runs at the
+ * heartbeat monitor's interval.
+ */
+function deadlineLoop(shell: Shell): Loop {
+  const { store, clock, timing, deadlines } = shell;
+  return shell.leaderLoop({
+    name: 'deadline',
+    intervalMs: timing.monitorIntervalMs,
+    pass: async () => {
+      const running = await store.listPastDeadline(
+        new Date(clock.now()),
+        deadlines,
+        timing.batchSize,
+      );
+      if (running.length === 0) return false;
+      const resets = planDeadlineResets({ now: clock.now(), deadlines, running });
+      for (const r of resets) await applyReset(shell, r);
+      // A full page: more may be past their deadline.
+      return running.length === timing.batchSize;
+    },
+  });
+}
+
 /** Folds the counts' rows (`OperationStore.foldCounts`), so counting never grows with time. */
 function countFoldLoop(shell: Shell): Loop {
   return shell.leaderLoop({
@@ -291,8 +324,8 @@ function reconcilerLoop(shell: Shell): Loop {
 
 /**
  * Starts the control-plane loops (run on the leader only). Each pass reads, asks a pure decision
- * what to do (`schedulingLimit`, `planRelay`, `planMonitorResets`, `planReconcilerResets`,
- * `planBreakerPass`) and writes what it says:
+ * what to do (`schedulingLimit`, `planRelay`, `planMonitorResets`, `planDeadlineResets`,
+ * `planReconcilerResets`, `planBreakerPass`) and writes what it says:
  * - scheduler: due PENDING → SCHEDULED in batches, each dispatch written to the outbox in the
  *   same statement, then published at once;
  * - outbox relay: publishes outbox rows left behind (a crash or a broker outage between commit
@@ -303,6 +336,9 @@ function reconcilerLoop(shell: Shell): Loop {
  *   dead or stalled worker, pulled or running, comes back within about the heartbeat timeout;
  *   so does a dispatch the broker handed to a worker that died or froze before it read it (no
  *   heartbeat lists it: SCHEDULED past the timeout, listed by none, and unsettled at the broker);
+ * - deadline: IN_PROGRESS for longer than its attempt's deadline since its START → RESET, with one
+ *   WARNING per reset, whatever the heartbeats say: a handler that hangs inside a live worker
+ *   (whose heartbeat goes on listing it) is brought home too;
  * - reconciler (backstop): SCHEDULED/IN_PROGRESS held by no live worker and older than the floor →
  *   RESET, with one WARNING line per reset. It covers what the monitor cannot see: a dispatch lost
  *   on its way to a worker, and a heartbeat store that lost its keys;
@@ -313,7 +349,8 @@ function reconcilerLoop(shell: Shell): Loop {
  *
  * @example
  * ```ts
- * const loops = startControlPlaneLoops({ store, transport, clock, logger, timing });
+ * const loops = startControlPlaneLoops({ store, transport, clock, logger, timing,
+ *   deadlines: timing.deadlines });
  * loops.wake(); await loops.stop();
  * ```
  */
@@ -346,6 +383,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     scheduler,
     relayLoop(shell),
     monitorLoop(shell),
+    deadlineLoop(shell),
     reconcilerLoop(shell),
     breaker,
     countFoldLoop(shell),

@@ -35,7 +35,7 @@ export interface InspectedOperation {
  * Sends replayed steps of one operation to a Stately inspector: with `register`, first the actor
  * registration (session id = the operation id, the lifecycle machine's definition, the snapshot
  * of its first step), then for every step one event inspection event (its source is who sent it:
- * a worker id, `scheduler`, `heartbeat_monitor`, `reconciler`, `broker`, `operator`…) and one
+ * a worker id, `scheduler`, `heartbeat_monitor`, `deadline`, `reconciler`, `broker`, `operator`…) and one
  * snapshot inspection event. `senders` remembers which senders were already registered as actors
  * of their own, so the inspector can draw them as the events' sources.
  *

@@ -4,12 +4,13 @@ import { systemClock } from '../machines/Clock.ts';
 import { CIRCUIT_STATES } from '../machines/circuitBreaker.ts';
 import { OPERATION_KINDS } from '../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../machines/operationMachine.ts';
+import { isRecoveryPath } from '../machines/recoveryPaths.ts';
 import { OPERATOR, SYSTEM_ACTORS } from '../machines/submitter.ts';
 import { CircuitBreakerRepository } from '../persistence/CircuitBreakerRepository.ts';
 import { buildInfo } from './buildInfo.ts';
 import type { Logger } from './Logger.ts';
 import type { ControlPlane, Runtime } from './Runtime.ts';
-import { RECOVERY_PATHS, type RuntimeObserver } from './RuntimeObserver.ts';
+import type { RuntimeObserver } from './RuntimeObserver.ts';
 import type { Worker } from './Worker.ts';
 
 /** Who a transition names, as a label: a worker's id would make one series per worker. */
@@ -145,7 +146,7 @@ function transitionMetrics(registers: Registry[]): RuntimeObserver {
     transitions(items) {
       for (const t of items) {
         transitions.inc({ kind: t.kind, event: t.event, by: actorLabel(t.by) });
-        if (t.event === 'RESET' && (RECOVERY_PATHS as readonly string[]).includes(t.by)) {
+        if (t.event === 'RESET' && isRecoveryPath(t.by)) {
           recoveries.inc({ kind: t.kind, path: t.by });
         }
         if (t.event === 'START') {

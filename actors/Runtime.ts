@@ -26,7 +26,12 @@ import { configurationOf, openServers, type StartupWait } from './openServers.ts
 import { applyOperatorCommand } from './operatorCommand.ts';
 import { createPinoLogger } from './pinoLogger.ts';
 import { composeObservers, loggingObserver, type RuntimeObserver } from './RuntimeObserver.ts';
-import { type RuntimeTiming, resolveRuntimeTiming } from './RuntimeTiming.ts';
+import {
+  type DeadlineOverrides,
+  type RuntimeTimers,
+  type RuntimeTiming,
+  resolveRuntimeTiming,
+} from './RuntimeTiming.ts';
 import { resolveServiceName } from './serviceName.ts';
 import { startWorker, type Worker, type WorkerOptions } from './Worker.ts';
 
@@ -55,7 +60,14 @@ export interface RuntimeOptions {
   /** Names the deployment on NATS (stream, subjects, consumers, bucket) and the leader lock. */
   readonly prefix?: string;
   /** Timer overrides; default `OPSTATE_TIMING` (given here, the variable is not read). */
-  readonly timing?: Partial<RuntimeTiming>;
+  readonly timing?: Partial<RuntimeTimers>;
+  /**
+   * How long one attempt of a kind may stay IN_PROGRESS from its START (ms), for the kinds named;
+   * the others keep their defaults (`DEFAULT_DEADLINES_MS`). Default `OPSTATE_DEADLINES` (given
+   * here, the variable is not read). Past it the worker aborts the handler and the control plane
+   * resets the attempt by `deadline`. An operation may carry its own (`deadlineMs` at submit).
+   */
+  readonly deadlines?: DeadlineOverrides;
   /**
    * Who `submit` records as the submitter when a call gives no `by` (default
    * `OPSTATE_SERVICE_NAME`, else the `name` in the working directory's package.json, else
@@ -104,10 +116,10 @@ export interface RuntimeOptions {
   readonly env?: Readonly<Record<string, string | undefined>>;
 }
 
-/** A worker's options without what the runtime supplies (store, transport, clock, logger). */
+/** A worker's options without what the runtime supplies (store, transport, clock, logger, deadlines). */
 export type StartWorkerOptions<K extends OperationKind> = Omit<
   WorkerOptions<K>,
-  'store' | 'journal' | 'transport' | 'clock' | 'logger'
+  'store' | 'journal' | 'transport' | 'clock' | 'logger' | 'deadlines'
 >;
 
 export interface ControlPlane {
@@ -184,7 +196,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   const logger =
     options.logger ?? createPinoLogger({ level: config.logLevel, secrets: secretsOf(config) });
   const clock = options.clock ?? systemClock;
-  const timing = resolveRuntimeTiming(config.timing);
+  const timing = resolveRuntimeTiming(config.timing, config.deadlines);
   const serviceName = await resolveServiceName(config.serviceName);
   const { database, transport } = await openServers(options, { config, timing, logger, clock });
   const stopLogging = logTransportEvents(transport, logger, clock);
@@ -295,7 +307,15 @@ function startPlane(shared: Shared): ControlPlane {
     logger,
     onElected: async (term) => {
       if (shared.inProcess) await redispatchScheduled(store, transport, logger, clock);
-      const loops = startControlPlaneLoops({ store, transport, clock, logger, timing, term });
+      const loops = startControlPlaneLoops({
+        store,
+        transport,
+        clock,
+        logger,
+        timing,
+        deadlines: timing.deadlines,
+        term,
+      });
       shared.wakers.add(loops);
       return async () => {
         shared.wakers.delete(loops);
@@ -323,7 +343,15 @@ function startTrackedWorker<K extends OperationKind>(
   workerOptions: StartWorkerOptions<K>,
 ): Worker {
   const { store, journal, transport, clock, logger } = shared;
-  const worker = startWorker({ store, journal, transport, clock, logger, ...workerOptions });
+  const worker = startWorker({
+    store,
+    journal,
+    transport,
+    clock,
+    logger,
+    deadlines: shared.timing.deadlines,
+    ...workerOptions,
+  });
   shared.workers.add(worker);
   const tracked: Worker = {
     ...worker,

@@ -1,4 +1,5 @@
 import type { OperationKind } from '../machines/OperationKind.ts';
+import { isRecoveryPath } from '../machines/recoveryPaths.ts';
 import type { Logger } from './Logger.ts';
 
 /** One committed lifecycle transition, as the store reports it. */
@@ -8,7 +9,7 @@ export interface ObservedTransition {
   readonly event: string;
   readonly from: string;
   readonly to: string;
-  /** Who caused it: a worker id, `scheduler`, `heartbeat_monitor`, `reconciler`, `broker`, `operator`. */
+  /** Who caused it: a worker id, `scheduler`, a recovery path (`RECOVERY_PATHS`), `operator`. */
   readonly by: string;
   /** The attempt after the transition (a RESET starts a new one). */
   readonly attempt: number;
@@ -19,7 +20,7 @@ export interface ObservedTransition {
 }
 
 /** The recovery paths: who may RESET an operation without an operator. */
-export const RECOVERY_PATHS = ['heartbeat_monitor', 'reconciler', 'broker'] as const;
+export { RECOVERY_PATHS } from '../machines/recoveryPaths.ts';
 
 /**
  * What the runtime tells the outside about its work: logs and metrics hang on it. The store calls
@@ -48,8 +49,8 @@ export function composeObservers(...observers: (RuntimeObserver | undefined)[]):
 }
 
 /**
- * A log line per transition at DEBUG, and per recovery (a RESET by the heartbeat monitor, the
- * reconciler or the broker) at WARNING, each with the operation id, kind, attempt and path.
+ * A log line per transition at DEBUG, and per recovery (a RESET by a recovery path: the heartbeat
+ * monitor, the deadline, the reconciler or the broker) at WARNING, each with the operation id, kind, attempt and path.
  *
  * @example
  * ```ts
@@ -69,7 +70,7 @@ export function loggingObserver(logger: Logger): RuntimeObserver {
           to: t.to,
           by: t.by,
         };
-        if (t.event === 'RESET' && (RECOVERY_PATHS as readonly string[]).includes(t.by)) {
+        if (t.event === 'RESET' && isRecoveryPath(t.by)) {
           logger.log('WARNING', 'operation recovered', { ...fields, path: t.by });
         } else {
           logger.log('DEBUG', 'operation transition', fields);

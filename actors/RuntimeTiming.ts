@@ -1,3 +1,5 @@
+import { type Deadlines, resolveDeadlines } from '../machines/deadlines.ts';
+import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { TransportTiming } from '../transport/Transport.ts';
 import { resolveTiming } from '../transport/TransportTiming.ts';
@@ -13,10 +15,35 @@ export type RuntimeTiming = TransportTiming &
      * replaced within this plus one poll. More than two polls.
      */
     readonly leaderLeaseMs: number;
+    /**
+     * How long one attempt of each kind may stay IN_PROGRESS from its START unless the operation
+     * says otherwise (`deadlineMs` at submit): `OPSTATE_DEADLINES` over `DEFAULT_DEADLINES_MS`.
+     */
+    readonly deadlines: Deadlines;
   };
 
-/** Resolves and validates every timer; a broken order is refused with `CONFIG`. */
-export function resolveRuntimeTiming(overrides: Partial<RuntimeTiming> = {}): RuntimeTiming {
+/** The timers given as milliseconds (`OPSTATE_TIMING`, the `timing` option): all but deadlines. */
+export type RuntimeTimers = Omit<RuntimeTiming, 'deadlines'>;
+
+/** Deadlines given per kind (`OPSTATE_DEADLINES`, the `deadlines` option), in ms. */
+export type DeadlineOverrides = Readonly<Partial<Record<OperationKind, number>>>;
+
+/**
+ * Resolves and validates every timer; a broken order is refused with `CONFIG`. The deadlines are
+ * the defaults with the kinds `deadlines` names replaced (`resolveDeadlines`).
+ *
+ * @example
+ * ```ts
+ * const timing = resolveRuntimeTiming({ heartbeatIntervalMs: 1_000 }, { transfer: 7_200_000 });
+ * ```
+ */
+export function resolveRuntimeTiming(
+  overrides: Partial<RuntimeTimers> = {},
+  deadlines: DeadlineOverrides = {},
+): RuntimeTiming {
+  // A resolved timing passed back in keeps its deadlines, which are not timers of the transport.
+  const { deadlines: given, ...timers } = overrides as Partial<RuntimeTiming>;
+  overrides = timers;
   const transport = resolveTiming(overrides);
   const plane: ControlPlaneTiming & { leaderPollMs: number; leaderLeaseMs: number } = {
     ...DEFAULT_CONTROL_PLANE_TIMING,
@@ -37,7 +64,12 @@ export function resolveRuntimeTiming(overrides: Partial<RuntimeTiming> = {}): Ru
   const picked = Object.fromEntries(
     Object.entries(overrides).filter(([k, v]) => v !== undefined && k in plane),
   );
-  const merged = { ...transport, ...plane, ...picked } as RuntimeTiming;
+  const merged = {
+    ...transport,
+    ...plane,
+    ...picked,
+    deadlines: resolveDeadlines({ ...given, ...deadlines }),
+  } as RuntimeTiming;
   for (const k of Object.keys(plane) as (keyof typeof plane)[]) {
     const v = merged[k];
     if (!Number.isSafeInteger(v) || v <= 0) {

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import type { Clock } from '../machines/Clock.ts';
+import type { Deadlines } from '../machines/deadlines.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { defaultRoute, queueName, type Route } from '../machines/routing.ts';
@@ -47,7 +48,12 @@ export interface HandlerContext {
   step<T>(name: string, fn: () => Promise<T>): Promise<T>;
   /** Writes the worker's heartbeat now (it also beats at the interval on its own). */
   heartbeat(): Promise<void>;
-  /** Aborts when the operation is reset or cancelled, or the worker stops. */
+  /**
+   * Aborts when the operation is reset or cancelled, the worker stops, or the attempt passes its
+   * deadline (then its `reason` is an `OpstateError` with code `DEADLINE_PASSED`). Pass it to every
+   * call that can hang: a handler that ignores it keeps its slot of the worker until it returns,
+   * and whatever it returns after is not written.
+   */
   readonly signal: AbortSignal;
   /** The whole operation: subtype fields, input copies, history (one read, on demand). */
   inspect(): Promise<OperationInspection>;
@@ -90,6 +96,11 @@ export interface WorkerOptions<K extends OperationKind> {
   readonly transport: Transport;
   readonly clock: Clock;
   readonly logger: Logger;
+  /**
+   * Each kind's deadline per attempt (an operation's own `deadlineMs` wins): past it the handler's
+   * signal fires. The runtime passes its `timing.deadlines`, as its control plane reads them.
+   */
+  readonly deadlines: Deadlines;
   readonly kinds: readonly K[];
   /** One handler for every kind this worker serves: the table must name them all. */
   readonly handlers: Readonly<Record<K, OperationHandler>>;
@@ -172,11 +183,14 @@ function routesOf<K extends OperationKind>(options: WorkerOptions<K>): readonly 
  * (one key in the heartbeat store: idle, it still shows as serving its queues), and covers an operation with a heartbeat before it starts it: an operation it holds,
  * pulled or running, is recovered by the heartbeat monitor within about the heartbeat timeout if
  * this process dies or stalls. At each beat it checks in one read whether its running operations
- * moved on (reset, cancelled) and aborts their handlers.
+ * moved on (reset, cancelled) and aborts their handlers. An attempt that runs past its deadline
+ * (the operation's `deadlineMs`, else its kind's) has its handler aborted with `DEADLINE_PASSED`;
+ * the control plane's deadline path resets it.
  *
  * @example
  * ```ts
- * const worker = startWorker({ store, transport, clock, logger, kinds: [OperationKind.TRANSFER],
+ * const worker = startWorker({ store, journal, transport, clock, logger,
+ *   deadlines: timing.deadlines, kinds: [OperationKind.TRANSFER],
  *   handlers: { [OperationKind.TRANSFER]: async (ctx) => ({ outputs: await copyOver(ctx) }) } });
  * await worker.stop();
  * ```
@@ -197,6 +211,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     transport,
     clock: options.clock,
     logger,
+    deadlines: options.deadlines,
     handlerFor: (kind) => handlers[kind],
     faults: faultsOf<WorkerFaults>(options),
     registry: createWorkerRegistry(),

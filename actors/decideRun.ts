@@ -20,7 +20,10 @@ export type AfterRun =
     }
   /** The worker is stopping: stop listing it in the heartbeat and nak it, for another to claim. */
   | { readonly action: 'hand_back' }
-  /** Reset or cancelled while it ran: the operation moved on without this worker; term. */
+  /**
+   * Reset or cancelled while it ran (the operation moved on without this worker), or past its
+   * deadline (the control plane's deadline path resets it): term.
+   */
   | { readonly action: 'let_go'; readonly line: LogLine };
 
 /** How a handler failure is classified: an `OpstateError` says; anything else is retryable. */
@@ -37,8 +40,9 @@ const codeOf = (err: unknown) => (err instanceof OpstateError ? err.code : undef
 
 /**
  * The worker's decision once a handler has finished, pure. An aborted run (the operation reset or
- * cancelled, or the worker stopping) never completes or fails, whatever the handler returned:
- * stopping hands it back, otherwise the worker lets go. Else a result completes and a throw
+ * cancelled, the attempt past its deadline, or the worker stopping) never completes or fails,
+ * whatever the handler returned: stopping hands it back, otherwise the worker lets go (past its
+ * deadline with a WARNING: the deadline path resets the attempt, whose late result is not written). Else a result completes and a throw
  * fails the attempt, retryable unless the error says otherwise (`isRetryable`), with a WARNING
  * line that carries the error as `err`.
  *
@@ -63,6 +67,22 @@ export function afterRun(input: {
   const { operation: op, outcome, abort } = input;
   if (abort !== undefined) {
     if (input.stopping) return { action: 'hand_back' };
+    if (codeOf(abort.reason) === OpstateErrorCode.DEADLINE_PASSED) {
+      return {
+        action: 'let_go',
+        line: {
+          level: 'WARNING',
+          message: 'worker let go of an attempt past its deadline; its result is not written',
+          fields: {
+            operationId: op.id,
+            kind: op.kind,
+            attempt: op.attempt,
+            outcome: outcome.ok ? 'returned' : 'threw',
+            reason: messageOf(abort.reason),
+          },
+        },
+      };
+    }
     return {
       action: 'let_go',
       line: {

@@ -1,6 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { Clock } from '../machines/Clock.ts';
+import type { Clock, TimerHandle } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
+import {
+  type Deadlines,
+  deadlineOf,
+  describeDeadline,
+  formatRunTime,
+} from '../machines/deadlines.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { inputRelations } from '../persistence/inputRelations.ts';
@@ -32,6 +38,8 @@ export interface WorkerCore {
   readonly transport: Transport;
   readonly clock: Clock;
   readonly logger: Logger;
+  /** Each kind's deadline per attempt; an operation's own `deadlineMs` wins. */
+  readonly deadlines: Deadlines;
   readonly handlerFor: (kind: OperationKind) => OperationHandler | undefined;
   readonly faults: WorkerFaults | undefined;
   readonly registry: WorkerRegistry;
@@ -198,21 +206,58 @@ async function reclaim(w: WorkerCore, d: Delivery, op: OperationRecord, event: R
   d.term();
 }
 
+/**
+ * Aborts the handler once the attempt has run for its deadline since its START (the operation's
+ * own `deadlineMs`, else its kind's), with a `DEADLINE_PASSED` reason: the handler should stop;
+ * whatever it does after, the worker lets go (`afterRun`) and the control plane's deadline path
+ * resets the attempt. Returns the timer to clear once the handler is done. (A deadline is at most
+ * 7 days, within what a timer can wait.)
+ */
+function watchDeadline(w: WorkerCore, op: OperationRecord, lease: Lease): TimerHandle {
+  const deadline = deadlineOf(op.kind, op.deadlineMs, w.deadlines);
+  const left = deadline.ms - (w.clock.now() - lease.startedAt);
+  return w.clock.setTimeout(
+    () => {
+      if (abortState(lease) !== undefined || w.state.crashed) return;
+      const ranMs = w.clock.now() - lease.startedAt;
+      const fields = {
+        operationId: op.id,
+        kind: op.kind,
+        attempt: lease.attempt,
+        deadlineMs: deadline.ms,
+        ranMs,
+      };
+      w.logger.log('WARNING', 'attempt past its deadline: aborting its handler', fields);
+      // This lease's own controller: the registry's entry may already be a newer attempt's.
+      lease.abort.abort(
+        new OpstateError(
+          OpstateErrorCode.DEADLINE_PASSED,
+          `deadline passed: attempt ${lease.attempt} of ${op.kind} ${op.id} has run for ${formatRunTime(ranMs)} since its START, past its deadline of ${describeDeadline(op.kind, deadline)}; the control plane resets it`,
+          { retryable: true, details: fields },
+        ),
+      );
+    },
+    Math.max(0, left),
+  );
+}
+
 /** SCHEDULED and handled here: cover by a heartbeat, START, run the handler, finish. */
 async function run(w: WorkerCore, d: Delivery, scheduled: OperationRecord): Promise<void> {
   if (w.state.crashed) return;
-  const op = await startAttempt(w, d, scheduled);
-  if (op === undefined) return;
+  const started = await startAttempt(w, d, scheduled);
+  if (started === undefined) return;
+  const { op, startedAt } = started;
   const lease: Lease = {
     operationId: op.id,
     kind: op.kind,
     attempt: op.attempt,
     taskId: `${w.id}-${randomUUID().slice(0, 8)}`,
-    startedAt: w.clock.now(),
+    startedAt,
     abort: new LeaseAbort(),
   };
   if (w.state.crashed) return; // died between START and the lease: recovery is the monitor's
   w.registry.trigger.leased({ lease });
+  const deadline = watchDeadline(w, scheduled, lease);
   try {
     w.faults?.afterStart?.(d.message);
     const handler = w.handlerFor(op.kind) as OperationHandler;
@@ -251,6 +296,7 @@ async function run(w: WorkerCore, d: Delivery, scheduled: OperationRecord): Prom
         return;
     }
   } finally {
+    w.clock.clearTimeout(deadline);
     if (!w.state.crashed) w.heartbeat.release(op.id);
     w.registry.trigger.released({ operationId: op.id });
   }
@@ -258,14 +304,15 @@ async function run(w: WorkerCore, d: Delivery, scheduled: OperationRecord): Prom
 
 /**
  * Holds the operation, writes a heartbeat that lists it and STARTs it by compare-and-set: the one
- * code path where any operation enters IN_PROGRESS. Returns the running attempt, or undefined when
- * the delivery was settled otherwise (judged again after a lost compare-and-set, or fenced).
+ * code path where any operation enters IN_PROGRESS. Returns the running attempt and its START's
+ * time, or undefined when the delivery was settled otherwise (judged again after a lost
+ * compare-and-set, or fenced).
  */
 async function startAttempt(
   w: WorkerCore,
   d: Delivery,
   scheduled: OperationRecord,
-): Promise<OperationView | undefined> {
+): Promise<{ op: OperationView; startedAt: number } | undefined> {
   // Covered before it starts: if this process dies or stalls from here on, the heartbeat monitor
   // finds the operation in its last heartbeat.
   w.heartbeat.hold(
@@ -276,6 +323,8 @@ async function startAttempt(
     // Rejects when the beat could not list it (over the size cap): not started, handed back.
     await w.heartbeat.cover(scheduled.id);
     w.faults?.beforeStart?.(d.message);
+    // The time the START records, which the deadline counts from (a retried write keeps it).
+    const startedAt = w.clock.now();
     const started = await throughOutage(w, `starting operation ${scheduled.id}`, () =>
       w.batches.start({
         record: scheduled,
@@ -283,16 +332,19 @@ async function startAttempt(
           type: 'START',
           attempt: scheduled.attempt,
           workerId: w.id,
-          at: isoText(new Date(w.clock.now())),
+          at: isoText(new Date(startedAt)),
         },
         by: w.id,
       }),
     );
     return {
-      id: scheduled.id,
-      kind: scheduled.kind,
-      attempt: started.context.attempt,
-      retryCount: started.context.retryCount,
+      op: {
+        id: scheduled.id,
+        kind: scheduled.kind,
+        attempt: started.context.attempt,
+        retryCount: started.context.retryCount,
+      },
+      startedAt,
     };
   } catch (err) {
     w.heartbeat.release(scheduled.id);

@@ -45,6 +45,7 @@ export function configurationOf(options: RuntimeOptions): Configuration {
       ...pick('natsCredentials'),
       ...pick('prefix'),
       ...pick('timing'),
+      ...pick('deadlines'),
       ...pick('serviceName'),
       ...pick('embedded'),
     },

@@ -15,6 +15,7 @@ import postgres from 'postgres';
 import { memoryLogger } from '../actors/Logger.ts';
 import { startDashboard } from '../dashboard/startDashboard.ts';
 import { systemClock } from '../machines/Clock.ts';
+import { DEFAULT_DEADLINES_MS } from '../machines/deadlines.ts';
 import { OPERATION_KINDS, OperationKind } from '../machines/OperationKind.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
 import { LocationType } from '../machines/routing.ts';
@@ -148,7 +149,11 @@ try {
 
   const common = {
     database,
-    timing: { heartbeatTimeoutMs: 300_000, reconcilerFloorMs: HOUR },
+    timing: {
+      heartbeatTimeoutMs: 300_000,
+      reconcilerFloorMs: HOUR,
+      deadlines: DEFAULT_DEADLINES_MS,
+    },
     heartbeats: null,
     command: null,
     port: 0,

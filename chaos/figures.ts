@@ -1,4 +1,6 @@
 import type { RuntimeTiming } from '../actors/RuntimeTiming.ts';
+import type { OperationKind } from '../machines/OperationKind.ts';
+import { isRecoveryPath, RECOVERY_PATHS, type RecoveryPath } from '../machines/recoveryPaths.ts';
 import type { ChaosFacts } from './facts.ts';
 import type { FaultRecord } from './faults.ts';
 
@@ -13,25 +15,26 @@ export interface ChaosFigure {
   readonly note?: string;
 }
 
-const RECOVERY_PATHS = ['heartbeat_monitor', 'reconciler', 'broker'] as const;
-
 /** One reset by a recovery path, and how long after its cause it came. */
 export interface Recovery {
-  readonly path: (typeof RECOVERY_PATHS)[number];
+  readonly path: RecoveryPath;
   readonly operationId: string;
+  /** The operation's kind (a deadline is the kind's). */
+  readonly kind: string;
   readonly latencyMs: number;
   /** The fault the latency is counted from, or `entered` (the status it was reset from). */
   readonly since: string;
 }
 
 /**
- * Each reset by the heartbeat monitor, reconciler or broker, with its latency: from the later of
- * the moment the operation entered the status it was reset from and the start of the last fault
- * before the reset, to the reset (for the reconciler, whose floor counts from the status entered,
- * always from that moment).
+ * Each reset by a recovery path, with its latency: from the later of the moment the operation
+ * entered the status it was reset from and the start of the last fault before the reset, to the
+ * reset (for the reconciler and the deadline, whose timers count from the status entered, always
+ * from that moment).
  */
 export function recoveries(facts: ChaosFacts, faults: readonly FaultRecord[]): Recovery[] {
   const out: Recovery[] = [];
+  const kinds = new Map(facts.operations.map((o) => [o.id, o.kind]));
   const byOp = new Map<string, ChaosFacts['transitions'][number][]>();
   for (const t of facts.transitions) {
     const list = byOp.get(t.operationId) ?? [];
@@ -40,18 +43,19 @@ export function recoveries(facts: ChaosFacts, faults: readonly FaultRecord[]): R
   }
   for (const rows of byOp.values()) {
     rows.forEach((t, i) => {
-      const path = RECOVERY_PATHS.find((p) => p === t.by);
-      if (t.event !== 'RESET' || path === undefined) return;
+      const path = t.by;
+      if (t.event !== 'RESET' || !isRecoveryPath(path)) return;
       const entered = rows[i - 1]?.at ?? t.at;
-      // The reconciler's floor counts from the status entered, whatever happened since.
+      // The reconciler's floor and a deadline count from the status entered, whatever happened since.
       const fault =
-        path === 'reconciler'
+        path === 'reconciler' || path === 'deadline'
           ? undefined
           : [...faults].reverse().find((f) => f.at <= t.at && f.at > entered);
       const from = fault?.at ?? entered;
       out.push({
         path,
         operationId: t.operationId,
+        kind: kinds.get(t.operationId) ?? '',
         latencyMs: t.at.getTime() - from.getTime(),
         since: fault?.kind ?? 'entered',
       });
@@ -60,12 +64,19 @@ export function recoveries(facts: ChaosFacts, faults: readonly FaultRecord[]): R
   return out;
 }
 
-const timerOf = (path: Recovery['path'], timing: RuntimeTiming) =>
-  path === 'heartbeat_monitor'
-    ? timing.heartbeatTimeoutMs
-    : path === 'reconciler'
-      ? timing.reconcilerFloorMs
-      : timing.ackWaitMs;
+/** The timer a recovery is measured against: its path's, for a deadline its kind's. */
+const timerOf = (r: Recovery, timing: RuntimeTiming): number => {
+  switch (r.path) {
+    case 'heartbeat_monitor':
+      return timing.heartbeatTimeoutMs;
+    case 'deadline':
+      return timing.deadlines[r.kind as OperationKind] ?? timing.reconcilerFloorMs;
+    case 'reconciler':
+      return timing.reconcilerFloorMs;
+    case 'broker':
+      return timing.ackWaitMs;
+  }
+};
 
 /** The run's figures: counts, recovery latency per path against its timer, submit → SCHEDULED. */
 export function chaosFigures(
@@ -103,7 +114,7 @@ export function chaosFigures(
     count(`resets_${path}`, mine.length);
     if (mine.length === 0) continue;
     const worst = mine.reduce((a, b) => (b.latencyMs > a.latencyMs ? b : a));
-    const timer = timerOf(path, timing);
+    const timer = timerOf(worst, timing);
     figures.push({
       figure: `recovery_${path}_max`,
       value: worst.latencyMs,

@@ -38,7 +38,7 @@ export interface AttentionSource {
  */
 export async function attentionSourceFromEnv(): Promise<AttentionSource> {
   const config = loadConfiguration();
-  const timing = resolveRuntimeTiming(config.timing);
+  const timing = resolveRuntimeTiming(config.timing, config.deadlines);
   const servers = config.nats.url;
   if (servers === undefined) {
     return { timing, heartbeats: null, close: async () => {} };

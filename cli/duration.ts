@@ -1,7 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import { systemClock } from '../machines/Clock.ts';
-
-const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000, d: 86_400_000 };
+import { durationMs } from '../machines/durationMs.ts';
 
 /**
  * A duration as an operator types it: `500ms`, `30s`, `5m`, `2h`, `1d` (a bare number is seconds).
@@ -13,11 +12,11 @@ const UNITS: Record<string, number> = { ms: 1, s: 1_000, m: 60_000, h: 3_600_000
  * ```
  */
 export function parseDuration(value: string): number {
-  const m = /^(\d+(?:\.\d+)?)(ms|s|m|h|d)?$/.exec(value.trim());
-  if (m === null) {
+  const ms = durationMs(value);
+  if (ms === undefined) {
     throw new InvalidArgumentError('use a duration such as 30s, 5m, 2h or 1d');
   }
-  return Math.round(Number(m[1]) * (UNITS[m[2] ?? 's'] as number));
+  return ms;
 }
 
 /**

@@ -58,6 +58,7 @@ export function runtimeOptionsOf(
     },
     prefix: config.prefix,
     timing: config.timing,
+    deadlines: config.deadlines,
     logger: extra.logger ?? loggerOf(config),
     ...(extra.observer === undefined ? {} : { observer: extra.observer }),
   };

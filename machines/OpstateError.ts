@@ -34,6 +34,12 @@ export const OpstateErrorCode = {
    * return the same result.
    */
   OUTPUT_CONTRACT: 'OUTPUT_CONTRACT',
+  /**
+   * An attempt ran past its deadline (`deadlineMs` at submit, else its kind's): the reason its
+   * handler's `ctx.signal` fires with. The control plane resets the attempt (`deadline`); a later
+   * attempt may run in time, so it is retryable.
+   */
+  DEADLINE_PASSED: 'DEADLINE_PASSED',
 } as const;
 
 export type OpstateErrorCode = (typeof OpstateErrorCode)[keyof typeof OpstateErrorCode];

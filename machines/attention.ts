@@ -1,3 +1,10 @@
+import {
+  DEADLINE_NEAR_FRACTION,
+  type Deadlines,
+  deadlineOf,
+  describeDeadline,
+  formatRunTime,
+} from './deadlines.ts';
 import { OPERATION_KINDS, type OperationKind } from './OperationKind.ts';
 import { type OperationError, OperationStatus } from './operationMachine.ts';
 import { defaultRoute, queueName, type Route } from './routing.ts';
@@ -10,6 +17,12 @@ import { defaultRoute, queueName, type Route } from './routing.ts';
 export const AttentionCategory = {
   /** A live operation past the timer that should have moved it (scheduler, monitor, reconciler). */
   STUCK: 'stuck',
+  /**
+   * An attempt IN_PROGRESS for more than `DEADLINE_NEAR_FRACTION` of its deadline (nearing it:
+   * the worker aborts the handler and the deadline path resets it at the deadline), or past it
+   * (the deadline path should have reset it).
+   */
+  DEADLINE: 'deadline',
   /**
    * A queue with dispatches waiting and no live worker serving it: no heartbeat younger than the
    * timeout names it among the queues its worker reads (or, while a live worker's heartbeat does
@@ -43,6 +56,7 @@ export const ATTENTION_CATEGORIES: readonly AttentionCategory[] = Object.freeze(
 /** How each category is titled, on the dashboard and in `opstate status`. */
 export const ATTENTION_TITLES: Readonly<Record<AttentionCategory, string>> = Object.freeze({
   stuck: 'Stuck past their timers',
+  deadline: 'Near or past their deadline',
   queue_unserved: 'Queues no live worker serves',
   retry_cap: 'At the retry cap',
   failed: 'Failed',
@@ -73,6 +87,8 @@ export interface AttentionItem {
 export interface AttentionTiming {
   readonly heartbeatTimeoutMs: number;
   readonly reconcilerFloorMs: number;
+  /** Each kind's deadline per attempt (an operation's own `deadlineMs` wins). */
+  readonly deadlines: Deadlines;
 }
 
 /** An operation as the attention queries select it. */
@@ -92,6 +108,8 @@ export interface AttentionOperationRow {
   readonly lastError: OperationError | null;
   /** PENDING only: a circuit breaker that is not CLOSED holds its (kind, target) pair. */
   readonly parked: boolean;
+  /** The operation's own deadline per attempt (ms) from submit; null: its kind's. */
+  readonly deadlineMs: number | null;
 }
 
 /**
@@ -201,6 +219,23 @@ function stuckReason(row: AttentionOperationRow, facts: AttentionFacts): string 
 }
 
 /**
+ * An attempt IN_PROGRESS for at least `DEADLINE_NEAR_FRACTION` of its deadline, counted from its
+ * START (`since`): nearing it, or past it.
+ */
+function deadlineReason(row: AttentionOperationRow, facts: AttentionFacts): string | null {
+  if (row.status !== OperationStatus.IN_PROGRESS) return null;
+  const deadline = deadlineOf(row.kind, row.deadlineMs, facts.timing.deadlines);
+  const ran = facts.now - row.since.getTime();
+  if (ran < DEADLINE_NEAR_FRACTION * deadline.ms) return null;
+  const what = `IN_PROGRESS on ${row.workerId ?? 'an unknown worker'} at attempt ${row.attempt} for ${formatRunTime(ran)}`;
+  const of = describeDeadline(row.kind, deadline);
+  if (ran < deadline.ms) {
+    return `${what}, ${Math.floor((ran / deadline.ms) * 100)} % of its deadline of ${of}: at the deadline its handler is aborted and the deadline path resets it; check what the handler waits on (a storage or tape call that does not return?)`;
+  }
+  return `${what}, past its deadline of ${of} by ${formatRunTime(ran - deadline.ms)}; the deadline path should have reset it: is a control-plane leader running?`;
+}
+
+/**
  * The attention items of one operation (none, one or several categories), decided from its row
  * alone. These are the rules; the queries only pre-select rows by the same cut-offs.
  *
@@ -223,6 +258,8 @@ export function classifyOperation(
   };
   const stuck = stuckReason(row, facts);
   if (stuck !== null) items.push({ ...base, category: AttentionCategory.STUCK, why: stuck });
+  const late = deadlineReason(row, facts);
+  if (late !== null) items.push({ ...base, category: AttentionCategory.DEADLINE, why: late });
   if (LIVE.has(row.status) && row.retryCount > 0 && row.retryCount >= row.maxRetries) {
     items.push({
       ...base,

@@ -8,7 +8,8 @@ import { OpstateError, OpstateErrorCode } from './OpstateError.ts';
  * - `outage`: the database or the broker is unreachable or restarting (a retryable `DATABASE` or
  *   `TRANSPORT` error, or a socket error) — back off and say so once;
  * - `refused`: bad input, a missing record, a configuration or safety rule, a handler result that
- *   breaks its kind's output contract — the caller's to fix;
+ *   breaks its kind's output contract, an attempt past its deadline — the caller's to fix (a
+ *   deadline's by the next attempt), never an outage to wait out;
  * - `defect`: anything else, a bug to report.
  */
 export type FailureClass = 'lost_race' | 'not_leader' | 'outage' | 'refused' | 'defect';
@@ -25,6 +26,7 @@ const REFUSALS: readonly string[] = [
   OpstateErrorCode.SNAPSHOT_VERSION,
   OpstateErrorCode.UNSAFE,
   OpstateErrorCode.OUTPUT_CONTRACT,
+  OpstateErrorCode.DEADLINE_PASSED,
 ];
 /** Socket and driver codes that mean "the server is not there right now". */
 const OUTAGE_CODES = new Set([

@@ -11,6 +11,7 @@ import {
   type OperationInput,
   type OperationStatus,
   operationMachine,
+  RESET_BY,
   type ResetBy,
   WORKER_EVENT_TYPES,
 } from './operationMachine.ts';
@@ -47,12 +48,7 @@ export interface Decision {
   readonly effects: readonly OperationEffect[];
 }
 
-const RESET_BY: ReadonlySet<string> = new Set<ResetBy>([
-  'heartbeat_monitor',
-  'reconciler',
-  'broker',
-  'operator',
-]);
+const RESETTERS: ReadonlySet<string> = new Set<ResetBy>(RESET_BY);
 const STATUS_VALUES: ReadonlySet<string> = new Set(OPERATION_STATUSES);
 const EVENT_TYPES: ReadonlySet<string> = new Set(OPERATION_EVENT_TYPES);
 
@@ -244,8 +240,8 @@ export function parseOperationEvent(value: unknown): OperationEvent {
       need(
         type,
         'by',
-        typeof e.by === 'string' && RESET_BY.has(e.by),
-        `one of ${[...RESET_BY].join(', ')}`,
+        typeof e.by === 'string' && RESETTERS.has(e.by),
+        `one of ${[...RESETTERS].join(', ')}`,
       );
       need(
         type,

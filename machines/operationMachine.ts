@@ -1,5 +1,6 @@
 import { and, assign, setup } from 'xstate';
 import { OperationKind } from './OperationKind.ts';
+import { RECOVERY_PATHS, type RecoveryPath } from './recoveryPaths.ts';
 
 /** The five lifecycle states every operation walks, whatever its kind. */
 export const OperationStatus = {
@@ -14,8 +15,10 @@ export const OPERATION_STATUSES: readonly OperationStatus[] = Object.freeze(
   Object.values(OperationStatus),
 );
 
-/** Who sent a RESET: one of the three recovery paths, or a person. */
-export type ResetBy = 'heartbeat_monitor' | 'reconciler' | 'broker' | 'operator';
+/** Who sent a RESET: one of the recovery paths (`RECOVERY_PATHS`), or a person. */
+export type ResetBy = RecoveryPath | 'operator';
+/** Every `ResetBy`, for checks of events from outside and of stored history. */
+export const RESET_BY: readonly ResetBy[] = Object.freeze([...RECOVERY_PATHS, 'operator']);
 
 /** A failure as the machine records it: JSON primitives only, so it survives jsonb. */
 export interface OperationError {

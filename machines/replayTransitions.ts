@@ -6,6 +6,7 @@ import {
   type OperationEvent,
   OperationStatus,
   operationMachine,
+  RESET_BY,
   type ResetBy,
 } from './operationMachine.ts';
 
@@ -17,7 +18,7 @@ export interface StoredTransition {
   readonly to: OperationStatus;
   /** The machine event, or `CREATE` for the creation row. */
   readonly event: string;
-  /** Who sent it: a worker id, `scheduler`, `heartbeat_monitor`, `reconciler`, `broker`, `operator`… */
+  /** Who sent it: a worker id, `scheduler`, a recovery path (`RECOVERY_PATHS`), `operator`… */
   readonly by: string;
   /** The attempt the event acted on. */
   readonly attempt: number;
@@ -48,12 +49,7 @@ export interface ReplayStep {
   readonly diverged: boolean;
 }
 
-const RESET_BY: ReadonlySet<string> = new Set<ResetBy>([
-  'heartbeat_monitor',
-  'reconciler',
-  'broker',
-  'operator',
-]);
+const RESETTERS: ReadonlySet<string> = new Set<ResetBy>(RESET_BY);
 
 /** The machine event a stored row stands for (its payload rebuilt from the row). */
 function eventOf(t: StoredTransition): OperationEvent {
@@ -78,7 +74,7 @@ function eventOf(t: StoredTransition): OperationEvent {
         at,
       };
     case 'RESET': {
-      const by = (RESET_BY.has(t.by) ? t.by : 'operator') as ResetBy;
+      const by = (RESETTERS.has(t.by) ? t.by : 'operator') as ResetBy;
       return {
         type: 'RESET',
         by,

@@ -1,11 +1,12 @@
 import { describeValue } from './describeValue.ts';
+import { RECOVERY_PATHS } from './recoveryPaths.ts';
 
 /**
  * opstate's own actors, as the transition history names them: the control plane's scheduler and
- * its three recovery paths. A submitter may not take one of these names, so that a row `by
- * reconciler` always means the reconciler did it.
+ * the recovery paths (`RECOVERY_PATHS`). A submitter may not take one of these names, so that a
+ * row `by reconciler` always means the reconciler did it.
  */
-export const SYSTEM_ACTORS = ['scheduler', 'heartbeat_monitor', 'reconciler', 'broker'] as const;
+export const SYSTEM_ACTORS = ['scheduler', ...RECOVERY_PATHS] as const;
 export type SystemActor = (typeof SYSTEM_ACTORS)[number];
 
 /** Who the command line's writes are by, unless it is told otherwise. */

@@ -1,3 +1,4 @@
+import { deadlineProblem } from '../machines/deadlines.ts';
 import { createOperationState, type Decision } from '../machines/decide.ts';
 import { describeValue } from '../machines/describeValue.ts';
 import { isOperationKind, OPERATION_KINDS, OperationKind } from '../machines/OperationKind.ts';
@@ -28,12 +29,19 @@ export interface CreateOperationOptions {
   readonly id?: string;
   readonly groupId?: string;
   readonly maxRetries?: number;
+  /**
+   * How long one attempt may stay IN_PROGRESS from its START (ms), instead of the kind's deadline
+   * (`OPSTATE_DEADLINES`): past it the worker aborts the handler (`ctx.signal`) and the control
+   * plane resets the attempt by `deadline`, whatever its heartbeats say. A whole number from 1 to
+   * `MAX_DEADLINE_MS` (7 days).
+   */
+  readonly deadlineMs?: number;
   /** Routing, when not the kind's default (must be one of the frozen routes). */
   readonly route?: Route;
   /**
    * Who submits, as the creation transition records it (`opstate inspect` shows it): a service
    * name or a person, 1 to 64 characters of letters, digits and `. _ : @ / -`, none of opstate's
-   * own actors (`scheduler`, `heartbeat_monitor`, `reconciler`, `broker`). The store's default is
+   * own actors (`scheduler`, `heartbeat_monitor`, `deadline`, `reconciler`, `broker`). The store's default is
    * `operator`; a runtime's is its `serviceName`.
    */
   readonly by?: string;
@@ -62,7 +70,17 @@ export type CreateOperationInput<K extends OperationKind = OperationKind> = K ex
   : never;
 
 const ROUTES: ReadonlySet<string> = new Set(allRoutes().map(queueName));
-const KEYS = ['kind', 'fields', 'inputs', 'id', 'groupId', 'maxRetries', 'route', 'by'] as const;
+const KEYS = [
+  'kind',
+  'fields',
+  'inputs',
+  'id',
+  'groupId',
+  'maxRetries',
+  'deadlineMs',
+  'route',
+  'by',
+] as const;
 const KNOWN_KEYS: ReadonlySet<string> = new Set(KEYS);
 const MAX_RETRIES = 1000;
 
@@ -119,7 +137,7 @@ function optionProblems(input: Record<string, unknown>): string[] {
   for (const key of Object.keys(input)) {
     if (!KNOWN_KEYS.has(key)) problems.push(`unknown option '${key}'; known: ${KEYS.join(', ')}`);
   }
-  const { inputs, id, groupId, maxRetries, route, by } = input;
+  const { inputs, id, groupId, maxRetries, deadlineMs, route, by } = input;
   if (id !== undefined && !isUuid(id)) problems.push(mustBeUuid('id', id));
   if (groupId !== undefined && !isUuid(groupId)) problems.push(mustBeUuid('groupId', groupId));
   if (
@@ -134,6 +152,12 @@ function optionProblems(input: Record<string, unknown>): string[] {
     problems.push(
       `maxRetries must be a whole number from 0 to ${MAX_RETRIES}; got ${describeValue(maxRetries)}`,
     );
+  }
+  if (deadlineMs !== undefined) {
+    const problem = deadlineProblem(deadlineMs);
+    if (problem !== undefined) {
+      problems.push(`deadlineMs ${problem}; leave it out for the kind's deadline`);
+    }
   }
   if (inputs !== undefined) {
     if (!Array.isArray(inputs)) {
@@ -235,6 +259,7 @@ export function toOperationInsert(input: CreateOperationInput, now: Date): Opera
     group_id: input.groupId ?? null,
     target_location_id: data[spec.targetLocationKey] as string,
     not_before: state.context.notBefore,
+    deadline_ms: input.deadlineMs ?? null,
     created_at: isoText(now),
     created_by: input.by ?? OPERATOR,
     fields: { ...data },

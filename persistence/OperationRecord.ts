@@ -28,13 +28,15 @@ export interface OperationRecord {
   /** The last failure; a stored one that is no error record reads as code `UNREADABLE`. */
   readonly lastError: OperationError | null;
   readonly workerId: string | null;
+  /** How long one attempt may run from its START (ms), given at submit; null: the kind's deadline. */
+  readonly deadlineMs: number | null;
 }
 
 /** The select list that `toOperationRecord` reads (table alias `o`). */
 export const OPERATION_COLUMNS = `o.id, o.kind, o.operation_type, o.location_type, o.status,
   o.attempt, o.retry_count, o.max_retries, o.version, o.snapshot, o.machine_id,
   o.machine_version, o.xstate_version, o.group_id, o.not_before, o.created_at, o.scheduled_at,
-  o.started_at, o.finished_at, o.last_error, o.worker_id`;
+  o.started_at, o.finished_at, o.last_error, o.worker_id, o.deadline_ms`;
 
 /** A timestamp from either driver (Date, or a string) as a Date. */
 export function toDate(value: unknown): Date | null {
@@ -71,5 +73,6 @@ export function toOperationRecord(row: Row): OperationRecord {
     finishedAt: toDate(row.finished_at),
     lastError: row.last_error == null ? null : operationErrorOf(row.last_error),
     workerId: row.worker_id == null ? null : String(row.worker_id),
+    deadlineMs: row.deadline_ms == null ? null : Number(row.deadline_ms),
   };
 }

@@ -1,4 +1,5 @@
 import { type Clock, systemClock } from '../machines/Clock.ts';
+import type { Deadlines } from '../machines/deadlines.ts';
 import type { OpstateError } from '../machines/OpstateError.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
 import {
@@ -38,6 +39,7 @@ import {
 import { insertOperations } from './sql/insertOperations.ts';
 import { deleteOutbox, selectOutbox } from './sql/outbox.ts';
 import { selectOperations } from './sql/selectOperations.ts';
+import { type RunningAttempt, selectPastDeadline } from './sql/selectPastDeadline.ts';
 
 export interface OperationStoreOptions {
   /** The clock that stamps events (`at`) and decides what is due [systemClock]. */
@@ -315,6 +317,20 @@ export class OperationStore {
    */
   async listActiveOlderThan(before: Date, limit = 1000): Promise<ActiveOperation[]> {
     return selectActiveOlderThan(this.database, before, limit);
+  }
+
+  /**
+   * IN_PROGRESS attempts that have run past their deadline by `now` (the operation's own
+   * `deadlineMs`, else its kind's in `deadlines`), counted from their START, longest past first:
+   * for the deadline path.
+   *
+   * @example
+   * ```ts
+   * const late = await store.listPastDeadline(new Date(clock.now()), timing.deadlines);
+   * ```
+   */
+  async listPastDeadline(now: Date, deadlines: Deadlines, limit = 1000): Promise<RunningAttempt[]> {
+    return selectPastDeadline(this.database, now, deadlines, limit);
   }
 
   /**

@@ -35,6 +35,8 @@ export interface OperationInspection {
   readonly scheduledAt: Date | null;
   readonly startedAt: Date | null;
   readonly finishedAt: Date | null;
+  /** Its own deadline per attempt (ms) from submit; null: its kind's. */
+  readonly deadlineMs: number | null;
   readonly lastError: OperationError | null;
   readonly envelope: SnapshotEnvelope;
   /** The subtype's stage-specific fields, by camelCase key. */
@@ -137,6 +139,7 @@ export async function inspectOperation(
     scheduledAt: record.scheduledAt,
     startedAt: record.startedAt,
     finishedAt: record.finishedAt,
+    deadlineMs: record.deadlineMs,
     lastError: record.lastError,
     envelope: record.envelope,
     fields,

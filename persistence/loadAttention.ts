@@ -20,10 +20,12 @@ import {
   ATTENTION_COUNT_CAP,
   type AttentionCursor,
   countIndexed,
+  countNearDeadline,
   countStuck,
   type HeartbeatIds,
   selectBreakersNotClosed,
   selectFailed,
+  selectNearDeadline,
   selectRetryCap,
   selectStuck,
 } from './sql/selectAttention.ts';
@@ -119,7 +121,7 @@ function heartbeatIds(facts: HeartbeatFacts, now: number, timeoutMs: number): He
  * The attention list: what an operator must look at, by category, each category paged oldest
  * first. The queries select by the rules' own cut-offs through partial indexes, and every row
  * goes through the pure rules (`classifyOperation`, `classifyQueue`, `classifyBreaker`,
- * `classifyCopy`), so the
+ * `classifyCopy`; deadlines are the `timing`'s), so the
  * dashboard and `opstate status` show the same list.
  *
  * @example
@@ -160,6 +162,15 @@ export async function loadAttention(
       return {
         items: ofOperations(AttentionCategory.STUCK, rows),
         total: await countStuck(exec, cutoffs, beats),
+        next: token(rows, limit),
+      };
+    },
+    [AttentionCategory.DEADLINE]: async () => {
+      const at = new Date(now);
+      const rows = await selectNearDeadline(exec, at, timing.deadlines, page);
+      return {
+        items: ofOperations(AttentionCategory.DEADLINE, rows),
+        total: await countNearDeadline(exec, at, timing.deadlines),
         next: token(rows, limit),
       };
     },

@@ -40,8 +40,9 @@ function configError(message: string, details: Record<string, unknown>): Opstate
  * ```
  */
 export function resolveTiming(overrides: Partial<TransportTiming> = {}): TransportTiming {
+  // The transport's own timers only: a runtime passes all of its timing (and its deadlines).
   const defined = Object.fromEntries(
-    Object.entries(overrides).filter(([, v]) => v !== undefined),
+    Object.entries(overrides).filter(([k, v]) => v !== undefined && k in DEFAULT_TRANSPORT_TIMING),
   ) as Partial<TransportTiming>;
   const base = { ...DEFAULT_TRANSPORT_TIMING, heartbeatMaxAgeMs: undefined, ...defined };
   const timing: TransportTiming = {

@@ -1,5 +1,6 @@
 import { loadConfiguration, redactConfiguration, SETTINGS } from '../../actors/Configuration.ts';
 import { resolveRuntimeTiming } from '../../actors/Runtime.ts';
+import { formatDeadline } from '../../machines/deadlines.ts';
 import { redactUrlList } from '../../transport/jetstream/natsCredentials.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
 import { databaseInUse, transportInUse } from '../serversInUse.ts';
@@ -32,7 +33,7 @@ export const configCommand = defineCommand('config', SUMMARY, (program, ctx) => 
           metricsPort === undefined ? {} : { metricsPort },
         );
         // The timers' order is checked here as at start.
-        const timing = resolveRuntimeTiming(config.timing);
+        const timing = resolveRuntimeTiming(config.timing, config.deadlines);
         if (values.json === true) {
           io.out(JSON.stringify({ ...redactConfiguration(config), resolvedTiming: timing }));
           return 0;
@@ -59,6 +60,11 @@ export const configCommand = defineCommand('config', SUMMARY, (program, ctx) => 
         io.out(`metrics    ${r.metricsPort === undefined ? 'off' : `port ${r.metricsPort}`}`);
         io.out(
           `timers     heartbeat ${timing.heartbeatIntervalMs} ms < timeout ${timing.heartbeatTimeoutMs} ms < reconciler floor ${timing.reconcilerFloorMs} ms < ack-wait ${timing.ackWaitMs} ms`,
+        );
+        io.out(
+          `deadlines  ${Object.entries(timing.deadlines)
+            .map(([kind, ms]) => `${kind} ${formatDeadline(ms)}`)
+            .join(', ')} per attempt`,
         );
         return 0;
       }),

@@ -41,7 +41,11 @@ export const dashboardCommand = defineCommand('dashboard', SUMMARY, (program, ct
         const config = loadConfiguration();
         requireExistingDatabase(config);
         ctx.io.err(serversInUse(config, { transport: true }));
-        const runtime = await createRuntime({ timing: config.timing, migrate: false });
+        const runtime = await createRuntime({
+          timing: config.timing,
+          deadlines: config.deadlines,
+          migrate: false,
+        });
         try {
           const inProcess = runtime.mode.transport === 'in-process';
           const dashboard = await startDashboard({

@@ -1,9 +1,11 @@
-import { OperationStatus } from '../../machines/operationMachine.ts';
+import { OperationStatus, type ResetBy } from '../../machines/operationMachine.ts';
 import type { OperationInspection } from '../../persistence/inspectOperation.ts';
 import type { TransitionEntry } from '../../persistence/JournalRepository.ts';
 
-const WHO: Record<string, string> = {
+/** How the report names who reset an operation: every `ResetBy` has a name. */
+const WHO: Readonly<Record<ResetBy, string>> = {
   heartbeat_monitor: 'heartbeat monitor',
+  deadline: 'deadline',
   reconciler: 'reconciler',
   broker: 'broker redelivery',
   operator: 'operator',
@@ -31,7 +33,7 @@ export function describePath(transitions: readonly TransitionEntry[]): string[] 
 /** Which recovery path(s) brought an operation home, from its history. */
 export function recoveryOf(transitions: readonly TransitionEntry[]): string {
   const paths = transitions.flatMap((t) => {
-    if (t.event === 'RESET') return [WHO[t.by] ?? t.by];
+    if (t.event === 'RESET') return [WHO[t.by as ResetBy] ?? t.by];
     if (t.event === 'FAIL' && t.to === OperationStatus.PENDING) return ['retry after a failure'];
     return [];
   });

@@ -1,3 +1,4 @@
+import { formatDeadline } from '../../machines/deadlines.ts';
 import { checkId } from '../../persistence/applyEvents.ts';
 import { inspectOperation } from '../../persistence/inspectOperation.ts';
 import { loadResumeRecord } from '../../persistence/resumeRecord.ts';
@@ -85,6 +86,9 @@ export function createInspectCommand(open: DatabaseOpener = databaseFromEnv): Co
           io.out(`  started     ${iso(view.startedAt)}`);
           io.out(`  finished    ${iso(view.finishedAt)}`);
           io.out(`  not before  ${iso(view.notBefore)}`);
+          io.out(
+            `  deadline    ${view.deadlineMs === null ? "its kind's (OPSTATE_DEADLINES)" : `${formatDeadline(view.deadlineMs)} per attempt (set at submit)`}`,
+          );
           if (view.lastError !== null) io.out(`  last error  ${view.lastError.message}`);
           io.out('  fields');
           for (const [k, v] of Object.entries(view.fields)) io.out(`    ${k}: ${v ?? '-'}`);

@@ -8,6 +8,7 @@ import { OPERATOR } from '../../machines/submitter.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Command, defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';
+import { parseDuration } from '../duration.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 const SUMMARY = 'Create an operation (PENDING); a control plane schedules it';
@@ -35,9 +36,9 @@ function fieldsOf(value: string): Record<string, string | null> {
 }
 
 /**
- * `opstate submit <kind> --fields JSON [--inputs ID,…] [--max-retries N] [--by NAME] [--json]`:
- * validated as the API validates it (`runtime.submit`); prints the new operation's id. The
- * history records it as by `operator` unless `--by` names someone else.
+ * `opstate submit <kind> --fields JSON [--inputs ID,…] [--max-retries N] [--deadline 2h] [--by NAME]
+ * [--json]`: validated as the API validates it (`runtime.submit`); prints the new operation's id.
+ * The history records it as by `operator` unless `--by` names someone else.
  *
  * @example
  * ```ts
@@ -55,6 +56,11 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
       .requiredOption('--fields <json>', "the kind's fields, a JSON object", fieldsOf)
       .option('--inputs <ids>', 'the physical copies it consumes, comma-separated')
       .option('--max-retries <n>', 'returns to PENDING before it FAILS', wholeNumber(0))
+      .option(
+        '--deadline <duration>',
+        "how long one attempt may run (30s, 90m, 2h, at most 7d) instead of the kind's deadline",
+        parseDuration,
+      )
       .option('--by <name>', `who submits, as the history records it (default ${OPERATOR})`)
       .option('--json', 'print {"id", "kind"}')
       .action(
@@ -64,6 +70,7 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
             fields: Record<string, string | null>;
             inputs?: string;
             maxRetries?: number;
+            deadline?: number;
             by?: string;
             json?: boolean;
           }>(cmd);
@@ -82,6 +89,7 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
               fields: o.fields,
               ...(inputs === undefined ? {} : { inputs }),
               ...(o.maxRetries === undefined ? {} : { maxRetries: o.maxRetries }),
+              ...(o.deadline === undefined ? {} : { deadlineMs: o.deadline }),
               by: o.by ?? OPERATOR,
             } as CreateOperationInput);
             ctx.io.out(o.json === true ? JSON.stringify({ id, kind }) : id);

@@ -19,8 +19,8 @@ import { operation } from './operation.ts';
 
 /**
  * Append-only history of every status change (a trigger refuses UPDATE). `by` is the worker id,
- * `heartbeat_monitor`, `reconciler`, `broker`, `scheduler` or `operator`; `attempt` is the attempt
- * the event acted on. `from_status` is null for the creation row.
+ * a recovery path (`heartbeat_monitor`, `deadline`, `reconciler`, `broker`), `scheduler` or
+ * `operator`; `attempt` is the attempt the event acted on. `from_status` is null for the creation row.
  */
 export const operationTransition = pgTable(
   'operation_transition',

@@ -13,6 +13,7 @@ import {
   unique,
   uuid,
 } from 'drizzle-orm/pg-core';
+import { MAX_DEADLINE_MS } from '../../machines/deadlines.ts';
 import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
 import type { OperationError } from '../../machines/operationMachine.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
@@ -71,6 +72,11 @@ export const operation = pgTable(
      * before the column existed.
      */
     targetLocationId: uuid('target_location_id').references(() => dataLocation.id),
+    /**
+     * How long one attempt may stay IN_PROGRESS from its START (ms), given at submit; null: the
+     * kind's configured deadline.
+     */
+    deadlineMs: integer('deadline_ms'),
   },
   (t) => [
     unique('operation_id_kind_key').on(t.id, t.kind),
@@ -79,6 +85,10 @@ export const operation = pgTable(
     check('operation_type_check', oneOf(t.operationType, Object.values(OperationType))),
     check('operation_location_type_check', oneOf(t.locationType, Object.values(LocationType))),
     check('operation_attempt_check', sql`${t.attempt} >= 1`),
+    check(
+      'operation_deadline_ms_check',
+      sql`${t.deadlineMs} between 1 and ${sql.raw(String(MAX_DEADLINE_MS))}`,
+    ),
     // Due work for the scheduler: PENDING in not_before order (null = now).
     index('operation_due_idx')
       .on(t.notBefore.asc().nullsFirst(), t.createdAt)

@@ -1,10 +1,12 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { AttentionBreakerRow, AttentionOperationRow } from '../../machines/attention.ts';
+import { DEADLINE_NEAR_FRACTION, type Deadlines } from '../../machines/deadlines.ts';
 import type { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
 import { operationErrorOf } from '../UnreadableValue.ts';
+import { runPastShareOfDeadline } from './selectPastDeadline.ts';
 
 /** Where a page starts: after this (since, id), in (since, id) order. */
 export interface AttentionCursor {
@@ -43,7 +45,7 @@ const PARKED = sql.raw(`exists (select 1 from circuit_breaker b where b.kind = o
   and b.location_id = o.target_location_id and b.state <> 'CLOSED')`);
 
 const COLUMNS = sql.raw(`o.id, o.kind, o.status, o.attempt, o.retry_count, o.max_retries,
-  o.worker_id, o.last_error`);
+  o.worker_id, o.last_error, o.deadline_ms`);
 
 function after(page: AttentionPage, since: SQL, newestFirst = false): SQL {
   if (page.after === undefined) return sql`true`;
@@ -63,6 +65,7 @@ function toOperationRow(r: Row): AttentionOperationRow {
     workerId: r.worker_id == null ? null : String(r.worker_id),
     lastError: r.last_error == null ? null : operationErrorOf(r.last_error),
     parked: r.parked === true,
+    deadlineMs: r.deadline_ms == null ? null : Number(r.deadline_ms),
   };
 }
 
@@ -143,6 +146,40 @@ export async function countStuck(
     capped(sql`from operation o where ${b.where}`),
   );
   const [row] = await exec.execute(sql`select ${sql.join(counts, sql` + `)} as n`);
+  return Number(row?.n ?? 0);
+}
+
+/** IN_PROGRESS attempts past `DEADLINE_NEAR_FRACTION` of their deadline at `now`. */
+const nearDeadline = (now: Date, deadlines: Deadlines) =>
+  runPastShareOfDeadline(now, deadlines, DEADLINE_NEAR_FRACTION);
+
+/**
+ * IN_PROGRESS attempts that have run for most of their deadline or past it (the operation's own,
+ * else its kind's), longest running first; off the live index (status, started_at).
+ */
+export async function selectNearDeadline(
+  exec: Executor,
+  now: Date,
+  deadlines: Deadlines,
+  page: AttentionPage,
+): Promise<AttentionOperationRow[]> {
+  const since = sql.raw('o.started_at');
+  const rows = await exec.execute(sql`
+    select ${COLUMNS}, o.started_at as since, false as parked from operation o
+    where ${nearDeadline(now, deadlines)} and ${after(page, since)}
+    order by o.started_at, o.id limit ${page.limit}`);
+  return rows.map(toOperationRow);
+}
+
+/** How many attempts `selectNearDeadline` lists over all its pages (capped). */
+export async function countNearDeadline(
+  exec: Executor,
+  now: Date,
+  deadlines: Deadlines,
+): Promise<number> {
+  const [row] = await exec.execute(
+    sql`select ${capped(sql`from operation o where ${nearDeadline(now, deadlines)}`)} as n`,
+  );
   return Number(row?.n ?? 0);
 }
 

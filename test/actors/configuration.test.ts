@@ -3,6 +3,7 @@ import { loadConfiguration, redactConfiguration } from '../../actors/Configurati
 import { memoryLogger } from '../../actors/Logger.ts';
 import { createRuntime, type RuntimeOptions } from '../../actors/Runtime.ts';
 import { secretsOf } from '../../cli/runtimeFromEnv.ts';
+import { DEFAULT_DEADLINES_MS } from '../../machines/deadlines.ts';
 import { OpstateError } from '../../machines/OpstateError.ts';
 import { createTestDatabase, dropTestDatabase } from '../helpers/postgres.ts';
 
@@ -23,6 +24,7 @@ describe('loadConfiguration', () => {
       nats: { auth: { type: 'none' } },
       prefix: 'opstate',
       timing: {},
+      deadlines: {},
       logLevel: 'info',
     });
   });
@@ -42,6 +44,7 @@ describe('loadConfiguration', () => {
         OPSTATE_METRICS_PORT: '9000',
         OPSTATE_SERVICE_NAME: 'ingest',
         OPSTATE_DISPATCH_MAX_BYTES: '2097152',
+        OPSTATE_DEADLINES: '{"long_term_archive":"6h","transfer":7200000,"staging":"90m"}',
       },
       { metricsPort: '9464' },
     );
@@ -61,6 +64,7 @@ describe('loadConfiguration', () => {
       },
       prefix: 'prod_a',
       timing: { heartbeatIntervalMs: 1000 },
+      deadlines: { long_term_archive: 21_600_000, transfer: 7_200_000, staging: 5_400_000 },
       logLevel: 'debug',
       metricsPort: 9464,
       serviceName: 'ingest',
@@ -103,7 +107,15 @@ describe('loadConfiguration', () => {
     ],
     [
       { OPSTATE_SERVICE_NAME: 'x'.repeat(65) },
-      `OPSTATE_SERVICE_NAME must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, reconciler, broker (default: the package.json name, else service); got '${'x'.repeat(65)}' (it is 65 characters long)`,
+      `OPSTATE_SERVICE_NAME must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, deadline, reconciler, broker (default: the package.json name, else service); got '${'x'.repeat(65)}' (it is 65 characters long)`,
+    ],
+    [
+      { OPSTATE_DEADLINES: '{"tranfer":"2h","staging":"8d","unpack":"soon","transfer":0}' },
+      `OPSTATE_DEADLINES must be a JSON object of operation kinds to how long one attempt may run, such as {"long_term_archive":"6h","transfer":"2h"}, each a duration (500ms, 30s, 5m, 2h or 1d) or a number of milliseconds, at most 7d (default: 6h, a transfer 12h, a long-term archive and staging 24h); got '{"tranfer":"2h","staging":"8d","unpack":"soon","transfer":0}' (unknown kind 'tranfer'; use one of raw_data_package, data_transfer_package, transfer, unpack, long_term_archive, staging; the deadline of staging is longer than 7 days; the deadline of unpack is 'soon', not a duration; the deadline of transfer must be a whole number of milliseconds from 1 to 604800000 (7 days); got 0)`,
+    ],
+    [
+      { OPSTATE_DEADLINES: '["6h"]' },
+      `OPSTATE_DEADLINES must be a JSON object of operation kinds to how long one attempt may run, such as {"long_term_archive":"6h","transfer":"2h"}, each a duration (500ms, 30s, 5m, 2h or 1d) or a number of milliseconds, at most 7d (default: 6h, a transfer 12h, a long-term archive and staging 24h); got '["6h"]' (is not an object of kinds to durations)`,
     ],
   ])('says what %j allows in its own words, not the validator’s', (env, message) => {
     expect(refusal(env).message).toBe(message);
@@ -184,6 +196,15 @@ describe('createRuntime resolves its settings through the same configuration', (
     );
     expect(config.nats).toEqual({ url: 'nats://n1:4222', auth: { type: 'none' } });
     expect(config.timing).toEqual({ heartbeatIntervalMs: 500 });
+    const deadlines = loadConfiguration(
+      { OPSTATE_DEADLINES: 'soon' },
+      {},
+      { deadlines: { transfer: 60_000 } },
+    );
+    expect(deadlines.deadlines).toEqual({ transfer: 60_000 });
+    expect((await refusedAtStart({ env: {}, deadlines: { transfer: 0 } })).message).toBe(
+      'the option deadlines (as OPSTATE_DEADLINES) must give each kind a whole number of milliseconds from 1 to 604800000 (7 days); the deadline of transfer must be a whole number of milliseconds from 1 to 604800000 (7 days); got 0',
+    );
   });
 
   it('runs on what the environment says when the options leave it unset', async () => {
@@ -195,6 +216,7 @@ describe('createRuntime resolves its settings through the same configuration', (
         OPSTATE_PREFIX: 'from_env',
         OPSTATE_DB_SCHEMA: 'from_env_ops',
         OPSTATE_TIMING: '{"heartbeatIntervalMs":700,"heartbeatTimeoutMs":7000}',
+        OPSTATE_DEADLINES: '{"transfer":"2h"}',
       },
     });
     try {
@@ -206,6 +228,8 @@ describe('createRuntime resolves its settings through the same configuration', (
       expect(table?.present).toBe(true);
       expect(runtime.timing.heartbeatIntervalMs).toBe(700);
       expect(runtime.timing.heartbeatTimeoutMs).toBe(7000);
+      // The kinds named get theirs, the others keep the defaults.
+      expect(runtime.timing.deadlines).toEqual({ ...DEFAULT_DEADLINES_MS, transfer: 7_200_000 });
       expect(runtime.startControlPlane().holder).toBeTruthy();
     } finally {
       await runtime.close();

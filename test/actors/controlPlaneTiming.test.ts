@@ -5,6 +5,7 @@ import {
   startControlPlaneLoops,
 } from '../../actors/ControlPlane.ts';
 import { memoryLogger } from '../../actors/Logger.ts';
+import { DEFAULT_DEADLINES_MS, resolveDeadlines } from '../../machines/deadlines.ts';
 import { createOperationState, decide } from '../../machines/decide.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationEvent, OperationStatus } from '../../machines/operationMachine.ts';
@@ -40,6 +41,8 @@ function memoryStore(clock: SimulatedClock) {
     since: Date;
     /** The worker the START recorded. */
     workerId: string | null;
+    /** The operation's own deadline (ms), or null for its kind's. */
+    deadlineMs: number | null;
   }
   const rows = new Map<string, Row>();
   const resets: { id: string; by: string; at: number; reason: string }[] = [];
@@ -74,6 +77,22 @@ function memoryStore(clock: SimulatedClock) {
           scheduledAt: null,
           since: r.since,
         })),
+    // The SQL's rule: IN_PROGRESS and START at least a deadline ago.
+    listPastDeadline: async (now, deadlines) =>
+      [...rows.values()]
+        .filter(
+          (r) =>
+            r.status === 'IN_PROGRESS' &&
+            r.since.getTime() <= now.getTime() - (r.deadlineMs ?? deadlines[KIND]),
+        )
+        .map((r) => ({
+          id: r.id,
+          kind: KIND,
+          attempt: r.attempt,
+          startedAt: r.since,
+          workerId: r.workerId,
+          deadlineMs: r.deadlineMs,
+        })),
     apply: async (id, event) => {
       const row = rows.get(id) as Row;
       const d = decide(row.snapshot, event);
@@ -91,7 +110,12 @@ function memoryStore(clock: SimulatedClock) {
     },
   };
   /** An operation walked to `status` now, at attempt 1 (started by `workerId`). */
-  const add = (id: string, status: 'SCHEDULED' | 'IN_PROGRESS', workerId = 'w') => {
+  const add = (
+    id: string,
+    status: 'SCHEDULED' | 'IN_PROGRESS',
+    workerId = 'w',
+    deadlineMs: number | null = null,
+  ) => {
     let snapshot: unknown = createOperationState({ kind: KIND }).snapshot;
     const walk: OperationEvent[] = [{ type: 'SCHEDULE' }, { type: 'START', attempt: 1, workerId }];
     for (const e of walk.slice(0, status === 'SCHEDULED' ? 1 : 2))
@@ -104,12 +128,13 @@ function memoryStore(clock: SimulatedClock) {
       snapshot,
       since: new Date(clock.now()),
       workerId: status === 'IN_PROGRESS' ? workerId : null,
+      deadlineMs,
     });
   };
   return { store, rows, resets, folds, add };
 }
 
-function deployment() {
+function deployment(deadlines = DEFAULT_DEADLINES_MS) {
   const clock = new SimulatedClock();
   const transport = createInProcessTransport({ timing: TRANSPORT, clock });
   const mem = memoryStore(clock);
@@ -120,6 +145,7 @@ function deployment() {
     clock,
     logger,
     timing: PLANE,
+    deadlines,
     breakers: {
       latestTransitionId: async () => 0,
       readOutcomes: async () => ({ ids: [], outcomes: [] }),
@@ -227,6 +253,54 @@ describe('reconciler on a simulated clock', () => {
     await d.clock.advance(75_000);
     expect(d.resets.map((r) => r.id)).toEqual(['later']);
     expect(d.logger.lines.some((l) => l.level === 'ERROR')).toBe(false);
+    await d.loops.stop();
+    await d.transport.close();
+  });
+});
+
+describe('deadline path on a simulated clock', () => {
+  it('resets an attempt at its first pass past its deadline although its worker beats on, with one WARNING each, and leaves one within its deadline', async () => {
+    const d = deployment(resolveDeadlines({ [KIND]: 45_000 }));
+    const t0 = d.clock.now();
+    d.add('hung', 'IN_PROGRESS', 'w-1', 30_000); // its own deadline, from submit
+    d.add('kind-deadline', 'IN_PROGRESS', 'w-1'); // the kind's: 45 s
+    d.add('in-time', 'IN_PROGRESS', 'w-1', 600_000);
+    for (let s = 0; s < 29; s++) {
+      await d.beat('w-1', ['hung', 'kind-deadline', 'in-time']);
+      await d.clock.advance(1_000);
+    }
+    await d.beat('w-1', ['hung', 'kind-deadline', 'in-time']);
+    await d.clock.advance(999);
+    expect(d.resets).toEqual([]); // 29.999 s after its START: within its deadline
+    await d.clock.advance(1);
+    expect(d.resets.map((r) => [r.id, r.by, r.at - t0])).toEqual([['hung', 'deadline', 30_000]]);
+    expect(d.resets[0]?.reason).toBe(
+      'deadline passed: IN_PROGRESS on w-1 for 30.0 s since its START, past its deadline of 30 s (set at submit); reset whatever its heartbeats say',
+    );
+    // A reset like any other: a new attempt, one retry spent.
+    expect(d.rows.get('hung')).toMatchObject({ status: 'PENDING', attempt: 2 });
+    for (let s = 0; s < 15; s++) {
+      await d.beat('w-1', ['kind-deadline', 'in-time']);
+      await d.clock.advance(1_000);
+    }
+    expect(d.resets.map((r) => [r.id, r.at - t0])).toEqual([
+      ['hung', 30_000],
+      ['kind-deadline', 45_000],
+    ]);
+    expect(d.resets[1]?.reason).toContain("past its deadline of 45 s (transfer's)");
+    for (let s = 0; s < 120; s++) {
+      await d.beat('w-1', ['in-time']);
+      await d.clock.advance(1_000);
+    }
+    expect(d.resets).toHaveLength(2);
+    expect(
+      d.logger.lines
+        .filter((l) => l.message === 'deadline reset operation')
+        .map((l) => [l.level, l.fields.operationId, l.fields.deadlineMs]),
+    ).toEqual([
+      ['WARNING', 'hung', 30_000],
+      ['WARNING', 'kind-deadline', 45_000],
+    ]);
     await d.loops.stop();
     await d.transport.close();
   });

@@ -222,7 +222,11 @@ export async function kill9(child: Child): Promise<void> {
  * Submits a long-term-archive operation of a fresh package (locations from `makeWorld`), and
  * returns what a drill checks: the operation, the package and the archive location.
  */
-export async function archiveOperation(dep: Pick<Deployment, 'runtime'>, maxRetries?: number) {
+export async function archiveOperation(
+  dep: Pick<Deployment, 'runtime'>,
+  maxRetries?: number,
+  options: { readonly deadlineMs?: number } = {},
+) {
   const w = await makeWorld(dep.runtime.database);
   const { pkg, sourceCopy } = await newPackage(dep.runtime, { source: w.source.id });
   const id = await dep.runtime.submit({
@@ -234,6 +238,7 @@ export async function archiveOperation(dep: Pick<Deployment, 'runtime'>, maxRetr
     },
     inputs: [sourceCopy],
     ...(maxRetries === undefined ? {} : { maxRetries }),
+    ...options,
   });
   return { id, pkg, archive: w.archive.id };
 }

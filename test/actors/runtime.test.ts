@@ -71,7 +71,7 @@ describe('createRuntime', () => {
       await named.close();
     }
     await expect(createRuntime({ databaseUrl: db.url, serviceName: 'reconciler' })).rejects.toThrow(
-      "the option serviceName (as OPSTATE_SERVICE_NAME) must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, reconciler, broker (default: the package.json name, else service); got 'reconciler' (it is one of opstate's own actors)",
+      "the option serviceName (as OPSTATE_SERVICE_NAME) must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, deadline, reconciler, broker (default: the package.json name, else service); got 'reconciler' (it is one of opstate's own actors)",
     );
     await expect(
       createRuntime({ databaseUrl: db.url, env: { OPSTATE_SERVICE_NAME: 'my service' } }),

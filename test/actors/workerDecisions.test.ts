@@ -207,6 +207,36 @@ describe('afterRun: every branch', () => {
       },
     ],
     [
+      'aborted past its deadline, even if it returned late: let go with a WARNING, nothing written',
+      {
+        operation,
+        outcome: { ok: true, outputs },
+        abort: {
+          reason: new OpstateError(
+            OpstateErrorCode.DEADLINE_PASSED,
+            'deadline passed: attempt 2 of transfer op-1 has run for 3.0 s since its START, past its deadline of 3 s (set at submit); the control plane resets it',
+            { retryable: true },
+          ),
+        },
+        stopping: false,
+        now: NOW,
+      },
+      'let_go',
+      {
+        line: {
+          level: 'WARNING',
+          message: 'worker let go of an attempt past its deadline; its result is not written',
+          fields: {
+            operationId: 'op-1',
+            kind: KIND,
+            attempt: 2,
+            outcome: 'returned',
+            reason: expect.stringMatching(/^deadline passed: .* past its deadline of 3 s/),
+          },
+        },
+      },
+    ],
+    [
       'aborted by a cancel while it threw: let go, no FAIL',
       {
         operation,

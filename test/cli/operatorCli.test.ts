@@ -248,6 +248,34 @@ describe('opstate for operators', () => {
       inProcess,
     );
     expect(await creator(byCron)).toMatchObject({ event: 'CREATE', by: 'nightly-cron' });
+    // A deadline of its own, as a duration; one past the cap is refused and nothing is written.
+    const hurried = await ok(
+      ['submit', 'transfer', '--fields', transferFields, '--deadline', '90m'],
+      env,
+      inProcess,
+    );
+    expect(
+      (
+        JSON.parse(await ok(['inspect', hurried, '--json'], env, inProcess)) as {
+          deadlineMs: number;
+        }
+      ).deadlineMs,
+    ).toBe(5_400_000);
+    expect(await ok(['inspect', hurried], env, inProcess)).toContain(
+      'deadline    90 min per attempt (set at submit)',
+    );
+    const before = (JSON.parse(await ok(['list', '--json'], env, inProcess)) as unknown[]).length;
+    const tooLong = await inProcess(
+      ['submit', 'transfer', '--fields', transferFields, '--deadline', '8d'],
+      env,
+    );
+    expect(tooLong.code).toBe(2);
+    expect(tooLong.stderr).toContain(
+      "opstate submit: deadlineMs must be a whole number of milliseconds from 1 to 604800000 (7 days); got 691200000; leave it out for the kind's deadline [BAD_INPUT]",
+    );
+    expect((JSON.parse(await ok(['list', '--json'], env, inProcess)) as unknown[]).length).toBe(
+      before,
+    );
     const badBy = await inProcess(
       ['submit', 'transfer', '--fields', transferFields, '--by', 'reconciler'],
       env,
@@ -283,6 +311,7 @@ describe('opstate for operators', () => {
       [['list', '--status', 'DONE'], /Allowed choices are PENDING, SCHEDULED/],
       [['list', '--since', 'yesterday'], /an age such as 2h/],
       [['wait', 'x', '--timeout', 'soon'], /a duration such as 30s/],
+      [['submit', 'transfer', '--fields', '{}', '--deadline', 'soon'], /a duration such as 30s/],
       [['location', 'add', '--site', 's'], /required option '--name <name>'/],
       [['copy', 'add', '--artifact-type', 'tape'], /Allowed choices are raw_data_file/],
       [['stauts'], /Did you mean status\?/],
@@ -299,7 +328,7 @@ describe('opstate for operators', () => {
     const help: string[] = [];
     expect(await main(['submit', '--help'], { out: (l) => help.push(l), err: () => {} })).toBe(0);
     expect(help.join('\n')).toMatch(
-      /--fields <json>[\s\S]*--inputs <ids>[\s\S]*--by <name>[\s\S]*--json/,
+      /--fields <json>[\s\S]*--inputs <ids>[\s\S]*--deadline <duration>[\s\S]*--by <name>[\s\S]*--json/,
     );
   });
 });

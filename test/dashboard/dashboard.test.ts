@@ -126,6 +126,17 @@ describe('the operator dashboard over a database with operations in every state'
     expect(await seen(page.locator('[data-category="deletion_failed"] td.why'))).toBe(
       `deletion of the raw_data_package copy at ${planted.world.buffer.site}/buffer is blocked, the copy is kept: 1 member(s) kept — frame-0002.fits: ${KEPT_REASON}; see \`opstate inspect ${planted.ids.blockedArchive}\`, and after review \`opstate retry ${planted.ids.blockedArchive} --replan\``,
     );
+    const deadlines = await page
+      .locator('[data-category="deadline"] td.why')
+      .evaluateAll((cells) => cells.map((c) => c.textContent?.trim()));
+    expect(deadlines).toEqual([
+      expect.stringMatching(
+        /^IN_PROGRESS on worker-c at attempt 1 for 50 min, 83 % of its deadline of 1 h \(set at submit\): at the deadline its handler is aborted and the deadline path resets it/,
+      ),
+      expect.stringMatching(
+        /^IN_PROGRESS on worker-c at attempt 1 for 30 min, past its deadline of 20 min \(set at submit\) by 10 min; the deadline path should have reset it/,
+      ),
+    ]);
     expect(await seen(page.locator('[data-category="deletion_stalled"] td.why'))).toMatch(
       /stalled: the lease of deleter-gone ran out 10 min ago and no deleter took over/,
     );
@@ -663,7 +674,7 @@ describe('the operator dashboard over a database with operations in every state'
     );
     const served = page.locator('tr[data-queue="source_raw_data_package_creation"] td');
     expect(await served.nth(2).textContent()).toBe('0');
-    expect(await served.nth(3).textContent()).toBe('3');
+    expect(await served.nth(3).textContent()).toBe('5');
     expect(await served.nth(5).textContent()).toMatch(/^worker-c \(stale: worker-d\)$/);
     expect(await state('source_raw_data_package_creation')).toBe('served');
     expect(await state('processing_staging')).toBe('idle');

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { ArchiveState } from '../../machines/ArchiveState.ts';
 import { systemClock } from '../../machines/Clock.ts';
+import { DEFAULT_DEADLINES_MS } from '../../machines/deadlines.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
@@ -26,12 +27,17 @@ export const KEPT_REASON = 'open by another process (pid 4242): kept, never dele
 export const LONG_RESULT = `sha256:${'0123456789abcdef'.repeat(320)}`;
 
 /** The timers the planted cases are judged against (the runtime's defaults). */
-export const PLANT_TIMING = { heartbeatTimeoutMs: 5 * MIN, reconcilerFloorMs: 60 * MIN };
+export const PLANT_TIMING = {
+  heartbeatTimeoutMs: 5 * MIN,
+  reconcilerFloorMs: 60 * MIN,
+  deadlines: DEFAULT_DEADLINES_MS,
+};
 
 /**
  * Operations in every state, and exactly these attention cases (by category, subject id): stuck
  * PENDING, stuck SCHEDULED (held by no worker), a SCHEDULED dispatch and an IN_PROGRESS operation
- * held by workers whose heartbeats went stale, IN_PROGRESS held by no worker past the floor; one at the retry cap; one FAILED (a cancelled one is not listed); one OPEN breaker
+ * held by workers whose heartbeats went stale, IN_PROGRESS held by no worker past the floor; one at the retry cap; one FAILED (a cancelled one is not listed); two running on a
+ * beating worker, one near its deadline and one past it; one OPEN breaker
  * (parking one old PENDING operation, which is therefore not listed as stuck); an archive that
  * found another object at its key (listed as a conflict and as failed); a source deletion blocked
  * by a kept member; a deletion whose deleter's lease lapsed ten minutes ago; the transfer and the
@@ -183,6 +189,23 @@ export async function plantEveryState(database: Database) {
   // An OPEN breaker on (long_term_archive, archive) parks this old PENDING one.
   const parked = await create(OperationKind.LONG_TERM_ARCHIVE);
 
+  // On the beating worker-c with deadlines of their own: 50 of 60 minutes run (83 %), and 30
+  // minutes run of 20 (the deadline path should have reset it).
+  at(50 * MIN);
+  const nearDeadline = await store.create({
+    ...inputFor(OperationKind.RAW_DATA_PACKAGE, w),
+    deadlineMs: 60 * MIN,
+    by: 'plant',
+  });
+  await startOf(nearDeadline, 1, 'worker-c');
+  at(30 * MIN);
+  const pastDeadline = await store.create({
+    ...inputFor(OperationKind.RAW_DATA_PACKAGE, w),
+    deadlineMs: 20 * MIN,
+    by: 'plant',
+  });
+  await startOf(pastDeadline, 1, 'worker-c');
+
   // IN_PROGRESS for ten minutes on worker-d, and a dispatch SCHEDULED ten minutes ago that
   // worker-f pulled: both workers' last heartbeats are six minutes old (the monitor's case).
   at(10 * MIN);
@@ -195,10 +218,12 @@ export async function plantEveryState(database: Database) {
   await transport.heartbeats.beat('worker-d', held(stuckStale, OperationKind.RAW_DATA_PACKAGE));
   await transport.heartbeats.beat('worker-f', held(stuckHeld, OperationKind.UNPACK));
   at(0);
-  await transport.heartbeats.beat('worker-c', held(beating, OperationKind.RAW_DATA_PACKAGE), 'c', {
-    queues: ['source_raw_data_package_creation'],
-    kinds: [OperationKind.RAW_DATA_PACKAGE],
-  });
+  await transport.heartbeats.beat(
+    'worker-c',
+    [beating, nearDeadline, pastDeadline].flatMap((id) => held(id, OperationKind.RAW_DATA_PACKAGE)),
+    'c',
+    { queues: ['source_raw_data_package_creation'], kinds: [OperationKind.RAW_DATA_PACKAGE] },
+  );
   await transport.heartbeats.beat('worker-g', [], 'g', {
     queues: ['source_data_transfer'],
     kinds: [OperationKind.TRANSFER],
@@ -419,6 +444,8 @@ export async function plantEveryState(database: Database) {
       stuckScheduled,
       stuckNoBeat,
       beating,
+      nearDeadline,
+      pastDeadline,
       parked,
       stuckStale,
       stuckHeld,
@@ -443,6 +470,8 @@ export async function plantEveryState(database: Database) {
       `stuck ${stuckNoBeat}`,
       `stuck ${stuckStale}`,
       `stuck ${stuckHeld}`,
+      `deadline ${nearDeadline}`,
+      `deadline ${pastDeadline}`,
       `retry_cap ${retryCap}`,
       `failed ${failed}`,
       `breaker_open ${OperationKind.LONG_TERM_ARCHIVE}|${w.archive.id}`,

@@ -4,6 +4,7 @@ import { bulkRetryIds } from '../../dashboard/bulkRetry.ts';
 import { escapeHtml } from '../../dashboard/html.ts';
 import { type LineageNode, lineageTree } from '../../dashboard/lineageTree.ts';
 import { classifyQueue, kindsOfQueue } from '../../machines/attention.ts';
+import { DEFAULT_DEADLINES_MS } from '../../machines/deadlines.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { queueReaders, readersOf } from '../../machines/queueReaders.ts';
 import { LocationType, OperationType } from '../../machines/routing.ts';
@@ -12,7 +13,11 @@ import type { LineageLink } from '../../persistence/sql/selectLineage.ts';
 
 const NOW = Date.parse('2026-12-01T12:00:00Z');
 const MIN = 60_000;
-const timing = { heartbeatTimeoutMs: 5 * MIN, reconcilerFloorMs: 60 * MIN };
+const timing = {
+  heartbeatTimeoutMs: 5 * MIN,
+  reconcilerFloorMs: 60 * MIN,
+  deadlines: DEFAULT_DEADLINES_MS,
+};
 const unpack = {
   locationType: LocationType.BUFFER,
   operationType: OperationType.DATA_TRANSFER_UNPACKING,

@@ -11,13 +11,19 @@ import {
   heldKey,
   sortAttention,
 } from '../../machines/attention.ts';
+import { DEFAULT_DEADLINES_MS } from '../../machines/deadlines.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
 
 const NOW = Date.parse('2026-11-30T12:00:00Z');
-const timing = { heartbeatTimeoutMs: 300_000, reconcilerFloorMs: 3_600_000 };
+const timing = {
+  heartbeatTimeoutMs: 300_000,
+  reconcilerFloorMs: 3_600_000,
+  deadlines: DEFAULT_DEADLINES_MS,
+};
 const ago = (ms: number) => new Date(NOW - ms);
 const MIN = 60_000;
+const HOUR = 60 * MIN;
 const ID = '11111111-1111-4111-8111-111111111111';
 
 function row(over: Partial<AttentionOperationRow> & { status: OperationStatus }) {
@@ -31,6 +37,7 @@ function row(over: Partial<AttentionOperationRow> & { status: OperationStatus })
     workerId: null,
     lastError: null,
     parked: false,
+    deadlineMs: null,
     ...over,
   } satisfies AttentionOperationRow;
 }
@@ -129,6 +136,42 @@ describe('attention rules', () => {
       null,
       [],
     ],
+    [
+      'IN_PROGRESS, beating, within 80 % of its kind’s deadline (24 h)',
+      row({ status: 'IN_PROGRESS', since: ago(19 * 60 * MIN) }),
+      beats(10_000),
+      [],
+    ],
+    [
+      'IN_PROGRESS, beating, past 80 % of its kind’s deadline',
+      row({ status: 'IN_PROGRESS', since: ago(20 * 60 * MIN) }),
+      beats(10_000),
+      ['deadline'],
+    ],
+    [
+      'IN_PROGRESS, beating, past its own deadline',
+      row({ status: 'IN_PROGRESS', since: ago(11 * MIN), deadlineMs: 10 * MIN }),
+      beats(10_000),
+      ['deadline'],
+    ],
+    [
+      'IN_PROGRESS, its own deadline far off although its kind’s has passed',
+      row({ status: 'IN_PROGRESS', since: ago(25 * 60 * MIN), deadlineMs: 7 * 24 * 60 * MIN }),
+      beats(10_000),
+      [],
+    ],
+    [
+      'IN_PROGRESS past its deadline and past the floor with no heartbeat: stuck too',
+      row({ status: 'IN_PROGRESS', since: ago(61 * MIN), deadlineMs: 60 * MIN }),
+      none,
+      ['stuck', 'deadline'],
+    ],
+    [
+      'SCHEDULED longer than a deadline: not running, no deadline',
+      row({ status: 'SCHEDULED', since: ago(30 * MIN), deadlineMs: 10 * MIN }),
+      beats(10_000),
+      [],
+    ],
     ['live with retries left', row({ status: 'PENDING', retryCount: 2 }), none, []],
     [
       'live at the retry cap',
@@ -198,6 +241,20 @@ describe('attention rules', () => {
       { now: NOW, timing, heartbeats: none },
     );
     expect(failed?.why).toMatch(/FAILED at attempt 2: disk full/);
+    const [near] = classifyOperation(
+      row({ status: 'IN_PROGRESS', since: ago(50 * MIN), workerId: 'worker-7', deadlineMs: HOUR }),
+      { now: NOW, timing, heartbeats: beats(10_000) },
+    );
+    expect(near?.why).toBe(
+      'IN_PROGRESS on worker-7 at attempt 1 for 50 min, 83 % of its deadline of 1 h (set at submit): at the deadline its handler is aborted and the deadline path resets it; check what the handler waits on (a storage or tape call that does not return?)',
+    );
+    const [past] = classifyOperation(
+      row({ status: 'IN_PROGRESS', since: ago(25 * HOUR), workerId: 'worker-7' }),
+      { now: NOW, timing, heartbeats: beats(10_000) },
+    );
+    expect(past?.why).toBe(
+      "IN_PROGRESS on worker-7 at attempt 1 for 25.0 h, past its deadline of 24 h (long_term_archive's) by 60 min; the deadline path should have reset it: is a control-plane leader running?",
+    );
   });
 
   const breaker = {

@@ -26,7 +26,12 @@ describe('toOperationInsert', () => {
     ['an optional text field', { fields: { ...archive, archiveKey: 'k/1' } }],
     ['an optional field null', { fields: { ...archive, archiveKey: null } }],
     ['an optional field undefined', { fields: { ...archive, archiveKey: undefined } }],
-    ['every option', { fields: archive, id: A, groupId: B, maxRetries: 0, by: 'me' }],
+    [
+      'every option',
+      { fields: archive, id: A, groupId: B, maxRetries: 0, deadlineMs: 7_200_000, by: 'me' },
+    ],
+    ['the shortest deadline', { fields: archive, deadlineMs: 1 }],
+    ['the longest deadline', { fields: archive, deadlineMs: 604_800_000 }],
     ['a scoped package name as submitter', { fields: archive, by: '@acme/ingest' }],
     ['the operator as submitter', { fields: archive, by: 'operator' }],
     ['the largest retry budget', { fields: archive, maxRetries: 1000 }],
@@ -39,6 +44,7 @@ describe('toOperationInsert', () => {
     expect(row.target_location_id).toBe(C);
     expect(row.inputs).toEqual([...new Set(given.inputs ?? [])]);
     expect(row.max_retries).toBe(given.maxRetries ?? 3);
+    expect(row.deadline_ms).toBe(given.deadlineMs ?? null);
   });
 
   it.each([
@@ -130,7 +136,7 @@ describe('toOperationInsert messages', () => {
     [
       'an unknown option',
       { kind: 'transfer', fields: transfer, priority: 1 },
-      "unknown option 'priority'; known: kind, fields, inputs, id, groupId, maxRetries, route, by",
+      "unknown option 'priority'; known: kind, fields, inputs, id, groupId, maxRetries, deadlineMs, route, by",
     ],
     [
       'an id that is no uuid',
@@ -148,14 +154,34 @@ describe('toOperationInsert messages', () => {
       'maxRetries must be a whole number from 0 to 1000; got 1001',
     ],
     [
+      'a deadline of no time at all',
+      { kind: 'transfer', fields: transfer, deadlineMs: 0 },
+      "deadlineMs must be a whole number of milliseconds from 1 to 604800000 (7 days); got 0; leave it out for the kind's deadline",
+    ],
+    [
+      'a deadline past the cap',
+      { kind: 'transfer', fields: transfer, deadlineMs: 604_800_001 },
+      "deadlineMs must be a whole number of milliseconds from 1 to 604800000 (7 days); got 604800001; leave it out for the kind's deadline",
+    ],
+    [
+      'a deadline given as a duration text',
+      { kind: 'transfer', fields: transfer, deadlineMs: '2h' },
+      "deadlineMs must be a whole number of milliseconds from 1 to 604800000 (7 days); got '2h'; leave it out for the kind's deadline",
+    ],
+    [
+      'a deadline with a fraction of a millisecond',
+      { kind: 'transfer', fields: transfer, deadlineMs: 1.5 },
+      "deadlineMs must be a whole number of milliseconds from 1 to 604800000 (7 days); got 1.5; leave it out for the kind's deadline",
+    ],
+    [
       'a submitter with a space',
       { kind: 'transfer', fields: transfer, by: 'my service' },
-      "by must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, reconciler, broker; got 'my service'",
+      "by must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, deadline, reconciler, broker; got 'my service'",
     ],
     [
       'a submitter of 65 characters',
       { kind: 'transfer', fields: transfer, by: 'x'.repeat(65) },
-      `by must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, reconciler, broker; got '${'x'.repeat(65)}'`,
+      `by must be 1 to 64 characters of letters, digits and . _ : @ / -, other than scheduler, heartbeat_monitor, deadline, reconciler, broker; got '${'x'.repeat(65)}'`,
     ],
     [
       "a submitter that names one of opstate's own actors",

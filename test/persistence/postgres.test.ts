@@ -107,9 +107,11 @@ describe('persistence on Postgres', () => {
       const cut = await migrateBefore(db, '0006_deletion_candidate');
 
       const w = await makeWorld(db);
-      const waiting = await archivedPackage(db, w, 'verified');
-      await archivedPackage(db, w, 'unverified'); // completed, never VERIFIED: not listed
-      const cleaned = await archivedPackage(db, w, 'verified');
+      const [waiting, cleaned] = await withLaterColumns(db, async () => {
+        const waiting = await archivedPackage(db, w, 'verified');
+        await archivedPackage(db, w, 'unverified'); // completed, never VERIFIED: not listed
+        return [waiting, await archivedPackage(db, w, 'verified')];
+      });
       // Its deletion finished before the upgrade (the copy machine's path is beside the point).
       await db.execute(
         `update physical_copy set status = 'DELETED' where id = '${cleaned.buffer.id}'`,
@@ -262,14 +264,17 @@ describe('persistence on Postgres', () => {
       const cut = await migrateBefore(db, '0007_operation_tally');
       const w = await makeWorld(db);
       const store = new OperationStore(db);
-      const ids = await store.createMany([
-        inputFor(OperationKind.TRANSFER, w),
-        inputFor(OperationKind.TRANSFER, w),
-        inputFor(OperationKind.UNPACK, w),
-      ]);
-      const [a, b] = ids as [string, string];
-      await store.apply(a, { type: 'SCHEDULE' });
-      await store.apply(b, { type: 'CANCEL', reason: 'not wanted' });
+      const [a] = await withLaterColumns(db, async () => {
+        const ids = await store.createMany([
+          inputFor(OperationKind.TRANSFER, w),
+          inputFor(OperationKind.TRANSFER, w),
+          inputFor(OperationKind.UNPACK, w),
+        ]);
+        const [a, b] = ids as [string, string];
+        await store.apply(a, { type: 'SCHEDULE' });
+        await store.apply(b, { type: 'CANCEL', reason: 'not wanted' });
+        return [a];
+      });
 
       // A writer mid-transaction when the upgrade starts: the upgrade waits for it, and its row
       // is counted once, by the upgrade's count or by the trigger, never by both or neither.
@@ -449,6 +454,21 @@ describe('persistence on Postgres', () => {
     expect((await store.load(id)).status).toBe('COMPLETED');
   });
 });
+
+/**
+ * Runs `write` with today's store on a database migrated only part of the way: the columns the
+ * store reads and writes that a later migration adds (`operation.deadline_ms`, 0011) are there
+ * for the writes and dropped after, so the upgrade that follows starts from the older schema with
+ * the rows an older release would have written.
+ */
+async function withLaterColumns<T>(db: Database, write: () => Promise<T>): Promise<T> {
+  await db.execute('alter table operation add column deadline_ms integer');
+  try {
+    return await write();
+  } finally {
+    await db.execute('alter table operation drop column deadline_ms');
+  }
+}
 
 /**
  * Applies the committed migrations that come before `tag` (the schema of an older release), from

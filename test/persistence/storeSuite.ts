@@ -1,5 +1,6 @@
 import { expect, it } from 'vitest';
 import { type Clock, systemClock } from '../../machines/Clock.ts';
+import { resolveDeadlines } from '../../machines/deadlines.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
@@ -148,6 +149,11 @@ export function storeSuite(backend: SuiteBackend): void {
     await expectCode(store.apply('not-a-uuid', { type: 'SCHEDULE' }), OpstateErrorCode.BAD_INPUT);
     await expectCode(store.load("x' or 1=1 --"), OpstateErrorCode.BAD_INPUT);
     await expectCode(store.complete(id, 1, []), OpstateErrorCode.INVALID_EVENT);
+    const late = await expectCode(
+      store.create({ ...inputFor(OperationKind.TRANSFER, w), deadlineMs: 0 }),
+      OpstateErrorCode.BAD_INPUT,
+    );
+    expect(late.message).toContain('deadlineMs must be a whole number of milliseconds from 1');
 
     expect(await tableCounts(db())).toEqual(before);
     expect((await store.load(id)).version).toBe(0);
@@ -787,6 +793,47 @@ export function storeSuite(backend: SuiteBackend): void {
     for (const kind of OPERATION_KINDS)
       expect(Object.keys(after[kind])).toEqual([...OPERATION_STATUSES]);
     expect(after.unpack.IN_PROGRESS - before.unpack.IN_PROGRESS).toBe(1);
+  });
+
+  it('an operation keeps its own deadline; the deadline query lists attempts IN_PROGRESS past theirs, own or their kind’s, from their START', async () => {
+    let now = new Date('2031-06-01T00:00:00Z');
+    const store = new OperationStore(db(), { clock: readingTime(() => now) });
+    const w = await makeWorld(db());
+    const own = await store.create({ ...inputFor(OperationKind.UNPACK, w), deadlineMs: 60_000 });
+    const ofKind = await store.create(inputFor(OperationKind.UNPACK, w));
+    const waiting = await store.create({ ...inputFor(OperationKind.UNPACK, w), deadlineMs: 1 });
+    expect((await store.load(own)).deadlineMs).toBe(60_000);
+    expect((await store.load(ofKind)).deadlineMs).toBeNull();
+    for (const id of [own, ofKind]) await store.apply(id, { type: 'SCHEDULE' });
+    await store.apply(waiting, { type: 'SCHEDULE' }); // SCHEDULED, not running: no deadline yet
+    now = new Date('2031-06-01T00:10:00Z');
+    for (const id of [own, ofKind])
+      await store.apply(id, { type: 'START', attempt: 1, workerId: 'w-9' });
+    const deadlines = resolveDeadlines({ unpack: 120_000 });
+    const past = async (at: string) =>
+      (await store.listPastDeadline(new Date(at), deadlines)).filter((o) =>
+        [own, ofKind, waiting].includes(o.id),
+      );
+    expect(await past('2031-06-01T00:10:59.999Z')).toEqual([]);
+    expect(await past('2031-06-01T00:11:00Z')).toEqual([
+      {
+        id: own,
+        kind: 'unpack',
+        attempt: 1,
+        startedAt: new Date('2031-06-01T00:10:00Z'),
+        workerId: 'w-9',
+        deadlineMs: 60_000,
+      },
+    ]);
+    expect((await past('2031-06-01T00:12:00Z')).map((o) => o.id).sort()).toEqual(
+      [own, ofKind].sort(),
+    );
+    // The database holds the same bounds as submit does.
+    const refused = await expectCode(
+      db().execute(`update operation set deadline_ms = 0 where id = '${own}'`),
+      OpstateErrorCode.BAD_INPUT,
+    );
+    expect(refused.details.sqlState).toBe('23514');
   });
 
   it('counts per kind × status stay exact through every kind of write, folded or not; a rolled-back write and a bare fold change nothing', async () => {
