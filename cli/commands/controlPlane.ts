@@ -68,10 +68,12 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
         const plane = runtime.startControlPlane();
         proc.serve({ plane });
         const { server } = proc;
+        // Listening for SIGINT/SIGTERM before the ready line: a supervisor may signal as soon as it reads it.
+        const stopping = untilSignal();
         ctx.io.out(
           `control plane started (${runtime.mode.database}, ${runtime.mode.transport}) as ${plane.holder}; waiting for leadership${server === undefined ? '' : `; metrics on port ${server.port}`}`,
         );
-        const signal = await untilSignal();
+        const signal = await stopping;
         ctx.io.out(`${signal}: stopping (leader: ${plane.isLeader})`);
         await inspection?.stop();
         await proc.close();

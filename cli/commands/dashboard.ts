@@ -64,10 +64,12 @@ export const dashboardCommand = defineCommand('dashboard', SUMMARY, (program, ct
               fix: 'pass --port with another port (0: any free one)',
             });
           });
+          // Listening for SIGINT/SIGTERM before the ready line: a supervisor may signal as soon as it reads it.
+          const stopping = untilSignal();
           ctx.io.out(
             `dashboard at ${dashboard.url} (${runtime.mode.database}; ${o.allowActions === true ? 'operator actions enabled' : 'read-only'}${inProcess ? '; heartbeats not visible: in-process transport' : ''})`,
           );
-          const signal = await untilSignal();
+          const signal = await stopping;
           ctx.io.out(`${signal}: stopping the dashboard`);
           await dashboard.close();
           return 0;

@@ -35,8 +35,9 @@ export async function inspectStately(
       );
     }
     if (inspection.page !== null) {
+      const stopping = untilSignal();
       io.out(`${sent} transitions of ${id} sent; open ${inspection.page}. Ctrl-C to stop.`);
-      await untilSignal();
+      await stopping;
     }
   } finally {
     await inspection.close();

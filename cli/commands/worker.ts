@@ -150,6 +150,8 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
         }
         proc.serve({ worker });
         const { server } = proc;
+        // Listening for SIGINT/SIGTERM before the ready line: a supervisor may signal as soon as it reads it.
+        const stopping = untilSignal();
         ctx.io.out(
           `worker ${worker.id} started for ${kinds.join(', ')} (${runtime.mode.database}, ${runtime.mode.transport})${server === undefined ? '' : `; metrics on port ${server.port}`}`,
         );
@@ -169,7 +171,7 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
           () => new Promise<never>(() => {}),
           (err: unknown) => err,
         );
-        const outcome = await Promise.race([untilSignal(), refused]);
+        const outcome = await Promise.race([stopping, refused]);
         if (typeof outcome !== 'string') {
           await proc.close();
           await close?.();

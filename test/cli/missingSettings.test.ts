@@ -68,7 +68,10 @@ async function processOf(args: string[], env: Record<string, string>): Promise<R
     stderr += String(d);
   });
   const exited = new Promise<number>((resolve) => {
-    child.once('exit', (code, signal) => resolve(code ?? (signal === null ? -1 : 128)));
+    child.once('exit', (code, signal) => {
+      if (signal !== null) stderr += `\n(killed by ${signal})`;
+      resolve(code ?? (signal === null ? -1 : 128));
+    });
   });
   let code: number | undefined;
   void exited.then((c) => {

@@ -436,7 +436,8 @@ describe('the operator dashboard over a database with operations in every state'
     expect(out[queues]).toMatch(/^queue\s+waiting {2}in progress {2}live workers reading it$/);
     const line = (name: string) => out.slice(queues).find((l) => l.startsWith(`${name} `));
     expect(line('source_data_transfer')).toMatch(/^source_data_transfer\s+2\s+\d+ {2}worker-g$/);
-    expect(line('source_raw_data_package_creation')).toMatch(/\s3 {2}worker-c$/);
+    // In progress: the three worker-c runs (one near its deadline, one past it) and two others.
+    expect(line('source_raw_data_package_creation')).toMatch(/\s5 {2}worker-c$/);
     expect(line('source_data_transfer_package_creation')).toMatch(/\s1\s+0 {2}none$/);
     expect(line('processing_staging')).toBeUndefined();
     expect(out.slice(queues, start)).toContainEqual(

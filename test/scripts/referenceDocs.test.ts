@@ -88,6 +88,7 @@ describe('typeMembers', () => {
     expect(typeMembers('actors/RuntimeTiming.ts', 'RuntimeTiming').map((m) => m.name)).toEqual([
       'leaderPollMs',
       'leaderLeaseMs',
+      'deadlines',
     ]);
   });
 
