@@ -1,10 +1,15 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { OPERATION_KINDS, type OperationKind } from '../../machines/OperationKind.ts';
-import { OPERATION_STATUSES, type OperationStatus } from '../../machines/operationMachine.ts';
-import type { Executor } from '../openDatabase.ts';
+import {
+  OPERATION_STATUSES,
+  type OperationError,
+  type OperationStatus,
+} from '../../machines/operationMachine.ts';
+import { toDate } from '../OperationRecord.ts';
+import type { Executor, Row } from '../openDatabase.ts';
 import { likeLiteral, uuidPrefixRange } from '../searchText.ts';
 import { SUBTYPE_SPEC } from '../subtypeFields.ts';
-import { type OperationListRow, operationListRowOf } from './selectOperationList.ts';
+import { operationErrorOf } from '../UnreadableValue.ts';
 
 /** What to look for; every part optional, all given parts must match. */
 export interface OperationSearch {
@@ -20,6 +25,19 @@ export interface OperationSearch {
 }
 
 /** An operation as the search lists it. */
+/** An operation as a list shows it. */
+export interface OperationListRow {
+  readonly id: string;
+  readonly kind: OperationKind;
+  readonly status: OperationStatus;
+  readonly attempt: number;
+  readonly retryCount: number;
+  readonly maxRetries: number;
+  readonly workerId: string | null;
+  readonly createdAt: Date;
+  readonly lastError: OperationError | null;
+}
+
 export interface OperationSearchRow extends OperationListRow {
   /** The package the operation acts on (its subtype's package field). */
   readonly package: {
@@ -146,4 +164,19 @@ export async function searchOperations(
             name: r.package_name == null ? null : String(r.package_name),
           },
   }));
+}
+
+/** A selected `operation` row (id, kind, status, attempt, retries, worker, created, error) as a list shows it. */
+function operationListRowOf(r: Row): OperationListRow {
+  return {
+    id: String(r.id),
+    kind: r.kind as OperationKind,
+    status: r.status as OperationStatus,
+    attempt: Number(r.attempt),
+    retryCount: Number(r.retry_count),
+    maxRetries: Number(r.max_retries),
+    workerId: r.worker_id == null ? null : String(r.worker_id),
+    createdAt: toDate(r.created_at) as Date,
+    lastError: r.last_error == null ? null : operationErrorOf(r.last_error),
+  };
 }
