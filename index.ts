@@ -2,60 +2,9 @@
 // internal and may change without notice. What only tests and crash drills need is in testing.ts
 // (`opstate/testing`).
 
-export type {
-  Configuration,
-  ConfigurationFlags,
-  ConfigurationOverrides,
-  LogLevelName,
-} from './actors/Configuration.ts';
-// Configuration: the environment and flags an opstate process reads, validated and redacted.
-export {
-  databaseOptionsOf,
-  LOG_LEVELS,
-  loadConfiguration,
-  redactConfiguration,
-  secretsOf,
-} from './actors/Configuration.ts';
-export type { CopyDeleter, CopyDeleterOptions } from './actors/CopyDeleter.ts';
-// The operator's face: Stately inspection from persisted transitions, the dashboard, attention.
-export type { InspectionStreamOptions, StatelyInspector } from './actors/InspectionStream.ts';
-export {
-  replayOperation,
-  sendOperationSteps,
-  startInspectionStream,
-} from './actors/InspectionStream.ts';
-export type { Logger, LogLevel } from './actors/Logger.ts';
-export { consoleLogger } from './actors/Logger.ts';
-export type { Metrics, MetricsOptions } from './actors/Metrics.ts';
-// Operating it: Prometheus metrics, health and readiness endpoints, JSON logs.
-export { createMetrics } from './actors/Metrics.ts';
-export type { MetricsServer, MetricsServerOptions, Readiness } from './actors/metricsServer.ts';
-export { readinessOf, startMetricsServer } from './actors/metricsServer.ts';
-export type { StartupWait } from './actors/openServers.ts';
-export type { PinoLoggerOptions } from './actors/pinoLogger.ts';
-export { createPinoLogger } from './actors/pinoLogger.ts';
-export type {
-  ControlPlane,
-  Runtime,
-  RuntimeOptions,
-  RuntimeTiming,
-  StartWorkerOptions,
-} from './actors/Runtime.ts';
-// Runtime: embed opstate in a stage service.
-export { createRuntime, resolveRuntimeTiming } from './actors/Runtime.ts';
-export type { ObservedTransition, RuntimeObserver } from './actors/RuntimeObserver.ts';
-export { composeObservers, RECOVERY_PATHS } from './actors/RuntimeObserver.ts';
-export type { DeadlineOverrides, RuntimeTimers } from './actors/RuntimeTiming.ts';
-export type {
-  HandlerContext,
-  HandlerResult,
-  OperationHandler,
-  OperationView,
-  Worker,
-} from './actors/Worker.ts';
-export { isRetryable } from './actors/Worker.ts';
 export type { Dashboard, DashboardOptions } from './dashboard/startDashboard.ts';
 export { startDashboard } from './dashboard/startDashboard.ts';
+export type { CopyDeleter, CopyDeleterOptions } from './deleter/CopyDeleter.ts';
 export {
   ARCHIVE_STATES,
   ArchiveState,
@@ -178,6 +127,12 @@ export {
 export type { SystemActor } from './machines/submitter.ts';
 // Who submits: a service or a person by name, never one of opstate's own actors.
 export { SYSTEM_ACTORS, submitterProblem } from './machines/submitter.ts';
+export type { Logger, LogLevel } from './observe/Logger.ts';
+export { consoleLogger } from './observe/Logger.ts';
+export type { PinoLoggerOptions } from './observe/pinoLogger.ts';
+export { createPinoLogger } from './observe/pinoLogger.ts';
+export type { ObservedTransition, RuntimeObserver } from './observe/RuntimeObserver.ts';
+export { composeObservers, RECOVERY_PATHS } from './observe/RuntimeObserver.ts';
 export type { ArchiveFields, ArchiveRecordEntry } from './persistence/ArchiveRecordRepository.ts';
 // Archive then delete: the archive record, every copy status change, the policy, the deletions.
 export { ArchiveRecordRepository } from './persistence/ArchiveRecordRepository.ts';
@@ -243,6 +198,43 @@ export { loadResumeRecord } from './persistence/resumeRecord.ts';
 export type { OperationFields } from './persistence/subtypeFields.ts';
 export { timeOrderedId } from './persistence/timeOrderedId.ts';
 export type { UnreadableValue } from './persistence/UnreadableValue.ts';
+export type {
+  Configuration,
+  ConfigurationFlags,
+  ConfigurationOverrides,
+  LogLevelName,
+} from './runtime/Configuration.ts';
+// Configuration: the environment and flags an opstate process reads, validated and redacted.
+export {
+  databaseOptionsOf,
+  LOG_LEVELS,
+  loadConfiguration,
+  redactConfiguration,
+  secretsOf,
+} from './runtime/Configuration.ts';
+// The operator's face: Stately inspection from persisted transitions, the dashboard, attention.
+export type { InspectionStreamOptions, StatelyInspector } from './runtime/InspectionStream.ts';
+export {
+  replayOperation,
+  sendOperationSteps,
+  startInspectionStream,
+} from './runtime/InspectionStream.ts';
+export type { Metrics, MetricsOptions } from './runtime/Metrics.ts';
+// Operating it: Prometheus metrics, health and readiness endpoints, JSON logs.
+export { createMetrics } from './runtime/Metrics.ts';
+export type { MetricsServer, MetricsServerOptions, Readiness } from './runtime/metricsServer.ts';
+export { readinessOf, startMetricsServer } from './runtime/metricsServer.ts';
+export type {
+  ControlPlane,
+  Runtime,
+  RuntimeOptions,
+  RuntimeTiming,
+  StartWorkerOptions,
+} from './runtime/Runtime.ts';
+// Runtime: embed opstate in a stage service.
+export { createRuntime, resolveRuntimeTiming } from './runtime/Runtime.ts';
+export type { StartupWait } from './runtime/RuntimeOptions.ts';
+export type { DeadlineOverrides, RuntimeTimers } from './runtime/RuntimeTiming.ts';
 // Transport: the dispatch/heartbeat contract and its two implementations.
 export { createInProcessTransport } from './transport/inprocess/createInProcessTransport.ts';
 export { createJetStreamTransport } from './transport/jetstream/createJetStreamTransport.ts';
@@ -258,3 +250,11 @@ export type {
   WorkerReads,
 } from './transport/Transport.ts';
 export { resolveTiming } from './transport/TransportTiming.ts';
+export type {
+  HandlerContext,
+  HandlerResult,
+  OperationHandler,
+  OperationView,
+} from './worker/OperationHandler.ts';
+export type { Worker } from './worker/Worker.ts';
+export { isRetryable } from './worker/Worker.ts';

@@ -12,13 +12,13 @@
  */
 import { randomBytes } from 'node:crypto';
 import postgres from 'postgres';
-import { memoryLogger } from '../actors/Logger.ts';
 import { startDashboard } from '../dashboard/startDashboard.ts';
 import { systemClock } from '../machines/Clock.ts';
 import { DEFAULT_DEADLINES_MS } from '../machines/deadlines.ts';
 import { OPERATION_KINDS, OperationKind } from '../machines/OperationKind.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
 import { LocationType } from '../machines/routing.ts';
+import { memoryLogger } from '../observe/Logger.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { migrate } from '../persistence/migrate.ts';

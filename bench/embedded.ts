@@ -16,10 +16,10 @@ import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { memoryLogger } from '../actors/Logger.ts';
-import { createRuntime, type Runtime } from '../actors/Runtime.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
+import { memoryLogger } from '../observe/Logger.ts';
+import { createRuntime, type Runtime } from '../runtime/Runtime.ts';
 import { type Figure, print } from './lib/figure.ts';
 
 const ENGINES = ['pglite', 'pglite-small-buffers', 'postgres-private'] as const;

@@ -27,12 +27,12 @@ import { randomBytes } from 'node:crypto';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import postgres from 'postgres';
-import { memoryLogger } from '../actors/Logger.ts';
-import { createRuntime, type Runtime, type RuntimeTiming } from '../actors/Runtime.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { defaultRoute, LocationType, queueName } from '../machines/routing.ts';
+import { memoryLogger } from '../observe/Logger.ts';
 import { LeaseRepository } from '../persistence/LeaseRepository.ts';
+import { createRuntime, type Runtime, type RuntimeTiming } from '../runtime/Runtime.ts';
 import {
   handlersModule,
   opstateArgs,

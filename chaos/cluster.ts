@@ -1,6 +1,6 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import type { RuntimeTiming } from '../actors/RuntimeTiming.ts';
+import type { RuntimeTiming } from '../runtime/RuntimeTiming.ts';
 import { BUILT_CLI, REPO_ROOT } from './builtPackage.ts';
 
 /** The reference stage handlers as built, the module docker-compose.yml's workers load. */

@@ -1,6 +1,6 @@
-import type { RuntimeTiming } from '../actors/RuntimeTiming.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { isRecoveryPath, RECOVERY_PATHS, type RecoveryPath } from '../machines/recoveryPaths.ts';
+import type { RuntimeTiming } from '../runtime/RuntimeTiming.ts';
 import type { ChaosFacts } from './facts.ts';
 import type { FaultRecord } from './faults.ts';
 

@@ -1,6 +1,6 @@
 import { CommanderError, InvalidArgumentError, Command as Program } from 'commander';
-import { buildInfo } from '../actors/buildInfo.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { buildInfo } from '../observe/buildInfo.ts';
 
 /** Where a command writes: injected so tests can capture output without spawning a process. */
 export interface Io {

@@ -1,5 +1,3 @@
-import { loadConfiguration, natsCredentialsOf } from '../actors/Configuration.ts';
-import { resolveRuntimeTiming } from '../actors/Runtime.ts';
 import {
   ATTENTION_TITLES,
   type AttentionTiming,
@@ -9,6 +7,8 @@ import {
 import { queueReaders } from '../machines/queueReaders.ts';
 import { type AttentionList, loadAttention } from '../persistence/loadAttention.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
+import { loadConfiguration, natsCredentialsOf } from '../runtime/Configuration.ts';
+import { resolveRuntimeTiming } from '../runtime/Runtime.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 import { redactServers } from '../transport/jetstream/natsCredentials.ts';
 import type { Heartbeats, WorkerHeartbeat } from '../transport/Transport.ts';

@@ -1,18 +1,18 @@
-import { type Configuration, loadConfiguration, secretsOf } from '../actors/Configuration.ts';
-import type { Logger } from '../actors/Logger.ts';
-import { createMetrics, type Metrics } from '../actors/Metrics.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { Logger } from '../observe/Logger.ts';
+import { scrubText } from '../observe/pinoLogger.ts';
+import { type Configuration, loadConfiguration, secretsOf } from '../runtime/Configuration.ts';
+import { createMetrics, type Metrics } from '../runtime/Metrics.ts';
 import {
   type MetricsServer,
   type Readiness,
   readinessOf,
   startMetricsServer,
-} from '../actors/metricsServer.ts';
-import type { StartupWait } from '../actors/openServers.ts';
-import { scrubText } from '../actors/pinoLogger.ts';
-import { type ControlPlane, createRuntime, type Runtime } from '../actors/Runtime.ts';
-import type { Worker } from '../actors/Worker.ts';
-import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+} from '../runtime/metricsServer.ts';
+import { type ControlPlane, createRuntime, type Runtime } from '../runtime/Runtime.ts';
+import type { StartupWait } from '../runtime/RuntimeOptions.ts';
 import { redactUrlList } from '../transport/jetstream/natsCredentials.ts';
+import type { Worker } from '../worker/Worker.ts';
 import type { Io } from './Command.ts';
 import { portInUse } from './portInUse.ts';
 import { loggerOf, runtimeOptionsOf } from './runtimeFromEnv.ts';

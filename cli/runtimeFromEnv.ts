@@ -1,18 +1,18 @@
 import { resolve } from 'node:path';
+import { classifyFailure } from '../machines/classifyFailure.ts';
+import type { Logger } from '../observe/Logger.ts';
+import { createPinoLogger } from '../observe/pinoLogger.ts';
+import type { RuntimeObserver } from '../observe/RuntimeObserver.ts';
+import { migrate } from '../persistence/migrate.ts';
+import { describeMove } from '../persistence/moveFromPublic.ts';
+import { type Database, holdsEmbeddedDatabase, openDatabase } from '../persistence/openDatabase.ts';
 import {
   type Configuration,
   databaseOptionsOf,
   loadConfiguration,
   secretsOf,
-} from '../actors/Configuration.ts';
-import type { Logger } from '../actors/Logger.ts';
-import { createPinoLogger } from '../actors/pinoLogger.ts';
-import type { RuntimeOptions } from '../actors/Runtime.ts';
-import type { RuntimeObserver } from '../actors/RuntimeObserver.ts';
-import { classifyFailure } from '../machines/classifyFailure.ts';
-import { migrate } from '../persistence/migrate.ts';
-import { describeMove } from '../persistence/moveFromPublic.ts';
-import { type Database, holdsEmbeddedDatabase, openDatabase } from '../persistence/openDatabase.ts';
+} from '../runtime/Configuration.ts';
+import type { RuntimeOptions } from '../runtime/Runtime.ts';
 import { CommandFailure, type Io } from './Command.ts';
 import { serversInUse } from './serversInUse.ts';
 

@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
-import { type Configuration, redactConfiguration } from '../actors/Configuration.ts';
 import { embeddedEngine } from '../persistence/openDatabase.ts';
+import { type Configuration, redactConfiguration } from '../runtime/Configuration.ts';
 
 /**
  * The database a configuration opens, as an operator reads it, with no secret: the URL (its

@@ -1,11 +1,11 @@
 import { connect } from 'node:net';
 import { createWebSocketInspector } from '@statelyai/inspect';
 import type { Command as Program } from 'commander';
-import { startInspectionStream } from '../actors/InspectionStream.ts';
-import type { Logger } from '../actors/Logger.ts';
 import { systemClock } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { Logger } from '../observe/Logger.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
+import { startInspectionStream } from '../runtime/InspectionStream.ts';
 import { type Io, UsageError } from './Command.ts';
 import { type InspectorRelay, startInspectorRelay } from './inspectorRelay.ts';
 import { portInUse } from './portInUse.ts';

@@ -1,8 +1,8 @@
-import type { Logger } from '../actors/Logger.ts';
-import type { Runtime } from '../actors/Runtime.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { operatorEvent } from '../machines/operatorEvent.ts';
+import type { Logger } from '../observe/Logger.ts';
 import { checkId } from '../persistence/applyEvents.ts';
+import type { Runtime } from '../runtime/Runtime.ts';
 
 /** Most operations one bulk retry takes (a page of the list is fewer). */
 export const BULK_RETRY_MAX = 100;

@@ -1,7 +1,7 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import type { Logger } from '../actors/Logger.ts';
-import { type Loop, startLoop } from '../actors/Loop.ts';
+import { type Loop, startLoop } from '../loops/Loop.ts';
 import type { Clock } from '../machines/Clock.ts';
+import type { Logger } from '../observe/Logger.ts';
 
 /**
  * Server-sent events for open pages: one poll of `changeMark` for the whole server (only while a

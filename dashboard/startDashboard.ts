@@ -1,7 +1,5 @@
 import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
-import type { Logger } from '../actors/Logger.ts';
-import type { Runtime } from '../actors/Runtime.ts';
 import type { AttentionTiming } from '../machines/attention.ts';
 import type { Clock } from '../machines/Clock.ts';
 import { systemClock } from '../machines/Clock.ts';
@@ -14,9 +12,11 @@ import {
   type PhysicalCopyStatus,
 } from '../machines/physicalCopyMachine.ts';
 import { shortId } from '../machines/shortId.ts';
+import type { Logger } from '../observe/Logger.ts';
 import { checkId } from '../persistence/applyEvents.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import { searchText } from '../persistence/searchText.ts';
+import type { Runtime } from '../runtime/Runtime.ts';
 import type { Heartbeats } from '../transport/Transport.ts';
 import { attentionCategoryPage } from './attentionCategoryPage.ts';
 import { bulkRetry } from './bulkRetry.ts';

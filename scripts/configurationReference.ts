@@ -1,13 +1,13 @@
-import { SETTINGS } from '../actors/Configuration.ts';
-import { resolveRuntimeTiming } from '../actors/RuntimeTiming.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { SETTINGS } from '../runtime/Configuration.ts';
+import { resolveRuntimeTiming } from '../runtime/RuntimeTiming.ts';
 import { type TypeMember, typeMembers } from './typeMembers.ts';
 
 /** Where the runtime's timers are declared, in the order the table lists them. */
 const TIMER_SOURCES = [
   ['transport/Transport.ts', 'TransportTiming'],
-  ['actors/ControlPlane.ts', 'ControlPlaneTiming'],
-  ['actors/RuntimeTiming.ts', 'RuntimeTiming'],
+  ['control-plane/ControlPlane.ts', 'ControlPlaneTiming'],
+  ['runtime/RuntimeTiming.ts', 'RuntimeTiming'],
 ] as const;
 
 /** A table cell: one line, pipes escaped. */
@@ -48,7 +48,7 @@ function environmentTable(): string {
 }
 
 function optionsTable(): string {
-  const rows = typeMembers('actors/Runtime.ts', 'RuntimeOptions').map(
+  const rows = typeMembers('runtime/RuntimeOptions.ts', 'RuntimeOptions').map(
     (m) => `| \`${m.name}\` | \`${cell(m.type)}\` | ${cell(documented(m, 'RuntimeOptions'))} |`,
   );
   return ['| option | type | what it sets |', '| --- | --- | --- |', ...rows].join('\n');
@@ -80,7 +80,7 @@ function timersTable(): string {
 
 /**
  * The generated parts of `docs/configuration.md`, by name: every environment variable an
- * opstate process reads (`SETTINGS` in `actors/Configuration.ts`, with what each takes, its flag
+ * opstate process reads (`SETTINGS` in `runtime/Configuration.ts`, with what each takes, its flag
  * and whether it is secret), every `createRuntime` option (`RuntimeOptions`, with its TSDoc) and
  * every timer of `OPSTATE_TIMING` (its TSDoc and the default `resolveRuntimeTiming` gives).
  *

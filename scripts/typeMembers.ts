@@ -43,7 +43,7 @@ function membersOf(elements: readonly ts.TypeElement[], source: ts.SourceFile): 
  *
  * @example
  * ```ts
- * typeMembers('actors/Runtime.ts', 'RuntimeOptions'); // [{ name: 'databaseUrl', doc: 'Postgres URL; …' }, …]
+ * typeMembers('runtime/RuntimeOptions.ts', 'RuntimeOptions'); // [{ name: 'databaseUrl', doc: 'Postgres URL; …' }, …]
  * ```
  */
 export function typeMembers(file: string, name: string): TypeMember[] {

@@ -1,10 +1,10 @@
-import type { HandlerContext } from '../actors/Worker.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { PhysicalCopyRecord } from '../persistence/ArtifactRepository.ts';
 import type { ArtifactType } from '../persistence/ArtifactType.ts';
 import type { OperationInspection } from '../persistence/inspectOperation.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import type { Database } from '../persistence/openDatabase.ts';
+import type { HandlerContext } from '../worker/OperationHandler.ts';
 import type { ArchiveCipher } from './archiveCipher.ts';
 import { checksumOf, type StoredObject } from './storage.ts';
 

@@ -1,5 +1,5 @@
-import type { OperationHandler } from '../actors/Worker.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
+import type { OperationHandler } from '../worker/OperationHandler.ts';
 import { bundlingHandler } from './bundling.ts';
 import { longTermArchiveHandler } from './longTermArchive.ts';
 import { packagingHandler } from './packaging.ts';

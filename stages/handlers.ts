@@ -6,12 +6,13 @@
  *
  *   opstate worker --kinds all --handlers dist/stages/handlers.js
  */
-import { databaseOptionsOf, loadConfiguration } from '../actors/Configuration.ts';
-import type { HandlerContext, OperationHandler } from '../actors/Worker.ts';
+
 import { OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
+import { databaseOptionsOf, loadConfiguration } from '../runtime/Configuration.ts';
+import type { HandlerContext, OperationHandler } from '../worker/OperationHandler.ts';
 import { archiveCipherFromEnv } from './archiveCipher.ts';
 import { createStageHandlers } from './createStageHandlers.ts';
 

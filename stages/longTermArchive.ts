@@ -1,5 +1,4 @@
 import { hostname } from 'node:os';
-import type { OperationHandler } from '../actors/Worker.ts';
 import { ArchiveState } from '../machines/ArchiveState.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import {
@@ -7,6 +6,7 @@ import {
   ArchiveRecordRepository,
 } from '../persistence/ArchiveRecordRepository.ts';
 import { ArtifactType } from '../persistence/ArtifactType.ts';
+import type { OperationHandler } from '../worker/OperationHandler.ts';
 import { checkArchiveKey, LocalArchiveStore } from './archiveStore.ts';
 import { checksumOf, type Manifest, sha256 } from './packageFormat.ts';
 import { readPackageSource, type SourceMember } from './packageSource.ts';

@@ -1,4 +1,3 @@
-import { createHash } from 'node:crypto';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { packTar, type TarMember, unpackTar } from './tar.ts';
 
@@ -7,20 +6,9 @@ export interface Manifest {
   readonly members: readonly { name: string; size: number; sha256: string }[];
 }
 
-/** The manifest's own member name; it comes first in every package. */
-export const MANIFEST_NAME = 'MANIFEST.json';
+import { MANIFEST_NAME, sha256 } from '../machines/packageLayout.ts';
 
-/**
- * The hex sha256 of some bytes.
- *
- * @example
- * ```ts
- * sha256(Buffer.from('abc')); // 'ba7816bf…'
- * ```
- */
-export function sha256(data: Uint8Array): string {
-  return createHash('sha256').update(data).digest('hex');
-}
+export { MANIFEST_NAME, sha256 };
 
 /**
  * How a copy's checksum is written in `physical_copy.checksum`.

@@ -1,5 +1,6 @@
 import { lstat } from 'node:fs/promises';
 import { basename, join } from 'node:path';
+import { type FileIdentity, readNoFollow } from '../deleter/readNoFollow.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { PhysicalCopyRecord } from '../persistence/ArtifactRepository.ts';
 import { checkMemberName } from './memberName.ts';
@@ -11,7 +12,6 @@ import {
   sha256,
   writePackage,
 } from './packageFormat.ts';
-import { type FileIdentity, readNoFollow } from './readNoFollow.ts';
 import { unpackTar } from './tar.ts';
 
 /**

@@ -1,6 +1,6 @@
 import { join } from 'node:path';
-import type { OperationHandler } from '../actors/Worker.ts';
 import { ArtifactType } from '../persistence/ArtifactType.ts';
+import type { OperationHandler } from '../worker/OperationHandler.ts';
 import { readPackage, sha256 } from './packageFormat.ts';
 import { fieldOf, inputOf, outputCopy, type StageEnvironment } from './StageEnvironment.ts';
 import { putOnce, readCopy } from './storage.ts';

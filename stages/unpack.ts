@@ -1,7 +1,7 @@
 import { join } from 'node:path';
-import type { OperationHandler } from '../actors/Worker.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { ArtifactType } from '../persistence/ArtifactType.ts';
+import type { OperationHandler } from '../worker/OperationHandler.ts';
 import { MANIFEST_NAME, readPackage, sha256, writePackage } from './packageFormat.ts';
 import { fieldOf, inputOf, outputCopy, type StageEnvironment } from './StageEnvironment.ts';
 import { putOnce, readCopy } from './storage.ts';

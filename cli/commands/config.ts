@@ -1,6 +1,6 @@
-import { loadConfiguration, redactConfiguration, SETTINGS } from '../../actors/Configuration.ts';
-import { resolveRuntimeTiming } from '../../actors/Runtime.ts';
 import { formatDeadline } from '../../machines/deadlines.ts';
+import { loadConfiguration, redactConfiguration, SETTINGS } from '../../runtime/Configuration.ts';
+import { resolveRuntimeTiming } from '../../runtime/Runtime.ts';
 import { redactUrlList } from '../../transport/jetstream/natsCredentials.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
 import { databaseInUse, transportInUse } from '../serversInUse.ts';

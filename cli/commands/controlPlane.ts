@@ -1,5 +1,5 @@
-import { loadConfiguration } from '../../actors/Configuration.ts';
-import { createPinoLogger } from '../../actors/pinoLogger.ts';
+import { createPinoLogger } from '../../observe/pinoLogger.ts';
+import { loadConfiguration } from '../../runtime/Configuration.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
 import { openProcessRuntime, requireTransport } from '../processRuntime.ts';
 import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';

@@ -1,7 +1,7 @@
 import { InvalidArgumentError } from 'commander';
-import { loadConfiguration } from '../../actors/Configuration.ts';
-import { createRuntime } from '../../actors/Runtime.ts';
 import { startDashboard } from '../../dashboard/startDashboard.ts';
+import { loadConfiguration } from '../../runtime/Configuration.ts';
+import { createRuntime } from '../../runtime/Runtime.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
 import { portInUse } from '../portInUse.ts';
 import { requireExistingDatabase, untilSignal } from '../runtimeFromEnv.ts';

@@ -2,21 +2,21 @@ import { rmSync } from 'node:fs';
 import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { crash } from '../../actors/drill.ts';
-import { type LogLevel, memoryLogger } from '../../actors/Logger.ts';
-import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
-import type { HandlerContext } from '../../actors/Worker.ts';
+import { crash } from '../../loops/drill.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
 import { shortId } from '../../machines/shortId.ts';
+import { type LogLevel, memoryLogger } from '../../observe/Logger.ts';
 import type { PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import type { OperationInspection } from '../../persistence/inspectOperation.ts';
+import { createRuntime, type Runtime, type RuntimeTiming } from '../../runtime/Runtime.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
+import type { HandlerContext } from '../../worker/OperationHandler.ts';
 import { defineCommand, type Io, optionsOf, UsageError } from '../Command.ts';
 import {
   openStatelyStream,

@@ -1,11 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { type FileHandle, open, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import type { CopyDeleter } from '../../actors/CopyDeleter.ts';
-import { crash, withFaults } from '../../actors/drill.ts';
-import type { Runtime } from '../../actors/Runtime.ts';
-import { replan } from '../../actors/replan.ts';
-import type { DeleterFaults } from '../../actors/runDeletion.ts';
+import type { CopyDeleter } from '../../deleter/CopyDeleter.ts';
+import type { DeleterFaults } from '../../deleter/runDeletion.ts';
+import { crash, withFaults } from '../../loops/drill.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { PhysicalCopyStatus } from '../../machines/physicalCopyMachine.ts';
 import { shortId } from '../../machines/shortId.ts';
@@ -14,6 +12,8 @@ import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionPolicyRepository } from '../../persistence/DeletionPolicyRepository.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
 import { loadResumeRecord } from '../../persistence/resumeRecord.ts';
+import type { Runtime } from '../../runtime/Runtime.ts';
+import { replan } from '../../runtime/replan.ts';
 import { type ArchiveCipher, loadArchiveCipher } from '../../stages/archiveCipher.ts';
 import type { SampleData } from '../../stages/sampleData.ts';
 

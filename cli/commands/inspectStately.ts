@@ -1,6 +1,6 @@
-import { replayOperation } from '../../actors/InspectionStream.ts';
 import { notFound } from '../../persistence/applyEvents.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+import { replayOperation } from '../../runtime/InspectionStream.ts';
 import type { Io } from '../Command.ts';
 import { untilSignal } from '../runtimeFromEnv.ts';
 import { openStatelyInspection } from '../statelyInspection.ts';

@@ -1,9 +1,9 @@
-import { applyOperatorCommand } from '../../actors/operatorCommand.ts';
-import { replan } from '../../actors/replan.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { type OperatorAction, operatorEvent } from '../../machines/operatorEvent.ts';
 import { JournalRepository } from '../../persistence/JournalRepository.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
+import { applyOperatorCommand } from '../../runtime/operatorCommand.ts';
+import { replan } from '../../runtime/replan.ts';
 import { argumentsOf, defineCommand, optionsOf } from '../Command.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 

@@ -1,14 +1,15 @@
 import { resolve } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { InvalidArgumentError } from 'commander';
-import { withFaults } from '../../actors/drill.ts';
-import type { DeleterFaults } from '../../actors/runDeletion.ts';
-import type { OperationHandler, WorkerFaults } from '../../actors/Worker.ts';
+import type { DeleterFaults } from '../../deleter/runDeletion.ts';
+import { withFaults } from '../../loops/drill.ts';
 import {
   isOperationKind,
   OPERATION_KINDS,
   type OperationKind,
 } from '../../machines/OperationKind.ts';
+import type { OperationHandler } from '../../worker/OperationHandler.ts';
+import type { WorkerFaults } from '../../worker/WorkerFaults.ts';
 import { defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';
 import { openProcessRuntime } from '../processRuntime.ts';
 import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { createBatcher } from '../../actors/Batcher.ts';
+import { createBatcher } from '../../loops/Batcher.ts';
 
 describe('group-commit batcher', () => {
   it('flushes a lone call alone, and gathers calls made during a flush into the next one', async () => {

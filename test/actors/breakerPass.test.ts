@@ -1,15 +1,18 @@
 import { describe, expect, it } from 'vitest';
-import { type BreakerRepository, startCircuitBreakerLoop } from '../../actors/CircuitBreaker.ts';
-import { memoryLogger } from '../../actors/Logger.ts';
+import {
+  type BreakerRepository,
+  startCircuitBreakerLoop,
+} from '../../control-plane/CircuitBreaker.ts';
 import {
   breakerPairs,
   planBreakerPass,
   reportBreakerWrites,
-} from '../../actors/planBreakerPass.ts';
-import { LATE_COMMIT_GRACE_MS, TransitionCursor } from '../../actors/TransitionCursor.ts';
+} from '../../control-plane/planBreakerPass.ts';
 import type { CircuitState } from '../../machines/circuitBreaker.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
+import { LATE_COMMIT_GRACE_MS, TransitionCursor } from '../../observe/TransitionCursor.ts';
 import type {
   CircuitBreakerRecord,
   CircuitBreakerView,

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { loadConfiguration, redactConfiguration } from '../../actors/Configuration.ts';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { createRuntime, type RuntimeOptions } from '../../actors/Runtime.ts';
 import { secretsOf } from '../../cli/runtimeFromEnv.ts';
 import { DEFAULT_DEADLINES_MS } from '../../machines/deadlines.ts';
 import { OpstateError } from '../../machines/OpstateError.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
+import { loadConfiguration, redactConfiguration } from '../../runtime/Configuration.ts';
+import { createRuntime, type RuntimeOptions } from '../../runtime/Runtime.ts';
 import { createTestDatabase, dropTestDatabase } from '../helpers/postgres.ts';
 
 function refusal(env: NodeJS.ProcessEnv, flags = {}): OpstateError {

@@ -1,6 +1,6 @@
 import { afterEach, describe, expect, it, vi } from 'vitest';
-import { consoleLogger } from '../../actors/Logger.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { consoleLogger } from '../../observe/Logger.ts';
 
 afterEach(() => {
   vi.restoreAllMocks();

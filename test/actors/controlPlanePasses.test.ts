@@ -1,17 +1,17 @@
 import { describe, expect, it } from 'vitest';
-import { findAbandoned } from '../../actors/findAbandoned.ts';
+import { findAbandoned } from '../../control-plane/findAbandoned.ts';
 import {
   planRelay,
   relayGraceMs,
   schedulingLimit,
   sortPublished,
-} from '../../actors/planDispatch.ts';
+} from '../../control-plane/planDispatch.ts';
 import {
   planMonitorResets,
   planStrandedResets,
   staleSuspects,
-} from '../../actors/planMonitorPass.ts';
-import { planReconcilerResets } from '../../actors/planReconcilerPass.ts';
+} from '../../control-plane/planMonitorPass.ts';
+import { planReconcilerResets } from '../../control-plane/planReconcilerPass.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
 import { defaultRoute } from '../../machines/routing.ts';

@@ -3,13 +3,13 @@ import {
   type ControlPlaneStore,
   DEFAULT_CONTROL_PLANE_TIMING,
   startControlPlaneLoops,
-} from '../../actors/ControlPlane.ts';
-import { memoryLogger } from '../../actors/Logger.ts';
+} from '../../control-plane/ControlPlane.ts';
 import { DEFAULT_DEADLINES_MS, resolveDeadlines } from '../../machines/deadlines.ts';
 import { createOperationState, decide } from '../../machines/decide.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationEvent, OperationStatus } from '../../machines/operationMachine.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import type { OperationRecord } from '../../persistence/OperationRecord.ts';
 import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
 

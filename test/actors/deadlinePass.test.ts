@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { planDeadlineResets } from '../../actors/planDeadlinePass.ts';
+import { planDeadlineResets } from '../../control-plane/planDeadlinePass.ts';
 import { DEFAULT_DEADLINES_MS, resolveDeadlines } from '../../machines/deadlines.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { RunningAttempt } from '../../persistence/sql/selectPastDeadline.ts';

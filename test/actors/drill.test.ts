@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { crash, crashable, faultsOf, withFaults } from '../../actors/drill.ts';
+import { crash, crashable, faultsOf, withFaults } from '../../loops/drill.ts';
 
 describe('drill hooks', () => {
   it('fault points travel in options only through withFaults, and survive the spreads options go through', () => {

@@ -1,9 +1,9 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
 import { afterEach } from 'vitest';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
+import { createRuntime, type Runtime, type RuntimeTiming } from '../../runtime/Runtime.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { handlersModule, opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { logTransportEvents } from '../../actors/logTransportEvents.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { defaultRoute } from '../../machines/routing.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
+import { logTransportEvents } from '../../observe/logTransportEvents.ts';
 import type { Transport } from '../../transport/Transport.ts';
 import { TransportEventHub } from '../../transport/TransportEventHub.ts';
 

@@ -1,11 +1,11 @@
 import { describe, expect, it } from 'vitest';
-import { type LeaseStore, startLeadership } from '../../actors/Leadership.ts';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { loopWaitMs, passFailureLine, startLoop } from '../../actors/Loop.ts';
-import { untilReachable } from '../../actors/untilReachable.ts';
+import { type LeaseStore, startLeadership } from '../../control-plane/Leadership.ts';
+import { loopWaitMs, passFailureLine, startLoop } from '../../loops/Loop.ts';
+import { untilReachable } from '../../loops/untilReachable.ts';
 import type { FailureClass } from '../../machines/classifyFailure.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import type { Lease } from '../../persistence/LeaseRepository.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 

@@ -2,13 +2,13 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { collectDefaultMetrics, Registry } from 'prom-client';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createMetrics } from '../../actors/Metrics.ts';
-import { createRuntime, type Runtime } from '../../actors/Runtime.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { LocationType } from '../../machines/routing.ts';
 import { XSTATE_VERSION } from '../../machines/snapshotEnvelope.ts';
 import { ArtifactRepository } from '../../persistence/ArtifactRepository.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
+import { createMetrics } from '../../runtime/Metrics.ts';
+import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 
 /**

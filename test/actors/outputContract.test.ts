@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { OperationHandler } from '../../actors/Worker.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { LocationType } from '../../machines/routing.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import type { InputRelations } from '../../persistence/inputRelations.ts';
 import type { OutputCopy } from '../../persistence/OutputCopy.ts';
+import type { OperationHandler } from '../../worker/OperationHandler.ts';
 import { makeWorld, type World } from '../persistence/fixtures.ts';
 import { type Deployment, startDeployment, waitFor } from './harness.ts';
 

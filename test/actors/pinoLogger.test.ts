@@ -1,10 +1,10 @@
 import { hostname } from 'node:os';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { afterRun } from '../../actors/decideRun.ts';
-import { writeLines } from '../../actors/LogLine.ts';
-import { createPinoLogger } from '../../actors/pinoLogger.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { writeLines } from '../../observe/LogLine.ts';
+import { createPinoLogger } from '../../observe/pinoLogger.ts';
+import { afterRun } from '../../worker/decideRun.ts';
 
 function capture() {
   const lines: string[] = [];

@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createRuntime, type Runtime } from '../../actors/Runtime.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
 

@@ -2,7 +2,7 @@ import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { resolveServiceName } from '../../actors/serviceName.ts';
+import { resolveServiceName } from '../../runtime/serviceName.ts';
 
 describe('resolveServiceName', () => {
   let dir: string;

@@ -1,12 +1,12 @@
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { createRuntime, type Runtime } from '../../actors/Runtime.ts';
 import { createInspectCommand } from '../../cli/commands/inspect.ts';
 import { type Dashboard, startDashboard } from '../../dashboard/startDashboard.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';

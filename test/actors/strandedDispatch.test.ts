@@ -1,8 +1,8 @@
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
-import type { RuntimeTiming } from '../../actors/Runtime.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { defaultRoute, queueName } from '../../machines/routing.ts';
+import type { RuntimeTiming } from '../../runtime/Runtime.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { observe } from '../transport/helpers.ts';
 import {

@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { afterRun, isRetryable, movedOn, onRefusal } from '../../actors/decideRun.ts';
-import { type Triage, type TriageInput, triageDelivery } from '../../actors/triageDelivery.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
 import type { OperationRecord } from '../../persistence/OperationRecord.ts';
+import { afterRun, isRetryable, movedOn, onRefusal } from '../../worker/decideRun.ts';
+import { type Triage, type TriageInput, triageDelivery } from '../../worker/triageDelivery.ts';
 
 const NOW = Date.UTC(2030, 0, 1);
 const KIND = OperationKind.TRANSFER;

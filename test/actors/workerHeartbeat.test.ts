@@ -1,10 +1,10 @@
 import { describe, expect, it } from 'vitest';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { startWorkerHeartbeat } from '../../actors/WorkerHeartbeat.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
+import { startWorkerHeartbeat } from '../../worker/WorkerHeartbeat.ts';
 
 const op = (operationId: string, attempt = 1) => ({
   kind: OperationKind.TRANSFER,

@@ -1,9 +1,9 @@
 import { describe, expect, it } from 'vitest';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { startWorkerHeartbeat } from '../../actors/WorkerHeartbeat.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import type { Transport } from '../../transport/Transport.ts';
+import { startWorkerHeartbeat } from '../../worker/WorkerHeartbeat.ts';
 
 /** A transport whose heartbeat writes land or fail as the test says. */
 function fakeTransport(state: { failing: boolean; beats: number }): Transport {

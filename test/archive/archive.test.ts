@@ -2,16 +2,16 @@ import { randomBytes } from 'node:crypto';
 import { mkdir, readFile, stat, truncate, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { replan } from '../../actors/replan.ts';
-import type { HandlerContext } from '../../actors/Worker.ts';
 import { createArchiveCommand } from '../../cli/commands/archive.ts';
 import { createInspectCommand } from '../../cli/commands/inspect.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
+import { replan } from '../../runtime/replan.ts';
 import { isSealed, loadArchiveCipher } from '../../stages/archiveCipher.ts';
 import { MANIFEST_NAME, readPackage, sha256, writePackage } from '../../stages/packageFormat.ts';
 import { restorePackage } from '../../stages/restoreArchive.ts';
+import type { HandlerContext } from '../../worker/OperationHandler.ts';
 import { type ArchiveWorld, startArchiveWorld } from './world.ts';
 
 /**

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { keptByFacts } from '../../actors/runDeletion.ts';
+import { keptByFacts } from '../../deleter/runDeletion.ts';
 
 describe('keptByFacts: what the facts of a step say about every remaining member', () => {
   const ok = {

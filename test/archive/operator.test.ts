@@ -1,11 +1,11 @@
 import { utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { CopyDeleter } from '../../actors/CopyDeleter.ts';
 import { createInspectCommand } from '../../cli/commands/inspect.ts';
 import { createPolicyCommand } from '../../cli/commands/policy.ts';
 import { createStatusCommand } from '../../cli/commands/status.ts';
 import { main } from '../../cli/main.ts';
+import type { CopyDeleter } from '../../deleter/CopyDeleter.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
 import { crash, type DeleterFaults, withFaults } from '../../testing.ts';

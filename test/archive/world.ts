@@ -1,14 +1,14 @@
 import { mkdir, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import type { CopyDeleterOptions } from '../../actors/CopyDeleter.ts';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
+import type { CopyDeleterOptions } from '../../deleter/CopyDeleter.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { LocationType } from '../../machines/routing.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import type { DataLocation, PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
 import { ArtifactType } from '../../persistence/ArtifactType.ts';
 import { DeletionPolicyRepository } from '../../persistence/DeletionPolicyRepository.ts';
+import { createRuntime, type Runtime, type RuntimeTiming } from '../../runtime/Runtime.ts';
 import type { ArchiveCipher } from '../../stages/archiveCipher.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { checksumOf, MANIFEST_NAME, sha256, writePackage } from '../../stages/packageFormat.ts';

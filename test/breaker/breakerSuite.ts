@@ -1,11 +1,11 @@
 import { expect, it } from 'vitest';
-import { type CircuitBreaker, createCircuitBreaker } from '../../actors/CircuitBreaker.ts';
-import { memoryLogger } from '../../actors/Logger.ts';
 import { createBreakerCommand } from '../../cli/commands/breaker.ts';
 import { type CircuitBreakerStatus, createStatusCommand } from '../../cli/commands/status.ts';
+import { type CircuitBreaker, createCircuitBreaker } from '../../control-plane/CircuitBreaker.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { LocationType } from '../../machines/routing.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';

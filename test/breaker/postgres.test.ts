@@ -1,8 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { createCircuitBreaker } from '../../actors/CircuitBreaker.ts';
-import { memoryLogger } from '../../actors/Logger.ts';
+import { createCircuitBreaker } from '../../control-plane/CircuitBreaker.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';

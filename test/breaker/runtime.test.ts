@@ -1,10 +1,10 @@
 import { afterEach, describe, expect, it } from 'vitest';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { createRuntime, type Runtime, type RuntimeTiming } from '../../actors/Runtime.ts';
-import type { OperationHandler } from '../../actors/Worker.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { LocationType } from '../../machines/routing.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
+import { createRuntime, type Runtime, type RuntimeTiming } from '../../runtime/Runtime.ts';
+import type { OperationHandler } from '../../worker/OperationHandler.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
 import { waitFor } from '../transport/helpers.ts';

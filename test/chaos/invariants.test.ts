@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { resolveRuntimeTiming } from '../../actors/RuntimeTiming.ts';
 import type { ChaosFacts } from '../../chaos/facts.ts';
 import { chaosFigures, recoveries } from '../../chaos/figures.ts';
 import { checkInvariants } from '../../chaos/invariants.ts';
+import { resolveRuntimeTiming } from '../../runtime/RuntimeTiming.ts';
 
 const OP = '11111111-1111-4111-8111-111111111111';
 const at = (s: number) => new Date(Date.UTC(2026, 10, 30, 12, 0, s));

@@ -1,12 +1,12 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
-import { SETTINGS } from '../../actors/Configuration.ts';
-import { resolveRuntimeTiming } from '../../actors/Runtime.ts';
 import { createProgram } from '../../cli/Command.ts';
 import { loadCommands } from '../../cli/commands/index.ts';
 import { isOperationKind, type OperationKind } from '../../machines/OperationKind.ts';
 import { defaultRoute, queueName } from '../../machines/routing.ts';
+import { SETTINGS } from '../../runtime/Configuration.ts';
+import { resolveRuntimeTiming } from '../../runtime/Runtime.ts';
 import { REPO_ROOT } from '../helpers/opstateCli.ts';
 
 /**

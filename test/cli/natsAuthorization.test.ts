@@ -13,10 +13,10 @@ import {
 } from '@nats-io/jwt';
 import { createUser } from '@nats-io/nkeys';
 import { afterEach, describe, expect, it } from 'vitest';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { createRuntime, type Runtime } from '../../actors/Runtime.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { defaultRoute } from '../../machines/routing.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
+import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
 import {
   createJetStreamTransport,
   type JetStreamTransport,

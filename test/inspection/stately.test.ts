@@ -10,8 +10,6 @@ import {
 import { createInspectorServer } from '@statelyai/inspect/server';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { WebSocket } from 'ws';
-import { replayOperation, startInspectionStream } from '../../actors/InspectionStream.ts';
-import { memoryLogger } from '../../actors/Logger.ts';
 import type { Io } from '../../cli/Command.ts';
 import { UsageError } from '../../cli/Command.ts';
 import { createInspectCommand } from '../../cli/commands/inspect.ts';
@@ -19,11 +17,13 @@ import { openStatelyInspection, requestedInspection } from '../../cli/statelyIns
 import { systemClock } from '../../machines/Clock.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import { applyEvents } from '../../persistence/applyEvents.ts';
 import { JournalRepository, type TransitionEntry } from '../../persistence/JournalRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { replayOperation, startInspectionStream } from '../../runtime/InspectionStream.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor, makeWorld, type World } from '../persistence/fixtures.ts';

@@ -1,9 +1,5 @@
 import type { Registry } from 'prom-client';
 import { describe, expect, it } from 'vitest';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { createMetrics } from '../../actors/Metrics.ts';
-import { loggingObserver, RECOVERY_PATHS as OBSERVED } from '../../actors/RuntimeObserver.ts';
-import { resolveRuntimeTiming } from '../../actors/RuntimeTiming.ts';
 import { chaosFigures } from '../../chaos/figures.ts';
 import { recoveryOf } from '../../cli/commands/demoReport.ts';
 import { parseOperationEvent } from '../../machines/decide.ts';
@@ -12,6 +8,10 @@ import { RESET_BY } from '../../machines/operationMachine.ts';
 import { isRecoveryPath, RECOVERY_PATHS } from '../../machines/recoveryPaths.ts';
 import { replayTransitions } from '../../machines/replayTransitions.ts';
 import { isSystemActor, SYSTEM_ACTORS, submitterProblem } from '../../machines/submitter.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
+import { loggingObserver, RECOVERY_PATHS as OBSERVED } from '../../observe/RuntimeObserver.ts';
+import { createMetrics } from '../../runtime/Metrics.ts';
+import { resolveRuntimeTiming } from '../../runtime/RuntimeTiming.ts';
 
 /**
  * The recovery paths are one list; everything that names them takes it from there. Each place is

@@ -88,7 +88,7 @@ ${typed ? '// @ts-expect-error crash is not on the public Worker type\n' : ''}co
 const drillCrash = typeof crash;
 let deepImport = 'allowed';
 try {
-  await import('opstate/' + 'dist/actors/Worker.js');
+  await import('opstate/' + 'dist/worker/Worker.js');
 } catch (err) {
   deepImport = String(${typed ? '(err as { code?: string })' : 'err'}.code);
 }

@@ -1,14 +1,14 @@
 import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { createRuntime, type Runtime } from '../../actors/Runtime.ts';
 import type { Io } from '../../cli/Command.ts';
 import { createMigrateCommand } from '../../cli/commands/migrate.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { migrateIntoPublic, openLegacyDatabase } from './fixtures/legacyLayout.ts';

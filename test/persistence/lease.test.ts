@@ -1,7 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ObservedOperationStore } from '../../actors/ObservedOperationStore.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { ObservedOperationStore } from '../../observe/ObservedOperationStore.ts';
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';

@@ -1,9 +1,9 @@
 import { describe, expect, expectTypeOf, it } from 'vitest';
-import type { Runtime } from '../../actors/Runtime.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import type { OperationStore } from '../../persistence/OperationStore.ts';
 import type { OperationFields } from '../../persistence/subtypeFields.ts';
+import type { Runtime } from '../../runtime/Runtime.ts';
 
 // What the compiler says about `fields`: `npm run typecheck` (tsc --noEmit over test/) fails when
 // a `@ts-expect-error` below no longer has an error to expect, so a misspelt or missing field that

@@ -563,7 +563,7 @@ export function storeSuite(backend: SuiteBackend): void {
 
   it('an operator command that loses its compare-and-set is decided again on the row as it now is', async () => {
     const { applyOperatorCommand, OPERATOR_COMMAND_ATTEMPTS } = await import(
-      '../../actors/operatorCommand.ts'
+      '../../runtime/operatorCommand.ts'
     );
     const store = new OperationStore(db());
     const w = await makeWorld(db());

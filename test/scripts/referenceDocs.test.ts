@@ -1,9 +1,9 @@
 import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
-import { SETTINGS } from '../../actors/Configuration.ts';
-import { resolveRuntimeTiming } from '../../actors/RuntimeTiming.ts';
 import { loadCommands } from '../../cli/commands/index.ts';
 import { OpstateError } from '../../machines/OpstateError.ts';
+import { SETTINGS } from '../../runtime/Configuration.ts';
+import { resolveRuntimeTiming } from '../../runtime/RuntimeTiming.ts';
 import {
   framed,
   generatedSectionOf,
@@ -41,7 +41,7 @@ describe('the reference pages', () => {
   it('list every variable, every createRuntime option and every timer', () => {
     const configuration = read('docs/configuration.md');
     for (const s of SETTINGS) expect(configuration).toContain(`| \`${s.variable}\` |`);
-    for (const m of typeMembers('actors/Runtime.ts', 'RuntimeOptions')) {
+    for (const m of typeMembers('runtime/RuntimeOptions.ts', 'RuntimeOptions')) {
       expect(configuration).toContain(`| \`${m.name}\` |`);
     }
     for (const [timer, value] of Object.entries(resolveRuntimeTiming({}))) {
@@ -78,14 +78,14 @@ describe('generated sections', () => {
 
 describe('typeMembers', () => {
   it('reads each property with its TSDoc, from an interface and from an intersection', () => {
-    const options = typeMembers('actors/Runtime.ts', 'RuntimeOptions');
+    const options = typeMembers('runtime/RuntimeOptions.ts', 'RuntimeOptions');
     expect(options.find((m) => m.name === 'databaseUrl')).toEqual({
       name: 'databaseUrl',
       type: 'string',
       optional: true,
       doc: 'Postgres URL; default `DATABASE_URL`, else an embedded database in `dataDir`.',
     });
-    expect(typeMembers('actors/RuntimeTiming.ts', 'RuntimeTiming').map((m) => m.name)).toEqual([
+    expect(typeMembers('runtime/RuntimeTiming.ts', 'RuntimeTiming').map((m) => m.name)).toEqual([
       'leaderPollMs',
       'leaderLeaseMs',
       'deadlines',
@@ -93,7 +93,7 @@ describe('typeMembers', () => {
   });
 
   it('refuses a type the file does not declare', () => {
-    expect(() => typeMembers('actors/Runtime.ts', 'NoSuchType')).toThrow(
+    expect(() => typeMembers('runtime/Runtime.ts', 'NoSuchType')).toThrow(
       /declares no interface or type NoSuchType/,
     );
   });

@@ -7,13 +7,13 @@ import {
 } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import { describe, expect, it } from 'vitest';
-import { memoryLogger } from '../../actors/Logger.ts';
-import { logTransportEvents } from '../../actors/logTransportEvents.ts';
-import { planMonitorResets } from '../../actors/planMonitorPass.ts';
+import { planMonitorResets } from '../../control-plane/planMonitorPass.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { defaultRoute, queueSubject, type Route } from '../../machines/routing.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
+import { logTransportEvents } from '../../observe/logTransportEvents.ts';
 import { DeliverySlots } from '../../transport/DeliverySlots.ts';
 import { MAX_HEARTBEAT_BYTES } from '../../transport/HeartbeatKey.ts';
 import {

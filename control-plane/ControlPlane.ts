@@ -1,0 +1,397 @@
+import { type Loop, type LoopOptions, startLoop } from '../loops/Loop.ts';
+import type { PlannedReset } from '../loops/PlannedReset.ts';
+import type { Clock } from '../machines/Clock.ts';
+import { classifyFailure } from '../machines/classifyFailure.ts';
+import type { Deadlines } from '../machines/deadlines.ts';
+import type { Logger } from '../observe/Logger.ts';
+import { writeLines } from '../observe/LogLine.ts';
+import type { OperationStore } from '../persistence/OperationStore.ts';
+import type { Transport, WorkerHeartbeat } from '../transport/Transport.ts';
+import { type BreakerRepository, startCircuitBreakerLoop } from './CircuitBreaker.ts';
+import type { LeadershipTerm } from './Leadership.ts';
+import { planDeadlineResets } from './planDeadlinePass.ts';
+import {
+  type OutboxDispatch,
+  planRelay,
+  relayGraceMs,
+  schedulingLimit,
+  sortPublished,
+} from './planDispatch.ts';
+import {
+  planMonitorResets,
+  planStrandedResets,
+  staleSuspects,
+  strandedLookMs,
+  unlistedScheduled,
+} from './planMonitorPass.ts';
+import { planReconcilerResets } from './planReconcilerPass.ts';
+
+/** How often each control-plane loop runs when idle, and how much it takes per pass. */
+export interface ControlPlaneTiming {
+  /** How often the scheduler claims due PENDING operations and publishes them [250 ms]. */
+  readonly schedulerIntervalMs: number;
+  /**
+   * How often the outbox relay publishes dispatches left in the outbox, those older than four of
+   * its intervals (at least 1 s) [250 ms].
+   */
+  readonly relayIntervalMs: number;
+  /**
+   * How often the heartbeat monitor looks for work held only by stale heartbeats [10 s, at most
+   * the heartbeat interval].
+   */
+  readonly monitorIntervalMs: number;
+  /**
+   * How often the reconciler looks for work past its floor held by no live worker [60 s, at most
+   * a quarter of the floor].
+   */
+  readonly reconcilerIntervalMs: number;
+  /**
+   * Most operations one scheduler pass claims and one relay pass publishes from the outbox [256];
+   * the circuit breakers read four times as many transitions a pass.
+   */
+  readonly batchSize: number;
+  /**
+   * Most operations SCHEDULED (handed to the broker, not yet started) at once. The rest wait as
+   * PENDING: a backlog lives in the database, not in the queue, so a dispatch is picked up soon
+   * after it is made and the reconciler floor never mistakes a queued dispatch for a lost one.
+   */
+  readonly maxScheduled: number;
+  /** How often the circuit breakers per (kind, target location) read new outcomes [1 s]. */
+  readonly breakerIntervalMs: number;
+  /** Consecutive failures of a (kind, target location) that open its breaker [5]. */
+  readonly breakerThreshold: number;
+  /** How long an open breaker parks its PENDING work before one probe goes through [60 s]. */
+  readonly breakerCooldownMs: number;
+  /**
+   * How often the leader folds the rows the counts per kind × status are summed from. Each write
+   * statement adds a few; at thousands of operations a second a pass folds a few thousand rows.
+   */
+  readonly countFoldIntervalMs: number;
+}
+
+export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
+  schedulerIntervalMs: 250,
+  relayIntervalMs: 250,
+  monitorIntervalMs: 10_000,
+  reconcilerIntervalMs: 60_000,
+  batchSize: 256,
+  maxScheduled: 1_000,
+  breakerIntervalMs: 1_000,
+  breakerThreshold: 5,
+  breakerCooldownMs: 60_000,
+  countFoldIntervalMs: 5_000,
+});
+
+/** What the control plane reads and writes of the operations (the store, or a test's). */
+export type ControlPlaneStore = Pick<
+  OperationStore,
+  | 'database'
+  | 'countScheduled'
+  | 'claimDue'
+  | 'fetchOutbox'
+  | 'deleteOutbox'
+  | 'loadMany'
+  | 'listActiveOlderThan'
+  | 'listPastDeadline'
+  | 'apply'
+  | 'foldCounts'
+>;
+
+export interface ControlPlaneOptions {
+  readonly store: ControlPlaneStore;
+  readonly transport: Transport;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  readonly timing: ControlPlaneTiming;
+  /**
+   * Each kind's deadline per attempt, for the deadline path (an operation's own `deadlineMs`
+   * wins): the runtime's `timing.deadlines`.
+   */
+  readonly deadlines: Deadlines;
+  /**
+   * The leadership term these loops run under: a pass starts only while it is valid, and every
+   * write carries its fence. Without one (tests of a single process) writes are not fenced.
+   */
+  readonly term?: LeadershipTerm;
+  /** The circuit breakers' rows (tests); default: the store's database. */
+  readonly breakers?: BreakerRepository;
+}
+
+/** The running loops of a leader. `wake()` tells the scheduler that work was submitted. */
+export interface ControlPlaneLoops {
+  wake(): void;
+  stop(): Promise<void>;
+}
+
+/** What every loop's pass shares: the options, plus the fence of the term. */
+type Shell = ControlPlaneOptions & { readonly leaderLoop: (o: PassOptions) => Loop };
+type PassOptions = Omit<LoopOptions, 'clock' | 'logger'>;
+
+/**
+ * Publishes dispatches and clears the outbox rows of those published; a row whose publish failed
+ * stays for the relay's next pass. Returns how many failed.
+ */
+async function publishAndClear(
+  shell: Shell,
+  dispatches: readonly OutboxDispatch[],
+  from: string,
+): Promise<number> {
+  if (dispatches.length === 0) return 0;
+  const results = await shell.transport.publishMany(
+    dispatches.map((d) => ({ route: d.route, message: d.payload })),
+  );
+  const { clear, failed, lines } = sortPublished(dispatches, results, from);
+  if (clear.length > 0) await shell.store.deleteOutbox(clear, shell.term?.fence);
+  writeLines(shell.logger, lines);
+  return failed;
+}
+
+/** Scheduler: due PENDING → SCHEDULED in batches (dispatches in the outbox), published at once. */
+function schedulerLoop(shell: Shell): Loop {
+  const { store, timing, logger } = shell;
+  return shell.leaderLoop({
+    name: 'scheduler',
+    intervalMs: timing.schedulerIntervalMs,
+    pass: async () => {
+      const limit = schedulingLimit({ ...timing, scheduled: await store.countScheduled() });
+      if (limit === 0) return false;
+      const { claimed, refused } = await store.claimDue(limit, shell.term?.fence);
+      for (const r of refused) {
+        logger.log('ERROR', 'scheduler cannot schedule operation; left as it is', {
+          operationId: r.id,
+          err: r.error,
+        });
+      }
+      // Publish at once; the outbox rows are only the safety net for a crash in between.
+      await publishAndClear(shell, claimed, 'scheduler');
+      return claimed.length === limit;
+    },
+  });
+}
+
+/** Outbox relay: publishes dispatches left behind (a crash or a broker outage after commit). */
+function relayLoop(shell: Shell): Loop {
+  const { store, timing, clock } = shell;
+  return shell.leaderLoop({
+    name: 'outbox relay',
+    intervalMs: timing.relayIntervalMs,
+    pass: async () => {
+      const now = clock.now();
+      const graceMs = relayGraceMs(timing.relayIntervalMs);
+      const plan = planRelay({
+        rows: await store.fetchOutbox(timing.batchSize, new Date(now - graceMs)),
+        now,
+        graceMs,
+        batchSize: timing.batchSize,
+      });
+      if (plan.drop.length > 0) await store.deleteOutbox(plan.drop, shell.term?.fence);
+      const failed = await publishAndClear(shell, plan.publish, 'outbox relay');
+      return plan.more && failed === 0;
+    },
+  });
+}
+
+/**
+ * Applies a reset a pass planned, fenced on the attempt judged dead. A lost race (the worker
+ * completed or failed in between, the operation moved on) is routine: nothing to recover. Anything
+ * else (an outage, lost leadership) ends the pass and is the loop's to report.
+ */
+async function applyReset(shell: Shell, r: PlannedReset): Promise<void> {
+  try {
+    await shell.store.apply(r.id, r.event, { by: r.event.by, fence: shell.term?.fence });
+  } catch (err) {
+    if (classifyFailure(err) !== 'lost_race') throw err;
+    shell.logger.log('DEBUG', `${r.event.by} reset skipped: the operation moved on`, {
+      operationId: r.id,
+      err,
+    });
+    return;
+  }
+  writeLines(shell.logger, [r.line]);
+}
+
+/** Heartbeat monitor (primary recovery): what only stale heartbeats hold is reset. */
+function monitorLoop(shell: Shell): Loop {
+  const { store, transport, clock, timing } = shell;
+  const timeoutMs = transport.timing.heartbeatTimeoutMs;
+  // Stranded-dispatch marks of this process's passes (a new leader starts without any).
+  const seen = new Map<string, number>();
+  return shell.leaderLoop({
+    name: 'heartbeat monitor',
+    intervalMs: timing.monitorIntervalMs,
+    pass: async () => {
+      const beats = await transport.heartbeats.list();
+      const suspects = staleSuspects(beats, clock.now(), timeoutMs);
+      if (suspects.length > 0) {
+        const operations = [...(await store.loadMany(suspects)).values()];
+        const resets = planMonitorResets({ now: clock.now(), timeoutMs, beats, operations });
+        for (const r of resets) await applyReset(shell, r);
+      }
+      await strandedPass(shell, beats, seen);
+      return false;
+    },
+  });
+}
+
+/**
+ * The monitor's second look: dispatches the broker handed to a worker that died or froze before
+ * it could list them in a heartbeat (`planStrandedResets`). The broker is asked only when some
+ * SCHEDULED operation has gone unlisted for longer than the heartbeat timeout.
+ */
+async function strandedPass(
+  shell: Shell,
+  beats: readonly WorkerHeartbeat[],
+  seen: Map<string, number>,
+): Promise<void> {
+  const { store, transport, clock } = shell;
+  const timeoutMs = transport.timing.heartbeatTimeoutMs;
+  const now = clock.now();
+  // More than one beat: a worker that received a dispatch just before a look lists it by then.
+  const graceMs = Math.ceil(1.5 * transport.timing.heartbeatIntervalMs);
+  const lookMs = strandedLookMs(timeoutMs, graceMs);
+  const waiting = unlistedScheduled(
+    beats,
+    await store.listActiveOlderThan(new Date(now - lookMs)),
+    now - lookMs,
+  );
+  if (waiting.length === 0) {
+    seen.clear();
+    return;
+  }
+  const unsettled = await transport.unsettled();
+  const planned = planStrandedResets({ now, timeoutMs, graceMs, beats, waiting, unsettled, seen });
+  seen.clear();
+  for (const [key, at] of planned.seen) seen.set(key, at);
+  for (const r of planned.resets) await applyReset(shell, r);
+}
+
+/**
+ * Deadline path: IN_PROGRESS past its attempt's deadline, measured from its START in the database
+ * on this clock → RESET, whatever its heartbeats say, with one WARNING each. It runs at the
+ * heartbeat monitor's interval.
+ */
+function deadlineLoop(shell: Shell): Loop {
+  const { store, clock, timing, deadlines } = shell;
+  return shell.leaderLoop({
+    name: 'deadline',
+    intervalMs: timing.monitorIntervalMs,
+    pass: async () => {
+      const running = await store.listPastDeadline(
+        new Date(clock.now()),
+        deadlines,
+        timing.batchSize,
+      );
+      if (running.length === 0) return false;
+      const resets = planDeadlineResets({ now: clock.now(), deadlines, running });
+      for (const r of resets) await applyReset(shell, r);
+      // A full page: more may be past their deadline.
+      return running.length === timing.batchSize;
+    },
+  });
+}
+
+/** Folds the counts' rows (`OperationStore.foldCounts`), so counting never grows with time. */
+function countFoldLoop(shell: Shell): Loop {
+  return shell.leaderLoop({
+    name: 'count folding',
+    intervalMs: shell.timing.countFoldIntervalMs,
+    pass: async () => {
+      await shell.store.foldCounts();
+      return false;
+    },
+  });
+}
+
+/** Reconciler (backstop): active past the floor and held by no live worker → reset. */
+function reconcilerLoop(shell: Shell): Loop {
+  const { store, transport, clock, timing } = shell;
+  return shell.leaderLoop({
+    name: 'reconciler',
+    intervalMs: timing.reconcilerIntervalMs,
+    pass: async () => {
+      const now = clock.now();
+      const old = await store.listActiveOlderThan(
+        new Date(now - transport.timing.reconcilerFloorMs),
+      );
+      if (old.length === 0) return false;
+      const beats = await transport.heartbeats.list();
+      const resets = planReconcilerResets({ now, timing: transport.timing, beats, old });
+      for (const r of resets) await applyReset(shell, r);
+      return false;
+    },
+  });
+}
+
+/**
+ * Starts the control-plane loops (run on the leader only). Each pass reads, asks a pure decision
+ * what to do (`schedulingLimit`, `planRelay`, `planMonitorResets`, `planDeadlineResets`,
+ * `planReconcilerResets`, `planBreakerPass`) and writes what it says:
+ * - scheduler: due PENDING → SCHEDULED in batches, each dispatch written to the outbox in the
+ *   same statement, then published at once;
+ * - outbox relay: publishes outbox rows left behind (a crash or a broker outage between commit
+ *   and publish) in batches and clears them; dedup makes a re-publish of the same attempt
+ *   harmless;
+ * - heartbeat monitor (primary recovery): SCHEDULED or IN_PROGRESS held (per the worker
+ *   heartbeats) only by workers whose heartbeat went stale → RESET: a dispatch that sits with a
+ *   dead or stalled worker, pulled or running, comes back within about the heartbeat timeout;
+ *   so does a dispatch the broker handed to a worker that died or froze before it read it (no
+ *   heartbeat lists it: SCHEDULED past the timeout, listed by none, and unsettled at the broker);
+ * - deadline: IN_PROGRESS for longer than its attempt's deadline since its START → RESET, with one
+ *   WARNING per reset, whatever the heartbeats say: a handler that hangs inside a live worker
+ *   (whose heartbeat goes on listing it) is brought home too;
+ * - reconciler (backstop): SCHEDULED/IN_PROGRESS held by no live worker and older than the floor →
+ *   RESET, with one WARNING line per reset. It covers what the monitor cannot see: a dispatch lost
+ *   on its way to a worker, and a heartbeat store that lost its keys;
+ * - circuit breaker: FAIL/COMPLETE outcomes per (kind, target location) open, half-open and close
+ *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`);
+ * - count folding: every `countFoldIntervalMs`, the rows the counts per kind × status are
+ *   summed from are folded into one per pair.
+ *
+ * @example
+ * ```ts
+ * const loops = startControlPlaneLoops({ store, transport, clock, logger, timing,
+ *   deadlines: timing.deadlines });
+ * loops.wake(); await loops.stop();
+ * ```
+ */
+export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPlaneLoops {
+  const { clock, logger, timing, term } = options;
+  const shell: Shell = {
+    ...options,
+    // A loop whose passes start only while the term is valid.
+    leaderLoop: (o) =>
+      startLoop({
+        ...o,
+        clock,
+        logger,
+        pass: () => (term === undefined || term.valid() ? o.pass() : Promise.resolve(false)),
+      }),
+  };
+  const scheduler = schedulerLoop(shell);
+  const breaker = startCircuitBreakerLoop({
+    database: options.store.database,
+    ...(options.breakers === undefined ? {} : { repository: options.breakers }),
+    clock,
+    logger,
+    policy: { threshold: timing.breakerThreshold, cooldownMs: timing.breakerCooldownMs },
+    batchSize: timing.batchSize * 4,
+    intervalMs: timing.breakerIntervalMs,
+    onRelease: () => scheduler.wake(),
+    ...(term === undefined ? {} : { term }),
+  });
+  const loops: Loop[] = [
+    scheduler,
+    relayLoop(shell),
+    monitorLoop(shell),
+    deadlineLoop(shell),
+    reconcilerLoop(shell),
+    breaker,
+    countFoldLoop(shell),
+  ];
+  return {
+    wake: () => scheduler.wake(),
+    stop: async () => {
+      await Promise.all(loops.map((l) => l.stop()));
+    },
+  };
+}

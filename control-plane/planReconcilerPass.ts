@@ -1,0 +1,59 @@
+import type { PlannedReset } from '../loops/PlannedReset.ts';
+import type { ActiveOperation } from '../persistence/sql/controlPlaneQueries.ts';
+import { holdsAlive } from '../transport/HeartbeatKey.ts';
+import type { WorkerHeartbeat } from '../transport/Transport.ts';
+
+/**
+ * The reconciler's pass, pure: of the SCHEDULED / IN_PROGRESS operations older than the floor,
+ * those no fresh heartbeat holds at their current attempt (a dispatch lost on its way, a worker
+ * whose heartbeat was purged) get a RESET by `reconciler`, fenced on that attempt, with one
+ * WARNING naming the operation and why. An IN_PROGRESS one counts as held only by the heartbeat of
+ * the worker that started it (`holdsAlive` with the recorded worker), so a fresh heartbeat of
+ * another worker that lists it does not pin it. One a live worker holds is left alone, however
+ * old (a long-running operation is not lost).
+ *
+ * @example
+ * ```ts
+ * const old = await store.listActiveOlderThan(new Date(now - timing.reconcilerFloorMs));
+ * const resets = planReconcilerResets({ now, timing, beats: await heartbeats.list(), old });
+ * ```
+ */
+export function planReconcilerResets(input: {
+  readonly now: number;
+  readonly timing: { readonly heartbeatTimeoutMs: number; readonly reconcilerFloorMs: number };
+  readonly beats: readonly WorkerHeartbeat[];
+  readonly old: readonly ActiveOperation[];
+}): PlannedReset[] {
+  const { now, timing, beats } = input;
+  const at = new Date(now).toISOString();
+  const resets: PlannedReset[] = [];
+  for (const op of input.old) {
+    if (now - op.since.getTime() < timing.reconcilerFloorMs) continue;
+    const holder = op.status === 'IN_PROGRESS' ? (op.workerId ?? undefined) : undefined;
+    if (holdsAlive(beats, now, timing.heartbeatTimeoutMs, op.kind, op.id, op.attempt, holder)) {
+      continue;
+    }
+    const age = Math.round((now - op.since.getTime()) / 1000);
+    const reason = `${op.status} for ${age} s (floor ${timing.reconcilerFloorMs / 1000} s) with no live worker holding it`;
+    resets.push({
+      id: op.id,
+      kind: op.kind,
+      status: op.status,
+      attempt: op.attempt,
+      event: { type: 'RESET', by: 'reconciler', reason, attempt: op.attempt, at },
+      line: {
+        level: 'WARNING',
+        message: 'reconciler reset operation',
+        fields: {
+          operationId: op.id,
+          kind: op.kind,
+          status: op.status,
+          attempt: op.attempt,
+          workerId: op.workerId,
+          reason,
+        },
+      },
+    });
+  }
+  return resets;
+}

@@ -1,0 +1,90 @@
+import type { Clock } from '../machines/Clock.ts';
+import type { Logger } from '../observe/Logger.ts';
+import type { RuntimeObserver } from '../observe/RuntimeObserver.ts';
+import type { DatabaseTls } from '../persistence/databaseTls.ts';
+import type { EmbeddedEngine, OpenDatabaseOptions } from '../persistence/openDatabase.ts';
+import type { NatsCredentials } from '../transport/jetstream/natsCredentials.ts';
+import type { DeadlineOverrides, RuntimeTimers } from './RuntimeTiming.ts';
+
+/** What start is waiting for: a server, with the last error, or nothing once it has them all. */
+export type StartupWait = { readonly what: string; readonly error: string } | undefined;
+
+/** How `createRuntime` opens a deployment; every setting left out comes from the environment. */
+export interface RuntimeOptions {
+  /** Postgres URL; default `DATABASE_URL`, else an embedded database in `dataDir`. */
+  readonly databaseUrl?: string;
+  /** The embedded database's folder when no URL (default `OPSTATE_DATA_DIR`, else `./.opstate`). */
+  readonly dataDir?: string;
+  /** NATS URL; default `NATS_URL`, else the in-process transport (one process). */
+  readonly natsUrl?: string;
+  /** NATS credentials (user and password, token, NKey or `.creds`) and TLS. */
+  readonly natsCredentials?: NatsCredentials;
+  /** TLS to Postgres. */
+  readonly databaseTls?: DatabaseTls;
+  /** The embedded database without a URL: a private Postgres server (default) or PGlite. */
+  readonly embeddedEngine?: EmbeddedEngine;
+  /**
+   * The Postgres schema of opstate's tables, functions and migration record, apart from the
+   * application's (default `OPSTATE_DB_SCHEMA`, else `opstate`).
+   */
+  readonly databaseSchema?: string;
+  /** Settings of embedded PGlite. */
+  readonly pglite?: OpenDatabaseOptions['pglite'];
+  /** Names the deployment on NATS (stream, subjects, consumers, bucket) and the leader lock. */
+  readonly prefix?: string;
+  /** Timer overrides; default `OPSTATE_TIMING` (given here, the variable is not read). */
+  readonly timing?: Partial<RuntimeTimers>;
+  /**
+   * How long one attempt of a kind may stay IN_PROGRESS from its START (ms), for the kinds named;
+   * the others keep their defaults (`DEFAULT_DEADLINES_MS`). Default `OPSTATE_DEADLINES` (given
+   * here, the variable is not read). Past it the worker aborts the handler and the control plane
+   * resets the attempt by `deadline`. An operation may carry its own (`deadlineMs` at submit).
+   */
+  readonly deadlines?: DeadlineOverrides;
+  /**
+   * Who `submit` records as the submitter when a call gives no `by` (default
+   * `OPSTATE_SERVICE_NAME`, else the `name` in the working directory's package.json, else
+   * `service`): 1 to 64 characters of letters, digits and `. _ : @ / -`.
+   */
+  readonly serviceName?: string;
+  /** Returns to PENDING an operation may take before it FAILS, unless it says (default 3). */
+  readonly maxRetries?: number;
+  /** Default: JSON lines on stderr (pino) at `OPSTATE_LOG_LEVEL`, the configuration's secrets kept out. */
+  readonly logger?: Logger;
+  /** Told of every committed transition (metrics); logging of transitions is built in. */
+  readonly observer?: RuntimeObserver;
+  /**
+   * The one clock every timer of the runtime reads and waits through (default the system's); a
+   * test passes `createSimulatedClock()` from `opstate/testing` and moves time itself.
+   */
+  readonly clock?: Clock;
+  /** Apply migrations on open (default true). */
+  readonly migrate?: boolean;
+  /**
+   * Create or update the dispatch stream and its consumers on open (default true). A worker
+   * with least-privilege NATS credentials passes false: the control plane creates them.
+   */
+  readonly ensureTransport?: boolean;
+  /**
+   * Run embedded whatever the environment says: the embedded database in `dataDir` and the in-process transport,
+   * ignoring `DATABASE_URL` and `NATS_URL` (the demo, tests of the embedded mode).
+   */
+  readonly embedded?: boolean;
+  /**
+   * Start even while Postgres or NATS is unreachable: wait for them, retrying with capped backoff
+   * and saying so in the log, instead of failing (what `opstate control-plane` and `opstate
+   * worker` do). A configuration error still fails at once. Default false.
+   */
+  readonly waitForServers?: boolean;
+  /**
+   * Told, while `waitForServers` waits, what for (`Postgres`, `NATS`, `NATS JetStream`) and the
+   * last error; then `undefined` once the servers are open (a readiness probe served from the
+   * start, as `opstate worker --metrics-port` does).
+   */
+  readonly onWaiting?: (waiting: StartupWait) => void;
+  /**
+   * Where settings the options leave unset come from (default `process.env`): `DATABASE_URL`,
+   * `NATS_URL`, `OPSTATE_*`, read and validated as the CLI reads them (`loadConfiguration`).
+   */
+  readonly env?: Readonly<Record<string, string | undefined>>;
+}

@@ -1,0 +1,205 @@
+import { randomUUID } from 'node:crypto';
+import { crashable, faultsOf } from '../loops/drill.ts';
+import type { Clock } from '../machines/Clock.ts';
+import type { Deadlines } from '../machines/deadlines.ts';
+import type { OperationKind } from '../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { defaultRoute, queueName, type Route } from '../machines/routing.ts';
+import type { Logger } from '../observe/Logger.ts';
+import type { JournalRepository } from '../persistence/JournalRepository.ts';
+import type { OperationStore } from '../persistence/OperationStore.ts';
+import { DeliverySlots } from '../transport/DeliverySlots.ts';
+import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
+import type { Subscription, Transport } from '../transport/Transport.ts';
+import { abortMovedOn, fenceOverdue, handleDelivery, type WorkerCore } from './handleDelivery.ts';
+import { createWorkerBatches } from './WorkerBatches.ts';
+import { startWorkerHeartbeat } from './WorkerHeartbeat.ts';
+import { createWorkerRegistry, type WorkerRegistry } from './workerRegistry.ts';
+
+export { isRetryable } from './decideRun.ts';
+
+import type { OperationHandler } from './OperationHandler.ts';
+import type { WorkerFaults } from './WorkerFaults.ts';
+
+export interface WorkerOptions<K extends OperationKind> {
+  readonly store: OperationStore;
+  readonly journal: JournalRepository;
+  readonly transport: Transport;
+  readonly clock: Clock;
+  readonly logger: Logger;
+  /**
+   * Each kind's deadline per attempt (an operation's own `deadlineMs` wins): past it the handler's
+   * signal fires. The runtime passes its `timing.deadlines`, as its control plane reads them.
+   */
+  readonly deadlines: Deadlines;
+  readonly kinds: readonly K[];
+  /** One handler for every kind this worker serves: the table must name them all. */
+  readonly handlers: Readonly<Record<K, OperationHandler>>;
+  /**
+   * Operations this worker holds at once across all its queues, pulled or running (default 4).
+   * With fewer slots than queues, the queues take turns.
+   */
+  readonly concurrency?: number;
+  /** Routes to consume; default: each kind's default route. */
+  readonly routes?: readonly Route[];
+  readonly workerId?: string;
+}
+
+export interface Worker {
+  readonly id: string;
+  readonly registry: WorkerRegistry;
+  /**
+   * Resolves once the worker id is claimed for this process (its first heartbeat landed) and its
+   * queues are consumed; nothing is pulled before. Rejects with `CONFIG` naming the id when a live
+   * process of another instance already runs under it (that worker then takes no work; stop it),
+   * or when it was stopped first.
+   */
+  readonly ready: Promise<void>;
+  /** Stops taking work, aborts running handlers and hands their operations back. */
+  stop(): Promise<void>;
+}
+
+/** The worker's id, given or generated, refused with CONFIG when it cannot name a heartbeat. */
+function workerIdOf(options: { readonly workerId?: string | undefined }): string {
+  const id = options.workerId ?? `worker-${randomUUID().slice(0, 8)}`;
+  try {
+    workerHeartbeatKey(id);
+  } catch (err) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `worker id ${JSON.stringify(id)} cannot name a heartbeat: use letters, digits, '-', '_' or '=' (no dots)`,
+      { cause: err },
+    );
+  }
+  return id;
+}
+
+/** The routes a worker consumes: the given ones, else each kind's default route, once each. */
+function routesOf<K extends OperationKind>(options: WorkerOptions<K>): readonly Route[] {
+  return (
+    options.routes ??
+    options.kinds
+      .map(defaultRoute)
+      .filter((r, i, all) => all.findIndex((o) => queueName(o) === queueName(r)) === i)
+  );
+}
+
+/**
+ * The worker base: the one place where any operation, of any kind, enters IN_PROGRESS.
+ *
+ * On a dispatch it loads the operation and decides with the pure `triageDelivery`: COMPLETED →
+ * ack (early return); a stale attempt → term; SCHEDULED → hold it, write a heartbeat that lists
+ * it, START by compare-and-set, run the handler; IN_PROGRESS of the current attempt with no live
+ * holder (a broker redelivery after the holder died) → RESET by `broker`, so the next attempt is
+ * dispatched fenced. Once the handler is done the pure `afterRun` decides: on success it creates
+ * the output copies and COMPLETEs in one transaction, then acks; on failure it FAILs (retryable
+ * or not) and acks; reset, cancelled or stopping, it lets go or hands the operation back. A result
+ * that lacks what the kind must produce (`OUTPUT_CONTRACT`) or returns malformed outputs
+ * (`BAD_INPUT`) is a failure, never retried. The I/O
+ * around those decisions is `handleDelivery`'s.
+ *
+ * The worker beats once per heartbeat interval for everything it holds and the queues it reads
+ * (one key in the heartbeat store: idle, it still shows as serving its queues), and covers an operation with a heartbeat before it starts it: an operation it holds,
+ * pulled or running, is recovered by the heartbeat monitor within about the heartbeat timeout if
+ * this process dies or stalls. At each beat it checks in one read whether its running operations
+ * moved on (reset, cancelled) and aborts their handlers. An attempt that runs past its deadline
+ * (the operation's `deadlineMs`, else its kind's) has its handler aborted with `DEADLINE_PASSED`;
+ * the control plane's deadline path resets it.
+ *
+ * @example
+ * ```ts
+ * const worker = startWorker({ store, journal, transport, clock, logger,
+ *   deadlines: timing.deadlines, kinds: [OperationKind.TRANSFER],
+ *   handlers: { [OperationKind.TRANSFER]: async (ctx) => ({ outputs: await copyOver(ctx) }) } });
+ * await worker.stop();
+ * ```
+ */
+export function startWorker<K extends OperationKind>(options: WorkerOptions<K>): Worker {
+  const { store, transport, logger, kinds } = options;
+  const id = workerIdOf(options);
+  const concurrency = options.concurrency ?? 4;
+  const routes = routesOf(options);
+  const queues = [...new Set(routes.map(queueName))];
+  const handlers = options.handlers as Partial<Record<OperationKind, OperationHandler>>;
+  // One bound for the whole worker, shared by all its queues.
+  const slots = new DeliverySlots(concurrency);
+  const core: WorkerCore = {
+    id,
+    store,
+    journal: options.journal,
+    transport,
+    clock: options.clock,
+    logger,
+    deadlines: options.deadlines,
+    handlerFor: (kind) => handlers[kind],
+    faults: faultsOf<WorkerFaults>(options),
+    registry: createWorkerRegistry(),
+    heartbeat: startWorkerHeartbeat({
+      workerId: id,
+      transport,
+      clock: options.clock,
+      logger,
+      reads: { queues, kinds: [...new Set(kinds)] },
+      afterBeat: () => abortMovedOn(core, slots),
+      onOverdue: (ageMs) => fenceOverdue(core, ageMs),
+    }),
+    batches: createWorkerBatches(store, concurrency),
+    state: { stopping: false, crashed: false },
+  };
+  const subscriptions: Subscription[] = [];
+  // Nothing is pulled before the id is claimed: a second process under a live worker's id takes
+  // no work and writes no heartbeat.
+  const ready = core.heartbeat.claimed.then(
+    () => {
+      if (core.state.stopping) return;
+      for (const route of routes) {
+        subscriptions.push(
+          transport.consume(route, { concurrency, slots }, (d) => handleDelivery(core, d)),
+        );
+      }
+      logger.log('INFO', 'worker started', {
+        workerId: id,
+        queues,
+        concurrency,
+      });
+    },
+    (err: unknown) => {
+      if (!core.state.stopping) {
+        logger.log('ERROR', 'worker refused to start', { workerId: id, err });
+      }
+      throw err;
+    },
+  );
+  // The caller sees the refusal through `ready`; an unread one is not an unhandled rejection.
+  ready.catch(() => undefined);
+  const abortAll = (reason: string) => {
+    for (const lease of [...core.registry.getSnapshot().context.leases.values()]) {
+      core.registry.trigger.abort({ operationId: lease.operationId, reason });
+    }
+  };
+  const worker: Worker = {
+    id,
+    registry: core.registry,
+    ready,
+    async stop() {
+      if (core.state.stopping) return;
+      core.state.stopping = true;
+      abortAll('worker stopping');
+      // None are added once stopping (a claim still pending consumes nothing when it lands).
+      await Promise.all(subscriptions.map((s) => s.stop()));
+      await core.heartbeat.stop({ remove: true });
+      await ready.catch(() => undefined);
+    },
+  };
+  // A drill's crash (`crash(worker)` from opstate/testing): as a killed process would die, its
+  // heartbeat stops where it is, nothing is written, deliveries are left unsettled.
+  return crashable(worker, async () => {
+    if (core.state.crashed) return;
+    core.state.crashed = true;
+    core.state.stopping = true;
+    await core.heartbeat.stop({ remove: false });
+    abortAll('worker crashed');
+    await Promise.all(subscriptions.map((s) => s.stop()));
+    logger.log('WARNING', 'worker crashed (drill)', { workerId: id });
+  });
+}
