@@ -1,8 +1,9 @@
 /**
  * `npm run bench`: runs every benchmark under bench/ one after the other, each in a child process
  * of its own (a fresh heap, its own database and NATS prefix), passing their JSON lines through
- * on stdout and their diagnostics on stderr. Exits non-zero if any of them failed, after running
- * the rest.
+ * on stdout, each tagged with the bench that printed it (`"bench": "e2e"`), and their diagnostics
+ * on stderr. Exits non-zero if any of them failed, after running the rest. `npm run figures` runs
+ * it and writes docs/figures.md from those lines.
  *
  *   npm run bench                        # persistence, transport, e2e, peers, recovery, deletion
  *   npm run bench -- e2e                 # only the named ones
@@ -28,13 +29,38 @@ function runOne(name: string): Promise<number> {
     const child = spawn(process.execPath, ['--import', 'tsx', file], {
       cwd: ROOT,
       env: process.env,
-      stdio: ['ignore', 'inherit', 'inherit'],
+      stdio: ['ignore', 'pipe', 'inherit'],
     });
+    tagLines(child.stdout, name);
     child.on('error', (err) => {
       process.stderr.write(`bench ${name}: ${err.message}\n`);
       resolve(1);
     });
-    child.on('exit', (code, signal) => resolve(code ?? (signal === null ? 1 : 128)));
+    child.on('close', (code, signal) => resolve(code ?? (signal === null ? 1 : 128)));
+  });
+}
+
+/** Passes a bench's stdout through line by line, adding `bench` to each JSON object. */
+function tagLines(stdout: NodeJS.ReadableStream, bench: string): void {
+  let pending = '';
+  const emit = (line: string) => {
+    let tagged = line;
+    if (line.startsWith('{')) {
+      try {
+        tagged = JSON.stringify({ bench, ...JSON.parse(line) });
+      } catch {
+        // not a figure: passed on as it came
+      }
+    }
+    process.stdout.write(`${tagged}\n`);
+  };
+  stdout.on('data', (d: Buffer) => {
+    const parts = (pending + d.toString()).split('\n');
+    pending = parts.pop() ?? '';
+    for (const line of parts) emit(line);
+  });
+  stdout.on('end', () => {
+    if (pending !== '') emit(pending);
   });
 }
 
