@@ -33,6 +33,7 @@ import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
 import type { Logger } from '../observe/Logger.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
+import { DEFAULT_DATABASE_SCHEMA } from '../persistence/databaseSchema.ts';
 import { createRuntime, type RuntimeTiming } from '../runtime/Runtime.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 import { cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.ts';
@@ -105,7 +106,12 @@ function opstateContender(run: string): Contender {
     unit: 'ops/s',
     note: `opstate: TRANSFER operations, no-op handler, createMany ×${CREATE_BATCH} → COMPLETED; control plane and one worker (concurrency ${OPSTATE_CONCURRENCY}) in this process on Postgres and NATS JetStream; four transitions, their history and the outbox persisted per operation`,
     async setUp(url) {
-      sql = postgres(url, { max: 1, onnotice: () => {} });
+      // opstate's tables live in its own schema: its polling reads them there.
+      sql = postgres(url, {
+        max: 1,
+        onnotice: () => {},
+        connection: { search_path: DEFAULT_DATABASE_SCHEMA },
+      });
       runtime = await createRuntime({
         databaseUrl: url,
         natsUrl: NATS_URL,
