@@ -2,7 +2,7 @@
 # opstate as an image: built in one stage, run from the built package in a slim one, as the
 # unprivileged `node` user. `docker run opstate <command>` runs `opstate <command>`.
 
-FROM node:20-bookworm-slim AS build
+FROM node:22-bookworm-slim AS build
 WORKDIR /app
 COPY package.json package-lock.json ./
 # No install scripts yet (`prepare` builds, and the sources are not copied in yet).
@@ -11,13 +11,18 @@ COPY tsconfig.json tsconfig.build.json index.ts testing.ts ./
 COPY machines machines
 COPY persistence persistence
 COPY transport transport
-COPY actors actors
+COPY observe observe
+COPY loops loops
+COPY worker worker
+COPY control-plane control-plane
+COPY deleter deleter
+COPY runtime runtime
 COPY stages stages
 COPY cli cli
 COPY dashboard dashboard
 RUN npm run build
 
-FROM node:20-bookworm-slim AS runtime
+FROM node:22-bookworm-slim AS runtime
 ENV NODE_ENV=production \
     OPSTATE_DATA_DIR=/home/node/opstate-data
 WORKDIR /app

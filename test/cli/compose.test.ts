@@ -54,9 +54,9 @@ function allowedFor(user: string): string[] {
 describe('Dockerfile', () => {
   const stages = [...dockerfile.matchAll(/^FROM (\S+)(?: AS (\S+))?/gm)];
 
-  it('builds in one stage and runs the built package in a slim Node 20 one, as a non-root user', () => {
+  it('builds in one stage and runs the built package in a slim Node 22 LTS one, as a non-root user', () => {
     expect(stages.length).toBeGreaterThanOrEqual(2);
-    for (const s of stages) expect(s[1]).toMatch(/^node:20(\.\d+)*-\w+-slim$/);
+    for (const s of stages) expect(s[1]).toMatch(/^node:22(\.\d+)*-\w+-slim$/);
     const runtime = dockerfile.slice(dockerfile.lastIndexOf('FROM '));
     expect(runtime).toMatch(/npm ci --omit=dev/);
     expect(runtime).toMatch(/COPY --from=build \/app\/dist dist/);

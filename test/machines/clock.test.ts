@@ -8,8 +8,13 @@ import { createSimulatedClock, SimulatedClock } from '../../machines/SimulatedCl
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
 /** The runtime's sources: everything but tests, benches and dependencies. */
 const RUNTIME = [
-  'actors',
   'machines',
+  'observe',
+  'loops',
+  'worker',
+  'control-plane',
+  'deleter',
+  'runtime',
   'persistence',
   'transport',
   'stages',
