@@ -7,12 +7,14 @@ describe('outbox relay', () => {
   it('publishes a dispatch committed by a scheduler that died before publishing it', async () => {
     const dep = await deploy();
     const { id } = await archiveOperation(dep);
+    // The worker first: its start-up (seconds on a busy machine) must not count towards the
+    // SCHEDULED row's age, or the reconciler's floor could pass before the relay runs.
+    await dep.readyWorker();
     // A scheduler's claim commits SCHEDULED + its outbox row; it "dies" before publishing.
     const { claimed } = await dep.runtime.store.claimDue(10);
     expect(claimed.map((c) => c.id)).toEqual([id]);
     expect((await dep.runtime.store.fetchOutbox(10)).map((e) => e.operationId)).toEqual([id]);
 
-    await dep.readyWorker();
     dep.runtime.startControlPlane();
     await waitFor(
       async () => (await dep.runtime.store.load(id)).status === 'COMPLETED',
