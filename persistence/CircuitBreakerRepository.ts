@@ -6,8 +6,9 @@ import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { type LeaseFence, leaseHolds } from './LeaseFence.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Executor, Row } from './openDatabase.ts';
+import { selectLatestTransitionId } from './reads/selectTransitions.ts';
 import { byKey } from './sql/byKey.ts';
-import { selectLatestTransitionId, transitionsAfterCursor } from './sql/selectTransitions.ts';
+import { transitionsAfterCursor } from './sql/transitionsAfterCursor.ts';
 import { isUuid } from './subtypeFields.ts';
 
 export { type CircuitFailure, CircuitState } from '../machines/circuitBreaker.ts';
