@@ -49,14 +49,8 @@ export interface TransitionOutcome {
 }
 
 /** A breaker row to write: `expectedVersion` null inserts, otherwise a compare-and-set update. */
-export interface CircuitBreakerWrite {
-  readonly kind: OperationKind;
-  readonly locationId: string;
+export interface CircuitBreakerWrite extends Omit<CircuitBreakerRecord, 'version' | 'updatedAt'> {
   readonly expectedVersion: number | null;
-  readonly state: CircuitState;
-  readonly consecutiveFailures: number;
-  readonly openedAt: Date | null;
-  readonly lastFailure: CircuitFailure | null;
   readonly updatedAt: Date;
 }
 
