@@ -3,7 +3,7 @@ import { lstat, readdir, readFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import type { Database } from '../persistence/openDatabase.ts';
-import { selectStatusCounts } from '../persistence/sql/controlPlaneQueries.ts';
+import { selectStatusCounts } from '../persistence/reads/selectStatusCounts.ts';
 
 /**
  * What the invariants are checked on: rows of the database and what stands on storage, read

@@ -5,7 +5,7 @@ import {
   describeDeadline,
   formatRunTime,
 } from '../machines/deadlines.ts';
-import type { RunningAttempt } from '../persistence/sql/selectPastDeadline.ts';
+import type { RunningAttempt } from '../persistence/ActiveOperation.ts';
 
 /**
  * The deadline path's pass, pure: each IN_PROGRESS attempt that has run for at least its deadline

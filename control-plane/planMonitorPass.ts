@@ -1,5 +1,5 @@
 import type { PlannedReset } from '../loops/PlannedReset.ts';
-import type { ActiveOperation } from '../persistence/sql/controlPlaneQueries.ts';
+import type { ActiveOperation } from '../persistence/ActiveOperation.ts';
 import type { DispatchMessage, WorkerHeartbeat } from '../transport/Transport.ts';
 import { type ActiveAttempt, findAbandoned } from './findAbandoned.ts';
 

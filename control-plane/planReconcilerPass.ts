@@ -1,5 +1,5 @@
 import type { PlannedReset } from '../loops/PlannedReset.ts';
-import type { ActiveOperation } from '../persistence/sql/controlPlaneQueries.ts';
+import type { ActiveOperation } from '../persistence/ActiveOperation.ts';
 import { holdsAlive } from '../transport/HeartbeatKey.ts';
 import type { WorkerHeartbeat } from '../transport/Transport.ts';
 

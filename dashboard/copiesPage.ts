@@ -3,8 +3,8 @@ import {
   type PhysicalCopyStatus,
 } from '../machines/physicalCopyMachine.ts';
 import { shortId } from '../machines/shortId.ts';
-import type { CopyListRow } from '../persistence/sql/selectCopies.ts';
-import type { DeletionListRow } from '../persistence/sql/selectDeletions.ts';
+import type { CopyListRow } from '../persistence/reads/selectCopies.ts';
+import type { DeletionListRow } from '../persistence/reads/selectDeletions.ts';
 import { html, type SafeHtml } from './html.ts';
 
 /** What the copies-and-deletions page shows. */

@@ -16,22 +16,25 @@ import { type QueueReaders, queueReaders, readersOf } from '../machines/queueRea
 import { allRoutes, queueName } from '../machines/routing.ts';
 import { checkId } from '../persistence/applyEvents.ts';
 import { inspectOperation } from '../persistence/inspectOperation.ts';
-import { type AttentionSection, loadAttention } from '../persistence/loadAttention.ts';
+import {
+  type AttentionSection,
+  loadAttention,
+  loadAttentionRow,
+} from '../persistence/loadAttention.ts';
 import type { Database } from '../persistence/openDatabase.ts';
-import { loadResumeRecord } from '../persistence/resumeRecord.ts';
-import { selectStatusCounts } from '../persistence/sql/controlPlaneQueries.ts';
-import { selectCopyStatus } from '../persistence/sql/copyStatusQueries.ts';
 import {
   type OperationSearch,
   type OperationSearchRow,
   searchOperations,
-} from '../persistence/sql/searchOperations.ts';
-import { selectAttentionRow } from '../persistence/sql/selectAttention.ts';
-import { selectCopies } from '../persistence/sql/selectCopies.ts';
-import { selectDeletions } from '../persistence/sql/selectDeletions.ts';
-import { selectLineage } from '../persistence/sql/selectLineage.ts';
-import { type QueueDepth, selectQueueDepths } from '../persistence/sql/selectQueueDepths.ts';
-import { selectRoutesOf } from '../persistence/sql/selectRoutesOf.ts';
+} from '../persistence/reads/searchOperations.ts';
+import { selectCopies } from '../persistence/reads/selectCopies.ts';
+import { selectCopyStatus } from '../persistence/reads/selectCopyStatus.ts';
+import { selectDeletions } from '../persistence/reads/selectDeletions.ts';
+import { selectLineage } from '../persistence/reads/selectLineage.ts';
+import { type QueueDepth, selectQueueDepths } from '../persistence/reads/selectQueueDepths.ts';
+import { selectRoutesOf } from '../persistence/reads/selectRoutesOf.ts';
+import { selectStatusCounts } from '../persistence/reads/selectStatusCounts.ts';
+import { loadResumeRecord } from '../persistence/resumeRecord.ts';
 import { isUuid } from '../persistence/subtypeFields.ts';
 import type { Heartbeats, WorkerHeartbeat } from '../transport/Transport.ts';
 import type { CopiesPageData } from './copiesPage.ts';
@@ -181,7 +184,7 @@ export function createDashboardData(options: DashboardDataOptions) {
         inspectOperation(database, id),
         selectLineage(database, id, 'up'),
         selectLineage(database, id, 'down'),
-        selectAttentionRow(database, id),
+        loadAttentionRow(database, id),
       ]);
       // A long-term archive's resume record: archive and source identity, deletion progress.
       const resume = (await loadResumeRecord(database, view)) ?? null;

@@ -1,4 +1,4 @@
-import type { LineageLink } from '../persistence/sql/selectLineage.ts';
+import type { LineageLink } from '../persistence/reads/selectLineage.ts';
 
 /** One copy in a lineage tree, with the links reached through the operation beyond it. */
 export interface LineageNode {

@@ -5,8 +5,8 @@ import { OPERATOR_ACTIONS, operatorEvent } from '../machines/operatorEvent.ts';
 import { shortId } from '../machines/shortId.ts';
 import type { OperationInspection } from '../persistence/inspectOperation.ts';
 import type { TransitionEntry } from '../persistence/JournalRepository.ts';
+import type { LineageLink } from '../persistence/reads/selectLineage.ts';
 import type { ResumeRecord } from '../persistence/resumeRecord.ts';
-import type { LineageLink } from '../persistence/sql/selectLineage.ts';
 import { html, type SafeHtml } from './html.ts';
 import { type LineageNode, lineageTree } from './lineageTree.ts';
 

@@ -1,7 +1,7 @@
 import { OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
 import { OPERATION_STATUSES, type OperationStatus } from '../machines/operationMachine.ts';
 import { shortId } from '../machines/shortId.ts';
-import type { OperationSearchRow } from '../persistence/sql/searchOperations.ts';
+import type { OperationSearchRow } from '../persistence/reads/searchOperations.ts';
 import { BULK_RETRY_MAX } from './bulkRetry.ts';
 import { html, type SafeHtml } from './html.ts';
 

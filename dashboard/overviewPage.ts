@@ -1,7 +1,7 @@
 import { OPERATION_KINDS } from '../machines/OperationKind.ts';
 import { OPERATION_STATUSES, operationMachine } from '../machines/operationMachine.ts';
 import type { AttentionList } from '../persistence/loadAttention.ts';
-import type { StatusCounts } from '../persistence/sql/controlPlaneQueries.ts';
+import type { StatusCounts } from '../persistence/StatusCounts.ts';
 import { attentionView } from './attentionView.ts';
 import { html, type SafeHtml } from './html.ts';
 import { lifecycleSvg } from './lifecycleSvg.ts';

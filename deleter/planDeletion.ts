@@ -7,7 +7,7 @@ import type {
   DeletionPlanInsert,
   PlannedMemberRow,
   PlanOutcomeRow,
-} from '../persistence/sql/writeCopyTransition.ts';
+} from '../persistence/DeletionPlan.ts';
 import { readNoFollow } from './readNoFollow.ts';
 import type { SyscallCount } from './SyscallCount.ts';
 

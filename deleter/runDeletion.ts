@@ -2,8 +2,8 @@ import { rmdir, unlink } from 'node:fs/promises';
 import { type MemberOutcome, MemberOutcome as Outcome } from '../machines/ArchiveState.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { CopyLifecycle } from '../persistence/CopyLifecycle.ts';
+import type { OutcomeInput } from '../persistence/DeletionPlan.ts';
 import type { DeletionRepository } from '../persistence/DeletionRepository.ts';
-import type { OutcomeInput } from '../persistence/sql/deletionStep.ts';
 import { identityProblem, revalidateMember } from './revalidateMember.ts';
 import type { SyscallCount } from './SyscallCount.ts';
 

@@ -6,8 +6,9 @@ import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { type LeaseFence, leaseHolds } from './LeaseFence.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Executor, Row } from './openDatabase.ts';
+import { selectLatestTransitionId } from './reads/selectTransitions.ts';
 import { byKey } from './sql/byKey.ts';
-import { selectLatestTransitionId, transitionsAfterCursor } from './sql/selectTransitions.ts';
+import { transitionsAfterCursor } from './sql/transitionsAfterCursor.ts';
 import { isUuid } from './subtypeFields.ts';
 
 export { type CircuitFailure, CircuitState } from '../machines/circuitBreaker.ts';
@@ -48,14 +49,8 @@ export interface TransitionOutcome {
 }
 
 /** A breaker row to write: `expectedVersion` null inserts, otherwise a compare-and-set update. */
-export interface CircuitBreakerWrite {
-  readonly kind: OperationKind;
-  readonly locationId: string;
+export interface CircuitBreakerWrite extends Omit<CircuitBreakerRecord, 'version' | 'updatedAt'> {
   readonly expectedVersion: number | null;
-  readonly state: CircuitState;
-  readonly consecutiveFailures: number;
-  readonly openedAt: Date | null;
-  readonly lastFailure: CircuitFailure | null;
   readonly updatedAt: Date;
 }
 

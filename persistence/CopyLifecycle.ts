@@ -3,14 +3,11 @@ import { type CopyCommand, type CopyDecision, decideCopy } from '../machines/dec
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { PhysicalCopyStatus } from '../machines/physicalCopyMachine.ts';
 import { checkId } from './applyEvents.ts';
+import type { DeletionPlanInsert } from './DeletionPlan.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Database } from './openDatabase.ts';
 import { type CopyFactsRow, copyFactsCtes, toCopyFactsRow } from './sql/copyFacts.ts';
-import {
-  type CopyWrite,
-  type DeletionPlanInsert,
-  writeCopyTransition,
-} from './sql/writeCopyTransition.ts';
+import { type CopyWrite, writeCopyTransition } from './sql/writeCopyTransition.ts';
 
 /** Who changed a copy and why, plus what rides along with the change. */
 export interface CopyTransitionOptions {

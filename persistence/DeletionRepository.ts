@@ -2,49 +2,17 @@ import { sql } from 'drizzle-orm';
 import type { MemberOutcome } from '../machines/ArchiveState.ts';
 import { type PhysicalCopyRecord, toCopyRecord } from './ArtifactRepository.ts';
 import { checkId } from './applyEvents.ts';
+import type { DeletionMemberRecord, DeletionPlanRecord, OutcomeInput } from './DeletionPlan.ts';
 import type { DeletionPolicy } from './DeletionPolicyRepository.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Database, Row } from './openDatabase.ts';
 import { activeClaimsOn } from './sql/activeClaimsOn.ts';
 import { byKey } from './sql/byKey.ts';
-import { type DeletionStepFacts, deletionStep, type OutcomeInput } from './sql/deletionStep.ts';
+import { type DeletionStepFacts, deletionStep } from './sql/deletionStep.ts';
 import { writeReceipt } from './sql/writeReceipt.ts';
 
-/** A deletion plan's header: the copy, the archive it relies on, the root it was planned on, the lease. */
-export interface DeletionPlanRecord {
-  readonly id: string;
-  readonly copyId: string;
-  readonly plan: number;
-  readonly archiveOperationId: string;
-  readonly archiveCopyId: string;
-  readonly archiveDigest: string;
-  readonly archiveObjectSha256: string;
-  readonly path: string;
-  readonly folder: boolean;
-  readonly rootPath: string;
-  readonly rootDevice: string;
-  readonly rootInode: string;
-  readonly holder: string;
-  readonly epoch: number;
-  readonly leaseUntil: Date;
-  readonly createdAt: Date;
-}
-
-/** A planned member with its outcome, if it has one yet. */
-export interface DeletionMemberRecord {
-  readonly seq: number;
-  readonly name: string;
-  readonly path: string;
-  readonly device: string;
-  readonly inode: string;
-  readonly size: number;
-  readonly mtimeNs: string;
-  readonly sha256: string;
-  readonly outcome: MemberOutcome | null;
-  readonly reason: string | null;
-  readonly epoch: number | null;
-  readonly at: Date | null;
-}
+// Declared with the plan insert they share their fields with; published from here.
+export type { DeletionMemberRecord, DeletionPlanRecord } from './DeletionPlan.ts';
 
 /** A finished deletion's durable receipt. */
 export interface DeletionReceipt {

@@ -2,6 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { OperationStatus } from '../machines/operationMachine.ts';
+import type { StoredTransition } from '../machines/replayTransitions.ts';
 import { checkId, notFound } from './applyEvents.ts';
 import { checkJsonValue } from './checkJsonValue.ts';
 import { toDate } from './OperationRecord.ts';
@@ -23,16 +24,16 @@ export interface OperationStep {
   readonly at: Date;
 }
 
-/** One row of the append-only transition history. */
-export interface TransitionEntry {
-  readonly from: OperationStatus | null;
-  readonly to: OperationStatus;
-  readonly event: string;
-  readonly by: string;
-  readonly attempt: number;
-  readonly reason: string | null;
-  readonly at: Date;
-}
+/**
+ * One row of the append-only transition history: the stored transition (`StoredTransition`, what
+ * a replay reads) without its row id and the failure breadcrumb a replay joins in.
+ *
+ * @example
+ * ```ts
+ * const path = (await journal.listTransitions(id)).map((t: TransitionEntry) => `${t.event} by ${t.by}`);
+ * ```
+ */
+export type TransitionEntry = Omit<StoredTransition, 'id' | 'error'>;
 
 /** A failure breadcrumb, keyed by (kind, operation id, attempt). */
 export interface FailureEvent {

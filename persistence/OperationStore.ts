@@ -2,6 +2,7 @@ import { type Clock, systemClock } from '../machines/Clock.ts';
 import type { Deadlines } from '../machines/deadlines.ts';
 import type { OpstateError } from '../machines/OpstateError.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
+import type { ActiveOperation, InProgressOperation, RunningAttempt } from './ActiveOperation.ts';
 import {
   type AppliedTransition,
   type ApplyItem,
@@ -24,22 +25,19 @@ import type { OperationRecord } from './OperationRecord.ts';
 import type { OutboxEntry } from './OutboxEntry.ts';
 import type { OutputCopy } from './OutputCopy.ts';
 import type { Database } from './openDatabase.ts';
+import { selectStatusCounts } from './reads/selectStatusCounts.ts';
+import type { StatusCounts, TallyDrift } from './StatusCounts.ts';
 import {
-  type ActiveOperation,
   foldStatusTally,
-  type InProgressOperation,
   recountStatusTally,
-  type StatusCounts,
   selectActiveOlderThan,
   selectInProgress,
   selectScheduledCount,
-  selectStatusCounts,
-  type TallyDrift,
 } from './sql/controlPlaneQueries.ts';
 import { insertOperations } from './sql/insertOperations.ts';
 import { deleteOutbox, selectOutbox } from './sql/outbox.ts';
 import { selectOperations } from './sql/selectOperations.ts';
-import { type RunningAttempt, selectPastDeadline } from './sql/selectPastDeadline.ts';
+import { selectPastDeadline } from './sql/selectPastDeadline.ts';
 
 export interface OperationStoreOptions {
   /** The clock that stamps events (`at`) and decides what is due [systemClock]. */

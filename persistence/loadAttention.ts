@@ -16,6 +16,7 @@ import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { type QueueReaders, readersOf } from '../machines/queueReaders.ts';
 import { queueName } from '../machines/routing.ts';
 import type { Executor } from './openDatabase.ts';
+import { selectQueueDepths } from './reads/selectQueueDepths.ts';
 import {
   ATTENTION_COUNT_CAP,
   type AttentionCursor,
@@ -23,6 +24,7 @@ import {
   countNearDeadline,
   countStuck,
   type HeartbeatIds,
+  selectAttentionRow,
   selectBreakersNotClosed,
   selectFailed,
   selectNearDeadline,
@@ -36,7 +38,6 @@ import {
   selectDeletionFailed,
   selectDeletionStalled,
 } from './sql/selectCopyAttention.ts';
-import { selectQueueDepths } from './sql/selectQueueDepths.ts';
 import { isUuid } from './subtypeFields.ts';
 
 export interface AttentionOptions {
@@ -243,4 +244,23 @@ export async function loadAttention(
     heartbeatsVisible: options.heartbeats !== null,
     sections,
   };
+}
+
+/**
+ * The row the attention rules judge one operation by (`classifyOperation`): status, attempt,
+ * retries, since when, worker, last error, deadline and whether a breaker parks it; undefined
+ * when there is no such operation. The operation page asks it; `loadAttention` pages through
+ * every operation.
+ *
+ * @example
+ * ```ts
+ * const row = await loadAttentionRow(database, id);
+ * const items = row === undefined ? [] : classifyOperation(row, { now: Date.now(), timing, heartbeats: null });
+ * ```
+ */
+export async function loadAttentionRow(
+  exec: Executor,
+  operationId: string,
+): Promise<AttentionOperationRow | undefined> {
+  return selectAttentionRow(exec, operationId);
 }

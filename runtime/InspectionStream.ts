@@ -16,7 +16,7 @@ import {
   selectHistories,
   selectLatestTransitionId,
   selectTransitionsAfter,
-} from '../persistence/sql/selectTransitions.ts';
+} from '../persistence/reads/selectTransitions.ts';
 
 /** The part of an `@statelyai/inspect` inspector that inspection from stored rows uses. */
 export type StatelyInspector = Pick<

@@ -59,6 +59,27 @@ const roomOf = (file: string) => file.split('/')[0] ?? file;
 const files = [...ROOMS.flat().flatMap(sourcesUnder), ...ENTRIES];
 const graph = new Map(files.map((f) => [f, importsOf(f)]));
 
+/** Outside the stack: they use it as a user or an operator would, through the same doors. */
+const OUTSIDE = ['test', 'bench', 'chaos', 'scripts', 'examples'];
+const outsideGraph = new Map(OUTSIDE.flatMap(sourcesUnder).map((f) => [f, importsOf(f)]));
+
+/** The statement modules behind the repositories and reads, private to `persistence/`. */
+const STATEMENTS = 'persistence/sql';
+/** Files that may import a statement: the room itself, and the tests of the statements. */
+const MAY_IMPORT_STATEMENTS = ['persistence/', 'test/persistence/'];
+
+/** Imports of a statement module from a file outside `persistence/` (its own tests excepted). */
+function statementImports(): string[] {
+  const found: string[] = [];
+  for (const [from, targets] of [...graph, ...outsideGraph]) {
+    if (MAY_IMPORT_STATEMENTS.some((prefix) => from.startsWith(prefix))) continue;
+    for (const to of targets) {
+      if (to === STATEMENTS || to.startsWith(`${STATEMENTS}/`)) found.push(`${from} → ${to}`);
+    }
+  }
+  return found;
+}
+
 /** Strongly connected components of more than one file, or a file that imports itself. */
 function cycles(): string[][] {
   let index = 0;
@@ -118,6 +139,9 @@ describe('the rooms and their arrows', () => {
       expect(files.some((f) => roomOf(f) === room)).toBe(true);
     }
     expect(files.length).toBeGreaterThan(250);
+    for (const dir of OUTSIDE) {
+      expect([...outsideGraph.keys()].some((f) => roomOf(f) === dir)).toBe(true);
+    }
   });
 
   it('no file imports from a room beside or above its own', () => {
@@ -142,6 +166,32 @@ describe('the rooms and their arrows', () => {
     } finally {
       for (const probe of ['a', 'b', 'c', 'd'])
         graph.delete(`${probe === 'c' ? 'machines' : 'worker'}/__probe_${probe}.ts`);
+    }
+  });
+
+  it('no file outside persistence/ imports a statement module (persistence/sql/)', () => {
+    expect(statementImports()).toEqual([]);
+  });
+
+  it('the check sees a statement imported from outside persistence/ when there is one', () => {
+    const probes: [Map<string, string[]>, string, string[]][] = [
+      [graph, 'dashboard/__probe_e.ts', ['persistence/sql/selectAttention.ts']],
+      [outsideGraph, 'test/dashboard/__probe_f.ts', ['persistence/sql/outbox.ts']],
+      [outsideGraph, 'bench/__probe_g.ts', ['persistence/sql']],
+      // Allowed: the room itself and the statements' own tests; a read is not a statement.
+      [graph, 'persistence/__probe_h.ts', ['persistence/sql/outbox.ts']],
+      [outsideGraph, 'test/persistence/__probe_i.ts', ['persistence/sql/outbox.ts']],
+      [graph, 'cli/__probe_j.ts', ['persistence/reads/searchOperations.ts']],
+    ];
+    for (const [map, file, targets] of probes) map.set(file, targets);
+    try {
+      expect(statementImports()).toEqual([
+        'dashboard/__probe_e.ts → persistence/sql/selectAttention.ts',
+        'test/dashboard/__probe_f.ts → persistence/sql/outbox.ts',
+        'bench/__probe_g.ts → persistence/sql',
+      ]);
+    } finally {
+      for (const [map, file] of probes) map.delete(file);
     }
   });
 });

@@ -1,7 +1,7 @@
 import { Option } from 'commander';
 import { OPERATION_KINDS, type OperationKind } from '../../machines/OperationKind.ts';
 import { OPERATION_STATUSES, type OperationStatus } from '../../machines/operationMachine.ts';
-import { listOperations } from '../../persistence/sql/listOperations.ts';
+import { listOperations } from '../../persistence/reads/listOperations.ts';
 import { type Command, defineCommand, optionsOf, wholeNumber } from '../Command.ts';
 import { parseSince } from '../duration.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';

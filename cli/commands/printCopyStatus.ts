@@ -1,5 +1,5 @@
 import { PHYSICAL_COPY_STATUSES } from '../../machines/physicalCopyMachine.ts';
-import type { CopyStatusSummary } from '../../persistence/sql/copyStatusQueries.ts';
+import type { CopyStatusSummary } from '../../persistence/reads/selectCopyStatus.ts';
 import type { Io } from '../Command.ts';
 
 /**

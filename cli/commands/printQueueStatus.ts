@@ -1,6 +1,6 @@
 import type { QueueReaders } from '../../machines/queueReaders.ts';
 import { allRoutes, queueName } from '../../machines/routing.ts';
-import type { QueueDepth } from '../../persistence/sql/selectQueueDepths.ts';
+import type { QueueDepth } from '../../persistence/reads/selectQueueDepths.ts';
 import type { Io } from '../Command.ts';
 
 /** A routing queue in `opstate status --json`. */

@@ -1,4 +1,4 @@
-import { recountStatusTally } from '../../persistence/sql/controlPlaneQueries.ts';
+import { OperationStore } from '../../persistence/OperationStore.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
@@ -28,7 +28,7 @@ export function createRecountCommand(open: DatabaseOpener = databaseFromEnv) {
           const { json } = optionsOf<{ json?: boolean }>(cmd);
           const database = await open({ io: ctx.io });
           try {
-            const wrong = await recountStatusTally(database);
+            const wrong = await new OperationStore(database).recountCounts();
             if (json === true) {
               ctx.io.out(JSON.stringify({ wrong }));
             } else if (wrong.length === 0) {

@@ -7,12 +7,12 @@ import {
   type CircuitBreakerView,
 } from '../../persistence/CircuitBreakerRepository.ts';
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
+import { selectCopyStatus } from '../../persistence/reads/selectCopyStatus.ts';
+import { selectQueueDepths } from '../../persistence/reads/selectQueueDepths.ts';
 import {
   selectLiveTallyDrift,
   selectStatusCounts,
-} from '../../persistence/sql/controlPlaneQueries.ts';
-import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
-import { selectQueueDepths } from '../../persistence/sql/selectQueueDepths.ts';
+} from '../../persistence/reads/selectStatusCounts.ts';
 import {
   type AttentionSource,
   attentionOf,

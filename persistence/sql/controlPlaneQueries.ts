@@ -1,27 +1,10 @@
 import { sql } from 'drizzle-orm';
-import { OPERATION_KINDS, type OperationKind } from '../../machines/OperationKind.ts';
-import { OPERATION_STATUSES, type OperationStatus } from '../../machines/operationMachine.ts';
+import type { OperationKind } from '../../machines/OperationKind.ts';
+import type { OperationStatus } from '../../machines/operationMachine.ts';
+import type { ActiveOperation, InProgressOperation } from '../ActiveOperation.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor } from '../openDatabase.ts';
-
-/** An operation a worker holds, for the heartbeat monitor. */
-export interface InProgressOperation {
-  readonly id: string;
-  readonly kind: OperationKind;
-  readonly attempt: number;
-  readonly startedAt: Date | null;
-  readonly workerId: string | null;
-}
-
-/** SCHEDULED or IN_PROGRESS since before a time, for the reconciler. */
-export interface ActiveOperation extends InProgressOperation {
-  readonly status: OperationStatus;
-  readonly scheduledAt: Date | null;
-  /** started_at when IN_PROGRESS, else scheduled_at: what the floor is measured from. */
-  readonly since: Date;
-}
-
-export type StatusCounts = Record<OperationKind, Record<OperationStatus, number>>;
+import type { TallyDrift } from '../StatusCounts.ts';
 
 /** Every IN_PROGRESS operation (the partial index keeps this O(active)). */
 export async function selectInProgress(exec: Executor): Promise<InProgressOperation[]> {
@@ -66,27 +49,6 @@ export async function selectActiveOlderThan(
 }
 
 /**
- * Counts per kind × status, with every kind and status present (zeros included). They are the
- * sums of `operation_tally`, which the database keeps in step with every write to `operation`:
- * exact in the snapshot read, at a cost that follows the rows not yet folded (a few per write
- * statement since the last fold), not the operations stored.
- */
-export async function selectStatusCounts(exec: Executor): Promise<StatusCounts> {
-  const rows = await exec.execute<{ kind: string; status: string; n: number }>(sql`
-    select kind, status, sum(n)::bigint as n from operation_tally group by kind, status`);
-  const counts = Object.fromEntries(
-    OPERATION_KINDS.map((k) => [k, Object.fromEntries(OPERATION_STATUSES.map((s) => [s, 0]))]),
-  ) as StatusCounts;
-  for (const r of rows) {
-    const byStatus = counts[r.kind as OperationKind];
-    if (byStatus !== undefined && r.status in byStatus) {
-      byStatus[r.status as OperationStatus] = Number(r.n);
-    }
-  }
-  return counts;
-}
-
-/**
  * Folds `operation_tally` into one row per kind and status (the database function does it in one
  * statement; rows of writes not yet committed are left for the next fold). Safe from any process
  * at any time: the sums do not change. Returns how many rows it folded.
@@ -96,20 +58,10 @@ export async function foldStatusTally(exec: Executor): Promise<number> {
   return Number(row?.n ?? 0);
 }
 
-/** A kind and status whose tallied count did not match the rows stored. */
-export interface TallyDrift {
-  readonly kind: string;
-  readonly status: string;
-  /** What the tally said. */
-  readonly tallied: number;
-  /** What is stored. */
-  readonly stored: number;
-}
-
 /** A drift row as Postgres returns it (bigint sums come back as strings). */
-type TallyDriftRow = { kind: string; status: string; tallied: unknown; stored: unknown };
+export type TallyDriftRow = { kind: string; status: string; tallied: unknown; stored: unknown };
 
-const toTallyDrift = (r: TallyDriftRow): TallyDrift => ({
+export const toTallyDrift = (r: TallyDriftRow): TallyDrift => ({
   kind: String(r.kind),
   status: String(r.status),
   tallied: Number(r.tallied),
@@ -129,31 +81,6 @@ export async function recountStatusTally(exec: Executor): Promise<TallyDrift[]> 
   const rows = await exec.execute<TallyDriftRow>(
     sql`select kind, status, tallied, stored from opstate_recount_operation_tally()`,
   );
-  return rows.map(toTallyDrift);
-}
-
-/**
- * The live kinds and statuses (SCHEDULED, IN_PROGRESS) whose count in the tally differs from the
- * rows, none while the tally is right: the check `opstate status` runs for drift that only
- * `opstate recount` repairs. One statement, so both sides are read in one snapshot and a write
- * racing it cannot look like drift. It counts the live rows through their partial index, whose
- * cost grows with the entries finished work leaves there until a vacuum: fine for an operator's
- * command, not for a loop.
- */
-export async function selectLiveTallyDrift(exec: Executor): Promise<TallyDrift[]> {
-  const rows = await exec.execute<TallyDriftRow>(sql`
-    with stored as (
-      select kind, status, count(*)::bigint as n from operation
-      where status in ('SCHEDULED', 'IN_PROGRESS') group by kind, status
-    ), tallied as (
-      select kind, status, sum(n)::bigint as n from operation_tally
-      where status in ('SCHEDULED', 'IN_PROGRESS') group by kind, status
-    )
-    select coalesce(s.kind, t.kind) as kind, coalesce(s.status, t.status) as status,
-      coalesce(t.n, 0) as tallied, coalesce(s.n, 0) as stored
-    from stored s full join tallied t on t.kind = s.kind and t.status = s.status
-    where coalesce(t.n, 0) <> coalesce(s.n, 0)
-    order by 1, 2`);
   return rows.map(toTallyDrift);
 }
 

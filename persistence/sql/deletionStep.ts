@@ -1,14 +1,7 @@
 import { sql } from 'drizzle-orm';
-import type { MemberOutcome } from '../../machines/ArchiveState.ts';
+import type { OutcomeInput } from '../DeletionPlan.ts';
 import type { Executor } from '../openDatabase.ts';
 import { activeClaimsOn } from './activeClaimsOn.ts';
-
-/** One member's outcome, as a deleter records it. */
-export interface OutcomeInput {
-  readonly seq: number;
-  readonly outcome: MemberOutcome;
-  readonly reason: string | null;
-}
 
 /** Everything a deleter must know, read fresh, immediately before it unlinks a member. */
 export interface DeletionStepFacts {

@@ -1,21 +1,9 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { Deadlines } from '../../machines/deadlines.ts';
 import type { OperationKind } from '../../machines/OperationKind.ts';
+import type { RunningAttempt } from '../ActiveOperation.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
-
-/** An IN_PROGRESS attempt as the deadline path judges it. */
-export interface RunningAttempt {
-  readonly id: string;
-  readonly kind: OperationKind;
-  readonly attempt: number;
-  /** Its START's time, as the transition recorded it. */
-  readonly startedAt: Date;
-  /** The worker the START recorded. */
-  readonly workerId: string | null;
-  /** The operation's own deadline (ms) from submit; null: its kind's. */
-  readonly deadlineMs: number | null;
-}
 
 /**
  * Row `o` is IN_PROGRESS and has run at least `share` of its deadline (the operation's own, else

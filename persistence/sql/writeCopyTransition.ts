@@ -1,46 +1,8 @@
 import { type SQL, sql } from 'drizzle-orm';
 import type { PhysicalCopyStatus } from '../../machines/physicalCopyMachine.ts';
+import type { DeletionPlanInsert } from '../DeletionPlan.ts';
 import type { Executor, Row } from '../openDatabase.ts';
 import { type CopyFactsRow, copyFactsCtes, toCopyFactsRow } from './copyFacts.ts';
-
-/** One planned member as the plan insert takes it. */
-export interface PlannedMemberRow {
-  readonly seq: number;
-  readonly name: string;
-  readonly path: string;
-  readonly device: string;
-  readonly inode: string;
-  readonly size: number;
-  readonly mtimeNs: string;
-  readonly sha256: string;
-}
-
-/** A member that already failed at planning time (kept, or missing), recorded with the plan. */
-export interface PlanOutcomeRow {
-  readonly seq: number;
-  readonly outcome: 'KEPT' | 'MISSING';
-  readonly reason: string;
-}
-
-/** The deletion plan written by the START_DELETION that starts it. */
-export interface DeletionPlanInsert {
-  readonly deletionId: string;
-  readonly archiveOperationId: string;
-  readonly archiveCopyId: string;
-  readonly archiveDigest: string;
-  readonly archiveObjectSha256: string;
-  readonly path: string;
-  readonly folder: boolean;
-  readonly rootPath: string;
-  readonly rootDevice: string;
-  readonly rootInode: string;
-  readonly holder: string;
-  readonly leaseMs: number;
-  readonly members: readonly PlannedMemberRow[];
-  readonly outcomes: readonly PlanOutcomeRow[];
-  /** Detail for the SOURCE_REVALIDATED archive record row (counts, bytes, unplanned entries). */
-  readonly detail: Record<string, unknown>;
-}
 
 /** What a copy status write needs: the decision, the facts it was made on, and what rides along. */
 export interface CopyWrite {

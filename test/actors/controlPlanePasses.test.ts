@@ -15,8 +15,8 @@ import { planReconcilerResets } from '../../control-plane/planReconcilerPass.ts'
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
 import { defaultRoute } from '../../machines/routing.ts';
+import type { ActiveOperation } from '../../persistence/ActiveOperation.ts';
 import type { OutboxEntry } from '../../persistence/OutboxEntry.ts';
-import type { ActiveOperation } from '../../persistence/sql/controlPlaneQueries.ts';
 import type { WorkerHeartbeat } from '../../transport/Transport.ts';
 
 const KIND = OperationKind.UNPACK;

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { planDeadlineResets } from '../../control-plane/planDeadlinePass.ts';
 import { DEFAULT_DEADLINES_MS, resolveDeadlines } from '../../machines/deadlines.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
-import type { RunningAttempt } from '../../persistence/sql/selectPastDeadline.ts';
+import type { RunningAttempt } from '../../persistence/ActiveOperation.ts';
 
 const NOW = Date.parse('2026-12-01T12:00:00Z');
 const HOUR = 3_600_000;

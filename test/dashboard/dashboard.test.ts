@@ -11,7 +11,7 @@ import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
-import { selectStatusCounts } from '../../persistence/sql/controlPlaneQueries.ts';
+import { selectStatusCounts } from '../../persistence/reads/selectStatusCounts.ts';
 import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
 import { launchBrowser } from '../helpers/browser.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
@@ -559,7 +559,7 @@ describe('the operator dashboard over a database with operations in every state'
     await page.close();
 
     // Pages: read two at a time, they are the whole list, in order.
-    const { searchOperations } = await import('../../persistence/sql/searchOperations.ts');
+    const { searchOperations } = await import('../../persistence/reads/searchOperations.ts');
     const pages: string[] = [];
     let after: { createdAt: Date; id: string } | undefined;
     for (let n = 0; n < 4; n++) {

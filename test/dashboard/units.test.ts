@@ -8,8 +8,8 @@ import { DEFAULT_DEADLINES_MS } from '../../machines/deadlines.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { queueReaders, readersOf } from '../../machines/queueReaders.ts';
 import { LocationType, OperationType } from '../../machines/routing.ts';
+import type { LineageLink } from '../../persistence/reads/selectLineage.ts';
 import { likeLiteral, searchText, uuidPrefixRange } from '../../persistence/searchText.ts';
-import type { LineageLink } from '../../persistence/sql/selectLineage.ts';
 
 const NOW = Date.parse('2026-12-01T12:00:00Z');
 const MIN = 60_000;

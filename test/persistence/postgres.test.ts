@@ -16,7 +16,7 @@ import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import {
   selectLatestTransitionId,
   selectTransitionsAfter,
-} from '../../persistence/sql/selectTransitions.ts';
+} from '../../persistence/reads/selectTransitions.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';

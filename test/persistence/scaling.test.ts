@@ -13,8 +13,8 @@ import {
   type OperationSearch,
   type SearchCursor,
   searchOperations,
-} from '../../persistence/sql/searchOperations.ts';
-import { selectTransitionsAfter } from '../../persistence/sql/selectTransitions.ts';
+} from '../../persistence/reads/searchOperations.ts';
+import { selectTransitionsAfter } from '../../persistence/reads/selectTransitions.ts';
 import { measuringBuffers } from '../helpers/explainBuffers.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';

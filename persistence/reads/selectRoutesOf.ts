@@ -2,7 +2,7 @@ import { sql } from 'drizzle-orm';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
 import type { LocationType, OperationType, Route } from '../../machines/routing.ts';
 import type { Executor } from '../openDatabase.ts';
-import { uuidArray } from './selectOperations.ts';
+import { uuidArray } from '../sql/selectOperations.ts';
 
 /** Where an operation was dispatched, and where it stands. */
 export interface OperationRoute {

@@ -18,6 +18,7 @@ export interface OperationSummary {
   readonly lastError: string | null;
 }
 
+/** What `opstate list` filters by; every part optional but the limit. */
 export interface ListFilter {
   readonly kind?: OperationKind;
   readonly status?: OperationStatus;

@@ -3,7 +3,7 @@ import type { AttentionQueueRow } from '../../machines/attention.ts';
 import type { LocationType, OperationType } from '../../machines/routing.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor } from '../openDatabase.ts';
-import { uuidArray } from './selectOperations.ts';
+import { uuidArray } from '../sql/selectOperations.ts';
 
 /**
  * A routing queue's live work: dispatches waiting (SCHEDULED) and running (IN_PROGRESS), and

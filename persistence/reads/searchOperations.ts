@@ -24,7 +24,6 @@ export interface OperationSearch {
   readonly text?: string | undefined;
 }
 
-/** An operation as the search lists it. */
 /** An operation as a list shows it. */
 export interface OperationListRow {
   readonly id: string;
@@ -38,6 +37,7 @@ export interface OperationListRow {
   readonly lastError: OperationError | null;
 }
 
+/** An operation as the search lists it: a list row and the package it acts on. */
 export interface OperationSearchRow extends OperationListRow {
   /** The package the operation acts on (its subtype's package field). */
   readonly package: {

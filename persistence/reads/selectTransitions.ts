@@ -4,8 +4,9 @@ import type { OperationStatus } from '../../machines/operationMachine.ts';
 import type { StoredTransition } from '../../machines/replayTransitions.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
+import { byKey } from '../sql/byKey.ts';
+import { transitionsAfterCursor } from '../sql/transitionsAfterCursor.ts';
 import { operationErrorOf } from '../UnreadableValue.ts';
-import { byKey } from './byKey.ts';
 
 /** A stored transition with the operation it belongs to (what a replay needs of it). */
 export interface OperationTransitionRow extends StoredTransition {
@@ -41,7 +42,15 @@ function toRow(r: Row): OperationTransitionRow {
   };
 }
 
-/** The newest transition id (0 when there is none). */
+/**
+ * The newest transition id (0 when there is none): where a cursor that follows new transitions
+ * starts.
+ *
+ * @example
+ * ```ts
+ * cursor.start(await selectLatestTransitionId(database));
+ * ```
+ */
 export async function selectLatestTransitionId(exec: Executor): Promise<number> {
   const [row] = await exec.execute(
     sql`select coalesce(max(id), 0) as id from operation_transition`,
@@ -50,36 +59,13 @@ export async function selectLatestTransitionId(exec: Executor): Promise<number> 
 }
 
 /**
- * The rows of `operation_transition` a cursor reads next, as a row source for a `with` clause:
- * those with an id above `after` (at most `limit`, in id order) and those whose ids are in `gaps`
- * (at or below `after`: stepped over because not yet committed when read). Straight off the
- * primary key — a range scan that stops at `limit`, the gaps by point lookups in a second branch
- * (one OR of the two would scan) — and never ids joined back to the table: Postgres, with
- * statistics older than the history's growth, planned that join as a sequential scan of every
- * transition (844,000 rows, 0.47 s per read).
+ * Transitions with an id above `after` (at most `limit`, in id order), plus those whose ids are
+ * in `gaps` (stepped over because not yet committed when read): `transitionsAfterCursor`.
  *
  * @example
  * ```ts
- * sql`with t as materialized (${transitionsAfterCursor(cursor.after, cursor.gaps(now), 1024, sql`id, event`)}) select … from t`;
+ * const rows = await selectTransitionsAfter(database, cursor.after, cursor.gaps(now), 1024);
  * ```
- */
-export function transitionsAfterCursor(
-  after: number,
-  gaps: readonly number[],
-  limit: number,
-  columns: SQL,
-): SQL {
-  const gapIds = gaps.filter((g) => Number.isSafeInteger(g) && g > 0 && g <= after);
-  const range = sql`(select ${columns} from operation_transition where id > ${after} order by id limit ${limit})`;
-  if (gapIds.length === 0) return range;
-  return sql`${range}
-    union all
-    (select ${columns} from operation_transition where id in (${sql.raw(gapIds.join(', '))}))`;
-}
-
-/**
- * Transitions with an id above `after` (at most `limit`, in id order), plus those whose ids are
- * in `gaps` (stepped over because not yet committed when read): `transitionsAfterCursor`.
  */
 export async function selectTransitionsAfter(
   exec: Executor,
@@ -97,6 +83,12 @@ export async function selectTransitionsAfter(
 /**
  * The whole stored history of some operations (oldest first), up to and including transition
  * `upTo` when given (index on operation id, id).
+ *
+ * @example
+ * ```ts
+ * const history = await selectHistories(database, [operationId]);
+ * const steps = replayTransitions({ kind, maxRetries: 3 }, history);
+ * ```
  */
 export async function selectHistories(
   exec: Executor,

@@ -31,6 +31,12 @@ export interface LineageLink {
  * consumed, the operations that produced them, their inputs, …) or down (the copies it produced,
  * the operations that consumed them, …), at most `maxDepth` steps, each by the link tables'
  * indexes.
+ *
+ * @example
+ * ```ts
+ * const up = await selectLineage(database, operationId, 'up');
+ * up.filter((l) => l.depth === 1).map((l) => l.copy.location); // where its inputs are
+ * ```
  */
 export async function selectLineage(
   exec: Executor,
