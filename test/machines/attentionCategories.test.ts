@@ -14,6 +14,7 @@ import { OpstateError } from '../../machines/OpstateError.ts';
 import { type AttentionSection, loadAttention } from '../../persistence/loadAttention.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { countIndexed, INDEXED_CATEGORIES } from '../../persistence/sql/selectAttention.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 
 const NOW = Date.parse('2026-12-01T12:00:00Z');
@@ -70,6 +71,11 @@ describe('the attention categories, everywhere they are named', () => {
   it('the list loads every category, in that order, and refuses one it does not know', async () => {
     const list = await loadAttention(database, { now: NOW, timing, heartbeats: new Map() });
     expect(list.sections.map((s) => s.category)).toEqual(ATTENTION_CATEGORIES);
+    // The categories counted from a partial index in one statement are counted by their names.
+    expect(INDEXED_CATEGORIES.filter((c) => !ATTENTION_CATEGORIES.includes(c))).toEqual([]);
+    expect(await countIndexed(database)).toEqual(
+      Object.fromEntries(INDEXED_CATEGORIES.map((c) => [c, 0])),
+    );
     const refused = await loadAttention(database, {
       now: NOW,
       timing,
