@@ -183,7 +183,7 @@ export function createInProcessTransport(
       for (const route of routes) queueOf(route);
       return Promise.resolve();
     },
-    // Synchronous to the end: a refused publish is a rejected promise, never a throw.
+    // A refused publish is a rejected promise, never a throw.
     publish: async (route, message) => publishNow(route, message),
     publishMany(items: readonly PublishItem[]) {
       return Promise.resolve(
