@@ -16,6 +16,8 @@ export {
   ArtifactType,
   isArtifactType,
 } from './machines/ArtifactType.ts';
+// Who submits: a service or a person by name, never one of opstate's own actors.
+export { SYSTEM_ACTORS, type SystemActor } from './machines/actors.ts';
 export type {
   AttentionFacts,
   AttentionItem,
@@ -124,9 +126,7 @@ export {
   upgradeSnapshot,
   XSTATE_VERSION,
 } from './machines/snapshotEnvelope.ts';
-export type { SystemActor } from './machines/submitter.ts';
-// Who submits: a service or a person by name, never one of opstate's own actors.
-export { SYSTEM_ACTORS, submitterProblem } from './machines/submitter.ts';
+export { submitterProblem } from './machines/submitter.ts';
 export type { Logger, LogLevel } from './observe/Logger.ts';
 export { consoleLogger } from './observe/Logger.ts';
 export type { PinoLoggerOptions } from './observe/pinoLogger.ts';

@@ -113,6 +113,180 @@ async function openFds(): Promise<number> {
   return n;
 }
 
+/** The bench's world: a buffer and an archive location, and the repositories the runs use. */
+async function openWorld(opened: Database, dir: string) {
+  const artifacts = new ArtifactRepository(opened);
+  const buffer = await artifacts.addLocation({
+    site: 'bench',
+    name: 'buffer',
+    locationType: LocationType.BUFFER,
+    storageRoot: join(dir, 'buffer'),
+  });
+  const lta = await artifacts.addLocation({
+    site: 'bench',
+    name: 'lta',
+    locationType: LocationType.LONG_TERM_ARCHIVE,
+    storageRoot: join(dir, 'lta'),
+  });
+  await mkdir(buffer.storageRoot, { recursive: true });
+  const store = new OperationStore(opened);
+  const records = new ArchiveRecordRepository(opened);
+  return { opened, artifacts, buffer, lta, store, records };
+}
+
+type World = Awaited<ReturnType<typeof openWorld>>;
+
+/** A buffer folder of `n` members with a completed, VERIFIED archive recorded. */
+async function archivedCopy(world: World, n: number) {
+  const { artifacts, buffer, lta, store, records } = world;
+  const files = Array.from({ length: n - 1 }, (_, i) => ({
+    name: `scan_${String(i).padStart(4, '0')}.fits`,
+    data: randomBytes(4096),
+  }));
+  const bytes = writePackage(files);
+  const pkg = await artifacts.addRawDataPackage({ name: `bench-${randomUUID()}` });
+  const folder = join(buffer.storageRoot, pkg);
+  await mkdir(folder);
+  const head = unpackTar(bytes)[0]?.data ?? Buffer.alloc(0);
+  await writeFile(join(folder, MANIFEST_NAME), head);
+  for (const f of files) await writeFile(join(folder, f.name), f.data);
+  const digest = sha256(bytes);
+  const { copy } = await artifacts.addCopy({
+    artifactType: 'raw_data_package',
+    artifactId: pkg,
+    locationId: buffer.id,
+    path: folder,
+    checksum: checksumOf(digest),
+    size: bytes.length,
+  });
+  const op = await store.create({
+    kind: OperationKind.LONG_TERM_ARCHIVE,
+    fields: {
+      rawDataPackageId: pkg,
+      sourceLocationId: buffer.id,
+      destinationLocationId: lta.id,
+    },
+    inputs: [copy.id],
+  });
+  await store.apply(op, { type: 'SCHEDULE' });
+  await store.apply(op, { type: 'START', attempt: 1, workerId: 'bench' });
+  const identity = {
+    operationId: op,
+    attempt: 1,
+    by: 'bench',
+    archiveKey: `${pkg}.tar`,
+    objectVersion: '0:0:0',
+    objectSha256: digest,
+    contentSha256: digest,
+    size: bytes.length,
+  };
+  const manifest = {
+    members: [],
+    package: files.map((f) => ({ name: f.name, size: f.data.length, sha256: sha256(f.data) })),
+    manifestSha256: createHash('sha256').update(head).digest('hex'),
+  };
+  await records.append({ ...identity, state: ArchiveState.PLANNED, manifest });
+  await records.append({ ...identity, state: ArchiveState.UPLOADED });
+  await records.append({ ...identity, state: ArchiveState.VERIFIED });
+  await store.complete(op, 1, [
+    {
+      artifactType: 'raw_data_package',
+      artifactId: pkg,
+      locationId: lta.id,
+      path: `/lta/${pkg}.tar`,
+      checksum: checksumOf(digest),
+      size: bytes.length,
+    },
+  ]);
+  return { ...copy, storageRoot: buffer.storageRoot };
+}
+
+/** Schedules, plans, starts and runs one deletion; returns its statements, syscalls and time. */
+async function deleteOne(world: World, n: number) {
+  const { opened } = world;
+  const copy = await archivedCopy(world, n);
+  const { database, count } = counting(opened);
+  const copies = new CopyLifecycle(database);
+  const deletions = new DeletionRepository(database);
+  const syscalls = new SyscallCount();
+  const started = performance.now();
+  await copies.apply(copy.id, { type: 'SCHEDULE_DELETION' }, { by: 'bench' });
+  const facts = await copies.facts(copy.id);
+  const archive = facts.facts.archive;
+  const archived = archive === null ? null : await deletions.archivedManifest(archive.operationId);
+  if (archive === null || archived === null || facts.archiveObjectSha256 === null) {
+    throw new Error('the bench archive is not VERIFIED');
+  }
+  const plan = await planDeletion(
+    {
+      copy,
+      archive: { ...archive, objectSha256: facts.archiveObjectSha256 },
+      archived,
+      alreadyGone: new Set(),
+      holder: 'bench',
+      leaseMs: 60_000,
+      deletionId: timeOrderedId(Date.now()),
+    },
+    syscalls,
+  );
+  const t = await copies.apply(copy.id, { type: 'START_DELETION' }, { by: 'bench', plan });
+  const result = await runDeletion({
+    deletions,
+    copies,
+    copyId: copy.id,
+    deletionId: plan.deletionId,
+    epoch: t.epoch ?? 1,
+    holder: 'bench',
+    leaseMs: 60_000,
+    alive: () => true,
+    count: syscalls,
+  });
+  if (result.result !== 'deleted') throw new Error(`bench deletion ended ${result.result}`);
+  const ms = performance.now() - started;
+  const scan = (syscalls.byKind.get('stat') ?? 0) + (syscalls.byKind.get('readdir') ?? 0) - 1;
+  return { statements: count(), syscalls: syscalls.total(), scan, ms };
+}
+
+/** The mean of `ROUNDS` deletions of copies of `n` members. */
+async function average(world: World, n: number) {
+  const runs: Awaited<ReturnType<typeof deleteOne>>[] = [];
+  for (let r = 0; r < ROUNDS; r++) runs.push(await deleteOne(world, n));
+  const mean = (k: 'statements' | 'syscalls' | 'scan' | 'ms') =>
+    runs.reduce((s, x) => s + x[k], 0) / runs.length;
+  return {
+    statements: mean('statements'),
+    syscalls: mean('syscalls'),
+    scan: mean('scan'),
+    ms: mean('ms'),
+  };
+}
+
+/** Deletes copies of SMALL and LARGE members and prints the per-member figures. */
+async function measure(world: World): Promise<void> {
+  await deleteOne(world, SMALL); // warm the statement cache and the file system
+  const small = await average(world, SMALL);
+  const large = await average(world, LARGE);
+  const per = (k: 'statements' | 'syscalls' | 'scan' | 'ms') =>
+    (large[k] - small[k]) / (LARGE - SMALL);
+  figure('deletion_statements_per_member', per('statements'), 'statements');
+  figure(`deletion_statements_${SMALL}_member_copy`, small.statements, 'statements');
+  figure('deletion_syscalls_per_member', per('syscalls'), 'syscalls');
+  figure('deletion_open_file_scan_syscalls_per_member', per('scan'), 'syscalls');
+  figure('deletion_other_syscalls_per_member', per('syscalls') - per('scan'), 'syscalls');
+  figure('open_descriptors_on_machine', await openFds(), 'descriptors');
+  figure('deletion_ms_per_member', per('ms'), 'ms');
+  if (hasStrace()) {
+    const traced = async (n: number) => straced(async () => void (await deleteOne(world, n)));
+    const a = await traced(SMALL);
+    const b = await traced(LARGE);
+    figure('deletion_process_syscalls_per_member_strace', (b - a) / (LARGE - SMALL), 'syscalls');
+  } else {
+    process.stderr.write(
+      'bench deletion: strace is not installed; the process-wide syscall figure needs it (apt-get install strace)\n',
+    );
+  }
+}
+
 async function main(): Promise<void> {
   const name = `opstate_bench_${randomBytes(5).toString('hex')}`;
   const admin = postgres(ADMIN, { max: 1, onnotice: () => {} });
@@ -123,167 +297,7 @@ async function main(): Promise<void> {
   const dir = await mkdtemp(join(tmpdir(), 'opstate-bench-deletion-'));
   try {
     await migrate(opened);
-    const artifacts = new ArtifactRepository(opened);
-    const buffer = await artifacts.addLocation({
-      site: 'bench',
-      name: 'buffer',
-      locationType: LocationType.BUFFER,
-      storageRoot: join(dir, 'buffer'),
-    });
-    const lta = await artifacts.addLocation({
-      site: 'bench',
-      name: 'lta',
-      locationType: LocationType.LONG_TERM_ARCHIVE,
-      storageRoot: join(dir, 'lta'),
-    });
-    await mkdir(buffer.storageRoot, { recursive: true });
-    const store = new OperationStore(opened);
-    const records = new ArchiveRecordRepository(opened);
-
-    /** A buffer folder of `n` members with a completed, VERIFIED archive recorded. */
-    const archivedCopy = async (n: number) => {
-      const files = Array.from({ length: n - 1 }, (_, i) => ({
-        name: `scan_${String(i).padStart(4, '0')}.fits`,
-        data: randomBytes(4096),
-      }));
-      const bytes = writePackage(files);
-      const pkg = await artifacts.addRawDataPackage({ name: `bench-${randomUUID()}` });
-      const folder = join(buffer.storageRoot, pkg);
-      await mkdir(folder);
-      const head = unpackTar(bytes)[0]?.data ?? Buffer.alloc(0);
-      await writeFile(join(folder, MANIFEST_NAME), head);
-      for (const f of files) await writeFile(join(folder, f.name), f.data);
-      const digest = sha256(bytes);
-      const { copy } = await artifacts.addCopy({
-        artifactType: 'raw_data_package',
-        artifactId: pkg,
-        locationId: buffer.id,
-        path: folder,
-        checksum: checksumOf(digest),
-        size: bytes.length,
-      });
-      const op = await store.create({
-        kind: OperationKind.LONG_TERM_ARCHIVE,
-        fields: {
-          rawDataPackageId: pkg,
-          sourceLocationId: buffer.id,
-          destinationLocationId: lta.id,
-        },
-        inputs: [copy.id],
-      });
-      await store.apply(op, { type: 'SCHEDULE' });
-      await store.apply(op, { type: 'START', attempt: 1, workerId: 'bench' });
-      const identity = {
-        operationId: op,
-        attempt: 1,
-        by: 'bench',
-        archiveKey: `${pkg}.tar`,
-        objectVersion: '0:0:0',
-        objectSha256: digest,
-        contentSha256: digest,
-        size: bytes.length,
-      };
-      const manifest = {
-        members: [],
-        package: files.map((f) => ({ name: f.name, size: f.data.length, sha256: sha256(f.data) })),
-        manifestSha256: createHash('sha256').update(head).digest('hex'),
-      };
-      await records.append({ ...identity, state: ArchiveState.PLANNED, manifest });
-      await records.append({ ...identity, state: ArchiveState.UPLOADED });
-      await records.append({ ...identity, state: ArchiveState.VERIFIED });
-      await store.complete(op, 1, [
-        {
-          artifactType: 'raw_data_package',
-          artifactId: pkg,
-          locationId: lta.id,
-          path: `/lta/${pkg}.tar`,
-          checksum: checksumOf(digest),
-          size: bytes.length,
-        },
-      ]);
-      return { ...copy, storageRoot: buffer.storageRoot };
-    };
-
-    /** Schedules, plans, starts and runs one deletion; returns its statements, syscalls and time. */
-    const deleteOne = async (n: number) => {
-      const copy = await archivedCopy(n);
-      const { database, count } = counting(opened);
-      const copies = new CopyLifecycle(database);
-      const deletions = new DeletionRepository(database);
-      const syscalls = new SyscallCount();
-      const started = performance.now();
-      await copies.apply(copy.id, { type: 'SCHEDULE_DELETION' }, { by: 'bench' });
-      const facts = await copies.facts(copy.id);
-      const archive = facts.facts.archive;
-      const archived =
-        archive === null ? null : await deletions.archivedManifest(archive.operationId);
-      if (archive === null || archived === null || facts.archiveObjectSha256 === null) {
-        throw new Error('the bench archive is not VERIFIED');
-      }
-      const plan = await planDeletion(
-        {
-          copy,
-          archive: { ...archive, objectSha256: facts.archiveObjectSha256 },
-          archived,
-          alreadyGone: new Set(),
-          holder: 'bench',
-          leaseMs: 60_000,
-          deletionId: timeOrderedId(Date.now()),
-        },
-        syscalls,
-      );
-      const t = await copies.apply(copy.id, { type: 'START_DELETION' }, { by: 'bench', plan });
-      const result = await runDeletion({
-        deletions,
-        copies,
-        copyId: copy.id,
-        deletionId: plan.deletionId,
-        epoch: t.epoch ?? 1,
-        holder: 'bench',
-        leaseMs: 60_000,
-        alive: () => true,
-        count: syscalls,
-      });
-      if (result.result !== 'deleted') throw new Error(`bench deletion ended ${result.result}`);
-      const ms = performance.now() - started;
-      const scan = (syscalls.byKind.get('stat') ?? 0) + (syscalls.byKind.get('readdir') ?? 0) - 1;
-      return { statements: count(), syscalls: syscalls.total(), scan, ms };
-    };
-
-    const average = async (n: number) => {
-      const runs: Awaited<ReturnType<typeof deleteOne>>[] = [];
-      for (let r = 0; r < ROUNDS; r++) runs.push(await deleteOne(n));
-      const mean = (k: 'statements' | 'syscalls' | 'scan' | 'ms') =>
-        runs.reduce((s, x) => s + x[k], 0) / runs.length;
-      return {
-        statements: mean('statements'),
-        syscalls: mean('syscalls'),
-        scan: mean('scan'),
-        ms: mean('ms'),
-      };
-    };
-    await deleteOne(SMALL); // warm the statement cache and the file system
-    const small = await average(SMALL);
-    const large = await average(LARGE);
-    const per = (k: 'statements' | 'syscalls' | 'scan' | 'ms') =>
-      (large[k] - small[k]) / (LARGE - SMALL);
-    figure('deletion_statements_per_member', per('statements'), 'statements');
-    figure(`deletion_statements_${SMALL}_member_copy`, small.statements, 'statements');
-    figure('deletion_syscalls_per_member', per('syscalls'), 'syscalls');
-    figure('deletion_open_file_scan_syscalls_per_member', per('scan'), 'syscalls');
-    figure('deletion_other_syscalls_per_member', per('syscalls') - per('scan'), 'syscalls');
-    figure('open_descriptors_on_machine', await openFds(), 'descriptors');
-    figure('deletion_ms_per_member', per('ms'), 'ms');
-    if (hasStrace()) {
-      const traced = async (n: number) => straced(async () => void (await deleteOne(n)));
-      const a = await traced(SMALL);
-      const b = await traced(LARGE);
-      figure('deletion_process_syscalls_per_member_strace', (b - a) / (LARGE - SMALL), 'syscalls');
-    } else {
-      process.stderr.write(
-        'bench deletion: strace is not installed; the process-wide syscall figure needs it (apt-get install strace)\n',
-      );
-    }
+    await measure(await openWorld(opened, dir));
   } finally {
     await opened.close();
     await rm(dir, { recursive: true, force: true });

@@ -103,6 +103,39 @@ function chunks<T>(items: readonly T[], size: number): T[][] {
  */
 type Outputs = (store: OperationStore) => Promise<(id: string) => OutputCopy[]>;
 
+/** START for every claimed operation, in batches by `CONNECTIONS` callers. */
+function startAll(store: OperationStore, claimed: readonly { id: string; attempt: number }[]) {
+  const startBatches = chunks(claimed, BATCH);
+  return untilDone(CONNECTIONS, async (w) => {
+    const batch = startBatches.pop();
+    if (batch === undefined) return 0;
+    const results = await store.applyMany(
+      batch.map((c) => ({
+        id: c.id,
+        event: { type: 'START' as const, attempt: c.attempt, workerId: `w${w}` },
+      })),
+    );
+    return results.filter((r) => r.ok).length;
+  });
+}
+
+/** COMPLETE with its copies for every started operation, in batches by `CONNECTIONS` callers. */
+function completeAll(
+  store: OperationStore,
+  claimed: readonly { id: string; attempt: number }[],
+  outputsOf: (id: string) => OutputCopy[],
+) {
+  const completeBatches = chunks(claimed, BATCH);
+  return untilDone(CONNECTIONS, async () => {
+    const batch = completeBatches.pop();
+    if (batch === undefined) return 0;
+    const results = await store.completeMany(
+      batch.map((c) => ({ id: c.id, attempt: c.attempt, outputs: outputsOf(c.id) })),
+    );
+    return results.filter((r) => r.ok).length;
+  });
+}
+
 /**
  * Drives `inputs` through the whole lifecycle in batches of `BATCH`, by `CONNECTIONS` callers,
  * one stage after the other: create, claim (PENDING → SCHEDULED with its outbox row), START,
@@ -145,31 +178,12 @@ async function batchedLifecycle(run: {
   });
   const s2 = count();
 
-  const startBatches = chunks(claimed, BATCH);
-  const start = await untilDone(CONNECTIONS, async (w) => {
-    const batch = startBatches.pop();
-    if (batch === undefined) return 0;
-    const results = await store.applyMany(
-      batch.map((c) => ({
-        id: c.id,
-        event: { type: 'START' as const, attempt: c.attempt, workerId: `w${w}` },
-      })),
-    );
-    return results.filter((r) => r.ok).length;
-  });
+  const start = await startAll(store, claimed);
   const s3 = count();
 
   const outputsOf = await run.outputs(store);
-  const completeBatches = chunks(claimed, BATCH);
   const s3b = count();
-  const complete = await untilDone(CONNECTIONS, async () => {
-    const batch = completeBatches.pop();
-    if (batch === undefined) return 0;
-    const results = await store.completeMany(
-      batch.map((c) => ({ id: c.id, attempt: c.attempt, outputs: outputsOf(c.id) })),
-    );
-    return results.filter((r) => r.ok).length;
-  });
+  const complete = await completeAll(store, claimed, outputsOf);
   const s4 = count();
 
   const relay = await untilDone(1, async () => {
@@ -216,6 +230,85 @@ async function batchedLifecycle(run: {
       lifecycle: per(s5 - s0 - (s3b - s3)),
     },
   };
+}
+
+/** The unbatched forms, one operation per call, `CONNECTIONS` concurrent callers. */
+async function unbatchedRuns(
+  opened: Database,
+  database: Database,
+  count: () => number,
+  rest: readonly string[],
+  input: (pkg: string) => CreateOperationInput,
+  vs: (f: Pick<Figure, 'name' | 'value' | 'unit'>) => void,
+): Promise<void> {
+  const single = new OperationStore(database);
+  let r = 0;
+  const createOne = await timed(CONNECTIONS, SECONDS, async () => {
+    const pkg = rest[r++];
+    if (pkg === undefined) return 0;
+    await single.create(input(pkg));
+    return 1;
+  });
+  vs({ name: 'create_single', value: createOne, unit: 'ops/s' });
+
+  const pending = (
+    await opened.execute<{ id: string }>(
+      `select id from operation where status = 'PENDING' order by created_at`,
+    )
+  ).map((x) => String(x.id));
+  let p = 0;
+  const c6 = count();
+  const applyOne = await timed(CONNECTIONS, SECONDS, async () => {
+    const id = pending[p++];
+    if (id === undefined) return 0;
+    await single.apply(id, { type: 'SCHEDULE' });
+    return 1;
+  });
+  const applied = Math.min(p, pending.length);
+  vs({ name: 'apply_single', value: applyOne, unit: 'applies/s' });
+  print({
+    name: 'statements_per_op_apply_single',
+    value: applied === 0 ? 0 : (count() - c6) / applied,
+    unit: 'statements/op',
+  });
+}
+
+/** The end-to-end bench's workload: transfers that all produce one package's one copy. */
+async function sameCopyRun(
+  artifacts: ArtifactRepository,
+  sourceId: string,
+  lifecycle: (
+    label: string,
+    inputs: readonly CreateOperationInput[],
+    outputs: Outputs,
+  ) => Promise<unknown>,
+): Promise<void> {
+  const buffer = await artifacts.addLocation({
+    site: 'b',
+    name: 'buffer',
+    locationType: LocationType.BUFFER,
+    storageRoot: '/b',
+  });
+  const dtp = await artifacts.addDataTransferPackage({ name: 'dtp' });
+  const transfer: CreateOperationInput = {
+    kind: OperationKind.TRANSFER,
+    fields: {
+      dataTransferPackageId: dtp,
+      sourceLocationId: sourceId,
+      destinationLocationId: buffer.id,
+    },
+  };
+  await lifecycle(
+    'same_copy',
+    Array.from({ length: OPS }, () => transfer),
+    async () => () => [
+      {
+        artifactType: ArtifactType.DATA_TRANSFER_PACKAGE,
+        artifactId: dtp,
+        locationId: buffer.id,
+      },
+    ],
+  );
 }
 
 async function main(): Promise<void> {
@@ -290,66 +383,9 @@ async function main(): Promise<void> {
       print({ name: `statements_per_op_${stage}_batched`, value: n, unit: 'statements/op' });
     }
 
-    // The end-to-end bench's workload: transfers that all produce one package's one copy.
-    const buffer = await artifacts.addLocation({
-      site: 'b',
-      name: 'buffer',
-      locationType: LocationType.BUFFER,
-      storageRoot: '/b',
-    });
-    const dtp = await artifacts.addDataTransferPackage({ name: 'dtp' });
-    const transfer: CreateOperationInput = {
-      kind: OperationKind.TRANSFER,
-      fields: {
-        dataTransferPackageId: dtp,
-        sourceLocationId: source.id,
-        destinationLocationId: buffer.id,
-      },
-    };
-    await lifecycle(
-      'same_copy',
-      Array.from({ length: OPS }, () => transfer),
-      async () => () => [
-        {
-          artifactType: ArtifactType.DATA_TRANSFER_PACKAGE,
-          artifactId: dtp,
-          locationId: buffer.id,
-        },
-      ],
-    );
+    await sameCopyRun(artifacts, source.id, lifecycle);
 
-    // Unbatched forms, one operation per call, 8 concurrent callers.
-    const single = new OperationStore(database);
-    const rest = pkgs.slice(OPS);
-    let r = 0;
-    const createOne = await timed(CONNECTIONS, SECONDS, async () => {
-      const pkg = rest[r++];
-      if (pkg === undefined) return 0;
-      await single.create(input(pkg));
-      return 1;
-    });
-    vs({ name: 'create_single', value: createOne, unit: 'ops/s' });
-
-    const pending = (
-      await opened.execute<{ id: string }>(
-        `select id from operation where status = 'PENDING' order by created_at`,
-      )
-    ).map((x) => String(x.id));
-    let p = 0;
-    const c6 = count();
-    const applyOne = await timed(CONNECTIONS, SECONDS, async () => {
-      const id = pending[p++];
-      if (id === undefined) return 0;
-      await single.apply(id, { type: 'SCHEDULE' });
-      return 1;
-    });
-    const applied = Math.min(p, pending.length);
-    vs({ name: 'apply_single', value: applyOne, unit: 'applies/s' });
-    print({
-      name: 'statements_per_op_apply_single',
-      value: applied === 0 ? 0 : (count() - c6) / applied,
-      unit: 'statements/op',
-    });
+    await unbatchedRuns(opened, database, count, pkgs.slice(OPS), input, vs);
 
     const [size] = await opened.execute<{ n: number }>(
       'select max(octet_length(snapshot::text))::int as n from operation',

@@ -144,234 +144,325 @@ async function openDeployment(admin: postgres.Sql, timing: Partial<RuntimeTiming
 
 const ONE_KIND = ['worker', '--kinds', OperationKind.RAW_DATA_PACKAGE, '--handlers', HANDLERS];
 
+type Child = ReturnType<typeof startWorker>;
+
+/** What every sample works with: the deployments, their processes and the waits on them. */
+interface Samples {
+  readonly runtime: Runtime;
+  readonly env: Record<string, string>;
+  readonly prefix: string;
+  readonly submit: () => Promise<string>;
+  readonly broker: Awaited<ReturnType<typeof openDeployment>>;
+  readonly children: ChildProcess[];
+  readonly planes: readonly Child[];
+  readonly leases: LeaseRepository;
+  ready(w: Child): Promise<void>;
+  status(id: string): Promise<string>;
+  resetBy(id: string, by: string): Promise<number>;
+  running(extra: Record<string, string>): Promise<{ w: Child; id: string }>;
+  cancel(id: string): Promise<void>;
+  queue(): Promise<{ num_waiting: number }>;
+}
+
+/** The waits and steps the samples share, on the main deployment. */
+async function samplesOf(
+  dep: Awaited<ReturnType<typeof openDeployment>>,
+  broker: Awaited<ReturnType<typeof openDeployment>>,
+  children: ChildProcess[],
+  planes: readonly Child[],
+): Promise<Samples> {
+  const { runtime, env, prefix, submit } = dep;
+  const ready = async (w: ReturnType<typeof startWorker>) =>
+    until(async () => w.out.join('').includes('started for'), 'worker start');
+  const status = async (id: string) => (await runtime.store.load(id)).status;
+  const resetBy = async (id: string, by: string) => {
+    await until(async () => (await resetOf(runtime, id, by)) !== undefined, `the ${by} reset`);
+    return (await resetOf(runtime, id, by))?.at.getTime() ?? 0;
+  };
+  const running = async (extra: Record<string, string>) => {
+    const w = startWorker(env, extra);
+    children.push(w.proc);
+    await ready(w);
+    const id = await submit();
+    await until(async () => (await status(id)) === 'IN_PROGRESS', 'the worker to run it');
+    return { w, id };
+  };
+  /** Ends a sample; the scheduler may move the operation meanwhile (a lost race: try again). */
+  const cancel = async (id: string) => {
+    for (;;) {
+      try {
+        await runtime.command(id, { type: 'CANCEL', reason: 'bench sample done' });
+        return;
+      } catch (err) {
+        if (!(err instanceof OpstateError && err.code === OpstateErrorCode.CONFLICT)) throw err;
+      }
+    }
+  };
+
+  const jsm = await jetstreamManager((runtime.transport as JetStreamTransport).connection);
+  const queue = () =>
+    jsm.consumers.info(
+      `${prefix}_dispatch`,
+      queueName(defaultRoute(OperationKind.RAW_DATA_PACKAGE)),
+    );
+  return {
+    runtime,
+    env,
+    prefix,
+    submit,
+    broker,
+    children,
+    planes,
+    leases: new LeaseRepository(runtime.database),
+    ready,
+    status,
+    resetBy,
+    running,
+    cancel,
+    queue,
+  };
+}
+
+/** Monitor path: a running operation's worker killed; from the kill to the RESET. */
+async function monitorSample(s: Samples): Promise<number> {
+  const { running, resetBy, cancel } = s;
+  const a = await running({ BENCH_HOLD_MS: '600000' });
+  const killedAt = Date.now();
+  a.w.proc.kill('SIGKILL');
+  await a.w.exited;
+  const ms = (await resetBy(a.id, 'heartbeat_monitor')) - killedAt;
+  await cancel(a.id);
+  return ms;
+}
+
+/** Monitor path: a dispatch pulled, covered by a heartbeat, the worker dead before START. */
+async function heldSample(s: Samples): Promise<number> {
+  const { env, children, ready, submit, resetBy, cancel } = s;
+  const doomed = startWorker(env, { BENCH_CRASH: 'before-start' });
+  children.push(doomed.proc);
+  await ready(doomed);
+  const id2 = await submit();
+  await doomed.exited;
+  const diedAt = Date.now();
+  const ms = (await resetBy(id2, 'heartbeat_monitor')) - diedAt;
+  await cancel(id2);
+  return ms;
+}
+
+/** Monitor path: a running operation's worker frozen; from the freeze to the RESET. */
+async function frozenSample(s: Samples): Promise<number> {
+  const { running, resetBy, cancel } = s;
+  const b = await running({ BENCH_HOLD_MS: '600000' });
+  const frozenAt = Date.now();
+  b.w.proc.kill('SIGSTOP');
+  const ms = (await resetBy(b.id, 'heartbeat_monitor')) - frozenAt;
+  b.w.proc.kill('SIGKILL');
+  await cancel(b.id);
+  return ms;
+}
+
+/** Reconciler path: the worker killed and its heartbeat purged: nothing lists the operation. */
+async function reconcilerSample(s: Samples): Promise<number> {
+  const { runtime, prefix, running, resetBy, cancel } = s;
+  const c = await running({ BENCH_HOLD_MS: '600000' });
+  const workerId = /"workerId":"([^"]+)"/.exec(c.w.out.join(''))?.[1] ?? '';
+  c.w.proc.kill('SIGKILL');
+  await c.w.exited;
+  const kv = await new Kvm(jetstream((runtime.transport as JetStreamTransport).connection)).open(
+    `${prefix}_heartbeats`,
+  );
+  await kv.purge(workerHeartbeatKey(workerId));
+  const started = (await runtime.store.load(c.id)).startedAt?.getTime() ?? 0;
+  const ms = (await resetBy(c.id, 'reconciler')) - started;
+  await cancel(c.id);
+  return ms;
+}
+
+/** Leader takeover: the leading control plane frozen; from the freeze to the standby's lease. */
+async function takeoverSample(s: Samples): Promise<number> {
+  const { leases, prefix, planes } = s;
+  const [lease] = (await leases.list()).filter((l) => l.name === prefix && !l.expired);
+  const pid = Number(lease?.holder.split(':')[1]);
+  const leader = planes.find((p) => p.proc.pid === pid);
+  if (lease === undefined || leader === undefined) throw new Error('no leader among the planes');
+  const stoppedAt = Date.now();
+  leader.proc.kill('SIGSTOP');
+  await until(
+    async () => (await leases.list()).some((l) => l.name === prefix && l.epoch > lease.epoch),
+    'the standby to take over',
+  );
+  const ms = Date.now() - stoppedAt;
+  leader.proc.kill('SIGCONT');
+  return ms;
+}
+
+/** Stranded dispatch: handed to an idle worker frozen with a pull request open. */
+async function strandedSample(s: Samples): Promise<number> {
+  const { runtime, env, children, ready, submit, status, queue, resetBy, cancel } = s;
+  const e = startWorker(env, {}, ONE_KIND);
+  children.push(e.proc);
+  await ready(e);
+  let strandedId: string | undefined;
+  while (strandedId === undefined) {
+    await until(async () => (await queue()).num_waiting > 0, 'an open pull request');
+    e.proc.kill('SIGSTOP');
+    if ((await queue()).num_waiting === 0) {
+      e.proc.kill('SIGCONT'); // its request expired meanwhile: try again
+      continue;
+    }
+    const id = await submit();
+    // Earlier samples leave dispatches of their own unsettled: ask about this one.
+    const handedOut = async () =>
+      (await runtime.transport.unsettled()).some((m) => m.operationId === id);
+    await until(
+      async () =>
+        (await handedOut()) ||
+        ((await status(id)) === 'SCHEDULED' && (await queue()).num_waiting === 0),
+      'the dispatch handed out or left queued',
+    );
+    if (await handedOut()) strandedId = id;
+    else {
+      e.proc.kill('SIGCONT');
+      await until(async () => (await status(id)) === 'COMPLETED', 'the woken worker');
+    }
+  }
+  const sid = strandedId;
+  const scheduled = (await runtime.get(sid)).transitions.find((t) => t.event === 'SCHEDULE');
+  if (scheduled === undefined) throw new Error(`operation ${sid} was never scheduled`);
+  const ms = (await resetBy(sid, 'heartbeat_monitor')) - scheduled.at.getTime();
+  e.proc.kill('SIGKILL');
+  await cancel(strandedId);
+  return ms;
+}
+
+/** Broker path (its own deployment): the redelivery after ack-wait finds no live holder. */
+async function brokerSample(s: Samples): Promise<number> {
+  const { broker, children, ready } = s;
+  const f = startWorker(broker.env, { BENCH_HOLD_MS: '600000' }, ONE_KIND);
+  children.push(f.proc);
+  await ready(f);
+  const fid = await broker.submit();
+  await until(
+    async () => (await broker.runtime.store.load(fid)).status === 'IN_PROGRESS',
+    'the broker-path worker to run it',
+  );
+  // A second worker, idle, takes the redelivery once the first is dead.
+  const g = startWorker(broker.env, {}, ONE_KIND);
+  children.push(g.proc);
+  await ready(g);
+  const brokerKilledAt = Date.now();
+  f.proc.kill('SIGKILL');
+  await f.exited;
+  await until(
+    async () => (await resetOf(broker.runtime, fid, 'broker')) !== undefined,
+    'the broker reset',
+  );
+  const ms = ((await resetOf(broker.runtime, fid, 'broker'))?.at.getTime() ?? 0) - brokerKilledAt;
+  await until(
+    async () => (await broker.runtime.store.load(fid)).status === 'COMPLETED',
+    'the idle worker to complete it',
+  );
+  g.proc.kill('SIGKILL');
+  return ms;
+}
+
+/** The worst sample of each path against its timer, one JSON line each. */
+function printFigures(
+  x: Record<
+    'monitor' | 'held' | 'frozen' | 'reconciler' | 'takeover' | 'stranded' | 'brokerPath',
+    number[]
+  >,
+): void {
+  const { monitor, held, frozen, reconciler, takeover, stranded, brokerPath } = x;
+  const worst = (xs: number[]) => Math.max(...xs);
+  const figure = (name: string, xs: number[], baseline: number, note: string) =>
+    emit({
+      name,
+      value: worst(xs),
+      unit: 'ms',
+      baseline,
+      ratio: Number((worst(xs) / baseline).toFixed(3)),
+      samples: xs,
+      note,
+    });
+  const timeout = TIMING.heartbeatTimeoutMs as number;
+  figure(
+    'recovery_monitor_path_worst',
+    monitor,
+    timeout,
+    'SIGKILL of a worker running an operation → RESET by heartbeat_monitor, against the heartbeat timeout (target ≤ 1.2)',
+  );
+  figure(
+    'recovery_held_dispatch_worst',
+    held,
+    timeout,
+    'worker dead with a dispatch pulled, not started → RESET by heartbeat_monitor, against the heartbeat timeout (target ≤ 1.2)',
+  );
+  figure(
+    'recovery_frozen_worker_worst',
+    frozen,
+    timeout,
+    'SIGSTOP of a worker running an operation → RESET by heartbeat_monitor, against the heartbeat timeout (target ≤ 1.2)',
+  );
+  figure(
+    'recovery_reconciler_path_worst',
+    reconciler,
+    TIMING.reconcilerFloorMs as number,
+    'worker dead and its heartbeat purged → RESET by reconciler, from START, against the floor (target ≤ 1.2)',
+  );
+  figure(
+    'recovery_stranded_dispatch_worst',
+    stranded,
+    timeout,
+    'idle worker frozen (SIGSTOP) with a pull request open, handed a dispatch it never reads → RESET by heartbeat_monitor, from SCHEDULE, against the heartbeat timeout (target ≤ 1.2)',
+  );
+  figure(
+    'recovery_broker_path_worst',
+    brokerPath,
+    BROKER_TIMING.ackWaitMs as number,
+    'SIGKILL of a worker running an operation, monitor and reconciler asleep → RESET by broker on the redelivery, against ack-wait (target ≤ 1.2)',
+  );
+  figure(
+    'leader_takeover_worst',
+    takeover,
+    (TIMING.leaderLeaseMs as number) + (TIMING.leaderPollMs as number),
+    'SIGSTOP of the leading control plane → the standby holds the lease, against lease + one poll (target ≤ 1)',
+  );
+}
+
 async function main() {
   const admin = postgres(ADMIN, { max: 1, onnotice: () => {} });
   const dep = await openDeployment(admin, TIMING);
-  const { runtime, env, prefix, submit } = dep;
   const broker = await openDeployment(admin, BROKER_TIMING);
   const children: ChildProcess[] = [];
   try {
     const planes = [
-      startWorker(env, {}, ['control-plane']),
-      startWorker(env, {}, ['control-plane']),
+      startWorker(dep.env, {}, ['control-plane']),
+      startWorker(dep.env, {}, ['control-plane']),
     ];
     children.push(...planes.map((p) => p.proc));
-    const ready = async (w: ReturnType<typeof startWorker>) =>
-      until(async () => w.out.join('').includes('started for'), 'worker start');
-    const status = async (id: string) => (await runtime.store.load(id)).status;
-    const resetBy = async (id: string, by: string) => {
-      await until(async () => (await resetOf(runtime, id, by)) !== undefined, `the ${by} reset`);
-      return (await resetOf(runtime, id, by))?.at.getTime() ?? 0;
-    };
-    const running = async (extra: Record<string, string>) => {
-      const w = startWorker(env, extra);
-      children.push(w.proc);
-      await ready(w);
-      const id = await submit();
-      await until(async () => (await status(id)) === 'IN_PROGRESS', 'the worker to run it');
-      return { w, id };
-    };
-    /** Ends a sample; the scheduler may move the operation meanwhile (a lost race: try again). */
-    const cancel = async (id: string) => {
-      for (;;) {
-        try {
-          await runtime.command(id, { type: 'CANCEL', reason: 'bench sample done' });
-          return;
-        } catch (err) {
-          if (!(err instanceof OpstateError && err.code === OpstateErrorCode.CONFLICT)) throw err;
-        }
-      }
-    };
-
-    const monitor: number[] = [];
-    const held: number[] = [];
-    const frozen: number[] = [];
-    const reconciler: number[] = [];
-    const takeover: number[] = [];
-    const stranded: number[] = [];
-    const brokerPath: number[] = [];
-    const jsm = await jetstreamManager((runtime.transport as JetStreamTransport).connection);
-    const queue = () =>
-      jsm.consumers.info(
-        `${prefix}_dispatch`,
-        queueName(defaultRoute(OperationKind.RAW_DATA_PACKAGE)),
-      );
+    const s = await samplesOf(dep, broker, children, planes);
     const brokerPlane = startWorker(broker.env, {}, ['control-plane']);
     children.push(brokerPlane.proc);
-    const leases = new LeaseRepository(runtime.database);
+    const x = {
+      monitor: [] as number[],
+      held: [] as number[],
+      frozen: [] as number[],
+      reconciler: [] as number[],
+      takeover: [] as number[],
+      stranded: [] as number[],
+      brokerPath: [] as number[],
+    };
     for (let i = 0; i < SAMPLES; i++) {
-      // Monitor path: a running operation's worker killed.
-      const a = await running({ BENCH_HOLD_MS: '600000' });
-      const killedAt = Date.now();
-      a.w.proc.kill('SIGKILL');
-      await a.w.exited;
-      monitor.push((await resetBy(a.id, 'heartbeat_monitor')) - killedAt);
-      await cancel(a.id);
-
-      // Monitor path: a dispatch pulled, covered by a heartbeat, the worker dead before START.
-      const doomed = startWorker(env, { BENCH_CRASH: 'before-start' });
-      children.push(doomed.proc);
-      await ready(doomed);
-      const id2 = await submit();
-      await doomed.exited;
-      const diedAt = Date.now();
-      held.push((await resetBy(id2, 'heartbeat_monitor')) - diedAt);
-      await cancel(id2);
-
-      // Monitor path: a running operation's worker frozen.
-      const b = await running({ BENCH_HOLD_MS: '600000' });
-      const frozenAt = Date.now();
-      b.w.proc.kill('SIGSTOP');
-      frozen.push((await resetBy(b.id, 'heartbeat_monitor')) - frozenAt);
-      b.w.proc.kill('SIGKILL');
-      await cancel(b.id);
-
-      // Reconciler path: the worker killed and its heartbeat purged: nothing lists the operation.
-      const c = await running({ BENCH_HOLD_MS: '600000' });
-      const workerId = /"workerId":"([^"]+)"/.exec(c.w.out.join(''))?.[1] ?? '';
-      c.w.proc.kill('SIGKILL');
-      await c.w.exited;
-      const kv = await new Kvm(
-        jetstream((runtime.transport as JetStreamTransport).connection),
-      ).open(`${prefix}_heartbeats`);
-      await kv.purge(workerHeartbeatKey(workerId));
-      const started = (await runtime.store.load(c.id)).startedAt?.getTime() ?? 0;
-      reconciler.push((await resetBy(c.id, 'reconciler')) - started);
-      await cancel(c.id);
-
-      // Leader takeover: the leading control plane frozen.
-      const [lease] = (await leases.list()).filter((l) => l.name === prefix && !l.expired);
-      const pid = Number(lease?.holder.split(':')[1]);
-      const leader = planes.find((p) => p.proc.pid === pid);
-      if (lease === undefined || leader === undefined)
-        throw new Error('no leader among the planes');
-      const stoppedAt = Date.now();
-      leader.proc.kill('SIGSTOP');
-      await until(
-        async () => (await leases.list()).some((l) => l.name === prefix && l.epoch > lease.epoch),
-        'the standby to take over',
-      );
-      takeover.push(Date.now() - stoppedAt);
-      leader.proc.kill('SIGCONT');
-
-      // Stranded dispatch: handed to an idle worker frozen with a pull request open.
-      const e = startWorker(env, {}, ONE_KIND);
-      children.push(e.proc);
-      await ready(e);
-      let strandedId: string | undefined;
-      while (strandedId === undefined) {
-        await until(async () => (await queue()).num_waiting > 0, 'an open pull request');
-        e.proc.kill('SIGSTOP');
-        if ((await queue()).num_waiting === 0) {
-          e.proc.kill('SIGCONT'); // its request expired meanwhile: try again
-          continue;
-        }
-        const id = await submit();
-        // Earlier samples leave dispatches of their own unsettled: ask about this one.
-        const handedOut = async () =>
-          (await runtime.transport.unsettled()).some((m) => m.operationId === id);
-        await until(
-          async () =>
-            (await handedOut()) ||
-            ((await status(id)) === 'SCHEDULED' && (await queue()).num_waiting === 0),
-          'the dispatch handed out or left queued',
-        );
-        if (await handedOut()) strandedId = id;
-        else {
-          e.proc.kill('SIGCONT');
-          await until(async () => (await status(id)) === 'COMPLETED', 'the woken worker');
-        }
-      }
-      const sid = strandedId;
-      const scheduled = (await runtime.get(sid)).transitions.find((t) => t.event === 'SCHEDULE');
-      if (scheduled === undefined) throw new Error(`operation ${sid} was never scheduled`);
-      stranded.push((await resetBy(sid, 'heartbeat_monitor')) - scheduled.at.getTime());
-      e.proc.kill('SIGKILL');
-      await cancel(strandedId);
-
-      // Broker path (its own deployment): the redelivery after ack-wait finds no live holder.
-      const f = startWorker(broker.env, { BENCH_HOLD_MS: '600000' }, ONE_KIND);
-      children.push(f.proc);
-      await ready(f);
-      const fid = await broker.submit();
-      await until(
-        async () => (await broker.runtime.store.load(fid)).status === 'IN_PROGRESS',
-        'the broker-path worker to run it',
-      );
-      // A second worker, idle, takes the redelivery once the first is dead.
-      const g = startWorker(broker.env, {}, ONE_KIND);
-      children.push(g.proc);
-      await ready(g);
-      const brokerKilledAt = Date.now();
-      f.proc.kill('SIGKILL');
-      await f.exited;
-      await until(
-        async () => (await resetOf(broker.runtime, fid, 'broker')) !== undefined,
-        'the broker reset',
-      );
-      brokerPath.push(
-        ((await resetOf(broker.runtime, fid, 'broker'))?.at.getTime() ?? 0) - brokerKilledAt,
-      );
-      await until(
-        async () => (await broker.runtime.store.load(fid)).status === 'COMPLETED',
-        'the idle worker to complete it',
-      );
-      g.proc.kill('SIGKILL');
+      x.monitor.push(await monitorSample(s));
+      x.held.push(await heldSample(s));
+      x.frozen.push(await frozenSample(s));
+      x.reconciler.push(await reconcilerSample(s));
+      x.takeover.push(await takeoverSample(s));
+      x.stranded.push(await strandedSample(s));
+      x.brokerPath.push(await brokerSample(s));
     }
-    const worst = (xs: number[]) => Math.max(...xs);
-    const figure = (name: string, xs: number[], baseline: number, note: string) =>
-      emit({
-        name,
-        value: worst(xs),
-        unit: 'ms',
-        baseline,
-        ratio: Number((worst(xs) / baseline).toFixed(3)),
-        samples: xs,
-        note,
-      });
-    const timeout = TIMING.heartbeatTimeoutMs as number;
-    figure(
-      'recovery_monitor_path_worst',
-      monitor,
-      timeout,
-      'SIGKILL of a worker running an operation → RESET by heartbeat_monitor, against the heartbeat timeout (target ≤ 1.2)',
-    );
-    figure(
-      'recovery_held_dispatch_worst',
-      held,
-      timeout,
-      'worker dead with a dispatch pulled, not started → RESET by heartbeat_monitor, against the heartbeat timeout (target ≤ 1.2)',
-    );
-    figure(
-      'recovery_frozen_worker_worst',
-      frozen,
-      timeout,
-      'SIGSTOP of a worker running an operation → RESET by heartbeat_monitor, against the heartbeat timeout (target ≤ 1.2)',
-    );
-    figure(
-      'recovery_reconciler_path_worst',
-      reconciler,
-      TIMING.reconcilerFloorMs as number,
-      'worker dead and its heartbeat purged → RESET by reconciler, from START, against the floor (target ≤ 1.2)',
-    );
-    figure(
-      'recovery_stranded_dispatch_worst',
-      stranded,
-      timeout,
-      'idle worker frozen (SIGSTOP) with a pull request open, handed a dispatch it never reads → RESET by heartbeat_monitor, from SCHEDULE, against the heartbeat timeout (target ≤ 1.2)',
-    );
-    figure(
-      'recovery_broker_path_worst',
-      brokerPath,
-      BROKER_TIMING.ackWaitMs as number,
-      'SIGKILL of a worker running an operation, monitor and reconciler asleep → RESET by broker on the redelivery, against ack-wait (target ≤ 1.2)',
-    );
-    figure(
-      'leader_takeover_worst',
-      takeover,
-      (TIMING.leaderLeaseMs as number) + (TIMING.leaderPollMs as number),
-      'SIGSTOP of the leading control plane → the standby holds the lease, against lease + one poll (target ≤ 1)',
-    );
+    printFigures(x);
   } finally {
     for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
     await dep.close();

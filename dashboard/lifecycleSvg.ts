@@ -72,6 +72,29 @@ const GAP_X = 70;
 const GAP_Y = 36;
 const PAD = 24;
 
+/** Each state's box: its name, its count, and a link to its operations. */
+function stateParts(
+  graph: ReturnType<typeof lifecycleGraph>,
+  pos: ReadonlyMap<string, { x: number; y: number }>,
+  counts: Readonly<Record<string, number>>,
+  linkOf: (state: string) => string,
+): string[] {
+  return graph.states.flatMap((s) => {
+    const p = pos.get(s.key) as { x: number; y: number };
+    const n = counts[s.key] ?? 0;
+    return [
+      `<a href="${escapeHtml(linkOf(s.key))}" class="state" data-state="${escapeHtml(s.key)}">`,
+      `<rect x="${p.x}" y="${p.y}" width="${W}" height="${H}" rx="10" class="state-box${s.final ? ' final' : ''}${s.key === graph.initial ? ' initial' : ''}"/>`,
+      s.final
+        ? `<rect x="${p.x + 4}" y="${p.y + 4}" width="${W - 8}" height="${H - 8}" rx="7" class="state-inner"/>`
+        : '',
+      `<text x="${p.x + W / 2}" y="${p.y + 22}" text-anchor="middle" class="state-name">${escapeHtml(s.key)}</text>`,
+      `<text x="${p.x + W / 2}" y="${p.y + 42}" text-anchor="middle" class="state-count" data-count="${n}">${n.toLocaleString('en-US')}</text>`,
+      '</a>',
+    ];
+  });
+}
+
 /**
  * Draws a machine's lifecycle as SVG from its definition (states laid out by the longest path
  * from the initial state, every transition an arrow labelled with its events), with a count on
@@ -169,20 +192,7 @@ export function lifecycleSvg(
       `<text class="edge-label" x="${x1 + 8}" y="${ly - 3}" text-anchor="start">${label}</text>`,
     );
   }
-  for (const s of graph.states) {
-    const p = pos.get(s.key) as { x: number; y: number };
-    const n = counts[s.key] ?? 0;
-    parts.push(
-      `<a href="${escapeHtml(linkOf(s.key))}" class="state" data-state="${escapeHtml(s.key)}">`,
-      `<rect x="${p.x}" y="${p.y}" width="${W}" height="${H}" rx="10" class="state-box${s.final ? ' final' : ''}${s.key === graph.initial ? ' initial' : ''}"/>`,
-      s.final
-        ? `<rect x="${p.x + 4}" y="${p.y + 4}" width="${W - 8}" height="${H - 8}" rx="7" class="state-inner"/>`
-        : '',
-      `<text x="${p.x + W / 2}" y="${p.y + 22}" text-anchor="middle" class="state-name">${escapeHtml(s.key)}</text>`,
-      `<text x="${p.x + W / 2}" y="${p.y + 42}" text-anchor="middle" class="state-count" data-count="${n}">${n.toLocaleString('en-US')}</text>`,
-      '</a>',
-    );
-  }
+  parts.push(...stateParts(graph, pos, counts, linkOf));
   return raw(
     `<svg class="lifecycle" role="img" aria-label="the operation lifecycle with counts per state" viewBox="0 0 ${width} ${height}" width="${width}" height="${height}">` +
       '<defs><marker id="arrow" viewBox="0 0 10 10" refX="9" refY="5" markerWidth="7" markerHeight="7" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>' +

@@ -1,4 +1,5 @@
 import { and, assign, setup } from 'xstate';
+import { OPERATOR } from './actors.ts';
 import { OperationKind } from './OperationKind.ts';
 import { RECOVERY_PATHS, type RecoveryPath } from './recoveryPaths.ts';
 
@@ -16,9 +17,9 @@ export const OPERATION_STATUSES: readonly OperationStatus[] = Object.freeze(
 );
 
 /** Who sent a RESET: one of the recovery paths (`RECOVERY_PATHS`), or a person. */
-export type ResetBy = RecoveryPath | 'operator';
+export type ResetBy = RecoveryPath | typeof OPERATOR;
 /** Every `ResetBy`, for checks of events from outside and of stored history. */
-export const RESET_BY: readonly ResetBy[] = Object.freeze([...RECOVERY_PATHS, 'operator']);
+export const RESET_BY: readonly ResetBy[] = Object.freeze([...RECOVERY_PATHS, OPERATOR]);
 
 /** A failure as the machine records it: JSON primitives only, so it survives jsonb. */
 export interface OperationError {

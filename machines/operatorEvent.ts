@@ -1,3 +1,4 @@
+import { OPERATOR } from './actors.ts';
 import type { OperationEvent } from './operationMachine.ts';
 
 /** What an operator may do to an operation, from the CLI or the dashboard. */
@@ -23,7 +24,7 @@ export function operatorEvent(action: OperatorAction, reason?: string): Operatio
     case 'retry':
       return { type: 'RETRY', ...(reason === undefined ? {} : { reason }) };
     case 'reset':
-      return { type: 'RESET', by: 'operator', reason: reason ?? 'reset by an operator' };
+      return { type: 'RESET', by: OPERATOR, reason: reason ?? 'reset by an operator' };
     case 'cancel':
       return { type: 'CANCEL', reason: reason ?? 'cancelled by an operator' };
   }

@@ -1,4 +1,5 @@
 import { initialTransition, transition } from 'xstate';
+import { OPERATOR } from './actors.ts';
 import type { OperationKind } from './OperationKind.ts';
 import {
   type OperationContext,
@@ -74,12 +75,12 @@ function eventOf(t: StoredTransition): OperationEvent {
         at,
       };
     case 'RESET': {
-      const by = (RESETTERS.has(t.by) ? t.by : 'operator') as ResetBy;
+      const by = (RESETTERS.has(t.by) ? t.by : OPERATOR) as ResetBy;
       return {
         type: 'RESET',
         by,
         reason: t.reason ?? 'no reason recorded',
-        ...(by === 'operator' ? {} : { attempt: t.attempt }),
+        ...(by === OPERATOR ? {} : { attempt: t.attempt }),
         at,
       };
     }

@@ -1,16 +1,5 @@
+import { SYSTEM_ACTORS, type SystemActor } from './actors.ts';
 import { describeValue } from './describeValue.ts';
-import { RECOVERY_PATHS } from './recoveryPaths.ts';
-
-/**
- * opstate's own actors, as the transition history names them: the control plane's scheduler and
- * the recovery paths (`RECOVERY_PATHS`). A submitter may not take one of these names, so that a
- * row `by reconciler` always means the reconciler did it.
- */
-export const SYSTEM_ACTORS = ['scheduler', ...RECOVERY_PATHS] as const;
-export type SystemActor = (typeof SYSTEM_ACTORS)[number];
-
-/** Who the command line's writes are by, unless it is told otherwise. */
-export const OPERATOR = 'operator';
 
 /** What a submitter name may be, in words (messages and `opstate config` use it). */
 export const SUBMITTER_ALLOWED = `1 to 64 characters of letters, digits and . _ : @ / -, other than ${SYSTEM_ACTORS.join(', ')}`;

@@ -1,3 +1,4 @@
+import { OPERATOR, type SystemActor, WORKER } from '../machines/actors.ts';
 import { type Clock, systemClock } from '../machines/Clock.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
@@ -18,9 +19,9 @@ function defaultBy(event: OperationEvent): string {
     case 'RESET':
       return event.by;
     case 'SCHEDULE':
-      return 'scheduler';
+      return 'scheduler' satisfies SystemActor;
     default:
-      return 'operator';
+      return OPERATOR;
   }
 }
 
@@ -77,7 +78,7 @@ export class ObservedOperationStore extends OperationStore {
         event: 'SCHEDULE',
         from: 'PENDING',
         to: 'SCHEDULED',
-        by: 'scheduler',
+        by: 'scheduler' satisfies SystemActor,
         attempt: c.attempt,
         at,
       })),
@@ -101,7 +102,7 @@ export class ObservedOperationStore extends OperationStore {
         event: 'COMPLETE',
         from: 'IN_PROGRESS',
         to: 'COMPLETED',
-        by: item.by ?? 'worker',
+        by: item.by ?? WORKER,
         attempt: item.attempt,
         at,
       });

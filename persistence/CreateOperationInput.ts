@@ -1,3 +1,4 @@
+import { OPERATOR } from '../machines/actors.ts';
 import { deadlineProblem } from '../machines/deadlines.ts';
 import { createOperationState, type Decision } from '../machines/decide.ts';
 import { describeValue } from '../machines/describeValue.ts';
@@ -5,7 +6,7 @@ import { isOperationKind, OPERATION_KINDS, OperationKind } from '../machines/Ope
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { allRoutes, defaultRoute, queueName, type Route } from '../machines/routing.ts';
 import { currentEnvelope } from '../machines/snapshotEnvelope.ts';
-import { OPERATOR, submitterProblem } from '../machines/submitter.ts';
+import { submitterProblem } from '../machines/submitter.ts';
 import { isoText } from './isoText.ts';
 import type { OperationInsert } from './sql/insertOperations.ts';
 import {

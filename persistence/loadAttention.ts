@@ -191,12 +191,12 @@ export async function loadAttention(
     [AttentionCategory.RETRY_CAP]: async () => {
       const rows = await selectRetryCap(exec, page);
       const items = ofOperations(AttentionCategory.RETRY_CAP, rows);
-      return { items, total: counts.retryCap, next: token(rows, limit) };
+      return { items, total: counts[AttentionCategory.RETRY_CAP], next: token(rows, limit) };
     },
     [AttentionCategory.FAILED]: async () => {
       const rows = await selectFailed(exec, page);
       const items = ofOperations(AttentionCategory.FAILED, rows);
-      return { items, total: counts.failed, next: token(rows, limit) };
+      return { items, total: counts[AttentionCategory.FAILED], next: token(rows, limit) };
     },
     [AttentionCategory.BREAKER_OPEN]: async () => {
       const items = nonNull((await selectBreakersNotClosed(exec)).map(classifyBreaker));
@@ -216,7 +216,7 @@ export async function loadAttention(
     [AttentionCategory.DELETION_FAILED]: async () => {
       const rows = await selectDeletionFailed(exec, page);
       const items = nonNull(rows.map((r) => classifyCopy(r, facts)));
-      return { items, total: counts.deletionFailed, next: token(rows, limit) };
+      return { items, total: counts[AttentionCategory.DELETION_FAILED], next: token(rows, limit) };
     },
     [AttentionCategory.DELETION_STALLED]: async () => {
       const rows = await selectDeletionStalled(exec, cutoffs.heartbeatCutoff, page);

@@ -1,3 +1,4 @@
+import { OPERATOR, type SystemActor, WORKER } from '../machines/actors.ts';
 import { type Decision, decide } from '../machines/decide.ts';
 import {
   type OperationEvent,
@@ -55,14 +56,14 @@ function defaultBy(record: OperationRecord, event: OperationEvent): string {
       return event.workerId;
     case 'COMPLETE':
     case 'FAIL':
-      return record.workerId ?? 'worker';
+      return record.workerId ?? WORKER;
     case 'RESET':
       return event.by;
     case 'SCHEDULE':
-      return 'scheduler';
+      return 'scheduler' satisfies SystemActor;
     case 'RETRY':
     case 'CANCEL':
-      return 'operator';
+      return OPERATOR;
   }
 }
 

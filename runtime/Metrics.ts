@@ -1,11 +1,11 @@
 import { sql } from 'drizzle-orm';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
+import { isNamedActor, WORKER } from '../machines/actors.ts';
 import { systemClock } from '../machines/Clock.ts';
 import { CIRCUIT_STATES } from '../machines/circuitBreaker.ts';
 import { OPERATION_KINDS } from '../machines/OperationKind.ts';
 import { OPERATION_STATUSES } from '../machines/operationMachine.ts';
 import { isRecoveryPath } from '../machines/recoveryPaths.ts';
-import { OPERATOR, SYSTEM_ACTORS } from '../machines/submitter.ts';
 import { buildInfo } from '../observe/buildInfo.ts';
 import type { Logger } from '../observe/Logger.ts';
 import type { RuntimeObserver } from '../observe/RuntimeObserver.ts';
@@ -14,8 +14,7 @@ import type { Worker } from '../worker/Worker.ts';
 import type { ControlPlane, Runtime } from './Runtime.ts';
 
 /** Who a transition names, as a label: a worker's id would make one series per worker. */
-const KNOWN_ACTORS: ReadonlySet<string> = new Set([...SYSTEM_ACTORS, OPERATOR]);
-const actorLabel = (by: string) => (KNOWN_ACTORS.has(by) ? by : 'worker');
+const actorLabel = (by: string) => (isNamedActor(by) ? by : WORKER);
 
 /** How `createMetrics` builds its registry. */
 export interface MetricsOptions {

@@ -1,3 +1,4 @@
+import { OPERATOR } from '../machines/actors.ts';
 import type { Clock } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
@@ -41,7 +42,7 @@ export async function applyOperatorCommand(
       return await store.apply(
         id,
         { ...event, at: new Date(clock.now()).toISOString() },
-        { by: 'operator' },
+        { by: OPERATOR },
       );
     } catch (err) {
       const lostRace = err instanceof OpstateError && err.code === OpstateErrorCode.CONFLICT;

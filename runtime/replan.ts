@@ -1,3 +1,4 @@
+import { OPERATOR } from '../machines/actors.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OperationStatus } from '../machines/operationMachine.ts';
@@ -33,7 +34,7 @@ export async function replan(
 ): Promise<ReplanOutcome> {
   const view = await inspectOperation(runtime.database, id);
   if (view.status === OperationStatus.FAILED) {
-    const { generation } = await runtime.journal.replan(id, { by: 'operator', reason });
+    const { generation } = await runtime.journal.replan(id, { by: OPERATOR, reason });
     const t = await runtime.command(id, { type: 'RETRY', reason });
     return { replanned: 'operation', generation, status: t.status };
   }
@@ -49,7 +50,7 @@ export async function replan(
       const t = await copies.apply(
         source.id,
         { type: 'REPLAN_DELETION' },
-        { by: 'operator', reason },
+        { by: OPERATOR, reason },
       );
       return { replanned: 'deletion', copyId: source.id, status: t.status };
     }

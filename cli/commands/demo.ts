@@ -8,15 +8,17 @@ import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts'
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
 import { shortId } from '../../machines/shortId.ts';
-import { type LogLevel, memoryLogger } from '../../observe/Logger.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import type { PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import type { OperationInspection } from '../../persistence/inspectOperation.ts';
+import type { OperationRecord } from '../../persistence/OperationRecord.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../runtime/Runtime.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
-import { registerSampleData } from '../../stages/sampleData.ts';
+import { registerSampleData, type SampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import type { HandlerContext } from '../../worker/OperationHandler.ts';
+import type { Worker } from '../../worker/Worker.ts';
 import { defineCommand, type Io, optionsOf, UsageError } from '../Command.ts';
 import {
   openStatelyStream,
@@ -24,8 +26,7 @@ import {
   withInspectOptions,
 } from '../statelyInspection.ts';
 import { startDeletionDemo } from './demoDeletion.ts';
-import { describePath, recoveryOf, stepsOf } from './demoReport.ts';
-import { createStatusCommand } from './status.ts';
+import { reportLiveCopies, reportOperations, reportStatus, reportWarnings } from './demoOutcome.ts';
 
 /** Small timers, in the order the runtime demands, so a crash is noticed within seconds. */
 const DEMO_TIMING: Partial<RuntimeTiming> = {
@@ -171,17 +172,15 @@ async function demo(
   }
 }
 
-async function pipeline(
+/** Section 1: registers the sample's locations, packages, files and source copies. */
+async function registerDemoData(
   runtime: Runtime,
   dir: string,
-  keep: boolean,
-  logger: ReturnType<typeof memoryLogger>,
   out: (line?: string) => void,
-): Promise<number> {
+): Promise<SampleData> {
   out();
   out('1. Registering locations, packages, files and their source copies');
   const sample = await registerSampleData(runtime.artifacts, join(dir, 'storage'));
-  const locationName = new Map(Object.values(sample.locations).map((l) => [l.id, l.name]));
   for (const l of Object.values(sample.locations)) {
     out(`  location ${l.name.padEnd(10)} (${l.locationType}) ${l.storageRoot}`);
   }
@@ -190,7 +189,30 @@ async function pipeline(
     `  ${sample.packages.length} raw data packages (${sample.packages.map((p) => p.name).join(', ')}), ${files} raw data files with one source copy each,`,
   );
   out(`  1 data transfer package (${sample.dataTransferPackage.name})`);
+  return sample;
+}
 
+/** The demo's two workers, the deleters beside them, and worker-A's crash. */
+interface DemoCast {
+  readonly workerA: Worker;
+  readonly workerB: Worker;
+  readonly deletion: Awaited<ReturnType<typeof startDeletionDemo>>;
+  /** The operation worker-A has written the archive object of and is stalled on, once it has. */
+  held(): string | undefined;
+  /** Lets worker-A's stalled handler end once it is crashed. */
+  gone(): void;
+}
+
+/**
+ * Section 2: starts the control plane, the deletion demo and two workers serving every kind;
+ * worker-A's archive storage stalls after writing the object, so it can be crashed there.
+ */
+async function startDemoWorkers(
+  runtime: Runtime,
+  dir: string,
+  sample: SampleData,
+  out: (line?: string) => void,
+): Promise<DemoCast> {
   out();
   out('2. Starting the control plane and two workers, each serving every kind');
   const roots = new Map(Object.values(sample.locations).map((l) => [l.id, l.storageRoot]));
@@ -237,14 +259,49 @@ async function pipeline(
   out(
     `  timers: heartbeat every ${DEMO_TIMING.heartbeatIntervalMs} ms, stale after ${DEMO_TIMING.heartbeatTimeoutMs} ms; reconciler floor ${DEMO_TIMING.reconcilerFloorMs} ms; broker ack-wait ${DEMO_TIMING.ackWaitMs} ms`,
   );
+  return { workerA, workerB, deletion, held: () => held, gone: () => gone.resolve() };
+}
 
+/** Crashes worker-A once it holds, IN_PROGRESS, the operation it stalled on; true once crashed. */
+async function crashWhenHeld(
+  cast: DemoCast,
+  statuses: readonly OperationRecord[],
+  out: (line?: string) => void,
+): Promise<boolean> {
+  const { workerA, workerB } = cast;
+  const onA = statuses.find(
+    (s) =>
+      s.id === cast.held() && s.status === OperationStatus.IN_PROGRESS && s.workerId === workerA.id,
+  );
+  if (onA === undefined) return false;
+  out(
+    `  ! ${onA.kind} ${shortId(onA.id)} is IN_PROGRESS on ${workerA.id}, which has written the archive object`,
+  );
+  out('    but not yet recorded the step. Crashing worker-A now: its heartbeats stop, it');
+  out('    writes nothing more, and its delivery stays unsettled, as a killed process would.');
+  const crashing = crash(workerA);
+  cast.gone();
+  await crashing;
+  out(`    ${workerB.id} carries on; the control plane has to notice on its own.`);
+  return true;
+}
+
+/**
+ * Section 3: each stage of the sample pipeline as one batch, waited on until every operation is
+ * COMPLETED or FAILED (crashing worker-A on the way); the ids of every operation submitted and
+ * whether every stage completed.
+ */
+async function runStages(
+  runtime: Runtime,
+  sample: SampleData,
+  cast: DemoCast,
+  out: (line?: string) => void,
+): Promise<{ ids: string[]; ok: boolean }> {
   out();
   out('3. Running the pipeline, one stage after the other');
   const deadline = systemClock.now() + DEADLINE_MS;
   const ids: string[] = [];
   let crashed = false;
-  const viewsOf = async (stageIds: string[]) => Promise.all(stageIds.map((id) => runtime.get(id)));
-  const outputsOf = (views: OperationInspection[]) => views.flatMap((v) => [...v.outputs]);
 
   const run = async (stage: Stage): Promise<OperationInspection[] | undefined> => {
     const started = systemClock.now();
@@ -258,27 +315,10 @@ async function pipeline(
         out(`  ${stage.title}: still not finished after ${seconds(DEADLINE_MS)}; giving up`);
         return undefined;
       }
-      const onA = statuses.find(
-        (s) =>
-          s.id === held && s.status === OperationStatus.IN_PROGRESS && s.workerId === workerA.id,
-      );
-      if (!crashed && onA !== undefined) {
-        crashed = true;
-        out(
-          `  ! ${onA.kind} ${shortId(onA.id)} is IN_PROGRESS on ${workerA.id}, which has written the archive object`,
-        );
-        out('    but not yet recorded the step. Crashing worker-A now: its heartbeats stop, it');
-        out(
-          '    writes nothing more, and its delivery stays unsettled, as a killed process would.',
-        );
-        const crashing = crash(workerA);
-        gone.resolve();
-        await crashing;
-        out(`    ${workerB.id} carries on; the control plane has to notice on its own.`);
-      }
+      if (!crashed) crashed = await crashWhenHeld(cast, statuses, out);
       await systemClock.sleep(100);
     }
-    const views = await viewsOf(stageIds);
+    const views = await Promise.all(stageIds.map((id) => runtime.get(id)));
     const counts = [...new Set(views.map((v) => v.status))].map(
       (s) => `${views.filter((v) => v.status === s).length} ${s}`,
     );
@@ -290,113 +330,46 @@ async function pipeline(
   let previous: PhysicalCopyRecord[] = [];
   for (const stage of SAMPLE_PIPELINE) {
     const inputs = stage.inputs(sample, previous).map((i) => ({ ...i, by: 'demo' }));
-    if (stage.kind === OperationKind.LONG_TERM_ARCHIVE) await deletion.beforeArchive();
+    if (stage.kind === OperationKind.LONG_TERM_ARCHIVE) await cast.deletion.beforeArchive();
     const views = await run({ title: `${stage.title} (${stage.kind}) x${inputs.length}`, inputs });
     if (views === undefined) {
       ok = false;
       out('  The pipeline stopped: a stage did not complete (see below).');
       break;
     }
-    previous = outputsOf(views);
+    previous = views.flatMap((v) => [...v.outputs]);
   }
-  if (!crashed) out(`  (${workerA.id} never held an archive, so nothing was crashed this time.)`);
+  if (!crashed) {
+    out(`  (${cast.workerA.id} never held an archive, so nothing was crashed this time.)`);
+  }
+  return { ids, ok };
+}
 
-  out();
-  out('4. What happened to each operation');
-  const nameOf = (id: string | null | undefined) =>
-    id == null ? '-' : (sample.artifacts.get(id)?.name ?? shortId(id));
-  for (const view of await viewsOf(ids)) {
-    const subject = nameOf(view.fields.rawDataPackageId ?? view.fields.dataTransferPackageId);
-    out(
-      `  ${view.kind.padEnd(22)} ${view.status.padEnd(9)} attempt ${view.attempt}  ${subject}  (operation ${shortId(view.id)})`,
-    );
-    describePath(view.transitions).forEach((line, i) => {
-      out(`    ${i === 0 ? 'path     ' : '         '} ${line}`);
-    });
-    out(`    recovery  ${recoveryOf(view.transitions)}`);
-    if (view.steps.length > 0) out(`    steps     ${stepsOf(view)}`);
-    if (view.lastError !== null && view.status === OperationStatus.FAILED) {
-      out(`    error     ${view.lastError.message}`);
-    }
-    for (const c of view.outputs) {
-      const here = (await runtime.artifacts.copiesOf(c.artifactType, c.artifactId)).filter(
-        (x) => x.locationId === c.locationId,
-      );
-      const live = here.filter((x) => x.status !== 'DELETED');
-      // A buffer copy may already be gone: the deleter runs beside the pipeline (see 8.).
-      const deleted = live.length === 0 && here.some((x) => x.status === 'DELETED');
-      const mark =
-        live.length > 1 ? '  <-- DUPLICATE' : live.length === 0 && !deleted ? '  <-- MISSING' : '';
-      out(
-        `    output    ${c.artifactType} ${nameOf(c.artifactId)} at ${locationName.get(c.locationId)}: ${deleted ? 'deleted after its verified archive' : `${live.length} live cop${live.length === 1 ? 'y' : 'ies'}`}${mark}`,
-      );
-    }
-  }
+async function pipeline(
+  runtime: Runtime,
+  dir: string,
+  keep: boolean,
+  logger: ReturnType<typeof memoryLogger>,
+  out: (line?: string) => void,
+): Promise<number> {
+  const sample = await registerDemoData(runtime, dir, out);
+  const locationName = new Map(Object.values(sample.locations).map((l) => [l.id, l.name]));
+  const scene = { runtime, sample, locationName, out };
+  const cast = await startDemoWorkers(runtime, dir, sample, out);
+  const stages = await runStages(runtime, sample, cast, out);
+  let ok = stages.ok;
+  const viewsOf = () => Promise.all(stages.ids.map((id) => runtime.get(id)));
+  await reportOperations(scene, await viewsOf());
+  ok = (await reportLiveCopies(scene)) && ok;
+  reportWarnings(logger, out);
+  await reportStatus(runtime, out);
 
-  out();
-  out('5. Live copies per artifact and location (the database allows one; checked anyway)');
-  const perPlace = new Map<string, number>();
-  for (const [id, a] of sample.artifacts) {
-    for (const c of await runtime.artifacts.copiesOf(a.type, id)) {
-      if (c.status === 'DELETED') continue;
-      const key = `${a.type}|${id}|${c.locationId}`;
-      perPlace.set(key, (perPlace.get(key) ?? 0) + 1);
-    }
-  }
-  const duplicates = [...perPlace].filter(([, n]) => n > 1);
-  const byGroup = new Map<string, { artifacts: number; most: number }>();
-  for (const [key, n] of perPlace) {
-    const [type, , loc] = key.split('|');
-    const group = `${locationName.get(loc as string)}: ${type}`;
-    const g = byGroup.get(group) ?? { artifacts: 0, most: 0 };
-    byGroup.set(group, { artifacts: g.artifacts + 1, most: Math.max(g.most, n) });
-  }
-  for (const [group, g] of byGroup) {
-    const each = g.most === 1 ? '1 live copy each' : `up to ${g.most} live copies`;
-    out(`  ${group.padEnd(34)} ${g.artifacts} artifact(s), ${each}`);
-  }
-  if (duplicates.length === 0) {
-    out(`  no artifact has more than one live copy at a location (${perPlace.size} checked)`);
-  } else {
-    ok = false;
-    for (const [key, n] of duplicates)
-      out(`  DUPLICATE: ${key.replaceAll('|', ' ')} has ${n} live copies`);
-  }
-
-  out();
-  const notable = logger.lines.filter((l) => l.level === 'WARNING' || l.level === 'ERROR');
-  out(`6. Runtime warnings (${notable.length}; the rest of the runtime's log is kept quiet)`);
-  const grouped = new Map<
-    string,
-    { level: LogLevel; n: number; fields: Record<string, unknown> }
-  >();
-  for (const l of notable) {
-    const key = `${l.level} ${l.message}`;
-    const g = grouped.get(key);
-    if (g === undefined) grouped.set(key, { level: l.level, n: 1, fields: l.fields });
-    else g.n++;
-  }
-  for (const [key, g] of grouped) out(`  ${g.n} x ${key}  e.g. ${JSON.stringify(g.fields)}`);
-  if (notable.length === 0) out('  none');
-
-  out();
-  out('7. Operation counts (as `opstate status` prints them)');
-  const status = createStatusCommand(
-    async () => ({ ...runtime.database, close: async () => {} }),
-    async () => ({
-      timing: runtime.timing,
-      heartbeats: runtime.transport.heartbeats,
-      close: async () => {},
-    }),
-  );
-  await status.run([], { out: (l) => out(`  ${l}`), err: (l) => out(`  ${l}`) });
-
-  const archives = (await viewsOf(ids))
+  const archives = (await viewsOf())
     .filter((v) => v.kind === OperationKind.LONG_TERM_ARCHIVE)
     .map((v) => v.id);
-  ok = (await deletion.report(archives)) && ok;
+  ok = (await cast.deletion.report(archives)) && ok;
 
-  const views = await viewsOf(ids);
+  const views = await viewsOf();
   const kindsDone = new Set(
     views.filter((v) => v.status === OperationStatus.COMPLETED).map((v) => v.kind),
   );

@@ -23,24 +23,21 @@ const DEADLINE_MS = 60_000;
 
 const pause = (ms: number) => systemClock.sleep(ms);
 
-/**
- * The archive-then-delete part of `opstate demo`: an encryption key for the archive, the deletion
- * policy (buffer copies cleaned right after a verified archive), deleter A that crashes once after
- * its last unlink and before its receipt (deleter B takes over when the lease runs out), and one
- * member held open "by an analysis tool" (this process) so that it is kept and reported, then
- * re-planned after the tool lets go.
- *
- * @example
- * ```ts
- * const deletion = await startDeletionDemo(runtime, dir, sample, out);
- * ```
- */
-export async function startDeletionDemo(
+/** What the deletion demo's parts share. */
+interface DeletionScene {
+  readonly runtime: Runtime;
+  readonly sample: SampleData;
+  readonly out: (line?: string) => void;
+  readonly copies: CopyLifecycle;
+  readonly deletions: DeletionRepository;
+}
+
+/** A fresh archive key in the demo's folder, and the policy that cleans buffer copies at once. */
+async function keyAndPolicy(
   runtime: Runtime,
   dir: string,
-  sample: SampleData,
   out: (line?: string) => void,
-) {
+): Promise<ArchiveCipher> {
   const keyFile = join(dir, 'archive.key');
   await writeFile(keyFile, randomBytes(32).toString('hex'), { mode: 0o600 });
   const cipher: ArchiveCipher = loadArchiveCipher(keyFile);
@@ -55,6 +52,14 @@ export async function startDeletionDemo(
   out(
     `  deletion policy: ${policy.cleanLocationTypes.join(', ')} copies are deleted ${policy.graceSeconds} s after a verified archive; source copies are kept`,
   );
+  return cipher;
+}
+
+/**
+ * Deleter A, which crashes once after its last unlink and before its receipt; deleter B is
+ * started then, and takes over once A's lease runs out.
+ */
+function startCrashingDeleter(runtime: Runtime, out: (line?: string) => void) {
   let crashedOnce = false;
   let b: CopyDeleter | undefined;
   const a: CopyDeleter = runtime.startCopyDeleter({
@@ -78,122 +83,185 @@ export async function startDeletionDemo(
     }),
   });
   out(`  ${a.id}: deletes what the policy cleans (it will crash once, before a receipt)`);
-  let held: { handle: FileHandle; path: string } | undefined;
-  const copies = new CopyLifecycle(runtime.database);
-  const deletions = new DeletionRepository(runtime.database);
+  return { crashedOnce: () => crashedOnce, stopB: async () => b?.stop() };
+}
 
-  const bufferCopies = async () =>
-    (
-      await Promise.all(
-        sample.packages.map((p) => runtime.artifacts.copiesOf(ArtifactType.RAW_DATA_PACKAGE, p.id)),
-      )
+/** The sample packages' copies at the buffer. */
+async function bufferCopies(scene: DeletionScene) {
+  const { runtime, sample } = scene;
+  return (
+    await Promise.all(
+      sample.packages.map((p) => runtime.artifacts.copiesOf(ArtifactType.RAW_DATA_PACKAGE, p.id)),
     )
-      .flat()
-      .filter((c) => c.locationId === sample.locations.buffer.id);
+  )
+    .flat()
+    .filter((c) => c.locationId === sample.locations.buffer.id);
+}
 
-  const settled = async (want: (s: string) => boolean) => {
-    const deadline = systemClock.now() + DEADLINE_MS;
-    for (;;) {
-      const all = await bufferCopies();
-      if (all.length > 0 && all.every((c) => want(c.status))) return all;
-      if (systemClock.now() > deadline) return undefined;
-      await pause(100);
-    }
-  };
+/** The buffer copies once every one's status is one `want` takes; undefined past the deadline. */
+async function settled(scene: DeletionScene, want: (s: string) => boolean) {
+  const deadline = systemClock.now() + DEADLINE_MS;
+  for (;;) {
+    const all = await bufferCopies(scene);
+    if (all.length > 0 && all.every((c) => want(c.status))) return all;
+    if (systemClock.now() > deadline) return undefined;
+    await pause(100);
+  }
+}
 
-  const describe = async (copyId: string, name: string) => {
-    const plans = await deletions.plansOf(copyId);
-    const lines: string[] = [];
-    let deleted = 0;
-    let kept = 0;
-    for (const p of plans) {
-      const loaded = await deletions.load(p.id);
-      for (const m of loaded?.members ?? []) {
-        if (m.outcome === 'DELETED') deleted++;
-        if (m.outcome === 'KEPT') {
-          kept++;
-          lines.push(`      kept ${m.name} (plan ${p.plan}): ${m.reason}`);
-        }
+/** Prints one copy's deletion: its path, members deleted and kept (with why), its receipt. */
+async function describeDeletion(scene: DeletionScene, copyId: string, name: string) {
+  const { deletions, out } = scene;
+  const plans = await deletions.plansOf(copyId);
+  const lines: string[] = [];
+  let deleted = 0;
+  let kept = 0;
+  for (const p of plans) {
+    const loaded = await deletions.load(p.id);
+    for (const m of loaded?.members ?? []) {
+      if (m.outcome === 'DELETED') deleted++;
+      if (m.outcome === 'KEPT') {
+        kept++;
+        lines.push(`      kept ${m.name} (plan ${p.plan}): ${m.reason}`);
       }
     }
-    const history = (await copies.history(copyId)).map(
-      (t) => `${t.to}${t.event === 'RESUME_DELETION' ? ` (RESUME by ${t.by})` : ''}`,
-    );
-    const receipt = await deletions.receiptOf(copyId);
-    out(`    ${name}: ${['PRESENT', ...history].join(' → ')}`);
-    out(
-      `      ${deleted} member(s) deleted, ${kept} kept over ${plans.length} plan(s)${receipt ? `; receipt ${receipt.at.toISOString()}: ${receipt.membersDeleted} deleted, ${receipt.membersMissing} missing, ${receipt.bytes} bytes, archive ${receipt.archiveKey}` : ''}`,
-    );
-    for (const l of lines) out(l);
-    return { deleted, kept };
-  };
+  }
+  const history = (await scene.copies.history(copyId)).map(
+    (t) => `${t.to}${t.event === 'RESUME_DELETION' ? ` (RESUME by ${t.by})` : ''}`,
+  );
+  const receipt = await deletions.receiptOf(copyId);
+  out(`    ${name}: ${['PRESENT', ...history].join(' → ')}`);
+  out(
+    `      ${deleted} member(s) deleted, ${kept} kept over ${plans.length} plan(s)${receipt ? `; receipt ${receipt.at.toISOString()}: ${receipt.membersDeleted} deleted, ${receipt.membersMissing} missing, ${receipt.bytes} bytes, archive ${receipt.archiveKey}` : ''}`,
+  );
+  for (const l of lines) out(l);
+  return { deleted, kept };
+}
 
+/** An operator re-plans each failed deletion's archive, as `opstate retry <id> --replan` does. */
+async function replanFailed(
+  scene: DeletionScene,
+  failed: readonly { id: string }[],
+  archiveIds: readonly string[],
+) {
+  const { runtime, out } = scene;
+  for (const c of failed) {
+    for (const id of archiveIds) {
+      const view = await runtime.get(id);
+      if (view.inputs[0]?.id !== c.id) continue;
+      out(`    $ opstate retry ${id} --replan`);
+      const r = await replan(runtime, id, 'the analysis tool let go of the file');
+      out(
+        `      ${r.replanned === 'deletion' ? `source deletion re-planned: ${r.status}` : r.status}`,
+      );
+    }
+  }
+}
+
+/**
+ * Section 8: waits for every buffer deletion, reports each, lets go of the held file, re-plans
+ * the kept one and reports again; true when every buffer copy was DELETED after a crash and a
+ * takeover.
+ */
+async function reportDeletions(
+  scene: DeletionScene,
+  archiveIds: readonly string[],
+  held: { handle: FileHandle; path: string } | undefined,
+  deleter: ReturnType<typeof startCrashingDeleter>,
+): Promise<boolean> {
+  const { runtime, sample, out } = scene;
+  out();
+  out('8. Archive then delete: the buffer copies after their verified archives');
+  const first = await settled(
+    scene,
+    (s) => s === PhysicalCopyStatus.DELETED || s === PhysicalCopyStatus.DELETION_FAILED,
+  );
+  if (first === undefined) {
+    out(`  the deleters did not settle within ${DEADLINE_MS / 1000} s`);
+    return false;
+  }
+  const nameOf = (id: string) => sample.artifacts.get(id)?.name ?? shortId(id);
+  for (const c of first) await describeDeletion(scene, c.id, nameOf(c.artifactId));
+  if (held !== undefined) {
+    await held.handle.close();
+    out(`  the analysis tool closes ${held.path}; after review an operator re-plans:`);
+  }
+  await replanFailed(
+    scene,
+    first.filter((c) => c.status === PhysicalCopyStatus.DELETION_FAILED),
+    archiveIds,
+  );
+  const second = await settled(scene, (s) => s === PhysicalCopyStatus.DELETED);
+  let deleted = 0;
+  let kept = 0;
+  out('  after the re-plan:');
+  for (const c of second ?? (await bufferCopies(scene))) {
+    const n = await describeDeletion(scene, c.id, nameOf(c.artifactId));
+    deleted += n.deleted;
+    kept += n.kept;
+  }
+  const resumed = (
+    await Promise.all((await bufferCopies(scene)).map((c) => scene.copies.history(c.id)))
+  )
+    .flat()
+    .filter((t) => t.event === 'RESUME_DELETION').length;
+  for (const id of archiveIds.slice(0, 1)) {
+    const view = await runtime.get(id);
+    const resume = await loadResumeRecord(runtime.database, view);
+    if (resume !== undefined) {
+      out(`  inspect ${shortId(id)}: ${resume.records.map((r) => r.state).join(' → ')}`);
+      out(`    next safe action: ${resume.nextSafeAction}`);
+    }
+  }
+  const ok = second !== undefined && deleter.crashedOnce() && resumed > 0;
+  out(
+    `  summary: ${deleted} member(s) deleted, ${kept} kept along the way (reasons above); ${resumed} deletion(s) resumed by another deleter after a crash; every buffer copy ${second === undefined ? 'NOT ' : ''}DELETED with one receipt`,
+  );
+  await deleter.stopB();
+  return ok;
+}
+
+/**
+ * The archive-then-delete part of `opstate demo`: an encryption key for the archive, the deletion
+ * policy (buffer copies cleaned right after a verified archive), deleter A that crashes once after
+ * its last unlink and before its receipt (deleter B takes over when the lease runs out), and one
+ * member held open "by an analysis tool" (this process) so that it is kept and reported, then
+ * re-planned after the tool lets go.
+ *
+ * @example
+ * ```ts
+ * const deletion = await startDeletionDemo(runtime, dir, sample, out);
+ * ```
+ */
+export async function startDeletionDemo(
+  runtime: Runtime,
+  dir: string,
+  sample: SampleData,
+  out: (line?: string) => void,
+) {
+  const cipher = await keyAndPolicy(runtime, dir, out);
+  const deleter = startCrashingDeleter(runtime, out);
+  const scene: DeletionScene = {
+    runtime,
+    sample,
+    out,
+    copies: new CopyLifecycle(runtime.database),
+    deletions: new DeletionRepository(runtime.database),
+  };
+  let held: { handle: FileHandle; path: string } | undefined;
   return {
     cipher,
     /** Before the archive stage: an analysis tool opens one buffered file and keeps it open. */
     async beforeArchive() {
       const pkg = sample.packages[1] ?? sample.packages[0];
-      const copy = (await bufferCopies()).find((c) => c.artifactId === pkg?.id);
+      const copy = (await bufferCopies(scene)).find((c) => c.artifactId === pkg?.id);
       if (copy?.path == null) return;
       const path = join(copy.path, 'scan_0002.fits');
       held = { handle: await open(path, 'r'), path };
       out(`  an analysis tool (this process, pid ${process.pid}) now holds ${path} open`);
     },
     /** After the pipeline: wait for every buffer deletion, report, re-plan the kept one. */
-    async report(archiveIds: readonly string[]): Promise<boolean> {
-      out();
-      out('8. Archive then delete: the buffer copies after their verified archives');
-      const first = await settled(
-        (s) => s === PhysicalCopyStatus.DELETED || s === PhysicalCopyStatus.DELETION_FAILED,
-      );
-      if (first === undefined) {
-        out(`  the deleters did not settle within ${DEADLINE_MS / 1000} s`);
-        return false;
-      }
-      const nameOf = (id: string) => sample.artifacts.get(id)?.name ?? shortId(id);
-      for (const c of first) await describe(c.id, nameOf(c.artifactId));
-      const failed = first.filter((c) => c.status === PhysicalCopyStatus.DELETION_FAILED);
-      if (held !== undefined) {
-        await held.handle.close();
-        out(`  the analysis tool closes ${held.path}; after review an operator re-plans:`);
-      }
-      for (const c of failed) {
-        for (const id of archiveIds) {
-          const view = await runtime.get(id);
-          if (view.inputs[0]?.id !== c.id) continue;
-          out(`    $ opstate retry ${id} --replan`);
-          const r = await replan(runtime, id, 'the analysis tool let go of the file');
-          out(
-            `      ${r.replanned === 'deletion' ? `source deletion re-planned: ${r.status}` : r.status}`,
-          );
-        }
-      }
-      const second = await settled((s) => s === PhysicalCopyStatus.DELETED);
-      let deleted = 0;
-      let kept = 0;
-      out('  after the re-plan:');
-      for (const c of second ?? (await bufferCopies())) {
-        const n = await describe(c.id, nameOf(c.artifactId));
-        deleted += n.deleted;
-        kept += n.kept;
-      }
-      const resumed = (await Promise.all((await bufferCopies()).map((c) => copies.history(c.id))))
-        .flat()
-        .filter((t) => t.event === 'RESUME_DELETION').length;
-      for (const id of archiveIds.slice(0, 1)) {
-        const view = await runtime.get(id);
-        const resume = await loadResumeRecord(runtime.database, view);
-        if (resume !== undefined) {
-          out(`  inspect ${shortId(id)}: ${resume.records.map((r) => r.state).join(' → ')}`);
-          out(`    next safe action: ${resume.nextSafeAction}`);
-        }
-      }
-      const ok = second !== undefined && crashedOnce && resumed > 0;
-      out(
-        `  summary: ${deleted} member(s) deleted, ${kept} kept along the way (reasons above); ${resumed} deletion(s) resumed by another deleter after a crash; every buffer copy ${second === undefined ? 'NOT ' : ''}DELETED with one receipt`,
-      );
-      await b?.stop();
-      return ok;
-    },
+    report: (archiveIds: readonly string[]): Promise<boolean> =>
+      reportDeletions(scene, archiveIds, held, deleter),
   };
 }

@@ -1,15 +1,7 @@
-import { OperationStatus, type ResetBy } from '../../machines/operationMachine.ts';
+import { ACTOR_WORDS, isNamedActor } from '../../machines/actors.ts';
+import { OperationStatus } from '../../machines/operationMachine.ts';
 import type { OperationInspection } from '../../persistence/inspectOperation.ts';
 import type { TransitionEntry } from '../../persistence/JournalRepository.ts';
-
-/** How the report names who reset an operation: every `ResetBy` has a name. */
-const WHO: Readonly<Record<ResetBy, string>> = {
-  heartbeat_monitor: 'heartbeat monitor',
-  deadline: 'deadline',
-  reconciler: 'reconciler',
-  broker: 'broker redelivery',
-  operator: 'operator',
-};
 
 /** A transition history, one attempt a line: `PENDING → SCHEDULED → IN_PROGRESS (worker-A) → …`. */
 export function describePath(transitions: readonly TransitionEntry[]): string[] {
@@ -33,7 +25,7 @@ export function describePath(transitions: readonly TransitionEntry[]): string[] 
 /** Which recovery path(s) brought an operation home, from its history. */
 export function recoveryOf(transitions: readonly TransitionEntry[]): string {
   const paths = transitions.flatMap((t) => {
-    if (t.event === 'RESET') return [WHO[t.by as ResetBy] ?? t.by];
+    if (t.event === 'RESET') return [isNamedActor(t.by) ? ACTOR_WORDS[t.by] : t.by];
     if (t.event === 'FAIL' && t.to === OperationStatus.PENDING) return ['retry after a failure'];
     return [];
   });

@@ -2,13 +2,92 @@ import { formatDeadline } from '../../machines/deadlines.ts';
 import { checkId } from '../../persistence/applyEvents.ts';
 import { inspectOperation } from '../../persistence/inspectOperation.ts';
 import { loadResumeRecord } from '../../persistence/resumeRecord.ts';
-import { argumentsOf, type Command, defineCommand, optionsOf, UsageError } from '../Command.ts';
+import {
+  argumentsOf,
+  type Command,
+  defineCommand,
+  type Io,
+  optionsOf,
+  UsageError,
+} from '../Command.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 import { inspectTargetOf, withInspectOptions } from '../statelyInspection.ts';
 import { inspectStately } from './inspectStately.ts';
 import { printResumeRecord } from './printResumeRecord.ts';
 
 const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
+
+type Inspection = Awaited<ReturnType<typeof inspectOperation>>;
+type Resume = Awaited<ReturnType<typeof loadResumeRecord>>;
+
+/** `opstate inspect --json`: the operation, its resume record if it has one, its transitions. */
+function inspectionJson(view: Inspection, resume: Resume): unknown {
+  return {
+    ...view,
+    ...(resume === undefined ? {} : { resume }),
+    transitions: view.transitions.map((t) => ({
+      from: t.from,
+      to: t.to,
+      event: t.event,
+      by: t.by,
+      attempt: t.attempt,
+      at: t.at,
+      reason: t.reason,
+    })),
+  };
+}
+
+/** `opstate inspect`: the operation as text, section by section. */
+function printInspection(view: Inspection, resume: Resume, io: Io): void {
+  io.out(`operation ${view.id}`);
+  io.out(`  kind        ${view.kind}`);
+  io.out(`  status      ${view.status}`);
+  io.out(`  attempt     ${view.attempt}  (retries ${view.retryCount}/${view.maxRetries})`);
+  io.out(`  queue       ${view.queue}`);
+  io.out(`  worker      ${view.workerId ?? '-'}`);
+  io.out(`  group       ${view.groupId ?? '-'}`);
+  io.out(`  created     ${iso(view.createdAt)}`);
+  io.out(`  scheduled   ${iso(view.scheduledAt)}`);
+  io.out(`  started     ${iso(view.startedAt)}`);
+  io.out(`  finished    ${iso(view.finishedAt)}`);
+  io.out(`  not before  ${iso(view.notBefore)}`);
+  io.out(
+    `  deadline    ${view.deadlineMs === null ? "its kind's (OPSTATE_DEADLINES)" : `${formatDeadline(view.deadlineMs)} per attempt (set at submit)`}`,
+  );
+  if (view.lastError !== null) io.out(`  last error  ${view.lastError.message}`);
+  io.out('  fields');
+  for (const [k, v] of Object.entries(view.fields)) io.out(`    ${k}: ${v ?? '-'}`);
+  for (const [label, copies] of [
+    ['inputs', view.inputs],
+    ['outputs', view.outputs],
+  ] as const) {
+    io.out(`  ${label} (${copies.length})`);
+    for (const c of copies) {
+      io.out(`    ${c.artifactType} ${c.artifactId} @ ${c.locationId} ${c.status}`);
+    }
+  }
+  io.out(`  transitions (${view.transitions.length})`);
+  for (const t of view.transitions) {
+    const reason = t.reason === null ? '' : `: ${t.reason}`;
+    io.out(
+      `    ${iso(t.at)}  ${t.from ?? '∅'} → ${t.to}  ${t.event} #${t.attempt} by ${t.by}${reason}`,
+    );
+  }
+  io.out(`  steps (${view.steps.length})`);
+  for (const s of view.steps) {
+    const plan = s.generation > 1 ? ` (plan ${s.generation})` : '';
+    io.out(`    ${iso(s.at)}  ${s.name} #${s.attempt}${plan} ${s.state}`);
+  }
+  if (view.failures.length > 0) {
+    io.out(`  failures (${view.failures.length})`);
+    for (const f of view.failures) io.out(`    #${f.attempt} ${JSON.stringify(f.error)}`);
+  }
+  if (view.unreadable.length > 0) {
+    io.out(`  unreadable (${view.unreadable.length})`);
+    for (const u of view.unreadable) io.out(`    ${u.column}: ${u.reason}: ${u.raw}`);
+  }
+  if (resume !== undefined) printResumeRecord(resume, io);
+}
 
 /**
  * `opstate inspect <id> [--json]`: one operation with its subtype fields, inputs, outputs,
@@ -56,72 +135,8 @@ export function createInspectCommand(open: DatabaseOpener = databaseFromEnv): Co
           }
           const view = await inspectOperation(database, id);
           const resume = await loadResumeRecord(database, view);
-          if (values.json === true) {
-            io.out(
-              JSON.stringify({
-                ...view,
-                ...(resume === undefined ? {} : { resume }),
-                transitions: view.transitions.map((t) => ({
-                  from: t.from,
-                  to: t.to,
-                  event: t.event,
-                  by: t.by,
-                  attempt: t.attempt,
-                  at: t.at,
-                  reason: t.reason,
-                })),
-              }),
-            );
-            return 0;
-          }
-          io.out(`operation ${view.id}`);
-          io.out(`  kind        ${view.kind}`);
-          io.out(`  status      ${view.status}`);
-          io.out(`  attempt     ${view.attempt}  (retries ${view.retryCount}/${view.maxRetries})`);
-          io.out(`  queue       ${view.queue}`);
-          io.out(`  worker      ${view.workerId ?? '-'}`);
-          io.out(`  group       ${view.groupId ?? '-'}`);
-          io.out(`  created     ${iso(view.createdAt)}`);
-          io.out(`  scheduled   ${iso(view.scheduledAt)}`);
-          io.out(`  started     ${iso(view.startedAt)}`);
-          io.out(`  finished    ${iso(view.finishedAt)}`);
-          io.out(`  not before  ${iso(view.notBefore)}`);
-          io.out(
-            `  deadline    ${view.deadlineMs === null ? "its kind's (OPSTATE_DEADLINES)" : `${formatDeadline(view.deadlineMs)} per attempt (set at submit)`}`,
-          );
-          if (view.lastError !== null) io.out(`  last error  ${view.lastError.message}`);
-          io.out('  fields');
-          for (const [k, v] of Object.entries(view.fields)) io.out(`    ${k}: ${v ?? '-'}`);
-          for (const [label, copies] of [
-            ['inputs', view.inputs],
-            ['outputs', view.outputs],
-          ] as const) {
-            io.out(`  ${label} (${copies.length})`);
-            for (const c of copies) {
-              io.out(`    ${c.artifactType} ${c.artifactId} @ ${c.locationId} ${c.status}`);
-            }
-          }
-          io.out(`  transitions (${view.transitions.length})`);
-          for (const t of view.transitions) {
-            const reason = t.reason === null ? '' : `: ${t.reason}`;
-            io.out(
-              `    ${iso(t.at)}  ${t.from ?? '∅'} → ${t.to}  ${t.event} #${t.attempt} by ${t.by}${reason}`,
-            );
-          }
-          io.out(`  steps (${view.steps.length})`);
-          for (const s of view.steps) {
-            const plan = s.generation > 1 ? ` (plan ${s.generation})` : '';
-            io.out(`    ${iso(s.at)}  ${s.name} #${s.attempt}${plan} ${s.state}`);
-          }
-          if (view.failures.length > 0) {
-            io.out(`  failures (${view.failures.length})`);
-            for (const f of view.failures) io.out(`    #${f.attempt} ${JSON.stringify(f.error)}`);
-          }
-          if (view.unreadable.length > 0) {
-            io.out(`  unreadable (${view.unreadable.length})`);
-            for (const u of view.unreadable) io.out(`    ${u.column}: ${u.reason}: ${u.raw}`);
-          }
-          if (resume !== undefined) printResumeRecord(resume, io);
+          if (values.json === true) io.out(JSON.stringify(inspectionJson(view, resume)));
+          else printInspection(view, resume, io);
           return 0;
         } finally {
           await database.close();

@@ -1,10 +1,10 @@
 import { InvalidArgumentError } from 'commander';
+import { OPERATOR } from '../../machines/actors.ts';
 import {
   isOperationKind,
   OPERATION_KINDS,
   type OperationKind,
 } from '../../machines/OperationKind.ts';
-import { OPERATOR } from '../../machines/submitter.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Command, defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';

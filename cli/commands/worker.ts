@@ -10,7 +10,7 @@ import {
 } from '../../machines/OperationKind.ts';
 import type { OperationHandler } from '../../worker/OperationHandler.ts';
 import type { WorkerFaults } from '../../worker/WorkerFaults.ts';
-import { defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';
+import { defineCommand, type Io, optionsOf, UsageError, wholeNumber } from '../Command.ts';
 import { openProcessRuntime } from '../processRuntime.ts';
 import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
 
@@ -73,6 +73,83 @@ function kindsOf(value: string): OperationKind[] {
   return kinds as OperationKind[];
 }
 
+/** The options of `opstate worker`, as parsed. */
+type WorkerOptions = {
+  kinds: OperationKind[];
+  handlers: string;
+  concurrency: number;
+  id?: string;
+  faults?: boolean;
+  metricsPort?: string;
+  deleteCopies?: boolean;
+  deleterLeaseMs?: number;
+  deleterIntervalMs?: number;
+  inProcess?: boolean;
+};
+
+/**
+ * Runs a worker (and, with --delete-copies, a deleter) on the handlers module until SIGINT or
+ * SIGTERM, or until a live process with the same id refuses it.
+ */
+async function runWorker(values: WorkerOptions, io: Io): Promise<number> {
+  const { kinds } = values;
+  const { table, faults, close } = await loadHandlers(values.handlers);
+  const missing = kinds.filter((k) => table[k] === undefined);
+  if (missing.length > 0) {
+    throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
+  }
+  const proc = await openProcessRuntime('worker', {
+    metricsPort: values.metricsPort,
+    inProcess: values.inProcess,
+    io: io,
+  });
+  surviveStrayRejections(proc.logger);
+  const { runtime } = proc;
+  const worker = runtime.startWorker({
+    kinds,
+    handlers: table as Record<OperationKind, OperationHandler>,
+    concurrency: values.concurrency,
+    ...(values.id === undefined ? {} : { workerId: values.id }),
+    ...withFaults(values.faults === true ? faults : undefined),
+  });
+  if (faults !== undefined && values.faults !== true) {
+    runtime.logger.log('WARNING', 'the handlers module exports faults; ignored without --faults', {
+      handlers: values.handlers,
+    });
+  }
+  proc.serve({ worker });
+  const { server } = proc;
+  // Listening for SIGINT/SIGTERM before the ready line: a supervisor may signal as soon as it reads it.
+  const stopping = untilSignal();
+  io.out(
+    `worker ${worker.id} started for ${kinds.join(', ')} (${runtime.mode.database}, ${runtime.mode.transport})${server === undefined ? '' : `; metrics on port ${server.port}`}`,
+  );
+  if (values.deleteCopies === true) {
+    const deleter = runtime.startCopyDeleter({
+      id: `${worker.id}-deleter`,
+      ...(values.deleterLeaseMs === undefined ? {} : { leaseMs: values.deleterLeaseMs }),
+      ...(values.deleterIntervalMs === undefined ? {} : { intervalMs: values.deleterIntervalMs }),
+      ...withFaults(values.faults === true ? faults : undefined),
+    });
+    io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
+  }
+  // A live process already running under this id refuses this one (CONFIG, exit 2).
+  const refused = worker.ready.then(
+    () => new Promise<never>(() => {}),
+    (err: unknown) => err,
+  );
+  const outcome = await Promise.race([stopping, refused]);
+  if (typeof outcome !== 'string') {
+    await proc.close();
+    await close?.();
+    throw outcome;
+  }
+  io.out(`${outcome}: stopping worker ${worker.id}`);
+  await proc.close();
+  await close?.();
+  return 0;
+}
+
 /** `opstate worker --kinds a,b --handlers ./handlers.js`: runs handlers for those kinds. */
 export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => {
   program
@@ -106,82 +183,5 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
       'after',
       '\nStarts without the database or the broker: it waits for them and retries, and exits only\non a configuration error. Without NATS_URL it refuses to start unless --in-process.',
     )
-    .action(
-      ctx.action(async (cmd) => {
-        const values = optionsOf<{
-          kinds: OperationKind[];
-          handlers: string;
-          concurrency: number;
-          id?: string;
-          faults?: boolean;
-          metricsPort?: string;
-          deleteCopies?: boolean;
-          deleterLeaseMs?: number;
-          deleterIntervalMs?: number;
-          inProcess?: boolean;
-        }>(cmd);
-        const { kinds } = values;
-        const { table, faults, close } = await loadHandlers(values.handlers);
-        const missing = kinds.filter((k) => table[k] === undefined);
-        if (missing.length > 0) {
-          throw new UsageError(`${values.handlers} has no handler for ${missing.join(', ')}`);
-        }
-        const proc = await openProcessRuntime('worker', {
-          metricsPort: values.metricsPort,
-          inProcess: values.inProcess,
-          io: ctx.io,
-        });
-        surviveStrayRejections(proc.logger);
-        const { runtime } = proc;
-        const worker = runtime.startWorker({
-          kinds,
-          handlers: table as Record<OperationKind, OperationHandler>,
-          concurrency: values.concurrency,
-          ...(values.id === undefined ? {} : { workerId: values.id }),
-          ...withFaults(values.faults === true ? faults : undefined),
-        });
-        if (faults !== undefined && values.faults !== true) {
-          runtime.logger.log(
-            'WARNING',
-            'the handlers module exports faults; ignored without --faults',
-            {
-              handlers: values.handlers,
-            },
-          );
-        }
-        proc.serve({ worker });
-        const { server } = proc;
-        // Listening for SIGINT/SIGTERM before the ready line: a supervisor may signal as soon as it reads it.
-        const stopping = untilSignal();
-        ctx.io.out(
-          `worker ${worker.id} started for ${kinds.join(', ')} (${runtime.mode.database}, ${runtime.mode.transport})${server === undefined ? '' : `; metrics on port ${server.port}`}`,
-        );
-        if (values.deleteCopies === true) {
-          const deleter = runtime.startCopyDeleter({
-            id: `${worker.id}-deleter`,
-            ...(values.deleterLeaseMs === undefined ? {} : { leaseMs: values.deleterLeaseMs }),
-            ...(values.deleterIntervalMs === undefined
-              ? {}
-              : { intervalMs: values.deleterIntervalMs }),
-            ...withFaults(values.faults === true ? faults : undefined),
-          });
-          ctx.io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
-        }
-        // A live process already running under this id refuses this one (CONFIG, exit 2).
-        const refused = worker.ready.then(
-          () => new Promise<never>(() => {}),
-          (err: unknown) => err,
-        );
-        const outcome = await Promise.race([stopping, refused]);
-        if (typeof outcome !== 'string') {
-          await proc.close();
-          await close?.();
-          throw outcome;
-        }
-        ctx.io.out(`${outcome}: stopping worker ${worker.id}`);
-        await proc.close();
-        await close?.();
-        return 0;
-      }),
-    );
+    .action(ctx.action(async (cmd) => runWorker(optionsOf<WorkerOptions>(cmd), ctx.io)));
 });

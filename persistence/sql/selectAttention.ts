@@ -1,5 +1,9 @@
 import { type SQL, sql } from 'drizzle-orm';
-import type { AttentionBreakerRow, AttentionOperationRow } from '../../machines/attention.ts';
+import {
+  type AttentionBreakerRow,
+  AttentionCategory,
+  type AttentionOperationRow,
+} from '../../machines/attention.ts';
 import { DEADLINE_NEAR_FRACTION, type Deadlines } from '../../machines/deadlines.ts';
 import type { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
@@ -217,21 +221,33 @@ export async function selectFailed(
   return rows.map(toOperationRow);
 }
 
-/** Counts of the categories whose rows a partial index holds (each capped). */
-export async function countIndexed(
-  exec: Executor,
-): Promise<{ retryCap: number; failed: number; deletionFailed: number }> {
-  const [row] = await exec.execute(sql`
-    select
-      ${capped(sql`from operation o where o.status in ('PENDING', 'SCHEDULED', 'IN_PROGRESS')
-        and o.retry_count > 0 and o.retry_count >= o.max_retries`)} as retry_cap,
-      ${capped(sql`from operation o where ${FAILED}`)} as failed,
-      ${capped(sql`from physical_copy c where c.status = 'DELETION_FAILED'`)} as deletion_failed`);
-  return {
-    retryCap: Number(row?.retry_cap ?? 0),
-    failed: Number(row?.failed ?? 0),
-    deletionFailed: Number(row?.deletion_failed ?? 0),
-  };
+/** The categories counted in one statement, each from a partial index (`countIndexed`). */
+export const INDEXED_CATEGORIES = [
+  AttentionCategory.RETRY_CAP,
+  AttentionCategory.FAILED,
+  AttentionCategory.DELETION_FAILED,
+] as const;
+export type IndexedCategory = (typeof INDEXED_CATEGORIES)[number];
+
+/** Each indexed category's count, its column named after the category. */
+const INDEXED_COUNTS: Readonly<Record<IndexedCategory, SQL>> = {
+  retry_cap: sql`from operation o where o.status in ('PENDING', 'SCHEDULED', 'IN_PROGRESS')
+    and o.retry_count > 0 and o.retry_count >= o.max_retries`,
+  failed: sql`from operation o where ${FAILED}`,
+  deletion_failed: sql`from physical_copy c where c.status = 'DELETION_FAILED'`,
+};
+
+/** Counts of the categories whose rows a partial index holds (each capped), by category. */
+export async function countIndexed(exec: Executor): Promise<Record<IndexedCategory, number>> {
+  const columns = sql.join(
+    INDEXED_CATEGORIES.map((c) => sql`${capped(INDEXED_COUNTS[c])} as ${sql.identifier(c)}`),
+    sql`, `,
+  );
+  const [row] = await exec.execute(sql`select ${columns}`);
+  return Object.fromEntries(INDEXED_CATEGORIES.map((c) => [c, Number(row?.[c] ?? 0)])) as Record<
+    IndexedCategory,
+    number
+  >;
 }
 
 /** Every circuit breaker that is not CLOSED, with how many PENDING operations it parks. */

@@ -42,6 +42,68 @@ function checkConcurrency(concurrency: number): void {
 }
 
 /**
+ * Whether `id` is new within the dedup window, remembering it if so. `dedup` holds ids in publish
+ * order with their expiry, so the expired are pruned from the front.
+ */
+function firstSeen(dedup: Map<string, number>, id: string, now: number, windowMs: number): boolean {
+  for (const [seen, expiresAt] of dedup) {
+    if (expiresAt > now) break;
+    dedup.delete(seen);
+  }
+  if (dedup.has(id)) return false;
+  dedup.set(id, now + windowMs);
+  return true;
+}
+
+/**
+ * A consumer of `queue` in the shared delivery slots, listed in `subscriptions` until it stops;
+ * stopping detaches it, leaves the slots and waits for the deliveries it is running.
+ */
+function subscribe(
+  queue: InProcessQueue,
+  route: Route,
+  opts: ConsumeOptions,
+  handler: DeliveryHandler,
+  subscriptions: Set<Subscription>,
+): Subscription {
+  const consumer: QueueConsumer = {
+    concurrency: opts.concurrency,
+    slots: opts.slots ?? new DeliverySlots(opts.concurrency),
+    handler,
+    inFlight: 0,
+    stopped: false,
+    running: new Set(),
+  };
+  let resolveClosed!: () => void;
+  const closedPromise = new Promise<void>((resolve) => {
+    resolveClosed = resolve;
+  });
+  let stopping: Promise<void> | undefined;
+  const subscription: Subscription = {
+    route,
+    get inFlight() {
+      return consumer.inFlight;
+    },
+    closed: closedPromise,
+    stop() {
+      stopping ??= (async () => {
+        consumer.stopped = true;
+        queue.detach(consumer);
+        leave();
+        while (consumer.running.size > 0) await Promise.allSettled([...consumer.running]);
+        subscriptions.delete(subscription);
+        resolveClosed();
+      })();
+      return stopping;
+    },
+  };
+  subscriptions.add(subscription);
+  const leave = consumer.slots.join(() => queue.pump());
+  queue.attach(consumer);
+  return subscription;
+}
+
+/**
  * The transport for one process (the embedded default and fast tests): the same contract and
  * semantics as JetStream — ack-wait redelivery, `working()`, `nak(delay)`, a dedup window, max
  * deliveries, one consumer group per queue — with messages in memory (lost when the process
@@ -99,17 +161,13 @@ export function createInProcessTransport(
   const publishNow = (route: Route, message: DispatchMessage): PublishResult => {
     assertOpen();
     const data = encodeDispatch(message, maxMessageBytes);
-    const now = clock.now();
-    for (const [id, expiresAt] of dedup) {
-      if (expiresAt > now) break;
-      dedup.delete(id);
-    }
-    const id = dispatchMsgId(message);
-    const duplicate = dedup.has(id);
-    if (!duplicate) {
-      dedup.set(id, now + timing.duplicateWindowMs);
-      queueOf(route).enqueue(data);
-    }
+    const duplicate = !firstSeen(
+      dedup,
+      dispatchMsgId(message),
+      clock.now(),
+      timing.duplicateWindowMs,
+    );
+    if (!duplicate) queueOf(route).enqueue(data);
     hub.countPublish(duplicate);
     return { duplicate };
   };
@@ -125,13 +183,8 @@ export function createInProcessTransport(
       for (const route of routes) queueOf(route);
       return Promise.resolve();
     },
-    publish(route, message) {
-      try {
-        return Promise.resolve(publishNow(route, message));
-      } catch (err) {
-        return Promise.reject(err);
-      }
-    },
+    // A refused publish is a rejected promise, never a throw.
+    publish: async (route, message) => publishNow(route, message),
     publishMany(items: readonly PublishItem[]) {
       return Promise.resolve(
         items.map((item): PublishManyResult => {
@@ -150,42 +203,7 @@ export function createInProcessTransport(
     consume(route: Route, opts: ConsumeOptions, handler: DeliveryHandler): Subscription {
       assertOpen();
       checkConcurrency(opts.concurrency);
-      const queue = queueOf(route);
-      const consumer: QueueConsumer = {
-        concurrency: opts.concurrency,
-        slots: opts.slots ?? new DeliverySlots(opts.concurrency),
-        handler,
-        inFlight: 0,
-        stopped: false,
-        running: new Set(),
-      };
-      let resolveClosed!: () => void;
-      const closedPromise = new Promise<void>((resolve) => {
-        resolveClosed = resolve;
-      });
-      let stopping: Promise<void> | undefined;
-      const subscription: Subscription = {
-        route,
-        get inFlight() {
-          return consumer.inFlight;
-        },
-        closed: closedPromise,
-        stop() {
-          stopping ??= (async () => {
-            consumer.stopped = true;
-            queue.detach(consumer);
-            leave();
-            while (consumer.running.size > 0) await Promise.allSettled([...consumer.running]);
-            subscriptions.delete(subscription);
-            resolveClosed();
-          })();
-          return stopping;
-        },
-      };
-      subscriptions.add(subscription);
-      const leave = consumer.slots.join(() => queue.pump());
-      queue.attach(consumer);
-      return subscription;
+      return subscribe(queueOf(route), route, opts, handler, subscriptions);
     },
     unsettled: () => Promise.resolve([...queues.values()].flatMap((q) => q.unsettled())),
     onEvent: (listener) => hub.on(listener),

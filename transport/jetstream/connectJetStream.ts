@@ -1,0 +1,92 @@
+import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
+import { connect, errors, type NatsConnection } from '@nats-io/transport-node';
+import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import {
+  type NatsCredentials,
+  natsConnectOptions,
+  redactServers,
+  splitServers,
+} from './natsCredentials.ts';
+import { settleRequestsCheaply } from './settleRequestsCheaply.ts';
+import { translateJetStreamError } from './translateJetStreamError.ts';
+
+/** Where and how to connect; with `connection` given, that connection is used as it is. */
+export interface JetStreamConnectOptions {
+  readonly servers?: string | string[];
+  readonly credentials?: NatsCredentials;
+  readonly connection?: NatsConnection;
+  /** The connection's name, as the server lists it. */
+  readonly name: string;
+  readonly connectTimeoutMs?: number;
+  /** JetStream API request timeout (ms). */
+  readonly requestTimeoutMs: number;
+}
+
+/**
+ * A server that demands a client certificate (`verify`) answers a TLS client without one by
+ * letting the connection time out: when a connect timed out with TLS on and no certificate given,
+ * say so.
+ */
+function withClientCertificateHint(
+  err: OpstateError,
+  credentials: NatsCredentials | undefined,
+): OpstateError {
+  if (!err.retryable || credentials?.tls === undefined || credentials.tls.certFile !== undefined) {
+    return err;
+  }
+  return new OpstateError(
+    OpstateErrorCode.TRANSPORT,
+    `${err.message} If the server requires a client certificate (verify), set OPSTATE_NATS_CERT_FILE and OPSTATE_NATS_KEY_FILE (natsCredentials.tls.certFile and keyFile when embedding).`,
+    { details: err.details, retryable: true, cause: err },
+  );
+}
+
+/**
+ * Connects to NATS (reconnecting for ever) and opens the JetStream manager; failures are
+ * `OpstateError`s naming the servers, a TLS connect that timed out without a client certificate
+ * says how to give one. A connection this opened is closed again when the manager fails.
+ *
+ * @example
+ * ```ts
+ * const { nc, jsm } = await connectJetStream({ servers: 'nats://127.0.0.1:4222',
+ *   name: 'opstate-opstate', requestTimeoutMs: 5000 });
+ * ```
+ */
+export async function connectJetStream(
+  options: JetStreamConnectOptions,
+): Promise<{ nc: NatsConnection; jsm: JetStreamManager }> {
+  const servers = splitServers(options.servers ?? 'nats://127.0.0.1:4222');
+  // Each request that succeeds no longer builds a discarded error (see settleRequestsCheaply).
+  settleRequestsCheaply();
+  let nc: NatsConnection;
+  try {
+    nc =
+      options.connection ??
+      (await connect({
+        ...natsConnectOptions(options.credentials, servers),
+        servers,
+        name: options.name,
+        maxReconnectAttempts: -1,
+        reconnectTimeWait: 250,
+        // Otherwise every request (each publish, each heartbeat) builds two Errors with stack
+        // traces up front, in case it fails: a large share of a busy process's time. Failures are
+        // translated into OpstateErrors naming the operation and subject anyway.
+        noAsyncTraces: true,
+        ...(options.connectTimeoutMs === undefined ? {} : { timeout: options.connectTimeoutMs }),
+      }));
+  } catch (err) {
+    const translated = translateJetStreamError(err, 'connect', {
+      servers: redactServers(options.servers),
+    });
+    throw err instanceof errors.TimeoutError
+      ? withClientCertificateHint(translated, options.credentials)
+      : translated;
+  }
+  try {
+    const jsm = await jetstreamManager(nc, { timeout: options.requestTimeoutMs });
+    return { nc, jsm };
+  } catch (err) {
+    if (options.connection === undefined) await nc.close();
+    throw translateJetStreamError(err, 'connect', { servers: redactServers(options.servers) });
+  }
+}
