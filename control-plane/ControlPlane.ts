@@ -155,7 +155,7 @@ function schedulerLoop(shell: Shell): Loop {
     pass: async () => {
       const limit = schedulingLimit({ ...timing, scheduled: await store.countScheduled() });
       if (limit === 0) return false;
-      const { claimed, refused } = await store.claimDue(limit, shell.term?.fence);
+      const { claimed, refused, heldBack } = await store.claimDue(limit, shell.term?.fence);
       for (const r of refused) {
         logger.log('ERROR', 'scheduler cannot schedule operation; left as it is', {
           operationId: r.id,
@@ -164,7 +164,9 @@ function schedulerLoop(shell: Shell): Loop {
       }
       // Publish at once; the outbox rows are only the safety net for a crash in between.
       await publishAndClear(shell, claimed, 'scheduler');
-      return claimed.length === limit;
+      // Rows a flow limit held back filled part of the batch: their scope is full now, and the
+      // next pass skips it before it locks anything, so run it at once for the work behind them.
+      return claimed.length === limit || (heldBack > 0 && claimed.length > 0);
     },
   });
 }

@@ -1,6 +1,7 @@
 import { type SQL, sql } from 'drizzle-orm';
 import { OPERATION_COLUMNS, type OperationRecord, toOperationRecord } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
+import { admitWithinLimits, FULL_SCOPES } from './admitWithinLimits.ts';
 
 const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
 
@@ -16,12 +17,17 @@ const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
  * probes, their breaker rows are locked and the "no live operation" check is made again under
  * that lock (two more statements, only then). Reads the backlog in due order through its index and
  * stops at `limit`, however long the backlog is.
+ *
+ * Flow limits cap the live operations of a (kind, location) or of a location: rows of a scope that
+ * is already full are skipped as a breaker's are, and when the batch holds rows of a location with
+ * any limit, `admitWithinLimits` keeps those that fit, counting under the limits' row locks (two
+ * more statements, only then). `heldBack` counts the locked rows it left PENDING.
  */
 export async function selectDueForUpdate(
   tx: Executor,
   now: Date,
   limit: number,
-): Promise<OperationRecord[]> {
+): Promise<{ due: OperationRecord[]; heldBack: number }> {
   // Due rows come off operation_due_idx in its order, one bounded range per kind of due — never
   // tried (not_before null, by creation) and backed off until a time now passed (by not_before) —
   // each stopping at `limit`; their union (null first, as the index orders them) is cut to
@@ -36,30 +42,38 @@ export async function selectDueForUpdate(
     sql`select set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`,
   );
   const due = (when: SQL) => sql`select * from (
-      select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id, b.state as breaker_state
+      select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id, b.state as breaker_state,
+        exists (select 1 from flow_limit f where f.location_id = o.target_location_id)
+          as flow_limited
       from operation o
       left join circuit_breaker b on b.kind = o.kind and b.location_id = o.target_location_id
       where o.status = 'PENDING' and ${when}
         and (b.state is null or b.state = 'CLOSED' or (b.state = 'HALF_OPEN' and not exists (
           select 1 from operation p
           where p.kind = o.kind and p.target_location_id = o.target_location_id and ${sql.raw(LIVE)})))
+        and not exists (select 1 from flow_full x
+          where x.location_id = o.target_location_id and (x.kind is null or x.kind = o.kind))
       order by o.not_before asc nulls first, o.created_at
       limit ${limit}
       for update of o skip locked) due`;
   const rows = await tx.execute(sql`
+    with ${FULL_SCOPES}
     ${due(sql`o.not_before is null`)}
     union all
     ${due(sql`o.not_before <= ${now.toISOString()}::timestamptz`)}
     order by not_before asc nulls first, created_at
     limit ${limit}`);
-  if (!rows.some((r) => r.breaker_state === 'HALF_OPEN')) return rows.map(toOperationRecord);
-  return admitProbes(tx, rows);
+  const probed = rows.some((r) => r.breaker_state === 'HALF_OPEN')
+    ? await admitProbes(tx, rows)
+    : rows;
+  const admitted = await admitWithinLimits(tx, probed);
+  return { due: admitted.map(toOperationRecord), heldBack: rows.length - admitted.length };
 }
 
 const pairOf = (r: Row) => `${String(r.kind)}|${String(r.target_location_id)}`;
 
 /** Keeps the first due row of each HALF_OPEN pair that still has no live operation. */
-async function admitProbes(tx: Executor, rows: Row[]): Promise<OperationRecord[]> {
+async function admitProbes(tx: Executor, rows: Row[]): Promise<Row[]> {
   const probes = new Map<string, { kind: string; location_id: string }>();
   for (const r of rows) {
     if (r.breaker_state === 'HALF_OPEN' && !probes.has(pairOf(r))) {
@@ -81,10 +95,5 @@ async function admitProbes(tx: Executor, rows: Row[]): Promise<OperationRecord[]
     where (p.kind, p.target_location_id) in (${recordset}) and ${sql.raw(LIVE)}`);
   const open = new Set(locked.map(pairOf));
   for (const r of busy) open.delete(pairOf(r));
-  const admitted: OperationRecord[] = [];
-  for (const r of rows) {
-    if (r.breaker_state !== 'HALF_OPEN') admitted.push(toOperationRecord(r));
-    else if (open.delete(pairOf(r))) admitted.push(toOperationRecord(r));
-  }
-  return admitted;
+  return rows.filter((r) => r.breaker_state !== 'HALF_OPEN' || open.delete(pairOf(r)));
 }
