@@ -174,6 +174,12 @@ export { DeletionRepository } from './persistence/DeletionRepository.ts';
 export type { DatabaseTls } from './persistence/databaseTls.ts';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './persistence/embeddedPostgres.ts';
 export { startEmbeddedPostgres } from './persistence/embeddedPostgres.ts';
+export type {
+  FlowLimit,
+  FlowLimitInput,
+  FlowLimitScope,
+} from './persistence/FlowLimitRepository.ts';
+export { FlowLimitRepository, MAX_FLOW_LIMIT } from './persistence/FlowLimitRepository.ts';
 export { GroupRepository } from './persistence/GroupRepository.ts';
 export type { InputRelations } from './persistence/inputRelations.ts';
 export type { OperationInspection } from './persistence/inspectOperation.ts';

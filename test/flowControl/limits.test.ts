@@ -1,4 +1,5 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createLimitCommand } from '../../cli/commands/limit.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError } from '../../machines/OpstateError.ts';
 import { FlowLimitRepository } from '../../persistence/FlowLimitRepository.ts';
@@ -127,6 +128,54 @@ describe('flow limits, enforced by the claim on Postgres', () => {
     }
     expect(await limits.list()).toEqual(before);
     await limits.clear({ location: w.archive.id });
+  });
+
+  it('opstate limit set, list and clear; bad input exits 2 and changes nothing', async () => {
+    const w = await makeWorld(database);
+    const at = `${w.archive.site}/${w.archive.name}`;
+    const limit = createLimitCommand(() => openDatabase({ databaseUrl: testDb.url, max: 1 }));
+    const run = async (...args: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await limit.run(args, { out: (l) => out.push(l), err: (l) => err.push(l) });
+      return { code, out, err };
+    };
+    const set = await run('set', '--kind', 'long_term_archive', '--location', at, '--max', '2');
+    expect(set).toMatchObject({ code: 0, err: [] });
+    expect(set.out).toEqual([expect.stringMatching(/long_term_archive\s+0 live of 2$/)]);
+    expect((await run('set', '--location', w.archive.id, '--max', '0')).code).toBe(0);
+    const listed = await run('list', '--json');
+    const mine = (JSON.parse(listed.out[0] as string) as { location: string }[]).filter(
+      (l) => l.location === at,
+    );
+    expect(mine).toMatchObject([
+      { kind: null, max: 0, live: 0, updatedBy: 'operator' },
+      { kind: 'long_term_archive', max: 2, live: 0 },
+    ]);
+    const text = await run('list');
+    expect(text.out).toContain(
+      `${at.padEnd(28)} ${'(every kind)'.padEnd(22)}     0 live of 0 (parked)`,
+    );
+    const before = await limits.list();
+    for (const [args, message] of [
+      [['set', '--location', 'nowhere/lta', '--max', '1'], /unknown location 'nowhere\/lta'/],
+      [['set', '--location', at, '--kind', 'tape', '--max', '1'], /unknown operation kind "tape"/],
+      [['set', '--location', at, '--max', '1.5'], /use a whole number ≥ 0/],
+      [['set', '--location', at, '--max', '-1'], /.+/],
+      [['set', '--location', at], /--max/],
+    ] as [string[], RegExp][]) {
+      const r = await run(...args);
+      expect(r.code, args.join(' ')).toBe(2);
+      expect(r.out).toEqual([]);
+      expect(r.err.join('\n')).toMatch(message);
+    }
+    expect(await limits.list()).toEqual(before);
+    expect((await run('clear', '--location', at)).out).toEqual([
+      expect.stringMatching(/^cleared: .*\(every kind\)/),
+    ]);
+    const again = await run('clear', '--location', at, '--json');
+    expect(JSON.parse(again.out[0] as string)).toEqual({ removed: null });
+    await run('clear', '--location', at, '--kind', 'long_term_archive');
   });
 
   it('claims no more than a kind limit; a limit of 0 parks the location; clearing resumes', async () => {
