@@ -8,7 +8,7 @@ import { OPERATOR } from '../../machines/submitter.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Command, defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';
-import { parseDuration } from '../duration.ts';
+import { parseDuration, parseNotBefore } from '../duration.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 const SUMMARY = 'Create an operation (PENDING); a control plane schedules it';
@@ -36,8 +36,8 @@ function fieldsOf(value: string): Record<string, string | null> {
 }
 
 /**
- * `opstate submit <kind> --fields JSON [--inputs ID,…] [--max-retries N] [--deadline 2h] [--by NAME]
- * [--json]`: validated as the API validates it (`runtime.submit`); prints the new operation's id.
+ * `opstate submit <kind> --fields JSON [--inputs ID,…] [--max-retries N] [--deadline 2h]
+ * [--not-before TIME|10m] [--by NAME] [--json]`: validated as the API validates it (`runtime.submit`); prints the new operation's id.
  * The history records it as by `operator` unless `--by` names someone else.
  *
  * @example
@@ -61,6 +61,11 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
         "how long one attempt may run (30s, 90m, 2h, at most 7d) instead of the kind's deadline",
         parseDuration,
       )
+      .option(
+        '--not-before <time>',
+        'start no earlier than this: an ISO time with its zone (2026-12-05T18:00:00Z) or a delay (10m)',
+        (value: string) => parseNotBefore(value),
+      )
       .option('--by <name>', `who submits, as the history records it (default ${OPERATOR})`)
       .option('--json', 'print {"id", "kind"}')
       .action(
@@ -71,6 +76,7 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
             inputs?: string;
             maxRetries?: number;
             deadline?: number;
+            notBefore?: string;
             by?: string;
             json?: boolean;
           }>(cmd);
@@ -90,6 +96,7 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
               ...(inputs === undefined ? {} : { inputs }),
               ...(o.maxRetries === undefined ? {} : { maxRetries: o.maxRetries }),
               ...(o.deadline === undefined ? {} : { deadlineMs: o.deadline }),
+              ...(o.notBefore === undefined ? {} : { notBefore: o.notBefore }),
               by: o.by ?? OPERATOR,
             } as CreateOperationInput);
             ctx.io.out(o.json === true ? JSON.stringify({ id, kind }) : id);
