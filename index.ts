@@ -98,6 +98,12 @@ export {
   PhysicalCopyStatus,
   physicalCopyMachine,
 } from './machines/physicalCopyMachine.ts';
+export {
+  DEFAULT_PRIORITY,
+  DEFAULT_STARVATION_AGE_MS,
+  MAX_PRIORITY,
+  MIN_PRIORITY,
+} from './machines/priority.ts';
 export type { QueueReaders, ReadingBeat } from './machines/queueReaders.ts';
 export { queueReaders, readersOf } from './machines/queueReaders.ts';
 export type { RecoveryPath } from './machines/recoveryPaths.ts';

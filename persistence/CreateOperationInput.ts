@@ -3,6 +3,7 @@ import { createOperationState, type Decision } from '../machines/decide.ts';
 import { describeValue } from '../machines/describeValue.ts';
 import { isOperationKind, OPERATION_KINDS, OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { DEFAULT_PRIORITY, priorityProblem } from '../machines/priority.ts';
 import { allRoutes, defaultRoute, queueName, type Route } from '../machines/routing.ts';
 import { currentEnvelope } from '../machines/snapshotEnvelope.ts';
 import { OPERATOR, submitterProblem } from '../machines/submitter.ts';
@@ -42,6 +43,12 @@ export interface CreateOperationOptions {
    * past means now. While it waits it is listed as waiting, never as stuck.
    */
   readonly notBefore?: Date | string;
+  /**
+   * Higher is claimed first among due operations, FIFO within one priority: a whole number from
+   * `MIN_PRIORITY` (-100) to `MAX_PRIORITY` (100), default 0. An operation due for longer than the
+   * control plane's `starvationAgeMs` is claimed as if at `MAX_PRIORITY`, so none waits forever.
+   */
+  readonly priority?: number;
   /** Routing, when not the kind's default (must be one of the frozen routes). */
   readonly route?: Route;
   /**
@@ -85,6 +92,7 @@ const KEYS = [
   'maxRetries',
   'deadlineMs',
   'notBefore',
+  'priority',
   'route',
   'by',
 ] as const;
@@ -158,7 +166,7 @@ function optionProblems(input: Record<string, unknown>): string[] {
   for (const key of Object.keys(input)) {
     if (!KNOWN_KEYS.has(key)) problems.push(`unknown option '${key}'; known: ${KEYS.join(', ')}`);
   }
-  const { inputs, id, groupId, maxRetries, deadlineMs, notBefore, route, by } = input;
+  const { inputs, id, groupId, maxRetries, deadlineMs, notBefore, priority, route, by } = input;
   if (id !== undefined && !isUuid(id)) problems.push(mustBeUuid('id', id));
   if (groupId !== undefined && !isUuid(groupId)) problems.push(mustBeUuid('groupId', groupId));
   if (
@@ -184,6 +192,10 @@ function optionProblems(input: Record<string, unknown>): string[] {
     problems.push(
       `notBefore must be a Date or an ISO 8601 date-time with its zone, such as 2026-12-05T18:00:00Z; got ${describeValue(notBefore)}`,
     );
+  }
+  if (priority !== undefined) {
+    const problem = priorityProblem(priority);
+    if (problem !== undefined) problems.push(`priority ${problem}`);
   }
   if (inputs !== undefined) {
     if (!Array.isArray(inputs)) {
@@ -291,6 +303,7 @@ export function toOperationInsert(input: CreateOperationInput, now: Date): Opera
         ? state.context.notBefore
         : (timeOf(input.notBefore) as Date).toISOString(),
     deadline_ms: input.deadlineMs ?? null,
+    priority: input.priority ?? DEFAULT_PRIORITY,
     created_at: isoText(now),
     created_by: input.by ?? OPERATOR,
     fields: { ...data },

@@ -4,6 +4,7 @@ import {
   OPERATION_KINDS,
   type OperationKind,
 } from '../../machines/OperationKind.ts';
+import { PRIORITY_ALLOWED, priorityProblem } from '../../machines/priority.ts';
 import { OPERATOR } from '../../machines/submitter.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
@@ -37,7 +38,7 @@ function fieldsOf(value: string): Record<string, string | null> {
 
 /**
  * `opstate submit <kind> --fields JSON [--inputs ID,…] [--max-retries N] [--deadline 2h]
- * [--not-before TIME|10m] [--by NAME] [--json]`: validated as the API validates it (`runtime.submit`); prints the new operation's id.
+ * [--not-before TIME|10m] [--priority N] [--by NAME] [--json]`: validated as the API validates it (`runtime.submit`); prints the new operation's id.
  * The history records it as by `operator` unless `--by` names someone else.
  *
  * @example
@@ -66,6 +67,13 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
         'start no earlier than this: an ISO time with its zone (2026-12-05T18:00:00Z) or a delay (10m)',
         (value: string) => parseNotBefore(value),
       )
+      .option('--priority <n>', `higher is claimed first: ${PRIORITY_ALLOWED}`, (value: string) => {
+        const n = /^-?\d+$/.test(value) ? Number(value) : Number.NaN;
+        const problem = priorityProblem(n);
+        if (problem !== undefined)
+          throw new InvalidArgumentError(`priority ${problem.replace('NaN', `'${value}'`)}`);
+        return n;
+      })
       .option('--by <name>', `who submits, as the history records it (default ${OPERATOR})`)
       .option('--json', 'print {"id", "kind"}')
       .action(
@@ -77,6 +85,7 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
             maxRetries?: number;
             deadline?: number;
             notBefore?: string;
+            priority?: number;
             by?: string;
             json?: boolean;
           }>(cmd);
@@ -97,6 +106,7 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
               ...(o.maxRetries === undefined ? {} : { maxRetries: o.maxRetries }),
               ...(o.deadline === undefined ? {} : { deadlineMs: o.deadline }),
               ...(o.notBefore === undefined ? {} : { notBefore: o.notBefore }),
+              ...(o.priority === undefined ? {} : { priority: o.priority }),
               by: o.by ?? OPERATOR,
             } as CreateOperationInput);
             ctx.io.out(o.json === true ? JSON.stringify({ id, kind }) : id);

@@ -136,7 +136,7 @@ describe('toOperationInsert messages', () => {
     [
       'an unknown option',
       { kind: 'transfer', fields: transfer, urgency: 1 },
-      "unknown option 'urgency'; known: kind, fields, inputs, id, groupId, maxRetries, deadlineMs, notBefore, route, by",
+      "unknown option 'urgency'; known: kind, fields, inputs, id, groupId, maxRetries, deadlineMs, notBefore, priority, route, by",
     ],
     [
       'an id that is no uuid',
