@@ -86,6 +86,7 @@ export function createInspectCommand(open: DatabaseOpener = databaseFromEnv): Co
           io.out(`  started     ${iso(view.startedAt)}`);
           io.out(`  finished    ${iso(view.finishedAt)}`);
           io.out(`  not before  ${iso(view.notBefore)}`);
+          io.out(`  priority    ${view.priority}`);
           io.out(
             `  deadline    ${view.deadlineMs === null ? "its kind's (OPSTATE_DEADLINES)" : `${formatDeadline(view.deadlineMs)} per attempt (set at submit)`}`,
           );

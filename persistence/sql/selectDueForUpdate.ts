@@ -55,7 +55,7 @@ export async function selectDueForUpdate(
   );
   const cutoff = new Date(now.getTime() - starvationAgeMs).toISOString();
   const due = (when: SQL, order: SQL) => sql`select * from (
-      select ${sql.raw(OPERATION_COLUMNS)}, o.priority, o.target_location_id,
+      select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id,
         b.state as breaker_state,
         exists (select 1 from flow_limit f where f.location_id = o.target_location_id)
           as flow_limited

@@ -112,9 +112,6 @@ describe('priorities in the claim, on Postgres', () => {
     expect(await tableCounts(database)).toEqual(before);
     const ok = await run('transfer', '--fields', fields, '--priority', '-7');
     expect(ok.code).toBe(0);
-    const [row] = await database.execute(
-      `select priority from operation where id = '${ok.out[0] as string}'`,
-    );
-    expect(Number(row?.priority)).toBe(-7);
+    expect((await store.load(ok.out[0] as string)).priority).toBe(-7);
   });
 });
