@@ -100,6 +100,12 @@ export {
   PhysicalCopyStatus,
   physicalCopyMachine,
 } from './machines/physicalCopyMachine.ts';
+export {
+  DEFAULT_PRIORITY,
+  DEFAULT_STARVATION_AGE_MS,
+  MAX_PRIORITY,
+  MIN_PRIORITY,
+} from './machines/priority.ts';
 export type { QueueReaders, ReadingBeat } from './machines/queueReaders.ts';
 export { queueReaders, readersOf } from './machines/queueReaders.ts';
 export type { RecoveryPath } from './machines/recoveryPaths.ts';
@@ -174,6 +180,12 @@ export { DeletionRepository } from './persistence/DeletionRepository.ts';
 export type { DatabaseTls } from './persistence/databaseTls.ts';
 export type { EmbeddedPostgres, EmbeddedPostgresOptions } from './persistence/embeddedPostgres.ts';
 export { startEmbeddedPostgres } from './persistence/embeddedPostgres.ts';
+export type {
+  FlowLimit,
+  FlowLimitInput,
+  FlowLimitScope,
+} from './persistence/FlowLimitRepository.ts';
+export { FlowLimitRepository, MAX_FLOW_LIMIT } from './persistence/FlowLimitRepository.ts';
 export { GroupRepository } from './persistence/GroupRepository.ts';
 export type { InputRelations } from './persistence/inputRelations.ts';
 export type { OperationInspection } from './persistence/inspectOperation.ts';

@@ -45,3 +45,23 @@ export function parseSince(value: string, now = systemClock.now()): Date {
     );
   }
 }
+
+/**
+ * When a delayed start begins: an ISO date-time with its zone (`2026-12-05T18:00:00Z`, passed on
+ * as typed for the store to check) or a delay from now (`10m`, `2h`).
+ *
+ * @example
+ * ```ts
+ * parseNotBefore('10m'); // an ISO time ten minutes from now
+ * ```
+ */
+export function parseNotBefore(value: string, now = systemClock.now()): string {
+  if (/^\d{4}-\d{2}-\d{2}/.test(value)) return value;
+  try {
+    return new Date(now + parseDuration(value)).toISOString();
+  } catch {
+    throw new InvalidArgumentError(
+      'use an ISO time with its zone such as 2026-12-05T18:00:00Z, or a delay such as 10m',
+    );
+  }
+}

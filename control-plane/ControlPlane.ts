@@ -3,6 +3,7 @@ import type { PlannedReset } from '../loops/PlannedReset.ts';
 import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { Deadlines } from '../machines/deadlines.ts';
+import { DEFAULT_STARVATION_AGE_MS } from '../machines/priority.ts';
 import type { Logger } from '../observe/Logger.ts';
 import { writeLines } from '../observe/LogLine.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
@@ -56,6 +57,11 @@ export interface ControlPlaneTiming {
    * after it is made and the reconciler floor never mistakes a queued dispatch for a lost one.
    */
   readonly maxScheduled: number;
+  /**
+   * How long a due operation may wait before the scheduler claims it as if at the highest
+   * priority, whatever its own, so that a stream of higher-priority work never starves it [15 min].
+   */
+  readonly starvationAgeMs: number;
   /** How often the circuit breakers per (kind, target location) read new outcomes [1 s]. */
   readonly breakerIntervalMs: number;
   /** Consecutive failures of a (kind, target location) that open its breaker [5]. */
@@ -76,6 +82,7 @@ export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
   reconcilerIntervalMs: 60_000,
   batchSize: 256,
   maxScheduled: 1_000,
+  starvationAgeMs: DEFAULT_STARVATION_AGE_MS,
   breakerIntervalMs: 1_000,
   breakerThreshold: 5,
   breakerCooldownMs: 60_000,
@@ -155,7 +162,9 @@ function schedulerLoop(shell: Shell): Loop {
     pass: async () => {
       const limit = schedulingLimit({ ...timing, scheduled: await store.countScheduled() });
       if (limit === 0) return false;
-      const { claimed, refused } = await store.claimDue(limit, shell.term?.fence);
+      const { claimed, refused, heldBack } = await store.claimDue(limit, shell.term?.fence, {
+        starvationAgeMs: timing.starvationAgeMs,
+      });
       for (const r of refused) {
         logger.log('ERROR', 'scheduler cannot schedule operation; left as it is', {
           operationId: r.id,
@@ -164,7 +173,9 @@ function schedulerLoop(shell: Shell): Loop {
       }
       // Publish at once; the outbox rows are only the safety net for a crash in between.
       await publishAndClear(shell, claimed, 'scheduler');
-      return claimed.length === limit;
+      // Rows a flow limit held back filled part of the batch: their scope is full now, and the
+      // next pass skips it before it locks anything, so run it at once for the work behind them.
+      return claimed.length === limit || (heldBack > 0 && claimed.length > 0);
     },
   });
 }

@@ -3,7 +3,7 @@ import { type Clock, systemClock } from '../machines/Clock.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
 import type { ApplyItem, ApplyResult } from '../persistence/applyEvents.ts';
-import type { ClaimResult } from '../persistence/claimDue.ts';
+import type { ClaimOptions, ClaimResult } from '../persistence/claimDue.ts';
 import type { CompleteItem, CompleteResult } from '../persistence/completeWithOutputs.ts';
 import type { LeaseFence } from '../persistence/LeaseFence.ts';
 import type { OperationRecord } from '../persistence/OperationRecord.ts';
@@ -68,8 +68,12 @@ export class ObservedOperationStore extends OperationStore {
     return results;
   }
 
-  override async claimDue(limit: number, fence?: LeaseFence): Promise<ClaimResult> {
-    const result = await super.claimDue(limit, fence);
+  override async claimDue(
+    limit: number,
+    fence?: LeaseFence,
+    options?: ClaimOptions,
+  ): Promise<ClaimResult> {
+    const result = await super.claimDue(limit, fence, options);
     const at = this.observedClock.now();
     this.observer.transitions(
       result.claimed.map((c) => ({

@@ -4,6 +4,7 @@ import { createOperationState, type Decision } from '../machines/decide.ts';
 import { describeValue } from '../machines/describeValue.ts';
 import { isOperationKind, OPERATION_KINDS, OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { DEFAULT_PRIORITY, priorityProblem } from '../machines/priority.ts';
 import { allRoutes, defaultRoute, queueName, type Route } from '../machines/routing.ts';
 import { currentEnvelope } from '../machines/snapshotEnvelope.ts';
 import { submitterProblem } from '../machines/submitter.ts';
@@ -37,6 +38,18 @@ export interface CreateOperationOptions {
    * `MAX_DEADLINE_MS` (7 days).
    */
   readonly deadlineMs?: number;
+  /**
+   * Delayed start: the operation stays PENDING, and no scheduler claims it, until this time (a
+   * `Date`, or an ISO 8601 date-time with its zone such as `2026-12-05T18:00:00Z`). A time already
+   * past means now. While it waits it is listed as waiting, never as stuck.
+   */
+  readonly notBefore?: Date | string;
+  /**
+   * Higher is claimed first among due operations, FIFO within one priority: a whole number from
+   * `MIN_PRIORITY` (-100) to `MAX_PRIORITY` (100), default 0. An operation due for longer than the
+   * control plane's `starvationAgeMs` is claimed as if at `MAX_PRIORITY`, so none waits forever.
+   */
+  readonly priority?: number;
   /** Routing, when not the kind's default (must be one of the frozen routes). */
   readonly route?: Route;
   /**
@@ -79,6 +92,8 @@ const KEYS = [
   'groupId',
   'maxRetries',
   'deadlineMs',
+  'notBefore',
+  'priority',
   'route',
   'by',
 ] as const;
@@ -99,6 +114,20 @@ function isPlainObject(value: unknown): value is Record<string, unknown> {
   if (typeof value !== 'object' || value === null) return false;
   const proto = Object.getPrototypeOf(value);
   return proto === Object.prototype || proto === null;
+}
+
+/** An ISO 8601 date-time with its zone: `2026-12-05T18:00:00Z`, `…T18:00:00.5+01:00`. */
+const ISO_TIME = /^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}(:\d{2}(\.\d+)?)?(Z|[+-]\d{2}:\d{2})$/;
+
+/** The time `notBefore` names, or undefined when it names none. */
+function timeOf(value: unknown): Date | undefined {
+  const at =
+    value instanceof Date
+      ? value
+      : typeof value === 'string' && ISO_TIME.test(value)
+        ? new Date(value)
+        : undefined;
+  return at === undefined || Number.isNaN(at.getTime()) ? undefined : at;
 }
 
 const mustBeUuid = (what: string, value: unknown) =>
@@ -138,7 +167,7 @@ function optionProblems(input: Record<string, unknown>): string[] {
   for (const key of Object.keys(input)) {
     if (!KNOWN_KEYS.has(key)) problems.push(`unknown option '${key}'; known: ${KEYS.join(', ')}`);
   }
-  const { inputs, id, groupId, maxRetries, deadlineMs, route, by } = input;
+  const { inputs, id, groupId, maxRetries, deadlineMs, notBefore, priority, route, by } = input;
   if (id !== undefined && !isUuid(id)) problems.push(mustBeUuid('id', id));
   if (groupId !== undefined && !isUuid(groupId)) problems.push(mustBeUuid('groupId', groupId));
   if (
@@ -159,6 +188,15 @@ function optionProblems(input: Record<string, unknown>): string[] {
     if (problem !== undefined) {
       problems.push(`deadlineMs ${problem}; leave it out for the kind's deadline`);
     }
+  }
+  if (notBefore !== undefined && timeOf(notBefore) === undefined) {
+    problems.push(
+      `notBefore must be a Date or an ISO 8601 date-time with its zone, such as 2026-12-05T18:00:00Z; got ${describeValue(notBefore)}`,
+    );
+  }
+  if (priority !== undefined) {
+    const problem = priorityProblem(priority);
+    if (problem !== undefined) problems.push(`priority ${problem}`);
   }
   if (inputs !== undefined) {
     if (!Array.isArray(inputs)) {
@@ -259,8 +297,14 @@ export function toOperationInsert(input: CreateOperationInput, now: Date): Opera
     xstate_version: envelope.xstateVersion,
     group_id: input.groupId ?? null,
     target_location_id: data[spec.targetLocationKey] as string,
-    not_before: state.context.notBefore,
+    // A delayed start lives in the column the scheduler reads; the machine's own notBefore is its
+    // retry backoff, and the first SCHEDULE writes the column from it again.
+    not_before:
+      input.notBefore === undefined
+        ? state.context.notBefore
+        : (timeOf(input.notBefore) as Date).toISOString(),
     deadline_ms: input.deadlineMs ?? null,
+    priority: input.priority ?? DEFAULT_PRIORITY,
     created_at: isoText(now),
     created_by: input.by ?? OPERATOR,
     fields: { ...data },

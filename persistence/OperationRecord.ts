@@ -30,13 +30,15 @@ export interface OperationRecord {
   readonly workerId: string | null;
   /** How long one attempt may run from its START (ms), given at submit; null: the kind's deadline. */
   readonly deadlineMs: number | null;
+  /** Higher is claimed first among due operations (-100…100, default 0), given at submit. */
+  readonly priority: number;
 }
 
 /** The select list that `toOperationRecord` reads (table alias `o`). */
 export const OPERATION_COLUMNS = `o.id, o.kind, o.operation_type, o.location_type, o.status,
   o.attempt, o.retry_count, o.max_retries, o.version, o.snapshot, o.machine_id,
   o.machine_version, o.xstate_version, o.group_id, o.not_before, o.created_at, o.scheduled_at,
-  o.started_at, o.finished_at, o.last_error, o.worker_id, o.deadline_ms`;
+  o.started_at, o.finished_at, o.last_error, o.worker_id, o.deadline_ms, o.priority`;
 
 /** A timestamp from either driver (Date, or a string) as a Date. */
 export function toDate(value: unknown): Date | null {
@@ -74,5 +76,6 @@ export function toOperationRecord(row: Row): OperationRecord {
     lastError: row.last_error == null ? null : operationErrorOf(row.last_error),
     workerId: row.worker_id == null ? null : String(row.worker_id),
     deadlineMs: row.deadline_ms == null ? null : Number(row.deadline_ms),
+    priority: Number(row.priority ?? 0),
   };
 }

@@ -13,7 +13,7 @@ import {
   notFound,
 } from './applyEvents.ts';
 import { type CreateOperationInput, toOperationInsert } from './CreateOperationInput.ts';
-import { type ClaimResult, claimDue } from './claimDue.ts';
+import { type ClaimOptions, type ClaimResult, claimDue } from './claimDue.ts';
 import {
   type CompleteItem,
   type CompleteResult,
@@ -224,8 +224,18 @@ export class OperationStore {
    * const { claimed } = await store.claimDue(256);
    * ```
    */
-  async claimDue(limit: number, fence?: LeaseFence): Promise<ClaimResult> {
-    return claimDue(this.database, Math.max(0, Math.floor(limit)), this.clock(), fence);
+  async claimDue(
+    limit: number,
+    fence?: LeaseFence,
+    options: ClaimOptions = {},
+  ): Promise<ClaimResult> {
+    return claimDue(
+      this.database,
+      Math.max(0, Math.floor(limit)),
+      this.clock(),
+      fence,
+      options.starvationAgeMs,
+    );
   }
 
   /**

@@ -20,18 +20,30 @@ export interface ClaimedOperation {
   readonly payload: OutboxPayload;
 }
 
+/** How a claim orders what is due. */
+export interface ClaimOptions {
+  /**
+   * An operation due for this long or longer is claimed as if at the highest priority (default
+   * `DEFAULT_STARVATION_AGE_MS`, 15 minutes; the control plane passes its `starvationAgeMs`).
+   */
+  readonly starvationAgeMs?: number;
+}
+
 export interface ClaimResult {
   readonly claimed: ClaimedOperation[];
   /** Due rows the machine refused (a damaged or unknown-version snapshot): left untouched. */
   readonly refused: { id: string; error: OpstateError }[];
+  /** Due rows a flow limit held back (they stay PENDING): the next pass may find more room. */
+  readonly heldBack: number;
 }
 
 /**
- * The scheduler's batch: in one short transaction, locks up to `limit` due PENDING operations with
+ * The scheduler's batch: in one short transaction, locks up to `limit` due PENDING operations
+ * (highest priority first, FIFO within one, the long-waiting first of all) with
  * `FOR UPDATE SKIP LOCKED`, runs SCHEDULE through the machine for each in memory, and writes all
  * of them — base rows, transition rows, outbox rows — in one multi-row statement. Five round
  * trips (begin, a planner setting, select, write, commit) per batch, whatever its size. Two claimers running at once
- * never claim the same row. With a `fence`, a claim made after that leadership epoch lost its
+ * never claim the same row, and never together start more than a flow limit allows. With a `fence`, a claim made after that leadership epoch lost its
  * lease writes nothing and throws `NOT_LEADER`.
  */
 export async function claimDue(
@@ -39,9 +51,10 @@ export async function claimDue(
   limit: number,
   now: Date,
   fence?: LeaseFence,
+  starvationAgeMs?: number,
 ): Promise<ClaimResult> {
   return database.transaction(async (tx) => {
-    const due = await selectDueForUpdate(tx, now, limit);
+    const { due, heldBack } = await selectDueForUpdate(tx, now, limit, starvationAgeMs);
     const writes: TransitionWrite[] = [];
     const refused: ClaimResult['refused'] = [];
     const byId = new Map<string, { write: TransitionWrite; kind: OperationKind; route: Route }>();
@@ -71,6 +84,6 @@ export async function claimDue(
         payload: p.write.ob_payload as OutboxPayload,
       };
     });
-    return { claimed, refused };
+    return { claimed, refused, heldBack };
   });
 }

@@ -37,6 +37,8 @@ export interface OperationInspection {
   readonly finishedAt: Date | null;
   /** Its own deadline per attempt (ms) from submit; null: its kind's. */
   readonly deadlineMs: number | null;
+  /** Higher is claimed first (-100…100), given at submit. */
+  readonly priority: number;
   readonly lastError: OperationError | null;
   readonly envelope: SnapshotEnvelope;
   /** The subtype's stage-specific fields, by camelCase key. */
@@ -140,6 +142,7 @@ export async function inspectOperation(
     startedAt: record.startedAt,
     finishedAt: record.finishedAt,
     deadlineMs: record.deadlineMs,
+    priority: record.priority,
     lastError: record.lastError,
     envelope: record.envelope,
     fields,

@@ -17,6 +17,7 @@ import { composeObservers, loggingObserver } from '../observe/RuntimeObserver.ts
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import type { AppliedTransition } from '../persistence/applyEvents.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
+import { FlowLimitRepository } from '../persistence/FlowLimitRepository.ts';
 import { GroupRepository } from '../persistence/GroupRepository.ts';
 import { inspectOperation, type OperationInspection } from '../persistence/inspectOperation.ts';
 import { JournalRepository } from '../persistence/JournalRepository.ts';
@@ -58,6 +59,11 @@ export interface Runtime {
   readonly groups: GroupRepository;
   readonly lineage: LineageRepository;
   readonly journal: JournalRepository;
+  /**
+   * Flow limits: how many operations may run at once on a location, of one kind or of every
+   * kind (`set`, `list`, `clear`); every control plane's scheduler enforces them in its claim.
+   */
+  readonly limits: FlowLimitRepository;
   readonly transport: Transport;
   readonly timing: RuntimeTiming;
   readonly logger: Logger;
@@ -157,6 +163,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     groups: new GroupRepository(database),
     lineage: new LineageRepository(database),
     journal: shared.journal,
+    limits: new FlowLimitRepository(database),
     transport,
     timing,
     logger,

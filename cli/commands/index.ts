@@ -19,6 +19,7 @@ const LOADERS: ReadonlyMap<string, () => Promise<Command>> = new Map([
   ['reset', async () => (await import('./operatorCommands.ts')).resetCommand],
   ['cancel', async () => (await import('./operatorCommands.ts')).cancelCommand],
   ['breaker', async () => (await import('./breaker.ts')).breakerCommand],
+  ['limit', async () => (await import('./limit.ts')).limitCommand],
   ['archive', async () => (await import('./archive.ts')).archiveCommand],
   ['policy', async () => (await import('./policy.ts')).policyCommand],
   ['migrate', async () => (await import('./migrate.ts')).migrateCommand],

@@ -51,6 +51,7 @@ function printInspection(view: Inspection, resume: Resume, io: Io): void {
   io.out(`  started     ${iso(view.startedAt)}`);
   io.out(`  finished    ${iso(view.finishedAt)}`);
   io.out(`  not before  ${iso(view.notBefore)}`);
+  io.out(`  priority    ${view.priority}`);
   io.out(
     `  deadline    ${view.deadlineMs === null ? "its kind's (OPSTATE_DEADLINES)" : `${formatDeadline(view.deadlineMs)} per attempt (set at submit)`}`,
   );

@@ -6,6 +6,7 @@ import {
   CircuitBreakerRepository,
   type CircuitBreakerView,
 } from '../../persistence/CircuitBreakerRepository.ts';
+import { FlowLimitRepository } from '../../persistence/FlowLimitRepository.ts';
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import { selectCopyStatus } from '../../persistence/reads/selectCopyStatus.ts';
 import { selectQueueDepths } from '../../persistence/reads/selectQueueDepths.ts';
@@ -13,6 +14,7 @@ import {
   selectLiveTallyDrift,
   selectStatusCounts,
 } from '../../persistence/reads/selectStatusCounts.ts';
+import { selectWaiting } from '../../persistence/reads/selectWaiting.ts';
 import {
   type AttentionSource,
   attentionOf,
@@ -75,14 +77,17 @@ function table(rows: readonly string[][]): string[] {
 
 /**
  * `opstate status [--json]`: who leads each control plane and since when, operation counts per
- * kind × status (every kind and status shown), the circuit breakers that are not CLOSED (parked
+ * kind × status (every kind and status shown), the PENDING ones waiting for a time ahead (a delayed
+ * start or a retry's backoff), the flow limits with what runs under each, the circuit breakers that are not CLOSED (parked
  * or probing (kind, location) pairs), the physical copies per location type × status with the
  * deletions in progress and failed, each routing queue's waiting and in-progress depth with the live
  * workers reading it (by their heartbeats), then the attention list the dashboard shows (first page of
  * each category). JSON shape: `{"leaders": [{name, holder, epoch, since, renewedAt, expiresAt,
- * expired}], "operations": {"<kind>": {"PENDING": n, …}}, "countsDrift": [{kind, status, tallied,
- * stored}] (live kinds and statuses whose count differs from the rows; empty while right),
- * "circuitBreakers": [{kind, locationId, location, state, consecutiveFailures, openedAt, lastError}],
+ * expired}], "operations": {"<kind>": {"PENDING": n, …}}, "waiting": {"<kind>": n} (PENDING until
+ * a time ahead), "countsDrift": [{kind, status, tallied, stored}] (live kinds and statuses whose
+ * count differs from the rows; empty while right), "circuitBreakers": [{kind, locationId, location,
+ * state, consecutiveFailures, openedAt, lastError}], "flowLimits": [{locationId, location, kind,
+ * max, live, updatedAt, updatedBy}],
  * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]},
  * "queues": [{queue, waiting, inProgress, oldestWaiting, readers}] (readers null when heartbeats are
  * not visible), "queueReadersUnknown": [<live worker ids whose heartbeat does not say what they
@@ -116,6 +121,8 @@ export function createStatusCommand(
           try {
             const counts = await selectStatusCounts(database);
             const countsDrift = await selectLiveTallyDrift(database);
+            const waiting = await selectWaiting(database, new Date(systemClock.now()));
+            const flowLimits = await new FlowLimitRepository(database).list();
             const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
               toStatus,
             );
@@ -150,8 +157,10 @@ export function createStatusCommand(
                 JSON.stringify({
                   leaders,
                   operations: counts,
+                  waiting,
                   countsDrift,
                   circuitBreakers: breakers,
+                  flowLimits,
                   copies: copies.copies,
                   deletions: { inProgress: copies.inProgress, failed: copies.failed },
                   queues: queues.queues,
@@ -170,6 +179,12 @@ export function createStatusCommand(
                 String(counts[kind][s]).padStart(cols[n] as number),
               );
               io.out([kind.padEnd(width), ...cells].join('  '));
+            }
+            const waits = OPERATION_KINDS.filter((k) => waiting[k] > 0);
+            if (waits.length > 0) {
+              io.out(
+                `waiting to start (a delayed start or a retry's backoff; not stuck): ${waits.map((k) => `${waiting[k]} ${k}`).join(', ')}`,
+              );
             }
             if (countsDrift.length > 0) {
               io.out('');
@@ -202,6 +217,16 @@ export function createStatusCommand(
                 b.lastError?.message ?? '',
               ]);
               for (const line of table([header, ...rows])) io.out(line);
+            }
+            if (flowLimits.length > 0) {
+              io.out('');
+              io.out('flow limits (at most this many SCHEDULED or IN_PROGRESS at once)');
+              const rows = flowLimits.map((l) => [
+                `${l.location} (${l.locationId})`,
+                l.kind ?? '(every kind)',
+                `${l.live} of ${l.max}${l.max === 0 ? ' (parked)' : l.live >= l.max ? ' (full)' : ''}`,
+              ]);
+              for (const line of table([['location', 'kind', 'running'], ...rows])) io.out(line);
             }
             printCopyStatus(copies, io);
             printQueueStatus(queues, io);

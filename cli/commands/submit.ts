@@ -5,10 +5,11 @@ import {
   OPERATION_KINDS,
   type OperationKind,
 } from '../../machines/OperationKind.ts';
+import { PRIORITY_ALLOWED, priorityProblem } from '../../machines/priority.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Command, defineCommand, optionsOf, UsageError, wholeNumber } from '../Command.ts';
-import { parseDuration } from '../duration.ts';
+import { parseDuration, parseNotBefore } from '../duration.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 const SUMMARY = 'Create an operation (PENDING); a control plane schedules it';
@@ -36,8 +37,8 @@ function fieldsOf(value: string): Record<string, string | null> {
 }
 
 /**
- * `opstate submit <kind> --fields JSON [--inputs ID,…] [--max-retries N] [--deadline 2h] [--by NAME]
- * [--json]`: validated as the API validates it (`runtime.submit`); prints the new operation's id.
+ * `opstate submit <kind> --fields JSON [--inputs ID,…] [--max-retries N] [--deadline 2h]
+ * [--not-before TIME|10m] [--priority N] [--by NAME] [--json]`: validated as the API validates it (`runtime.submit`); prints the new operation's id.
  * The history records it as by `operator` unless `--by` names someone else.
  *
  * @example
@@ -61,6 +62,18 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
         "how long one attempt may run (30s, 90m, 2h, at most 7d) instead of the kind's deadline",
         parseDuration,
       )
+      .option(
+        '--not-before <time>',
+        'start no earlier than this: an ISO time with its zone (2026-12-05T18:00:00Z) or a delay (10m)',
+        (value: string) => parseNotBefore(value),
+      )
+      .option('--priority <n>', `higher is claimed first: ${PRIORITY_ALLOWED}`, (value: string) => {
+        const n = /^-?\d+$/.test(value) ? Number(value) : Number.NaN;
+        const problem = priorityProblem(n);
+        if (problem !== undefined)
+          throw new InvalidArgumentError(`priority ${problem.replace('NaN', `'${value}'`)}`);
+        return n;
+      })
       .option('--by <name>', `who submits, as the history records it (default ${OPERATOR})`)
       .option('--json', 'print {"id", "kind"}')
       .action(
@@ -71,6 +84,8 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
             inputs?: string;
             maxRetries?: number;
             deadline?: number;
+            notBefore?: string;
+            priority?: number;
             by?: string;
             json?: boolean;
           }>(cmd);
@@ -90,6 +105,8 @@ export function createSubmitCommand(open: DatabaseOpener = databaseFromEnv): Com
               ...(inputs === undefined ? {} : { inputs }),
               ...(o.maxRetries === undefined ? {} : { maxRetries: o.maxRetries }),
               ...(o.deadline === undefined ? {} : { deadlineMs: o.deadline }),
+              ...(o.notBefore === undefined ? {} : { notBefore: o.notBefore }),
+              ...(o.priority === undefined ? {} : { priority: o.priority }),
               by: o.by ?? OPERATOR,
             } as CreateOperationInput);
             ctx.io.out(o.json === true ? JSON.stringify({ id, kind }) : id);

@@ -11,6 +11,7 @@ export {
 export { dataLocation, dataTransferPackage, rawDataFile, rawDataPackage } from './artifacts.ts';
 export { circuitBreaker } from './circuitBreaker.ts';
 export { controlPlaneLease } from './controlPlaneLease.ts';
+export { flowLimit } from './flowLimit.ts';
 export {
   dispatchOutbox,
   operationFailureEvent,

@@ -8,6 +8,7 @@ import {
   jsonb,
   pgTable,
   primaryKey,
+  smallint,
   text,
   timestamp,
   unique,
@@ -17,6 +18,7 @@ import { MAX_DEADLINE_MS } from '../../machines/deadlines.ts';
 import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
 import type { OperationError } from '../../machines/operationMachine.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
+import { MAX_PRIORITY, MIN_PRIORITY } from '../../machines/priority.ts';
 import { LocationType, OperationType } from '../../machines/routing.ts';
 import { dataLocation } from './artifacts.ts';
 import { oneOf } from './checks.ts';
@@ -77,6 +79,8 @@ export const operation = pgTable(
      * kind's configured deadline.
      */
     deadlineMs: integer('deadline_ms'),
+    /** Higher is claimed first among due operations (FIFO within one), given at submit. */
+    priority: smallint('priority').notNull().default(0),
   },
   (t) => [
     unique('operation_id_kind_key').on(t.id, t.kind),
@@ -86,12 +90,20 @@ export const operation = pgTable(
     check('operation_location_type_check', oneOf(t.locationType, Object.values(LocationType))),
     check('operation_attempt_check', sql`${t.attempt} >= 1`),
     check(
+      'operation_priority_check',
+      sql`${t.priority} between ${sql.raw(String(MIN_PRIORITY))} and ${sql.raw(String(MAX_PRIORITY))}`,
+    ),
+    check(
       'operation_deadline_ms_check',
       sql`${t.deadlineMs} between 1 and ${sql.raw(String(MAX_DEADLINE_MS))}`,
     ),
     // Due work for the scheduler: PENDING in not_before order (null = now).
     index('operation_due_idx')
       .on(t.notBefore.asc().nullsFirst(), t.createdAt)
+      .where(sql`status = 'PENDING'`),
+    // Due work by priority: the scheduler reads it highest first, then in due order within one.
+    index('operation_priority_due_idx')
+      .on(t.priority.desc(), t.notBefore.asc().nullsFirst(), t.createdAt)
       .where(sql`status = 'PENDING'`),
     // Running work for the heartbeat monitor and the reconciler.
     index('operation_active_idx')

@@ -24,6 +24,8 @@ export interface OperationInsert {
   not_before: string | null;
   /** The operation's own deadline per attempt (ms), or null for its kind's. */
   deadline_ms: number | null;
+  /** Higher is claimed first (see `machines/priority.ts`). */
+  priority: number;
   created_at: string;
   /** Who created it, for the creation transition row. */
   created_by: string;
@@ -66,16 +68,17 @@ export async function insertOperations(
         id uuid, kind text, operation_type text, location_type text, status text, attempt int,
         retry_count int, max_retries int, snapshot jsonb, machine_id text, machine_version int,
         xstate_version text, group_id uuid, target_location_id uuid, not_before timestamptz,
-        deadline_ms int, created_at timestamptz,
+        deadline_ms int, priority smallint, created_at timestamptz,
         created_by text, fields jsonb, inputs jsonb)
     ),
     o as (
       insert into operation (id, kind, operation_type, location_type, status, attempt,
         retry_count, max_retries, snapshot, machine_id, machine_version, xstate_version, version,
-        group_id, target_location_id, not_before, deadline_ms, created_at, status_changed_at)
+        group_id, target_location_id, not_before, deadline_ms, priority, created_at,
+        status_changed_at)
       select id, kind, operation_type, location_type, status, attempt, retry_count, max_retries,
         snapshot, machine_id, machine_version, xstate_version, 0, group_id, target_location_id,
-        not_before, deadline_ms, created_at, created_at
+        not_before, deadline_ms, priority, created_at, created_at
       from i
       returning id
     ),

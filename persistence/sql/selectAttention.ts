@@ -10,6 +10,7 @@ import type { OperationStatus } from '../../machines/operationMachine.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
 import { operationErrorOf } from '../UnreadableValue.ts';
+import { LIVE_STATUSES } from './admitWithinLimits.ts';
 import { runPastShareOfDeadline } from './selectPastDeadline.ts';
 
 /** Where a page starts: after this (since, id), in (since, id) order. */
@@ -45,8 +46,17 @@ const PENDING_SINCE = sql.raw('greatest(o.not_before, o.status_changed_at)');
 const STATUS_SINCE = sql.raw(`case when o.status = 'PENDING'
   then greatest(o.not_before, o.status_changed_at) else o.status_changed_at end`);
 
-const PARKED = sql.raw(`exists (select 1 from circuit_breaker b where b.kind = o.kind
-  and b.location_id = o.target_location_id and b.state <> 'CLOSED')`);
+/**
+ * A PENDING operation the scheduler holds on purpose: its breaker is not CLOSED, or a flow limit of
+ * its (kind, location) or of its location is full (live work at or above the limit, 0 included).
+ */
+const PARKED = sql.raw(`(exists (select 1 from circuit_breaker b where b.kind = o.kind
+  and b.location_id = o.target_location_id and b.state <> 'CLOSED')
+  or exists (select 1 from flow_limit f
+    where f.location_id = o.target_location_id and (f.kind is null or f.kind = o.kind)
+      and f.max_live <= (select count(*) from operation p
+        where p.target_location_id = f.location_id and (f.kind is null or p.kind = f.kind)
+          and p.${LIVE_STATUSES})))`);
 
 const COLUMNS = sql.raw(`o.id, o.kind, o.status, o.attempt, o.retry_count, o.max_retries,
   o.worker_id, o.last_error, o.deadline_ms`);
@@ -109,7 +119,7 @@ function stuckBranches(cutoffs: StuckCutoffs, heartbeats: HeartbeatIds | null) {
 
 /**
  * Live operations past the timer that should have moved them, oldest first: PENDING due before
- * `floorCutoff` and not parked by a breaker; SCHEDULED or IN_PROGRESS held by no live worker
+ * `floorCutoff` and not parked by a breaker or a full flow limit; SCHEDULED or IN_PROGRESS held by no live worker
  * since before `floorCutoff`, or held only by stale workers since before `heartbeatCutoff` (with
  * `heartbeats` null, only the floor applies).
  * Each branch starts from an index (the due and active partial indexes); `classifyOperation`

@@ -1,13 +1,22 @@
 import { type SQL, sql } from 'drizzle-orm';
-import { OPERATION_COLUMNS, type OperationRecord, toOperationRecord } from '../OperationRecord.ts';
+import { DEFAULT_STARVATION_AGE_MS, MAX_PRIORITY } from '../../machines/priority.ts';
+import {
+  OPERATION_COLUMNS,
+  type OperationRecord,
+  toDate,
+  toOperationRecord,
+} from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
+import { admitWithinLimits, FULL_SCOPES } from './admitWithinLimits.ts';
 
 const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
 
 /**
- * Locks up to `limit` due PENDING operations (not_before null or passed), oldest due first,
- * skipping rows another claimer holds: two claimers running at once never get the same row.
- * Must run inside a transaction, which holds the locks until the claim is written.
+ * Locks up to `limit` due PENDING operations (not_before null or passed), highest priority first
+ * and oldest due first within one priority, skipping rows another claimer holds: two claimers
+ * running at once never get the same row. An operation due since `starvationAgeMs` ago or longer
+ * counts as `MAX_PRIORITY`, so a stream of higher-priority work never starves it. Must run inside
+ * a transaction, which holds the locks until the claim is written.
  *
  * Circuit breakers park work per (kind, target location): a pair whose breaker is OPEN is
  * skipped (its operations stay PENDING, no retry spent), and a HALF_OPEN pair gets one probe at a
@@ -16,50 +25,101 @@ const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
  * probes, their breaker rows are locked and the "no live operation" check is made again under
  * that lock (two more statements, only then). Reads the backlog in due order through its index and
  * stops at `limit`, however long the backlog is.
+ *
+ * Flow limits cap the live operations of a (kind, location) or of a location: rows of a scope that
+ * is already full are skipped as a breaker's are, and when the batch holds rows of a location with
+ * any limit, `admitWithinLimits` keeps those that fit, counting under the limits' row locks (two
+ * more statements, only then). `heldBack` counts the locked rows it left PENDING.
  */
 export async function selectDueForUpdate(
   tx: Executor,
   now: Date,
   limit: number,
-): Promise<OperationRecord[]> {
-  // Due rows come off operation_due_idx in its order, one bounded range per kind of due — never
-  // tried (not_before null, by creation) and backed off until a time now passed (by not_before) —
-  // each stopping at `limit`; their union (null first, as the index orders them) is cut to
-  // `limit`. Left to itself the planner, unable to see that most due rows pass the breaker filter
-  // or how big a backlog arrived since the last ANALYZE, read and sorted every PENDING row to take
-  // the first few hundred: each claim cost as much as the backlog was long. So sorting is off for
-  // the claim's transaction (only the union's few hundred rows are sorted), and JIT with it: the
-  // penalty that steers the planner away from a sort would otherwise make any plan that must sort
-  // look costly enough to compile (hundreds of milliseconds). Rows the second range locks beyond
+  starvationAgeMs: number = DEFAULT_STARVATION_AGE_MS,
+): Promise<{ due: OperationRecord[]; heldBack: number }> {
+  // Due rows come off two indexes in their order, in three bounded ranges, each stopping at
+  // `limit`: the starved ones off operation_due_idx (never tried, by creation, created before the
+  // cutoff; backed off until a time before the cutoff, by not_before), and every due one off
+  // operation_priority_due_idx (by priority, then as the due index orders them). Their rows, each
+  // once, are put in claim order and cut to `limit`. The priority range reads past the rows of a
+  // higher priority that wait for a time still ahead (a delayed start, a retry's backoff): those
+  // are few unless much high-priority work is delayed. Left to itself the planner, unable to see
+  // that most due rows pass the breaker and limit filters or how big a backlog arrived since the
+  // last ANALYZE, read and sorted every PENDING row to take the first few hundred: each claim cost
+  // as much as the backlog was long. So sorting is off for the claim's transaction, and JIT with
+  // it: the penalty that steers the planner away from a sort would otherwise make any plan that
+  // must sort look costly enough to compile (hundreds of milliseconds). Rows a range locks beyond
   // what the cut keeps stay PENDING and are released at commit.
   await tx.execute(
     sql`select set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`,
   );
-  const due = (when: SQL) => sql`select * from (
-      select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id, b.state as breaker_state
+  const cutoff = new Date(now.getTime() - starvationAgeMs).toISOString();
+  const due = (when: SQL, order: SQL) => sql`select * from (
+      select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id,
+        b.state as breaker_state,
+        exists (select 1 from flow_limit f where f.location_id = o.target_location_id)
+          as flow_limited
       from operation o
       left join circuit_breaker b on b.kind = o.kind and b.location_id = o.target_location_id
       where o.status = 'PENDING' and ${when}
         and (b.state is null or b.state = 'CLOSED' or (b.state = 'HALF_OPEN' and not exists (
           select 1 from operation p
           where p.kind = o.kind and p.target_location_id = o.target_location_id and ${sql.raw(LIVE)})))
-      order by o.not_before asc nulls first, o.created_at
+        and not exists (select 1 from flow_full x
+          where x.location_id = o.target_location_id and (x.kind is null or x.kind = o.kind))
+      order by ${order}
       limit ${limit}
       for update of o skip locked) due`;
+  const inDueOrder = sql`o.not_before asc nulls first, o.created_at`;
   const rows = await tx.execute(sql`
-    ${due(sql`o.not_before is null`)}
+    with ${FULL_SCOPES}
+    ${due(sql`o.not_before is null and o.created_at <= ${cutoff}::timestamptz`, inDueOrder)}
     union all
-    ${due(sql`o.not_before <= ${now.toISOString()}::timestamptz`)}
-    order by not_before asc nulls first, created_at
-    limit ${limit}`);
-  if (!rows.some((r) => r.breaker_state === 'HALF_OPEN')) return rows.map(toOperationRecord);
-  return admitProbes(tx, rows);
+    ${due(sql`o.not_before <= ${cutoff}::timestamptz`, inDueOrder)}
+    union all
+    ${due(
+      sql`(o.not_before is null or o.not_before <= ${now.toISOString()}::timestamptz)`,
+      sql`o.priority desc nulls last, ${inDueOrder}`,
+    )}`);
+  const batch = inClaimOrder(rows, Date.parse(cutoff)).slice(0, limit);
+  const probed = batch.some((r) => r.breaker_state === 'HALF_OPEN')
+    ? await admitProbes(tx, batch)
+    : batch;
+  const admitted = await admitWithinLimits(tx, probed);
+  return { due: admitted.map(toOperationRecord), heldBack: batch.length - admitted.length };
+}
+
+const millis = (value: unknown) => (value == null ? null : (toDate(value) as Date).getTime());
+
+/**
+ * The rows of the three ranges, each once, in claim order: by priority, highest first, a row due
+ * since `cutoff` or before counting as `MAX_PRIORITY`; then as the due index orders them (never
+ * tried first, by creation; then by the end of their wait).
+ */
+function inClaimOrder(rows: Row[], cutoff: number): Row[] {
+  const keyed = new Map<string, { row: Row; priority: number; wait: number | null; at: number }>();
+  for (const row of rows) {
+    const id = String(row.id);
+    if (keyed.has(id)) continue;
+    const wait = millis(row.not_before);
+    const at = millis(row.created_at) as number;
+    const starved = (wait ?? at) <= cutoff;
+    keyed.set(id, { row, priority: starved ? MAX_PRIORITY : Number(row.priority), wait, at });
+  }
+  return [...keyed.values()]
+    .sort(
+      (a, b) =>
+        b.priority - a.priority ||
+        (a.wait ?? Number.NEGATIVE_INFINITY) - (b.wait ?? Number.NEGATIVE_INFINITY) ||
+        a.at - b.at,
+    ) // a stable sort: rows created in one statement keep the order the index gave them
+    .map((k) => k.row);
 }
 
 const pairOf = (r: Row) => `${String(r.kind)}|${String(r.target_location_id)}`;
 
 /** Keeps the first due row of each HALF_OPEN pair that still has no live operation. */
-async function admitProbes(tx: Executor, rows: Row[]): Promise<OperationRecord[]> {
+async function admitProbes(tx: Executor, rows: Row[]): Promise<Row[]> {
   const probes = new Map<string, { kind: string; location_id: string }>();
   for (const r of rows) {
     if (r.breaker_state === 'HALF_OPEN' && !probes.has(pairOf(r))) {
@@ -81,10 +141,5 @@ async function admitProbes(tx: Executor, rows: Row[]): Promise<OperationRecord[]
     where (p.kind, p.target_location_id) in (${recordset}) and ${sql.raw(LIVE)}`);
   const open = new Set(locked.map(pairOf));
   for (const r of busy) open.delete(pairOf(r));
-  const admitted: OperationRecord[] = [];
-  for (const r of rows) {
-    if (r.breaker_state !== 'HALF_OPEN') admitted.push(toOperationRecord(r));
-    else if (open.delete(pairOf(r))) admitted.push(toOperationRecord(r));
-  }
-  return admitted;
+  return rows.filter((r) => r.breaker_state !== 'HALF_OPEN' || open.delete(pairOf(r)));
 }

@@ -59,7 +59,7 @@ function memoryStore(clock: SimulatedClock) {
   const store: ControlPlaneStore = {
     database: {} as ControlPlaneStore['database'],
     countScheduled: async () => [...rows.values()].filter((r) => r.status === 'SCHEDULED').length,
-    claimDue: async () => ({ claimed: [], refused: [] }),
+    claimDue: async () => ({ claimed: [], refused: [], heldBack: 0 }),
     fetchOutbox: async () => [],
     deleteOutbox: async () => 0,
     foldCounts: async () => {

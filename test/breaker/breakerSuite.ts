@@ -345,8 +345,10 @@ export function breakerSuite(backend: BreakerBackend): void {
     expect(Object.keys(parsed)).toEqual([
       'leaders',
       'operations',
+      'waiting',
       'countsDrift',
       'circuitBreakers',
+      'flowLimits',
       'copies',
       'deletions',
       'queues',

@@ -48,7 +48,7 @@ describe('toOperationInsert', () => {
   });
 
   it.each([
-    ['an unknown option', { fields: archive, priority: 1 }, /priority/],
+    ['an unknown option', { fields: archive, urgency: 1 }, /urgency/],
     ['an unknown field', { fields: { ...archive, extra: 'x' } }, /extra/],
     ['a required field missing', { fields: { ...archive, rawDataPackageId: undefined } }, /raw/],
     ['a required field null', { fields: { ...archive, sourceLocationId: null } }, /source/],
@@ -135,8 +135,8 @@ describe('toOperationInsert messages', () => {
     ],
     [
       'an unknown option',
-      { kind: 'transfer', fields: transfer, priority: 1 },
-      "unknown option 'priority'; known: kind, fields, inputs, id, groupId, maxRetries, deadlineMs, route, by",
+      { kind: 'transfer', fields: transfer, urgency: 1 },
+      "unknown option 'urgency'; known: kind, fields, inputs, id, groupId, maxRetries, deadlineMs, notBefore, priority, route, by",
     ],
     [
       'an id that is no uuid',

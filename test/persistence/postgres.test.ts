@@ -457,16 +457,19 @@ describe('persistence on Postgres', () => {
 
 /**
  * Runs `write` with today's store on a database migrated only part of the way: the columns the
- * store reads and writes that a later migration adds (`operation.deadline_ms`, 0011) are there
+ * store reads and writes that later migrations add (`operation.deadline_ms`, 0011;
+ * `operation.priority`, 0013) are there
  * for the writes and dropped after, so the upgrade that follows starts from the older schema with
  * the rows an older release would have written.
  */
 async function withLaterColumns<T>(db: Database, write: () => Promise<T>): Promise<T> {
   await db.execute('alter table operation add column deadline_ms integer');
+  await db.execute('alter table operation add column priority smallint not null default 0');
   try {
     return await write();
   } finally {
     await db.execute('alter table operation drop column deadline_ms');
+    await db.execute('alter table operation drop column priority');
   }
 }
 

@@ -1140,8 +1140,10 @@ export function storeSuite(backend: SuiteBackend): void {
     expect(Object.keys(parsed)).toEqual([
       'leaders',
       'operations',
+      'waiting',
       'countsDrift',
       'circuitBreakers',
+      'flowLimits',
       'copies',
       'deletions',
       'queues',
