@@ -3,6 +3,7 @@ import type { PlannedReset } from '../loops/PlannedReset.ts';
 import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { Deadlines } from '../machines/deadlines.ts';
+import { DEFAULT_DISCOVERY_INTERVAL_MS } from '../machines/routing.ts';
 import type { Logger } from '../observe/Logger.ts';
 import { writeLines } from '../observe/LogLine.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
@@ -25,6 +26,7 @@ import {
   unlistedScheduled,
 } from './planMonitorPass.ts';
 import { planReconcilerResets } from './planReconcilerPass.ts';
+import { drainLegacyQueues, siteRoutesPass } from './siteRoutes.ts';
 
 /** How often each control-plane loop runs when idle, and how much it takes per pass. */
 export interface ControlPlaneTiming {
@@ -95,6 +97,7 @@ export type ControlPlaneStore = Pick<
   | 'listPastDeadline'
   | 'apply'
   | 'foldCounts'
+  | 'routedLocations'
 >;
 
 export interface ControlPlaneOptions {
@@ -345,7 +348,10 @@ function reconcilerLoop(shell: Shell): Loop {
  * - circuit breaker: FAIL/COMPLETE outcomes per (kind, target location) open, half-open and close
  *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`);
  * - count folding: every `countFoldIntervalMs`, the rows the counts per kind × status are
- *   summed from are folded into one per pair.
+ *   summed from are folded into one per pair;
+ * - site routes: every `DEFAULT_DISCOVERY_INTERVAL_MS`, the consumer of each registered
+ *   location's site queues is created (`siteRoutesPass`), and, all along, dispatches queued under
+ *   the legacy names are moved onto their operations' site queues (`drainLegacyQueues`).
  *
  * @example
  * ```ts
@@ -380,6 +386,11 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     ...(term === undefined ? {} : { term }),
   });
   const loops: Loop[] = [
+    shell.leaderLoop({
+      name: 'site routes',
+      intervalMs: DEFAULT_DISCOVERY_INTERVAL_MS,
+      pass: siteRoutesPass(options),
+    }),
     scheduler,
     relayLoop(shell),
     monitorLoop(shell),
@@ -388,10 +399,11 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     breaker,
     countFoldLoop(shell),
   ];
+  const drains = drainLegacyQueues(options);
   return {
     wake: () => scheduler.wake(),
     stop: async () => {
-      await Promise.all(loops.map((l) => l.stop()));
+      await Promise.all([...loops, ...drains].map((l) => l.stop()));
     },
   };
 }

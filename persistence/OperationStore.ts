@@ -2,6 +2,7 @@ import { type Clock, systemClock } from '../machines/Clock.ts';
 import type { Deadlines } from '../machines/deadlines.ts';
 import type { OpstateError } from '../machines/OpstateError.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
+import type { RoutedLocation } from '../machines/routing.ts';
 import {
   type AppliedTransition,
   type ApplyItem,
@@ -11,7 +12,11 @@ import {
   checkId,
   notFound,
 } from './applyEvents.ts';
-import { type CreateOperationInput, toOperationInsert } from './CreateOperationInput.ts';
+import {
+  type CreateOperationInput,
+  routedLocationId,
+  toOperationInsert,
+} from './CreateOperationInput.ts';
 import { type ClaimResult, claimDue } from './claimDue.ts';
 import {
   type CompleteItem,
@@ -40,6 +45,7 @@ import { insertOperations } from './sql/insertOperations.ts';
 import { deleteOutbox, selectOutbox } from './sql/outbox.ts';
 import { selectOperations } from './sql/selectOperations.ts';
 import { type RunningAttempt, selectPastDeadline } from './sql/selectPastDeadline.ts';
+import { selectLocationsAt, selectRoutedLocations } from './sql/selectRoutedLocations.ts';
 
 export interface OperationStoreOptions {
   /** The clock that stamps events (`at`) and decides what is due [systemClock]. */
@@ -106,8 +112,22 @@ export class OperationStore {
    */
   async createMany(inputs: readonly CreateOperationInput[]): Promise<string[]> {
     const now = this.clock();
-    const rows = inputs.map((input) => toOperationInsert(input, now));
+    const locations = await selectRoutedLocations(this.database, inputs.map(routedLocationId));
+    const rows = inputs.map((input) => toOperationInsert(input, now, locations));
     return insertOperations(this.database, rows);
+  }
+
+  /**
+   * The registered locations of a site (every site's when not given), as routing sees them: what
+   * a worker discovers its queues from (`routesAt`).
+   *
+   * @example
+   * ```ts
+   * routesAt(await store.routedLocations('cologne'), [OperationType.DATA_TRANSFER]);
+   * ```
+   */
+  routedLocations(site?: string): Promise<RoutedLocation[]> {
+    return selectLocationsAt(this.database, site);
   }
 
   /**

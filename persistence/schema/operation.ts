@@ -77,6 +77,15 @@ export const operation = pgTable(
      * kind's configured deadline.
      */
     deadlineMs: integer('deadline_ms'),
+    /**
+     * The site and name of the location the operation routes on (`ROUTED_LOCATION_FIELD`: the one
+     * whose storage its handler must reach), set at create time with `location_type` as that
+     * location's type: the queue is `<site>_<location>_<location type>_<operation type>`. Null
+     * together only on rows whose target no longer names a location that can route; those keep
+     * the legacy queue `<location type>_<operation type>`.
+     */
+    routeSite: text('route_site'),
+    routeLocation: text('route_location'),
   },
   (t) => [
     unique('operation_id_kind_key').on(t.id, t.kind),
@@ -85,6 +94,7 @@ export const operation = pgTable(
     check('operation_type_check', oneOf(t.operationType, Object.values(OperationType))),
     check('operation_location_type_check', oneOf(t.locationType, Object.values(LocationType))),
     check('operation_attempt_check', sql`${t.attempt} >= 1`),
+    check('operation_route_check', sql`(${t.routeSite} is null) = (${t.routeLocation} is null)`),
     check(
       'operation_deadline_ms_check',
       sql`${t.deadlineMs} between 1 and ${sql.raw(String(MAX_DEADLINE_MS))}`,
