@@ -69,6 +69,11 @@ export interface ControlPlaneTiming {
    * statement adds a few; at thousands of operations a second a pass folds a few thousand rows.
    */
   readonly countFoldIntervalMs: number;
+  /**
+   * How often the leader creates the consumers of newly registered locations' site queues, and
+   * workers look for locations registered since, to read their queues [30 s].
+   */
+  readonly discoveryIntervalMs: number;
 }
 
 export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
@@ -82,6 +87,7 @@ export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
   breakerThreshold: 5,
   breakerCooldownMs: 60_000,
   countFoldIntervalMs: 5_000,
+  discoveryIntervalMs: DEFAULT_DISCOVERY_INTERVAL_MS,
 });
 
 /** What the control plane reads and writes of the operations (the store, or a test's). */
@@ -349,7 +355,7 @@ function reconcilerLoop(shell: Shell): Loop {
  *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`);
  * - count folding: every `countFoldIntervalMs`, the rows the counts per kind × status are
  *   summed from are folded into one per pair;
- * - site routes: every `DEFAULT_DISCOVERY_INTERVAL_MS`, the consumer of each registered
+ * - site routes: at start, on each wake and every `discoveryIntervalMs`, the consumer of each registered
  *   location's site queues is created (`siteRoutesPass`), and, all along, dispatches queued under
  *   the legacy names are moved onto their operations' site queues (`drainLegacyQueues`).
  *
@@ -385,12 +391,14 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     onRelease: () => scheduler.wake(),
     ...(term === undefined ? {} : { term }),
   });
+  // Woken with the scheduler: work submitted to a location registered since gets its consumer.
+  const routes = shell.leaderLoop({
+    name: 'site routes',
+    intervalMs: timing.discoveryIntervalMs,
+    pass: siteRoutesPass(options),
+  });
   const loops: Loop[] = [
-    shell.leaderLoop({
-      name: 'site routes',
-      intervalMs: DEFAULT_DISCOVERY_INTERVAL_MS,
-      pass: siteRoutesPass(options),
-    }),
+    routes,
     scheduler,
     relayLoop(shell),
     monitorLoop(shell),
@@ -401,7 +409,10 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
   ];
   const drains = drainLegacyQueues(options);
   return {
-    wake: () => scheduler.wake(),
+    wake: () => {
+      scheduler.wake();
+      routes.wake();
+    },
     stop: async () => {
       await Promise.all([...loops, ...drains].map((l) => l.stop()));
     },

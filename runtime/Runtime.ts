@@ -277,6 +277,7 @@ function startTrackedWorker<K extends OperationKind>(
     logger,
     deadlines: shared.timing.deadlines,
     ensuresConsumers: shared.ensuresConsumers,
+    discoveryIntervalMs: shared.timing.discoveryIntervalMs,
     ...workerOptions,
   });
   shared.workers.add(worker);

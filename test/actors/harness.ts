@@ -58,6 +58,7 @@ export const FAST_TIMING: Partial<RuntimeTiming> = {
   leaderPollMs: 250,
   leaderLeaseMs: 3_000,
   maxScheduled: 128,
+  discoveryIntervalMs: 500,
 };
 
 /** A process started by a test, with everything it printed. */
