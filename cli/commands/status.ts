@@ -13,6 +13,7 @@ import {
 } from '../../persistence/sql/controlPlaneQueries.ts';
 import { selectCopyStatus } from '../../persistence/sql/copyStatusQueries.ts';
 import { selectQueueDepths } from '../../persistence/sql/selectQueueDepths.ts';
+import { selectLocationsAt } from '../../persistence/sql/selectRoutedLocations.ts';
 import {
   type AttentionSource,
   attentionOf,
@@ -141,7 +142,11 @@ export function createStatusCommand(
                 beats === null ? null : queueReaders(beats, now, source.timing.heartbeatTimeoutMs);
               return {
                 attention: await attentionOf(database, source.timing, beats, now),
-                queues: queuesStatus(await selectQueueDepths(database, []), readers),
+                queues: queuesStatus(
+                  await selectQueueDepths(database, []),
+                  readers,
+                  await selectLocationsAt(database),
+                ),
               };
             })().finally(() => source.close());
             if (source.warning !== undefined) io.err(`opstate status: ${source.warning}`);
