@@ -19,6 +19,11 @@ export enum OperationType {
  * How often a worker that discovers its queues looks again for locations registered since, and
  * the control plane creates the consumers of their queues (30 s), on the runtime's clock: a
  * location registered while they run is read within one interval.
+ *
+ * @example
+ * ```ts
+ * runtime.startWorker({ site: 'cologne', kinds, handlers, discoveryIntervalMs: DEFAULT_DISCOVERY_INTERVAL_MS });
+ * ```
  */
 export const DEFAULT_DISCOVERY_INTERVAL_MS = 30_000;
 
@@ -94,13 +99,27 @@ export interface Route {
   readonly location?: string;
 }
 
-/** A route that names its site and location. */
+/**
+ * A route that names its site and location.
+ *
+ * @example
+ * ```ts
+ * const r: SiteRoute = siteRoute(OperationType.STAGING, { site: 's', name: 'proc', locationType: LocationType.PROCESSING });
+ * ```
+ */
 export interface SiteRoute extends Route {
   readonly site: string;
   readonly location: string;
 }
 
-/** Whether a route names its site and location (else it is a legacy route). */
+/**
+ * Whether a route names its site and location (else it is a legacy route).
+ *
+ * @example
+ * ```ts
+ * isSiteRoute(defaultRoute(OperationKind.TRANSFER)); // false: the legacy source_data_transfer
+ * ```
+ */
 export function isSiteRoute(route: Route): route is SiteRoute {
   return route.site !== undefined && route.location !== undefined;
 }
@@ -109,6 +128,11 @@ export function isSiteRoute(route: Route): route is SiteRoute {
  * Which subtype field names the location an operation routes on: the one whose storage its
  * handler must reach. The destination for transfer, long-term archive and staging (the processing
  * area it stages into); the location for packaging, bundling and unpacking.
+ *
+ * @example
+ * ```ts
+ * fields[ROUTED_LOCATION_FIELD[OperationKind.TRANSFER]]; // the destinationLocationId
+ * ```
  */
 export const ROUTED_LOCATION_FIELD: Readonly<
   Record<OperationKind, 'destinationLocationId' | 'locationId'>
@@ -121,7 +145,14 @@ export const ROUTED_LOCATION_FIELD: Readonly<
   [OperationKind.STAGING]: 'destinationLocationId',
 });
 
-/** A registered storage location as routing sees it. */
+/**
+ * A registered storage location as routing sees it.
+ *
+ * @example
+ * ```ts
+ * const at: RoutedLocation = { site: 'cologne', name: 'lta', locationType: LocationType.LONG_TERM_ARCHIVE };
+ * ```
+ */
 export interface RoutedLocation {
   readonly site: string;
   readonly name: string;
