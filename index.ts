@@ -111,17 +111,24 @@ export { queueReaders, readersOf } from './machines/queueReaders.ts';
 export type { RecoveryPath } from './machines/recoveryPaths.ts';
 export type { ReplayStep, StoredTransition } from './machines/replayTransitions.ts';
 export { replayTransitions } from './machines/replayTransitions.ts';
-export type { Route } from './machines/routing.ts';
+export type { Route, RoutedLocation, SiteRoute } from './machines/routing.ts';
 export {
   allRoutes,
+  DEFAULT_DISCOVERY_INTERVAL_MS,
   DEFAULT_LOCATION_TYPE,
   DEFAULT_OPERATION_TYPE,
   defaultRoute,
+  isSiteRoute,
   LocationType,
   OperationType,
   QUEUE_OPERATIONS_BY_LOCATION_TYPE,
   queueName,
   queueSubject,
+  ROUTED_LOCATION_FIELD,
+  routeNameProblem,
+  routeOfQueue,
+  routesAt,
+  siteRoute,
 } from './machines/routing.ts';
 export type { EnvelopedSnapshot, SnapshotEnvelope } from './machines/snapshotEnvelope.ts';
 export {

@@ -4,6 +4,7 @@ import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { Deadlines } from '../machines/deadlines.ts';
 import { DEFAULT_STARVATION_AGE_MS } from '../machines/priority.ts';
+import { DEFAULT_DISCOVERY_INTERVAL_MS } from '../machines/routing.ts';
 import type { Logger } from '../observe/Logger.ts';
 import { writeLines } from '../observe/LogLine.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
@@ -26,6 +27,7 @@ import {
   unlistedScheduled,
 } from './planMonitorPass.ts';
 import { planReconcilerResets } from './planReconcilerPass.ts';
+import { drainLegacyQueues, siteRoutesPass } from './siteRoutes.ts';
 
 /** How often each control-plane loop runs when idle, and how much it takes per pass. */
 export interface ControlPlaneTiming {
@@ -73,6 +75,11 @@ export interface ControlPlaneTiming {
    * statement adds a few; at thousands of operations a second a pass folds a few thousand rows.
    */
   readonly countFoldIntervalMs: number;
+  /**
+   * How often the leader creates the consumers of newly registered locations' site queues, and
+   * workers look for locations registered since, to read their queues [30 s].
+   */
+  readonly discoveryIntervalMs: number;
 }
 
 export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
@@ -87,6 +94,7 @@ export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
   breakerThreshold: 5,
   breakerCooldownMs: 60_000,
   countFoldIntervalMs: 5_000,
+  discoveryIntervalMs: DEFAULT_DISCOVERY_INTERVAL_MS,
 });
 
 /** What the control plane reads and writes of the operations (the store, or a test's). */
@@ -102,6 +110,7 @@ export type ControlPlaneStore = Pick<
   | 'listPastDeadline'
   | 'apply'
   | 'foldCounts'
+  | 'routedLocations'
 >;
 
 export interface ControlPlaneOptions {
@@ -356,7 +365,10 @@ function reconcilerLoop(shell: Shell): Loop {
  * - circuit breaker: FAIL/COMPLETE outcomes per (kind, target location) open, half-open and close
  *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`);
  * - count folding: every `countFoldIntervalMs`, the rows the counts per kind × status are
- *   summed from are folded into one per pair.
+ *   summed from are folded into one per pair;
+ * - site routes: at start, on each wake and every `discoveryIntervalMs`, the consumer of each registered
+ *   location's site queues is created (`siteRoutesPass`), and, all along, dispatches queued under
+ *   the legacy names are moved onto their operations' site queues (`drainLegacyQueues`).
  *
  * @example
  * ```ts
@@ -390,7 +402,14 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     onRelease: () => scheduler.wake(),
     ...(term === undefined ? {} : { term }),
   });
+  // Woken with the scheduler: work submitted to a location registered since gets its consumer.
+  const routes = shell.leaderLoop({
+    name: 'site routes',
+    intervalMs: timing.discoveryIntervalMs,
+    pass: siteRoutesPass(options),
+  });
   const loops: Loop[] = [
+    routes,
     scheduler,
     relayLoop(shell),
     monitorLoop(shell),
@@ -399,10 +418,14 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     breaker,
     countFoldLoop(shell),
   ];
+  const drains = drainLegacyQueues(options);
   return {
-    wake: () => scheduler.wake(),
+    wake: () => {
+      scheduler.wake();
+      routes.wake();
+    },
     stop: async () => {
-      await Promise.all(loops.map((l) => l.stop()));
+      await Promise.all([...loops, ...drains].map((l) => l.stop()));
     },
   };
 }

@@ -13,7 +13,7 @@ import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OperationStatus } from '../machines/operationMachine.ts';
 import type { PhysicalCopyStatus } from '../machines/physicalCopyMachine.ts';
 import { type QueueReaders, queueReaders, readersOf } from '../machines/queueReaders.ts';
-import { allRoutes, queueName } from '../machines/routing.ts';
+import { allRoutes, OPERATION_TYPES_IN_USE, queueName, routesAt } from '../machines/routing.ts';
 import { checkId } from '../persistence/applyEvents.ts';
 import { inspectOperation } from '../persistence/inspectOperation.ts';
 import {
@@ -32,6 +32,7 @@ import { selectCopyStatus } from '../persistence/reads/selectCopyStatus.ts';
 import { selectDeletions } from '../persistence/reads/selectDeletions.ts';
 import { selectLineage } from '../persistence/reads/selectLineage.ts';
 import { type QueueDepth, selectQueueDepths } from '../persistence/reads/selectQueueDepths.ts';
+import { selectLocationsAt } from '../persistence/reads/selectRoutedLocations.ts';
 import { selectRoutesOf } from '../persistence/reads/selectRoutesOf.ts';
 import { selectStatusCounts } from '../persistence/reads/selectStatusCounts.ts';
 import { loadResumeRecord } from '../persistence/resumeRecord.ts';
@@ -242,7 +243,8 @@ export function createDashboardData(options: DashboardDataOptions) {
     },
 
     /**
-     * Every routing queue with its live work and the workers serving it (those whose heartbeat
+     * Every routing queue (the legacy ones, every registered location's site queues, and any other
+     * with work or a reader) with its live work and the workers serving it (those whose heartbeat
      * says they read it, idle ones included, and those of an older version that hold work from
      * it), and every worker with the queues it reads.
      */
@@ -253,9 +255,10 @@ export function createDashboardData(options: DashboardDataOptions) {
       const heldIds = [...new Set(all.flatMap((b) => b.held.map((h) => h.operationId)))].filter(
         isUuid,
       );
-      const [depths, routes] = await Promise.all([
+      const [depths, routes, locations] = await Promise.all([
         selectQueueDepths(database, servingIds(all, now, timing.heartbeatTimeoutMs)),
         selectRoutesOf(database, heldIds),
+        selectLocationsAt(database),
       ]);
       const queueOf = (operationId: string) => {
         const r = routes.get(operationId);
@@ -280,7 +283,12 @@ export function createDashboardData(options: DashboardDataOptions) {
       const byQueue = new Map<string, QueueDepth>(depths.map((d) => [queueName(d.route), d]));
       const read = all.flatMap((b) => b.reads?.queues ?? []);
       const names = [
-        ...new Set([...allRoutes().map(queueName), ...byQueue.keys(), ...read]),
+        ...new Set([
+          ...allRoutes().map(queueName),
+          ...routesAt(locations, OPERATION_TYPES_IN_USE).map(queueName),
+          ...byQueue.keys(),
+          ...read,
+        ]),
       ].sort();
       const queues: QueueView[] = names.map((queue) => {
         const depth = byQueue.get(queue);

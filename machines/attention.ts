@@ -7,7 +7,14 @@ import {
 } from './deadlines.ts';
 import { OPERATION_KINDS, type OperationKind } from './OperationKind.ts';
 import { type OperationError, OperationStatus } from './operationMachine.ts';
-import { defaultRoute, queueName, type Route } from './routing.ts';
+import {
+  DEFAULT_OPERATION_TYPE,
+  defaultRoute,
+  isSiteRoute,
+  queueName,
+  type Route,
+  routeOfQueue,
+} from './routing.ts';
 
 /**
  * What an operator must look at, by category. Each category is one rule below; the dashboard
@@ -330,9 +337,21 @@ export interface AttentionQueueRow {
   readonly readersKnown: boolean;
 }
 
-/** The kinds whose default route is this queue (what a worker for it is started with). */
+/**
+ * The kinds a worker for this queue is started with: for a site queue, those dispatched as its
+ * operation type; for a legacy one, those whose legacy default route it is.
+ *
+ * @example
+ * ```ts
+ * kindsOfQueue('cologne_buffer_buffer_data_transfer'); // [OperationKind.TRANSFER]
+ * ```
+ */
 export function kindsOfQueue(queue: string): OperationKind[] {
-  return OPERATION_KINDS.filter((k) => queueName(defaultRoute(k)) === queue);
+  const route = routeOfQueue(queue);
+  if (route === undefined) return [];
+  return isSiteRoute(route)
+    ? OPERATION_KINDS.filter((k) => DEFAULT_OPERATION_TYPE[k] === route.operationType)
+    : OPERATION_KINDS.filter((k) => queueName(defaultRoute(k)) === queue);
 }
 
 /**
@@ -364,10 +383,11 @@ export function classifyQueue(row: AttentionQueueRow, facts: AttentionFacts): At
   if (!row.readersKnown && waited <= facts.timing.heartbeatTimeoutMs) return null;
   const queue = queueName(row.route);
   const kinds = kindsOfQueue(queue);
+  const site = isSiteRoute(row.route) ? ` --site ${row.route.site}` : '';
   const start =
     kinds.length === 0
       ? 'start a worker whose routes include it'
-      : `start a worker for it (\`opstate worker --kinds ${kinds.join(',')} --handlers …\`)`;
+      : `start a worker for it (\`opstate worker${site} --kinds ${kinds.join(',')} --handlers …\`)`;
   return {
     category: AttentionCategory.QUEUE_UNSERVED,
     subject: { type: 'queue', id: queue },

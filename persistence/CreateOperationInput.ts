@@ -5,7 +5,15 @@ import { describeValue } from '../machines/describeValue.ts';
 import { isOperationKind, OPERATION_KINDS, OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { DEFAULT_PRIORITY, priorityProblem } from '../machines/priority.ts';
-import { allRoutes, defaultRoute, queueName, type Route } from '../machines/routing.ts';
+import {
+  allRoutes,
+  DEFAULT_LOCATION_TYPE,
+  DEFAULT_OPERATION_TYPE,
+  queueName,
+  type Route,
+  type RoutedLocation,
+  siteRoute,
+} from '../machines/routing.ts';
 import { currentEnvelope } from '../machines/snapshotEnvelope.ts';
 import { submitterProblem } from '../machines/submitter.ts';
 import { isoText } from './isoText.ts';
@@ -50,7 +58,11 @@ export interface CreateOperationOptions {
    * control plane's `starvationAgeMs` is claimed as if at `MAX_PRIORITY`, so none waits forever.
    */
   readonly priority?: number;
-  /** Routing, when not the kind's default (must be one of the frozen routes). */
+  /**
+   * Routing, when not the kind's default (must be one of the frozen routes). The queue is always
+   * the routed location's (`ROUTED_LOCATION_FIELD`): this picks the operation type, and its
+   * location type must be that location's.
+   */
   readonly route?: Route;
   /**
    * Who submits, as the creation transition records it (`opstate inspect` shows it): a service
@@ -229,6 +241,33 @@ function optionProblems(input: Record<string, unknown>): string[] {
   return problems;
 }
 
+/**
+ * The id a create request names for the location it routes on (`ROUTED_LOCATION_FIELD`), as
+ * given: unchecked, for looking the location up before the request is validated.
+ */
+export function routedLocationId(input: unknown): unknown {
+  if (!isPlainObject(input) || !isOperationKind(input.kind) || !isPlainObject(input.fields)) {
+    return undefined;
+  }
+  return input.fields[SUBTYPE_SPEC[input.kind].targetLocationKey];
+}
+
+/** The site route of a create request on its routed location (see `toOperationInsert`). */
+function routeOf(input: CreateOperationInput, location: RoutedLocation | undefined): Route {
+  const operationType = input.route?.operationType ?? DEFAULT_OPERATION_TYPE[input.kind];
+  if (location === undefined) {
+    return input.route ?? { operationType, locationType: DEFAULT_LOCATION_TYPE[input.kind] };
+  }
+  if (input.route !== undefined && input.route.locationType !== location.locationType) {
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `route ${queueName(input.route)} is for a ${input.route.locationType} location, but ${SUBTYPE_SPEC[input.kind].targetLocationKey} names ${location.site}/${location.name}, a ${location.locationType} location; the queue follows that location: leave route out, or give its locationType ${location.locationType}`,
+      { details: { route: input.route, location } },
+    );
+  }
+  return siteRoute(operationType, location);
+}
+
 // The first snapshot depends only on (kind, maxRetries) and is plain data that is only ever
 // serialised, so it is computed once per pair: the machine's initialTransition costs ~100 µs,
 // which would otherwise dominate a batched create.
@@ -247,14 +286,21 @@ function initialState(kind: OperationKind, maxRetries: number | undefined): Deci
 /**
  * Validates a create request and builds its row, initial snapshot included. Throws `BAD_INPUT`
  * naming every problem in the caller's terms (a field that is required, a field the kind does not
- * have with the ones it does, a value with what is allowed); nothing is written then.
+ * have with the ones it does, a value with what is allowed); nothing is written then. The route
+ * is the site route of the location it routes on, looked up in `locations` by id (`siteRoute`:
+ * refused when that location cannot take the operation type); a location not there is left to the
+ * insert, which refuses an unknown one.
  *
  * @example
  * ```ts
  * const row = toOperationInsert({ kind: OperationKind.TRANSFER, fields: {...} }, new Date(clock.now()));
  * ```
  */
-export function toOperationInsert(input: CreateOperationInput, now: Date): OperationInsert {
+export function toOperationInsert(
+  input: CreateOperationInput,
+  now: Date,
+  locations: ReadonlyMap<string, RoutedLocation> = new Map(),
+): OperationInsert {
   const given: unknown = input;
   const kind = isPlainObject(given) ? given.kind : undefined;
   if (!isOperationKind(kind)) {
@@ -279,7 +325,7 @@ export function toOperationInsert(input: CreateOperationInput, now: Date): Opera
   }
   const data = input.fields as Readonly<Record<string, string | null | undefined>>;
   const inputs = [...new Set(input.inputs ?? [])];
-  const route = input.route ?? defaultRoute(kind);
+  const route = routeOf(input, locations.get(data[spec.targetLocationKey] as string));
   const state = initialState(kind, input.maxRetries);
   const envelope = currentEnvelope();
   return {
@@ -287,6 +333,8 @@ export function toOperationInsert(input: CreateOperationInput, now: Date): Opera
     kind,
     operation_type: route.operationType,
     location_type: route.locationType,
+    route_site: route.site ?? null,
+    route_location: route.location ?? null,
     status: state.status,
     attempt: state.context.attempt,
     retry_count: state.context.retryCount,

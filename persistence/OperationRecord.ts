@@ -38,7 +38,27 @@ export interface OperationRecord {
 export const OPERATION_COLUMNS = `o.id, o.kind, o.operation_type, o.location_type, o.status,
   o.attempt, o.retry_count, o.max_retries, o.version, o.snapshot, o.machine_id,
   o.machine_version, o.xstate_version, o.group_id, o.not_before, o.created_at, o.scheduled_at,
-  o.started_at, o.finished_at, o.last_error, o.worker_id, o.deadline_ms, o.priority`;
+  o.started_at, o.finished_at, o.last_error, o.worker_id, o.deadline_ms, o.priority, o.route_site,
+  o.route_location`;
+
+/**
+ * The route a row's columns name (`operation_type`, `location_type`, `route_site`,
+ * `route_location`): a site route when it has a site, else a legacy one.
+ *
+ * @example
+ * ```ts
+ * queueName(routeOfRow(row)); // 'cologne_lta_long_term_archive_long_term_archive_transfer'
+ * ```
+ */
+export function routeOfRow(row: Row): Route {
+  const route = {
+    operationType: row.operation_type as OperationType,
+    locationType: row.location_type as LocationType,
+  };
+  return row.route_site == null || row.route_location == null
+    ? route
+    : { ...route, site: String(row.route_site), location: String(row.route_location) };
+}
 
 /** A timestamp from either driver (Date, or a string) as a Date. */
 export function toDate(value: unknown): Date | null {
@@ -51,10 +71,7 @@ export function toOperationRecord(row: Row): OperationRecord {
   return {
     id: String(row.id),
     kind: row.kind as OperationKind,
-    route: {
-      operationType: row.operation_type as OperationType,
-      locationType: row.location_type as LocationType,
-    },
+    route: routeOfRow(row),
     status: row.status as OperationStatus,
     attempt: Number(row.attempt),
     retryCount: Number(row.retry_count),

@@ -2,6 +2,7 @@ import { type Clock, systemClock } from '../machines/Clock.ts';
 import type { Deadlines } from '../machines/deadlines.ts';
 import type { OpstateError } from '../machines/OpstateError.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
+import type { RoutedLocation } from '../machines/routing.ts';
 import type { ActiveOperation, InProgressOperation, RunningAttempt } from './ActiveOperation.ts';
 import {
   type AppliedTransition,
@@ -12,7 +13,11 @@ import {
   checkId,
   notFound,
 } from './applyEvents.ts';
-import { type CreateOperationInput, toOperationInsert } from './CreateOperationInput.ts';
+import {
+  type CreateOperationInput,
+  routedLocationId,
+  toOperationInsert,
+} from './CreateOperationInput.ts';
 import { type ClaimOptions, type ClaimResult, claimDue } from './claimDue.ts';
 import {
   type CompleteItem,
@@ -25,6 +30,7 @@ import type { OperationRecord } from './OperationRecord.ts';
 import type { OutboxEntry } from './OutboxEntry.ts';
 import type { OutputCopy } from './OutputCopy.ts';
 import type { Database } from './openDatabase.ts';
+import { selectLocationsAt, selectRoutedLocations } from './reads/selectRoutedLocations.ts';
 import { selectStatusCounts } from './reads/selectStatusCounts.ts';
 import type { StatusCounts, TallyDrift } from './StatusCounts.ts';
 import {
@@ -104,8 +110,22 @@ export class OperationStore {
    */
   async createMany(inputs: readonly CreateOperationInput[]): Promise<string[]> {
     const now = this.clock();
-    const rows = inputs.map((input) => toOperationInsert(input, now));
+    const locations = await selectRoutedLocations(this.database, inputs.map(routedLocationId));
+    const rows = inputs.map((input) => toOperationInsert(input, now, locations));
     return insertOperations(this.database, rows);
+  }
+
+  /**
+   * The registered locations of a site (every site's when not given), as routing sees them: what
+   * a worker discovers its queues from (`routesAt`).
+   *
+   * @example
+   * ```ts
+   * routesAt(await store.routedLocations('cologne'), [OperationType.DATA_TRANSFER]);
+   * ```
+   */
+  routedLocations(site?: string): Promise<RoutedLocation[]> {
+    return selectLocationsAt(this.database, site);
   }
 
   /**

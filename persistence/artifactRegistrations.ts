@@ -1,5 +1,5 @@
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import { isLocationType, type LocationType } from '../machines/routing.ts';
+import { isLocationType, type LocationType, routeNameProblem } from '../machines/routing.ts';
 import { checkId } from './applyEvents.ts';
 import type { Registration } from './findOrInsert.ts';
 import type { Row } from './openDatabase.ts';
@@ -64,7 +64,8 @@ const optionalId = (value: string | undefined, what: string) =>
 
 /**
  * The location registration, its input checked (`BAD_INPUT` for a type that is not a
- * `LocationType` or an empty site, name or root); its natural key is (site, name).
+ * `LocationType`, an empty root, or a site or name that cannot name a queue: `routeNameProblem`);
+ * its natural key is (site, name).
  *
  * @example
  * ```ts
@@ -77,6 +78,8 @@ export function locationRegistration(input: Omit<DataLocation, 'id'>): Registrat
   }
   const site = text(input.site, 'site');
   const name = text(input.name, 'name');
+  const problem = routeNameProblem('site', site) ?? routeNameProblem('location', name);
+  if (problem !== undefined) throw badInput(problem);
   return {
     what: 'location',
     named: `${site}/${name}`,

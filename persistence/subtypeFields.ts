@@ -1,6 +1,7 @@
 import { getTableColumns, getTableName, type InferInsertModel } from 'drizzle-orm';
 import { z } from 'zod';
 import { OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
+import { ROUTED_LOCATION_FIELD } from '../machines/routing.ts';
 import { SUBTYPE_TABLE, type SubtypeTables } from './schema/operationSubtypes.ts';
 
 /**
@@ -44,8 +45,9 @@ export interface SubtypeSpec {
   /** The fields by key, for validation. */
   readonly byKey: ReadonlyMap<string, SubtypeField>;
   /**
-   * The field naming the location the operation acts on — `destinationLocationId` when the
-   * subtype has one, else `locationId` — which, with the kind, a circuit breaker guards.
+   * The field naming the location the operation acts on (`ROUTED_LOCATION_FIELD`: the one whose
+   * storage its handler must reach): its queue is that location's, and with the kind it is the
+   * pair a circuit breaker guards.
    */
   readonly targetLocationKey: string;
 }
@@ -76,11 +78,9 @@ function specOf(kind: OperationKind): SubtypeSpec {
     const type = column.columnType === 'PgUUID' ? 'uuid' : 'text';
     fields.push({ key, column: column.name, type, required: column.notNull });
   }
-  const target = ['destinationLocationId', 'locationId'].find((key) =>
-    fields.some((f) => f.key === key && f.required),
-  );
-  if (target === undefined) {
-    throw new Error(`subtype ${getTableName(table)} names no required target location column`);
+  const target = ROUTED_LOCATION_FIELD[kind];
+  if (!fields.some((f) => f.key === target && f.required)) {
+    throw new Error(`subtype ${getTableName(table)} has no required ${target} to route on`);
   }
   return {
     table: getTableName(table),

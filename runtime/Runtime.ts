@@ -140,6 +140,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     timing,
     prefix,
     inProcess: natsUrl === undefined,
+    ensuresConsumers: options.ensureTransport !== false,
     workers: new Set(),
     planes: new Set(),
     deleters: new Set(),
@@ -147,6 +148,9 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
   };
   const wake = () => {
     for (const w of shared.wakers) w.wake();
+    // A local worker reads a location registered since its last discovery pass at once, not an
+    // interval later (a failed pass is logged by the worker's own timer, which tries again).
+    for (const w of shared.workers) void w.discover().catch(() => undefined);
   };
   const withDefaults = (input: CreateOperationInput): CreateOperationInput => {
     const maxRetries = input.maxRetries ?? options.maxRetries;
@@ -215,6 +219,8 @@ interface Shared {
   readonly timing: RuntimeTiming;
   readonly prefix: string;
   readonly inProcess: boolean;
+  /** Whether this process creates consumers on NATS (`ensureTransport`): its workers do too. */
+  readonly ensuresConsumers: boolean;
   readonly workers: Set<Worker>;
   readonly planes: Set<ControlPlane>;
   readonly deleters: Set<CopyDeleter>;
@@ -277,6 +283,8 @@ function startTrackedWorker<K extends OperationKind>(
     clock,
     logger,
     deadlines: shared.timing.deadlines,
+    ensuresConsumers: shared.ensuresConsumers,
+    discoveryIntervalMs: shared.timing.discoveryIntervalMs,
     ...workerOptions,
   });
   shared.workers.add(worker);

@@ -61,7 +61,7 @@ function checkHeld(held: readonly HeldOperation[], instance: string | undefined)
  * A queue name as a heartbeat may carry it: its shape, not a list of today's routes, so that a
  * worker serving a route this reader does not know yet (a newer release's) still reads as alive.
  */
-const QUEUE_NAME = /^[a-z][a-z0-9_]{0,199}$/;
+const QUEUE_NAME = /^[A-Za-z0-9][A-Za-z0-9_-]{0,199}$/;
 
 /** Why `reads` cannot be written or trusted, or undefined when it names queues and known kinds once each. */
 function readsFault(queues: unknown, kinds: unknown): string | undefined {
@@ -80,7 +80,7 @@ function checkReads(reads: WorkerReads | undefined): void {
   if (fault !== undefined) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
-      `Heartbeat reads ${JSON.stringify(reads)}: ${fault}; list each queue the worker consumes once, by its queueName(route) (\`<location type>_<operation type>\`), and each of its kinds once (one of ${OPERATION_KINDS.join(', ')}).`,
+      `Heartbeat reads ${JSON.stringify(reads)}: ${fault}; list each queue the worker consumes once, by its queueName(route) (\`<site>_<location>_<location type>_<operation type>\`), and each of its kinds once (one of ${OPERATION_KINDS.join(', ')}).`,
       { details: { queues: reads.queues, kinds: reads.kinds } },
     );
   }

@@ -1,10 +1,10 @@
 import { randomUUID } from 'node:crypto';
 import { crashable, faultsOf } from '../loops/drill.ts';
-import type { Clock } from '../machines/Clock.ts';
+import type { Clock, TimerHandle } from '../machines/Clock.ts';
 import type { Deadlines } from '../machines/deadlines.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import { defaultRoute, queueName, type Route } from '../machines/routing.ts';
+import { queueName, type Route } from '../machines/routing.ts';
 import type { Logger } from '../observe/Logger.ts';
 import type { JournalRepository } from '../persistence/JournalRepository.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
@@ -12,6 +12,7 @@ import { DeliverySlots } from '../transport/DeliverySlots.ts';
 import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { Subscription, Transport } from '../transport/Transport.ts';
 import { abortMovedOn, fenceOverdue, handleDelivery, type WorkerCore } from './handleDelivery.ts';
+import { DEFAULT_DISCOVERY_INTERVAL_MS, planDiscovery } from './planDiscovery.ts';
 import { createWorkerBatches } from './WorkerBatches.ts';
 import { startWorkerHeartbeat } from './WorkerHeartbeat.ts';
 import { createWorkerRegistry, type WorkerRegistry } from './workerRegistry.ts';
@@ -40,8 +41,23 @@ export interface WorkerOptions<K extends OperationKind> {
    * With fewer slots than queues, the queues take turns.
    */
   readonly concurrency?: number;
-  /** Routes to consume; default: each kind's default route. */
+  /**
+   * Routes to consume, fixed; default: discovered from the locations registered for `site` (every
+   * site's when not given) and the kinds, at start and every `discoveryIntervalMs`.
+   */
   readonly routes?: readonly Route[];
+  /** The site whose locations' queues it reads (see `WorkerPlacement`). */
+  readonly site?: string;
+  /** Only these locations of the site, by name. */
+  readonly locations?: readonly string[];
+  /** How often it looks for locations registered since [`DEFAULT_DISCOVERY_INTERVAL_MS`]. */
+  readonly discoveryIntervalMs?: number;
+  /**
+   * Whether it creates the consumers of the queues it discovers (default true). A worker with
+   * least-privilege NATS credentials does not: it reads each queue once the control plane's
+   * routes pass has created its consumer (within one discovery interval).
+   */
+  readonly ensuresConsumers?: boolean;
   readonly workerId?: string;
 }
 
@@ -55,6 +71,10 @@ export interface Worker {
    * or when it was stopped first.
    */
   readonly ready: Promise<void>;
+  /** The queues it reads now (discovered ones included). */
+  queues(): readonly string[];
+  /** Looks for locations registered since, at once, and reads their queues. */
+  discover(): Promise<void>;
   /** Stops taking work, aborts running handlers and hands their operations back. */
   stop(): Promise<void>;
 }
@@ -74,14 +94,39 @@ function workerIdOf(options: { readonly workerId?: string | undefined }): string
   return id;
 }
 
-/** The routes a worker consumes: the given ones, else each kind's default route, once each. */
-function routesOf<K extends OperationKind>(options: WorkerOptions<K>): readonly Route[] {
-  return (
-    options.routes ??
-    options.kinds
-      .map(defaultRoute)
-      .filter((r, i, all) => all.findIndex((o) => queueName(o) === queueName(r)) === i)
-  );
+/**
+ * The routes a worker consumes now: the given ones, else those `planDiscovery` finds among the
+ * registered locations (`CONFIG` when it refuses the placement).
+ */
+async function routesOf<K extends OperationKind>(options: WorkerOptions<K>): Promise<Route[]> {
+  if (options.routes !== undefined) return [...options.routes];
+  const { site, locations } = options;
+  const registered = await options.store.routedLocations(site);
+  const found = planDiscovery(registered, { site, locations }, options.kinds);
+  if (found.type === 'refused') {
+    throw new OpstateError(OpstateErrorCode.CONFIG, `worker refused: ${found.reason}`, {
+      details: { site, locations },
+    });
+  }
+  return [...found.routes];
+}
+
+/** Reads the routes not read yet: ensures their consumers, then consumes them. */
+async function readNew(
+  core: WorkerCore,
+  reading: Map<string, Subscription>,
+  routes: readonly Route[],
+  consume: (route: Route) => Subscription,
+  ensures: boolean,
+): Promise<string[]> {
+  const fresh = routes.filter((r) => !reading.has(queueName(r)));
+  if (fresh.length === 0) return [];
+  if (ensures) await core.transport.ensure(fresh);
+  for (const route of fresh) {
+    if (core.state.stopping) break;
+    reading.set(queueName(route), consume(route));
+  }
+  return fresh.map(queueName);
 }
 
 /**
@@ -118,8 +163,7 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   const { store, transport, logger, kinds } = options;
   const id = workerIdOf(options);
   const concurrency = options.concurrency ?? 4;
-  const routes = routesOf(options);
-  const queues = [...new Set(routes.map(queueName))];
+  const fixed = options.routes === undefined ? [] : [...new Set(options.routes.map(queueName))];
   const handlers = options.handlers as Partial<Record<OperationKind, OperationHandler>>;
   // One bound for the whole worker, shared by all its queues.
   const slots = new DeliverySlots(concurrency);
@@ -139,37 +183,37 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
       transport,
       clock: options.clock,
       logger,
-      reads: { queues, kinds: [...new Set(kinds)] },
+      reads: { queues: fixed, kinds: [...new Set(kinds)] },
       afterBeat: () => abortMovedOn(core, slots),
       onOverdue: (ageMs) => fenceOverdue(core, ageMs),
     }),
     batches: createWorkerBatches(store, concurrency),
     state: { stopping: false, crashed: false },
   };
-  const subscriptions: Subscription[] = [];
+  const reading = new Map<string, Subscription>();
+  const consume = (route: Route) =>
+    transport.consume(route, { concurrency, slots }, (d) => handleDelivery(core, d));
+  const discovery = startDiscovery(core, options, reading, consume);
   // Nothing is pulled before the id is claimed: a second process under a live worker's id takes
-  // no work and writes no heartbeat.
-  const ready = core.heartbeat.claimed.then(
-    () => {
+  // no work and writes no heartbeat. A placement refused (an unknown site) takes none either.
+  const ready = core.heartbeat.claimed
+    .then(async () => {
       if (core.state.stopping) return;
-      for (const route of routes) {
-        subscriptions.push(
-          transport.consume(route, { concurrency, slots }, (d) => handleDelivery(core, d)),
-        );
-      }
+      await discovery.first();
       logger.log('INFO', 'worker started', {
         workerId: id,
-        queues,
+        queues: [...reading.keys()],
         concurrency,
+        ...(options.site === undefined ? {} : { site: options.site }),
       });
-    },
-    (err: unknown) => {
+    })
+    .catch(async (err: unknown) => {
       if (!core.state.stopping) {
         logger.log('ERROR', 'worker refused to start', { workerId: id, err });
+        await stopReading(core, reading, discovery);
       }
       throw err;
-    },
-  );
+    });
   // The caller sees the refusal through `ready`; an unread one is not an unhandled rejection.
   ready.catch(() => undefined);
   const abortAll = (reason: string) => {
@@ -181,13 +225,13 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     id,
     registry: core.registry,
     ready,
+    queues: () => [...reading.keys()],
+    discover: () => discovery.now(),
     async stop() {
       if (core.state.stopping) return;
-      core.state.stopping = true;
       abortAll('worker stopping');
       // None are added once stopping (a claim still pending consumes nothing when it lands).
-      await Promise.all(subscriptions.map((s) => s.stop()));
-      await core.heartbeat.stop({ remove: true });
+      await stopReading(core, reading, discovery);
       await ready.catch(() => undefined);
     },
   };
@@ -199,7 +243,81 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
     core.state.stopping = true;
     await core.heartbeat.stop({ remove: false });
     abortAll('worker crashed');
-    await Promise.all(subscriptions.map((s) => s.stop()));
+    discovery.stop();
+    await Promise.all([...reading.values()].map((s) => s.stop()));
     logger.log('WARNING', 'worker crashed (drill)', { workerId: id });
   });
+}
+
+/** The discovery of a worker's queues: the first pass, one at once, and the timer. */
+interface WorkerDiscovery {
+  first(): Promise<void>;
+  now(): Promise<void>;
+  stop(): void;
+}
+
+/**
+ * Reads the worker's routes: fixed ones once; discovered ones at start (`first`, which rejects
+ * with `CONFIG` on a refused placement), then every discovery interval on the worker's clock, each
+ * new queue said in the heartbeat and logged. A pass that fails (the database unreachable) is
+ * logged and tried again at the next interval.
+ */
+function startDiscovery<K extends OperationKind>(
+  core: WorkerCore,
+  options: WorkerOptions<K>,
+  reading: Map<string, Subscription>,
+  consume: (route: Route) => Subscription,
+): WorkerDiscovery {
+  const kinds = [...new Set(options.kinds)];
+  const intervalMs = options.discoveryIntervalMs ?? DEFAULT_DISCOVERY_INTERVAL_MS;
+  let passing: Promise<void> | undefined;
+  const pass = (): Promise<void> => {
+    passing ??= (async () => {
+      const routes = await routesOf(options);
+      const ensures = options.ensuresConsumers !== false && options.routes === undefined;
+      const added = await readNew(core, reading, routes, consume, ensures);
+      if (added.length > 0 && !core.state.stopping) {
+        await core.heartbeat.reading({ queues: [...reading.keys()], kinds });
+        core.logger.log('INFO', 'worker reads new queues', { workerId: core.id, queues: added });
+      }
+    })().finally(() => {
+      passing = undefined;
+    });
+    return passing;
+  };
+  let timer: TimerHandle;
+  const schedule = () => {
+    if (options.routes !== undefined || core.state.stopping) return;
+    timer = core.clock.setTimeout(() => {
+      pass()
+        .catch((err: unknown) => {
+          core.logger.log('WARNING', 'worker could not look for new queues', {
+            workerId: core.id,
+            err,
+          });
+        })
+        .finally(schedule);
+    }, intervalMs);
+  };
+  // Nothing is read before the first pass, which runs once the worker id is claimed.
+  let started = false;
+  return {
+    first: () => {
+      started = true;
+      return pass().then(schedule);
+    },
+    now: () => (started && !core.state.stopping ? pass() : Promise.resolve()),
+    stop: () => core.clock.clearTimeout(timer),
+  };
+}
+
+async function stopReading(
+  core: WorkerCore,
+  reading: Map<string, Subscription>,
+  discovery: WorkerDiscovery,
+): Promise<void> {
+  core.state.stopping = true;
+  discovery.stop();
+  await Promise.all([...reading.values()].map((s) => s.stop()));
+  await core.heartbeat.stop({ remove: true });
 }

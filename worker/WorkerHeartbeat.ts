@@ -24,6 +24,11 @@ export interface WorkerHeartbeatLoop {
    * process of another instance holds it. No beat is written before, and none after a refusal.
    */
   readonly claimed: Promise<void>;
+  /**
+   * Says from now on that the worker reads these queues (a queue discovered while it runs), and
+   * beats at once so that readers see it. Rejects as a beat does.
+   */
+  reading(reads: WorkerReads): Promise<void>;
   /** Holds an operation (pulled, about to start, or running); the next beat lists it. */
   hold(op: HeldOperation, delivery: Touchable): void;
   /**
@@ -201,6 +206,14 @@ function coalesced(write: () => Promise<void>): {
   return { run, idle: async () => void (await inFlight?.catch(() => undefined)) };
 }
 
+/** Removes the worker's heartbeat key; a failure is left to the key's age limit. */
+async function removeKey(options: WorkerHeartbeatOptions): Promise<void> {
+  const { transport, logger, workerId } = options;
+  await transport.heartbeats.remove(workerId).catch((err: unknown) => {
+    logger.log('DEBUG', 'worker heartbeat removal failed; the key ages out', { workerId, err });
+  });
+}
+
 /** Claims the worker id for this instance, waiting out a broker outage until stopped. */
 function claimId(
   options: WorkerHeartbeatOptions,
@@ -241,7 +254,8 @@ function claimId(
  * ```
  */
 export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHeartbeatLoop {
-  const { workerId, transport, clock, logger, afterBeat, onOverdue, reads } = options;
+  const { workerId, transport, clock, logger, afterBeat, onOverdue } = options;
+  let reads = options.reads;
   const instance = randomUUID();
   let landedAt = clock.now();
   // What the last beat that landed listed, and whether the list had to be cut to the cap.
@@ -308,6 +322,10 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
   return {
     instance,
     claimed,
+    async reading(next) {
+      reads = next;
+      await beat();
+    },
     hold(op, delivery) {
       entries.set(op.operationId, { op, delivery });
     },
@@ -328,14 +346,7 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
       await writes.idle();
       await checking;
       // A refused claim never wrote the key: it is the other process's, never to be removed.
-      if (remove && (await claim)) {
-        await transport.heartbeats.remove(workerId).catch((err: unknown) => {
-          logger.log('DEBUG', 'worker heartbeat removal failed; the key ages out', {
-            workerId,
-            err,
-          });
-        });
-      }
+      if (remove && (await claim)) await removeKey(options);
     },
   };
 }

@@ -1,11 +1,17 @@
 import type { QueueReaders } from '../../machines/queueReaders.ts';
-import { allRoutes, queueName } from '../../machines/routing.ts';
+import {
+  allRoutes,
+  OPERATION_TYPES_IN_USE,
+  queueName,
+  type RoutedLocation,
+  routesAt,
+} from '../../machines/routing.ts';
 import type { QueueDepth } from '../../persistence/reads/selectQueueDepths.ts';
 import type { Io } from '../Command.ts';
 
 /** A routing queue in `opstate status --json`. */
 export interface QueueStatus {
-  /** `<location type>_<operation type>`. */
+  /** `<site>_<location>_<location type>_<operation type>`, or a legacy `<location type>_<operation type>`. */
   readonly queue: string;
   /** SCHEDULED: dispatched, not started. */
   readonly waiting: number;
@@ -18,7 +24,10 @@ export interface QueueStatus {
 
 /** The queues of `opstate status`, and the live workers that do not say which queues they read. */
 export interface QueuesStatus {
-  /** Every queue of the routing table and every other one with work or a reader, by name. */
+  /**
+   * Every legacy queue, every registered location's site queue, and every other one with work or
+   * a reader, by name.
+   */
   readonly queues: readonly QueueStatus[];
   /** Live workers whose heartbeat does not say which queues they read (older workers). */
   readonly readersUnknown: readonly string[];
@@ -30,17 +39,20 @@ export interface QueuesStatus {
  *
  * @example
  * ```ts
- * queuesStatus(await selectQueueDepths(database, []), queueReaders(beats, now, timeoutMs));
+ * queuesStatus(await selectQueueDepths(database, []), queueReaders(beats, now, timeoutMs),
+ *   await selectLocationsAt(database));
  * ```
  */
 export function queuesStatus(
   depths: readonly QueueDepth[],
   readers: QueueReaders | null,
+  locations: readonly RoutedLocation[] = [],
 ): QueuesStatus {
   const byQueue = new Map(depths.map((d) => [queueName(d.route), d]));
   const names = [
     ...new Set([
       ...allRoutes().map(queueName),
+      ...routesAt(locations, OPERATION_TYPES_IN_USE).map(queueName),
       ...byQueue.keys(),
       ...(readers?.byQueue.keys() ?? []),
     ]),

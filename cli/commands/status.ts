@@ -10,6 +10,7 @@ import { FlowLimitRepository } from '../../persistence/FlowLimitRepository.ts';
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import { selectCopyStatus } from '../../persistence/reads/selectCopyStatus.ts';
 import { selectQueueDepths } from '../../persistence/reads/selectQueueDepths.ts';
+import { selectLocationsAt } from '../../persistence/reads/selectRoutedLocations.ts';
 import {
   selectLiveTallyDrift,
   selectStatusCounts,
@@ -148,7 +149,11 @@ export function createStatusCommand(
                 beats === null ? null : queueReaders(beats, now, source.timing.heartbeatTimeoutMs);
               return {
                 attention: await attentionOf(database, source.timing, beats, now),
-                queues: queuesStatus(await selectQueueDepths(database, []), readers),
+                queues: queuesStatus(
+                  await selectQueueDepths(database, []),
+                  readers,
+                  await selectLocationsAt(database),
+                ),
               };
             })().finally(() => source.close());
             if (source.warning !== undefined) io.err(`opstate status: ${source.warning}`);

@@ -85,6 +85,9 @@ type WorkerOptions = {
   deleterLeaseMs?: number;
   deleterIntervalMs?: number;
   inProcess?: boolean;
+  site?: string;
+  locations?: string[];
+  discoveryIntervalMs?: number;
 };
 
 /**
@@ -93,6 +96,9 @@ type WorkerOptions = {
  */
 async function runWorker(values: WorkerOptions, io: Io): Promise<number> {
   const { kinds } = values;
+  if (values.locations !== undefined && values.site === undefined) {
+    throw new UsageError('--locations names locations of one site: give --site too');
+  }
   const { table, faults, close } = await loadHandlers(values.handlers);
   const missing = kinds.filter((k) => table[k] === undefined);
   if (missing.length > 0) {
@@ -110,6 +116,11 @@ async function runWorker(values: WorkerOptions, io: Io): Promise<number> {
     handlers: table as Record<OperationKind, OperationHandler>,
     concurrency: values.concurrency,
     ...(values.id === undefined ? {} : { workerId: values.id }),
+    ...(values.site === undefined ? {} : { site: values.site }),
+    ...(values.locations === undefined ? {} : { locations: values.locations }),
+    ...(values.discoveryIntervalMs === undefined
+      ? {}
+      : { discoveryIntervalMs: values.discoveryIntervalMs }),
     ...withFaults(values.faults === true ? faults : undefined),
   });
   if (faults !== undefined && values.faults !== true) {
@@ -122,7 +133,7 @@ async function runWorker(values: WorkerOptions, io: Io): Promise<number> {
   // Listening for SIGINT/SIGTERM before the ready line: a supervisor may signal as soon as it reads it.
   const stopping = untilSignal();
   io.out(
-    `worker ${worker.id} started for ${kinds.join(', ')} (${runtime.mode.database}, ${runtime.mode.transport})${server === undefined ? '' : `; metrics on port ${server.port}`}`,
+    `worker ${worker.id} started for ${kinds.join(', ')}${values.site === undefined ? '' : ` at site ${values.site}`} (${runtime.mode.database}, ${runtime.mode.transport})${server === undefined ? '' : `; metrics on port ${server.port}`}`,
   );
   if (values.deleteCopies === true) {
     const deleter = runtime.startCopyDeleter({
@@ -133,7 +144,8 @@ async function runWorker(values: WorkerOptions, io: Io): Promise<number> {
     });
     io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
   }
-  // A live process already running under this id refuses this one (CONFIG, exit 2).
+  // A live process already running under this id, or an unknown site or location, refuses this
+  // one (CONFIG, exit 2).
   const refused = worker.ready.then(
     () => new Promise<never>(() => {}),
     (err: unknown) => err,
@@ -169,6 +181,20 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
     .option(
       '--id <name>',
       'the worker id in transitions and in its heartbeat (letters, digits, - _ =)',
+    )
+    .option(
+      '--site <site>',
+      "read only the queues of this site's locations (discovered from those registered, and again every discovery interval); without it, every site's and the legacy queues",
+    )
+    .option(
+      '--locations <names>',
+      'with --site: only these of its locations, name,name…',
+      (v: string) => v.split(',').map((n) => n.trim()),
+    )
+    .option(
+      '--discovery-interval-ms <n>',
+      'how often it looks for locations registered since (default 30000)',
+      wholeNumber(1),
     )
     .option('--faults', "honour the module's faults export (crash drills only)")
     .option(

@@ -1,7 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { AttentionQueueRow } from '../../machines/attention.ts';
-import type { LocationType, OperationType } from '../../machines/routing.ts';
-import { toDate } from '../OperationRecord.ts';
+import { routeOfRow, toDate } from '../OperationRecord.ts';
 import type { Executor } from '../openDatabase.ts';
 import { uuidArray } from '../sql/selectOperations.ts';
 
@@ -14,7 +13,7 @@ export interface QueueDepth extends Omit<AttentionQueueRow, 'readers' | 'readers
 }
 
 /**
- * The live work per routing queue (`<location type>_<operation type>`), for every queue that has
+ * The live work per routing queue (`queueName`: `<site>_<location>_<location type>_<operation type>`, or a legacy one), for every queue that has
  * any: how many operations are SCHEDULED (dispatched, not started) and since when the oldest of
  * them, how many IN_PROGRESS, and whether one of `servingIds` — the operations that workers with
  * a live heartbeat hold — is of the queue. Reads the index of live operations (a bounded few:
@@ -32,25 +31,24 @@ export async function selectQueueDepths(
 ): Promise<QueueDepth[]> {
   const rows = await exec.execute(sql`
     with q as (
-      select o.location_type, o.operation_type,
+      select o.route_site, o.route_location, o.location_type, o.operation_type,
         count(*) filter (where o.status = 'SCHEDULED')::int as waiting,
         count(*) filter (where o.status = 'IN_PROGRESS')::int as in_progress,
         min(o.scheduled_at) filter (where o.status = 'SCHEDULED') as oldest
       from operation o where o.status in ('SCHEDULED', 'IN_PROGRESS')
-      group by 1, 2
+      group by 1, 2, 3, 4
     ),
     served as (
-      select distinct o.location_type, o.operation_type from operation o
-      where o.id = any(${uuidArray(servingIds)}::uuid[])
+      select distinct o.route_site, o.route_location, o.location_type, o.operation_type
+      from operation o where o.id = any(${uuidArray(servingIds)}::uuid[])
     )
     select q.*, exists (select 1 from served s where s.location_type = q.location_type
-      and s.operation_type = q.operation_type) as served
-    from q order by q.location_type, q.operation_type`);
+      and s.operation_type = q.operation_type
+      and s.route_site is not distinct from q.route_site
+      and s.route_location is not distinct from q.route_location) as served
+    from q order by q.route_site nulls first, q.route_location, q.location_type, q.operation_type`);
   return rows.map((r) => ({
-    route: {
-      locationType: r.location_type as LocationType,
-      operationType: r.operation_type as OperationType,
-    },
+    route: routeOfRow(r),
     waiting: Number(r.waiting),
     inProgress: Number(r.in_progress),
     oldestWaiting: toDate(r.oldest),

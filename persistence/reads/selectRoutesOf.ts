@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
-import type { LocationType, OperationType, Route } from '../../machines/routing.ts';
+import type { Route } from '../../machines/routing.ts';
+import { routeOfRow } from '../OperationRecord.ts';
 import type { Executor } from '../openDatabase.ts';
 import { uuidArray } from '../sql/selectOperations.ts';
 
@@ -18,7 +19,7 @@ export interface OperationRoute {
  * @example
  * ```ts
  * const routes = await selectRoutesOf(database, heldIds);
- * queueName(routes.get(id)!.route); // 'buffer_data_transfer_unpacking'
+ * queueName(routes.get(id)!.route); // 'cologne_buffer_buffer_data_transfer_unpacking'
  * ```
  */
 export async function selectRoutesOf(
@@ -27,16 +28,14 @@ export async function selectRoutesOf(
 ): Promise<Map<string, OperationRoute>> {
   if (ids.length === 0) return new Map();
   const rows = await exec.execute(sql`
-    select o.id, o.location_type, o.operation_type, o.status, o.attempt from operation o
+    select o.id, o.location_type, o.operation_type, o.route_site, o.route_location, o.status,
+      o.attempt from operation o
     where o.id = any(${uuidArray(ids)}::uuid[])`);
   return new Map(
     rows.map((r) => [
       String(r.id),
       {
-        route: {
-          locationType: r.location_type as LocationType,
-          operationType: r.operation_type as OperationType,
-        },
+        route: routeOfRow(r),
         status: r.status as OperationStatus,
         attempt: Number(r.attempt),
       },

@@ -81,6 +81,15 @@ export const operation = pgTable(
     deadlineMs: integer('deadline_ms'),
     /** Higher is claimed first among due operations (FIFO within one), given at submit. */
     priority: smallint('priority').notNull().default(0),
+    /**
+     * The site and name of the location the operation routes on (`ROUTED_LOCATION_FIELD`: the one
+     * whose storage its handler must reach), set at create time with `location_type` as that
+     * location's type: the queue is `<site>_<location>_<location type>_<operation type>`. Null
+     * together only on rows whose target no longer names a location that can route; those keep
+     * the legacy queue `<location type>_<operation type>`.
+     */
+    routeSite: text('route_site'),
+    routeLocation: text('route_location'),
   },
   (t) => [
     unique('operation_id_kind_key').on(t.id, t.kind),
@@ -89,6 +98,7 @@ export const operation = pgTable(
     check('operation_type_check', oneOf(t.operationType, Object.values(OperationType))),
     check('operation_location_type_check', oneOf(t.locationType, Object.values(LocationType))),
     check('operation_attempt_check', sql`${t.attempt} >= 1`),
+    check('operation_route_check', sql`(${t.routeSite} is null) = (${t.routeLocation} is null)`),
     check(
       'operation_priority_check',
       sql`${t.priority} between ${sql.raw(String(MIN_PRIORITY))} and ${sql.raw(String(MAX_PRIORITY))}`,

@@ -10,6 +10,9 @@ export interface OperationInsert {
   kind: string;
   operation_type: string;
   location_type: string;
+  /** The routed location's site and name (a site route), or null for a legacy route. */
+  route_site: string | null;
+  route_location: string | null;
   status: string;
   attempt: number;
   retry_count: number;
@@ -69,16 +72,16 @@ export async function insertOperations(
         retry_count int, max_retries int, snapshot jsonb, machine_id text, machine_version int,
         xstate_version text, group_id uuid, target_location_id uuid, not_before timestamptz,
         deadline_ms int, priority smallint, created_at timestamptz,
-        created_by text, fields jsonb, inputs jsonb)
+        created_by text, fields jsonb, inputs jsonb, route_site text, route_location text)
     ),
     o as (
       insert into operation (id, kind, operation_type, location_type, status, attempt,
         retry_count, max_retries, snapshot, machine_id, machine_version, xstate_version, version,
         group_id, target_location_id, not_before, deadline_ms, priority, created_at,
-        status_changed_at)
+        status_changed_at, route_site, route_location)
       select id, kind, operation_type, location_type, status, attempt, retry_count, max_retries,
         snapshot, machine_id, machine_version, xstate_version, 0, group_id, target_location_id,
-        not_before, deadline_ms, priority, created_at, created_at
+        not_before, deadline_ms, priority, created_at, created_at, route_site, route_location
       from i
       returning id
     ),

@@ -1,7 +1,6 @@
 import { sql } from 'drizzle-orm';
-import type { LocationType, OperationType } from '../../machines/routing.ts';
 import { type LeaseFence, leaseHolds } from '../LeaseFence.ts';
-import { toDate } from '../OperationRecord.ts';
+import { routeOfRow, toDate } from '../OperationRecord.ts';
 import type { OutboxEntry, OutboxPayload } from '../OutboxEntry.ts';
 import type { Executor } from '../openDatabase.ts';
 
@@ -20,7 +19,7 @@ export async function selectOutbox(
       : sql`b.created_at <= ${writtenBy.toISOString()}::timestamptz`;
   const rows = await exec.execute(sql`
     select b.id, b.operation_id, b.attempt, b.queue, b.operation_type, b.location_type, b.payload,
-      b.created_at, (o.status <> 'SCHEDULED' or o.attempt <> b.attempt) as stale
+      o.route_site, o.route_location, b.created_at, (o.status <> 'SCHEDULED' or o.attempt <> b.attempt) as stale
     from dispatch_outbox b join operation o on o.id = b.operation_id
     where ${cutoff}
     order by b.id
@@ -30,10 +29,7 @@ export async function selectOutbox(
     operationId: String(r.operation_id),
     attempt: Number(r.attempt),
     queue: String(r.queue),
-    route: {
-      operationType: r.operation_type as OperationType,
-      locationType: r.location_type as LocationType,
-    },
+    route: routeOfRow(r),
     payload: (typeof r.payload === 'string' ? JSON.parse(r.payload) : r.payload) as OutboxPayload,
     createdAt: toDate(r.created_at) as Date,
     stale: r.stale === true,

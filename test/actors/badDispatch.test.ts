@@ -1,7 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
-import { defaultRoute } from '../../machines/routing.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { transportNames } from '../../transport/TransportNames.ts';
 import { archiveOperation, deploymentPerTest, waitFor } from './harness.ts';
@@ -13,7 +12,10 @@ describe('a worker given dispatches it cannot use', () => {
     const dep = await deploy();
     dep.runtime.startControlPlane();
     const worker = await dep.readyWorker();
-    const route = defaultRoute(OperationKind.LONG_TERM_ARCHIVE);
+    const real = await archiveOperation(dep);
+    // The real operation's site queue, which the worker reads (the legacy queues are the control
+    // plane's to drain).
+    const { route } = await dep.runtime.get(real.id);
     const dispatch = (operationId: string, kind = OperationKind.LONG_TERM_ARCHIVE) => ({
       operationId,
       kind,
@@ -23,7 +25,6 @@ describe('a worker given dispatches it cannot use', () => {
     const ghost = randomUUID();
     await dep.runtime.transport.publish(route, dispatch(ghost)); // no such operation
     await dep.runtime.transport.publish(route, dispatch('not-a-uuid')); // malformed id
-    const real = await archiveOperation(dep);
     // A dispatch naming the real operation under the wrong kind (another attempt number, so the
     // broker's dedup of `<id>:<attempt>` cannot swallow the real dispatch).
     await dep.runtime.transport.publish(route, {

@@ -62,6 +62,7 @@ function memoryStore(clock: SimulatedClock) {
     claimDue: async () => ({ claimed: [], refused: [], heldBack: 0 }),
     fetchOutbox: async () => [],
     deleteOutbox: async () => 0,
+    routedLocations: async () => [],
     foldCounts: async () => {
       folds.push(clock.now());
       return 0;

@@ -8,7 +8,7 @@ import type { JetStreamTransport } from '../../transport/jetstream/createJetStre
 import { handlersModule, opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor as waitUntil } from '../helpers/waitFor.ts';
-import { makeWorld } from '../persistence/fixtures.ts';
+import { makeWorld, type World } from '../persistence/fixtures.ts';
 import { uniquePrefix } from '../transport/helpers.ts';
 
 let current: Deployment | undefined;
@@ -58,6 +58,7 @@ export const FAST_TIMING: Partial<RuntimeTiming> = {
   leaderPollMs: 250,
   leaderLeaseMs: 3_000,
   maxScheduled: 128,
+  discoveryIntervalMs: 500,
 };
 
 /** A process started by a test, with everything it printed. */
@@ -225,9 +226,10 @@ export async function kill9(child: Child): Promise<void> {
 export async function archiveOperation(
   dep: Pick<Deployment, 'runtime'>,
   maxRetries?: number,
-  options: { readonly deadlineMs?: number } = {},
+  options: { readonly deadlineMs?: number; readonly world?: World } = {},
 ) {
-  const w = await makeWorld(dep.runtime.database);
+  const { world, ...rest } = options;
+  const w = world ?? (await makeWorld(dep.runtime.database));
   const { pkg, sourceCopy } = await newPackage(dep.runtime, { source: w.source.id });
   const id = await dep.runtime.submit({
     kind: OperationKind.LONG_TERM_ARCHIVE,
@@ -238,7 +240,7 @@ export async function archiveOperation(
     },
     inputs: [sourceCopy],
     ...(maxRetries === undefined ? {} : { maxRetries }),
-    ...options,
+    ...rest,
   });
   return { id, pkg, archive: w.archive.id };
 }

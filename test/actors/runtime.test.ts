@@ -112,12 +112,14 @@ describe('worker ids', () => {
       workerId: 'dup-7',
     });
     await first.ready;
-    // Idle, its heartbeat already says which queues it reads.
+    // Idle, its heartbeat already says which queues it reads: without a site, every site's
+    // transfer queues and the legacy one.
+    expect(first.queues()).toContain('source_data_transfer');
     expect(
       (await runtime.transport.heartbeats.list()).find((b) => b.workerId === 'dup-7'),
     ).toMatchObject({
       held: [],
-      reads: { queues: ['source_data_transfer'], kinds: [OperationKind.TRANSFER] },
+      reads: { queues: first.queues(), kinds: [OperationKind.TRANSFER] },
     });
     const consuming = runtime.transport.openSubscriptions;
     const second = runtime.startWorker({

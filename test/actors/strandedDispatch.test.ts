@@ -1,9 +1,8 @@
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
-import { OperationKind } from '../../machines/OperationKind.ts';
-import { defaultRoute, queueName } from '../../machines/routing.ts';
 import type { RuntimeTiming } from '../../runtime/Runtime.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
+import { makeWorld, type World } from '../persistence/fixtures.ts';
 import { observe } from '../transport/helpers.ts';
 import {
   archiveOperation,
@@ -23,12 +22,29 @@ import {
 const deploy = deploymentPerTest();
 
 const ONE_QUEUE = { FIXTURE_KINDS: 'long_term_archive' };
-const QUEUE = queueName(defaultRoute(OperationKind.LONG_TERM_ARCHIVE));
+/** One world per deployment: its archive's site queue is the one queue the drill's workers read. */
+const worlds = new Map<Deployment, Promise<World>>();
+const worldOf = (dep: Deployment): Promise<World> => {
+  const w = worlds.get(dep) ?? makeWorld(dep.runtime.database);
+  worlds.set(dep, w);
+  return w;
+};
+const queueOf = async (dep: Deployment) =>
+  `${(await worldOf(dep)).archive.site}_lta_long_term_archive_long_term_archive_transfer`;
+/** A worker for long-term archives held to the drill's site: it reads that one queue. */
+const oneQueueWorker = async (
+  dep: Deployment,
+  env: Record<string, string> = {},
+  args: string[] = [],
+) =>
+  dep.readyWorker({ ...ONE_QUEUE, ...env }, ['--site', (await worldOf(dep)).archive.site, ...args]);
+const archiveAt = async (dep: Deployment) =>
+  archiveOperation(dep, undefined, { world: await worldOf(dep) });
 const status = async (dep: Deployment, id: string) => (await dep.runtime.store.load(id)).status;
 const jsmOf = (dep: Deployment) =>
   jetstreamManager((dep.runtime.transport as JetStreamTransport).connection);
-const queueInfo = (jsm: JetStreamManager, dep: Deployment) =>
-  jsm.consumers.info(`${dep.prefix}_dispatch`, QUEUE);
+const queueInfo = async (jsm: JetStreamManager, dep: Deployment) =>
+  jsm.consumers.info(`${dep.prefix}_dispatch`, await queueOf(dep));
 
 /**
  * Freezes `worker` while it has a pull request open and submits an operation, until the broker
@@ -44,7 +60,7 @@ async function strandWithFrozen(dep: Deployment, worker: Child) {
       worker.proc.kill('SIGCONT');
       continue;
     }
-    const op = await archiveOperation(dep);
+    const op = await archiveAt(dep);
     await waitFor(async () => {
       const info = await queueInfo(jsm, dep);
       return info.num_ack_pending > 0 || (info.num_pending > 0 && info.num_waiting === 0);
@@ -64,7 +80,7 @@ const TIMING: Partial<RuntimeTiming> = {
 };
 
 async function recoveredByMonitor(dep: Deployment, id: string) {
-  await dep.readyWorker(ONE_QUEUE);
+  await oneQueueWorker(dep);
   await waitFor(async () => (await status(dep, id)) === 'COMPLETED', 'recovery', 40_000);
   const view = await dep.runtime.get(id);
   // A frozen worker's pull request may outlive the timeout and take the next attempt's dispatch
@@ -83,7 +99,7 @@ describe('a dispatch stranded with a worker that never read it', () => {
   it('the worker frozen past the heartbeat timeout: the monitor resets it, another worker completes it, the woken worker lets it go', async () => {
     const dep = await deploy(TIMING);
     dep.runtime.startControlPlane();
-    const frozen = await dep.readyWorker(ONE_QUEUE);
+    const frozen = await oneQueueWorker(dep);
     const op = await strandWithFrozen(dep, frozen);
     expect(await status(dep, op.id)).toBe('SCHEDULED');
     await recoveredByMonitor(dep, op.id);
@@ -103,7 +119,7 @@ describe('a dispatch stranded with a worker that never read it', () => {
   it('the worker killed (SIGKILL) before reading it: the monitor resets it within about the timeout', async () => {
     const dep = await deploy(TIMING);
     dep.runtime.startControlPlane();
-    const doomed = await dep.readyWorker(ONE_QUEUE);
+    const doomed = await oneQueueWorker(dep);
     const op = await strandWithFrozen(dep, doomed);
     doomed.proc.kill('SIGKILL');
     await doomed.exited;
@@ -116,7 +132,7 @@ describe('a dispatch stranded with a worker that never read it', () => {
     // the client must still take what the broker handed it during the freeze.
     const dep = await deploy({ ...TIMING, heartbeatTimeoutMs: 30_000 });
     dep.runtime.startControlPlane();
-    const frozen = await dep.readyWorker(ONE_QUEUE);
+    const frozen = await oneQueueWorker(dep);
     const op = await strandWithFrozen(dep, frozen);
     await observe(6_000);
     frozen.proc.kill('SIGCONT');
@@ -134,10 +150,10 @@ describe('a dispatch stranded with a worker that never read it', () => {
     const dep = await deploy(TIMING);
     dep.runtime.startControlPlane();
     // One slot, busy for 1.5 heartbeat timeouts: the second dispatch waits in the queue.
-    await dep.readyWorker({ ...ONE_QUEUE, FIXTURE_HOLD_MS: '6000' }, ['--concurrency', '1']);
-    const busy = await archiveOperation(dep);
+    await oneQueueWorker(dep, { FIXTURE_HOLD_MS: '6000' }, ['--concurrency', '1']);
+    const busy = await archiveAt(dep);
     await waitFor(async () => (await status(dep, busy.id)) === 'IN_PROGRESS', 'the busy one');
-    const queued = await archiveOperation(dep);
+    const queued = await archiveAt(dep);
     await waitFor(async () => (await status(dep, queued.id)) === 'COMPLETED', 'both', 60_000);
     const view = await dep.runtime.get(queued.id);
     expect(view.transitions.map((t) => `${t.event}@${t.attempt}`)).toEqual([

@@ -3,6 +3,7 @@ import { ArchiveState } from '../../machines/ArchiveState.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { DEFAULT_DEADLINES_MS } from '../../machines/deadlines.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import { DEFAULT_LOCATION_TYPE, LocationType } from '../../machines/routing.ts';
 import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
@@ -391,12 +392,19 @@ export async function plantEveryState(database: Database) {
 
   // An archive that found another object at its key: never overwritten, FAILED for an operator.
   const conflictPkg = await w.artifacts.addRawDataPackage({ name: `rdp-conflict-${randomUUID()}` });
+  // An archive of its own, apart from the one whose breaker is planted open.
+  const conflictArchive = await w.artifacts.addLocation({
+    site: w.archive.site,
+    name: 'lta-conflict',
+    locationType: LocationType.LONG_TERM_ARCHIVE,
+    storageRoot: '/data/lta-conflict',
+  });
   const conflict = await store.create({
     kind: OperationKind.LONG_TERM_ARCHIVE,
     fields: {
       rawDataPackageId: conflictPkg,
       sourceLocationId: w.buffer.id,
-      destinationLocationId: w.processing.id,
+      destinationLocationId: conflictArchive.id,
     },
   });
   await startOf(conflict, 1, 'worker-e');
@@ -427,6 +435,16 @@ export async function plantEveryState(database: Database) {
     },
   });
 
+  // As operations stored before site routes, on the legacy queues (`<location type>_<operation
+  // type>`): the queue views are pinned here on those names; the site queues' rows are pinned in
+  // units.test.ts and served end to end in test/actors/siteRoutes.test.ts.
+  const legacyType = Object.entries(DEFAULT_LOCATION_TYPE)
+    .map(([kind, type]) => `when '${kind}' then '${type}'`)
+    .join(' ');
+  await database.execute(
+    `update operation set route_site = null, route_location = null,
+       location_type = case kind ${legacyType} end`,
+  );
   return {
     world: w,
     store: new OperationStore(database),

@@ -192,6 +192,77 @@ describe('the queue lines of opstate status', () => {
     ]);
   });
 
+  it("lists every registered location's site queues, with their depth and their readers", () => {
+    const cologne = { site: 'cologne', location: 'lta' };
+    const archive = {
+      ...cologne,
+      locationType: LocationType.LONG_TERM_ARCHIVE,
+      operationType: OperationType.LONG_TERM_ARCHIVE_TRANSFER,
+    };
+    const readers = queueReaders(
+      [
+        {
+          workerId: 'w-bonn',
+          at: NOW,
+          reads: { queues: ['bonn_lta_long_term_archive_long_term_archive_transfer'] },
+        },
+      ],
+      NOW,
+      timing.heartbeatTimeoutMs,
+    );
+    const status = queuesStatus(
+      [
+        {
+          route: archive,
+          waiting: 4,
+          inProgress: 0,
+          oldestWaiting: new Date(NOW - MIN),
+          served: false,
+        },
+      ],
+      readers,
+      [
+        { site: 'cologne', name: 'lta', locationType: LocationType.LONG_TERM_ARCHIVE },
+        { site: 'bonn', name: 'lta', locationType: LocationType.LONG_TERM_ARCHIVE },
+      ],
+    );
+    expect(status.queues.filter((q) => q.queue.includes('_lta_'))).toEqual([
+      {
+        queue: 'bonn_lta_long_term_archive_long_term_archive_transfer',
+        waiting: 0,
+        inProgress: 0,
+        oldestWaiting: null,
+        readers: ['w-bonn'],
+      },
+      {
+        queue: 'cologne_lta_long_term_archive_long_term_archive_transfer',
+        waiting: 4,
+        inProgress: 0,
+        oldestWaiting: new Date(NOW - MIN).toISOString(),
+        readers: [],
+      },
+    ]);
+    // The location nobody serves is on the attention list, with the worker to start.
+    const item = classifyQueue(
+      {
+        route: archive,
+        waiting: 4,
+        oldestWaiting: new Date(NOW - MIN),
+        served: false,
+        ...readersOf(readers, 'cologne_lta_long_term_archive_long_term_archive_transfer'),
+      },
+      { now: NOW, timing, heartbeats: new Map<string, number>() },
+    );
+    expect(item?.subject).toEqual({
+      type: 'queue',
+      id: 'cologne_lta_long_term_archive_long_term_archive_transfer',
+    });
+    expect(item?.why).toContain(
+      '`opstate worker --site cologne --kinds long_term_archive --handlers …`',
+    );
+    expect(kindsOfQueue('cologne_buf_buffer_data_transfer')).toEqual([OperationKind.TRANSFER]);
+  });
+
   it('says who reads a queue is not known when heartbeats are not visible', () => {
     const status = queuesStatus(depths, null);
     expect(status.queues.every((q) => q.readers === null)).toBe(true);

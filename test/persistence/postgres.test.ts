@@ -6,11 +6,13 @@ import { promisify } from 'node:util';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import { queueName } from '../../machines/routing.ts';
 import { TransitionCursor } from '../../observe/TransitionCursor.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { DeletionPolicyRepository } from '../../persistence/DeletionPolicyRepository.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
 import { MIGRATIONS_FOLDER, migrate } from '../../persistence/migrate.ts';
+import type { OperationRecord } from '../../persistence/OperationRecord.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import {
@@ -256,6 +258,47 @@ describe('persistence on Postgres', () => {
     expect(await store.recountCounts()).toEqual([]);
   });
 
+  it('upgrading to site routes routes every operation not COMPLETED on its location, its unpublished dispatch too, and keeps the rest', async () => {
+    const fresh = await createTestDatabase();
+    const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
+    try {
+      const cut = await migrateBefore(db, '0012_operation_route');
+      const w = await makeWorld(db);
+      const store = new OperationStore(db);
+      const [scheduled, done, pending] = await withLaterColumns(db, async () => {
+        const ids = await store.createMany([
+          inputFor(OperationKind.TRANSFER, w),
+          inputFor(OperationKind.UNPACK, w),
+          inputFor(OperationKind.STAGING, w),
+        ]);
+        const [a, b] = ids as [string, string];
+        await store.apply(a, { type: 'SCHEDULE' });
+        await store.apply(b, { type: 'SCHEDULE' });
+        await store.apply(b, { type: 'START', attempt: 1, workerId: 'w' });
+        await store.apply(b, { type: 'COMPLETE', attempt: 1 });
+        // As an older release stored them: no site, the legacy route of the kind.
+        await db.execute(`update operation set location_type = 'source' where kind = 'transfer'`);
+        await db.execute(
+          `update dispatch_outbox set queue = 'source_data_transfer', location_type = 'source'`,
+        );
+        return ids as [string, string, string];
+      }, ['route_site text', 'route_location text']);
+      expect((await migrate(db)).applied).toBe(MIGRATIONS - cut);
+      const rows = await store.loadMany([scheduled, done, pending]);
+      const queue = (id: string) => queueName((rows.get(id) as OperationRecord).route);
+      expect(queue(scheduled)).toBe(`${w.buffer.site}_buffer_buffer_data_transfer`);
+      expect(queue(pending)).toBe(`${w.buffer.site}_processing_processing_staging`);
+      expect(queue(done)).toBe('buffer_data_transfer_unpacking');
+      const outbox = (await store.fetchOutbox(10)).find((e) => e.operationId === scheduled);
+      expect(outbox?.queue).toBe(`${w.buffer.site}_buffer_buffer_data_transfer`);
+      expect(outbox && queueName(outbox.route)).toBe(outbox?.queue);
+      expect((await migrate(db)).applied).toBe(0);
+    } finally {
+      await db.close();
+      await dropTestDatabase(fresh);
+    }
+  });
+
   it('upgrading to counts from the tally counts the operations stored before it, and a write racing the upgrade once', async () => {
     const fresh = await createTestDatabase();
     const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
@@ -458,18 +501,27 @@ describe('persistence on Postgres', () => {
 /**
  * Runs `write` with today's store on a database migrated only part of the way: the columns the
  * store reads and writes that later migrations add (`operation.deadline_ms`, 0011;
- * `operation.priority`, 0013) are there
- * for the writes and dropped after, so the upgrade that follows starts from the older schema with
- * the rows an older release would have written.
+ * `operation.route_site` and `route_location`, 0012; `operation.priority`, 0013) are there for the writes and dropped after,
+ * so the upgrade that follows starts from the older schema with the rows an older release would
+ * have written.
  */
-async function withLaterColumns<T>(db: Database, write: () => Promise<T>): Promise<T> {
-  await db.execute('alter table operation add column deadline_ms integer');
-  await db.execute('alter table operation add column priority smallint not null default 0');
+async function withLaterColumns<T>(
+  db: Database,
+  write: () => Promise<T>,
+  later = [
+    'deadline_ms integer',
+    'route_site text',
+    'route_location text',
+    'priority smallint not null default 0',
+  ],
+): Promise<T> {
+  for (const c of later) await db.execute(`alter table operation add column ${c}`);
   try {
     return await write();
   } finally {
-    await db.execute('alter table operation drop column deadline_ms');
-    await db.execute('alter table operation drop column priority');
+    for (const c of later) {
+      await db.execute(`alter table operation drop column ${c.split(' ')[0]}`);
+    }
   }
 }
 

@@ -4,9 +4,11 @@ import { resolveDeadlines } from '../../machines/deadlines.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
+import { LocationType, queueName } from '../../machines/routing.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { migrate } from '../../persistence/migrate.ts';
+import type { OperationRecord } from '../../persistence/OperationRecord.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
@@ -194,6 +196,51 @@ export function storeSuite(backend: SuiteBackend): void {
     ]);
   });
 
+  it('routes each operation on the location whose storage its handler must reach, and refuses one no worker would read', async () => {
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const site = w.buffer.site;
+    const kinds = [
+      [OperationKind.RAW_DATA_PACKAGE, `${site}_source_source_raw_data_package_creation`],
+      [OperationKind.DATA_TRANSFER_PACKAGE, `${site}_source_source_data_transfer_package_creation`],
+      [OperationKind.TRANSFER, `${site}_buffer_buffer_data_transfer`],
+      [OperationKind.UNPACK, `${site}_buffer_buffer_data_transfer_unpacking`],
+      [OperationKind.LONG_TERM_ARCHIVE, `${site}_lta_long_term_archive_long_term_archive_transfer`],
+      [OperationKind.STAGING, `${site}_processing_processing_staging`],
+    ] as const;
+    const ids = await store.createMany(kinds.map(([k]) => inputFor(k, w)));
+    const records = await store.loadMany(ids);
+    expect(ids.map((id) => queueName((records.get(id) as OperationRecord).route))).toEqual(
+      kinds.map(([, q]) => q),
+    );
+
+    const before = await tableCounts(db());
+    const wrong = await expectCode(
+      store.create({
+        kind: OperationKind.STAGING,
+        fields: {
+          rawDataPackageId: w.pkg,
+          sourceLocationId: w.archive.id,
+          destinationLocationId: w.buffer.id,
+        },
+      }),
+      OpstateErrorCode.BAD_INPUT,
+    );
+    expect(wrong.message).toBe(
+      `location ${site}/buffer is a buffer location, where no worker serves staging: route it to a processing location`,
+    );
+    await expectCode(
+      w.artifacts.addLocation({
+        site: 'two_words',
+        name: 'x',
+        locationType: LocationType.BUFFER,
+        storageRoot: '/x',
+      }),
+      OpstateErrorCode.BAD_INPUT,
+    );
+    expect(await tableCounts(db())).toEqual(before);
+  });
+
   it('walks the lifecycle with columns in step with the snapshot, history, outbox and breadcrumbs', async () => {
     await drain(db());
     let now = new Date('2030-01-01T00:00:00Z');
@@ -212,7 +259,7 @@ export function storeSuite(backend: SuiteBackend): void {
     const mine = outbox.find((e) => e.operationId === id);
     expect(mine).toMatchObject({
       attempt: 1,
-      queue: 'source_data_transfer',
+      queue: `${w.buffer.site}_buffer_buffer_data_transfer`,
       stale: false,
       payload: { operationId: id, kind: 'transfer', operationType: 'data_transfer', attempt: 1 },
     });

@@ -1,7 +1,7 @@
 import type { JetStreamManager } from '@nats-io/jetstream';
 import type { NatsConnection, Subscription as NatsSubscription } from '@nats-io/transport-node';
 import { type Clock, systemClock, type TimerHandle } from '../../machines/Clock.ts';
-import { allRoutes, queueName, type Route } from '../../machines/routing.ts';
+import { queueName, type Route, routeOfQueue } from '../../machines/routing.ts';
 import { decodeDispatch } from '../DispatchMessage.ts';
 import type { TransportEventHub } from '../TransportEventHub.ts';
 import type { TransportNames } from '../TransportNames.ts';
@@ -51,7 +51,6 @@ const DEFAULT_PACING: WatcherPacing = { recheckMs: 5_000, maxSuspects: 1_000, cl
  */
 export class MaxDeliveriesWatcher {
   #sub: NatsSubscription | undefined;
-  readonly #routes = new Map<string, Route>(allRoutes().map((r) => [queueName(r), r]));
   readonly #suspects = new Map<string, Suspect>();
   readonly #pacing: WatcherPacing;
   #timer: TimerHandle;
@@ -110,7 +109,7 @@ export class MaxDeliveriesWatcher {
 
   #onAdvisory(advisory: MaxDeliveriesAdvisory): void {
     const { stream_seq: seq, consumer, deliveries } = advisory;
-    const route = typeof consumer === 'string' ? this.#routes.get(consumer) : undefined;
+    const route = typeof consumer === 'string' ? routeOfQueue(consumer) : undefined;
     if (advisory.stream !== this.names.stream || route === undefined) return;
     if (typeof seq !== 'number' || !Number.isSafeInteger(seq) || seq < 1) return;
     const key = `${queueName(route)}:${seq}`;

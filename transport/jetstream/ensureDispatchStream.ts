@@ -12,7 +12,7 @@ import {
   type StreamConfig,
 } from '@nats-io/jetstream';
 import { nanos } from '@nats-io/transport-node';
-import { allRoutes, type Route } from '../../machines/routing.ts';
+import { dispatchSubjects, type Route } from '../../machines/routing.ts';
 import type { TransportTiming } from '../Transport.ts';
 import type { TransportNames } from '../TransportNames.ts';
 
@@ -41,17 +41,20 @@ export interface DispatchStreamLimits {
   readonly maxBytes: number;
 }
 
-/** The subjects the stream captures: exactly the routes' subjects, the ones consumers read. */
+/**
+ * The subjects the stream captures: each legacy route's subject and each frozen pair's site-route
+ * subjects (`dispatchSubjects`), the ones consumers read.
+ */
 function routeSubjects(names: TransportNames): string[] {
-  return allRoutes()
-    .map((r) => names.subject(r))
-    .sort();
+  return dispatchSubjects(names.prefix).sort();
 }
 
 /**
  * Creates the work-queue dispatch stream and one durable pull consumer per route, or brings
  * existing ones in line with the configured timers and limits. The stream captures only the
- * routes' subjects (a publish to any other subject under the prefix finds no stream), stores no
+ * routes' subjects, legacy and site routes of the frozen pairs (a publish to any other subject
+ * under the prefix finds no stream); a site route's dispatches wait in the stream until a worker
+ * of its site ensures its consumer, stores no
  * message over `DISPATCH_MAX_MSG_BYTES` and at most `maxBytes`, and refuses new messages when full
  * (`discard: new`) instead of dropping queued ones. An existing stream is updated to these
  * settings (JetStream allows each to change). Each consumer filters on its route's exact
