@@ -255,7 +255,7 @@ export async function loadAttention(
  * @example
  * ```ts
  * const row = await loadAttentionRow(database, id);
- * const items = row === undefined ? [] : classifyOperation(row, { now: Date.now(), timing, heartbeats: null });
+ * const items = row === undefined ? [] : classifyOperation(row, { now: clock.now(), timing, heartbeats: null });
  * ```
  */
 export async function loadAttentionRow(

@@ -18,6 +18,8 @@ const TIMING = {
   leaderPollMs: 250,
   leaderLeaseMs: 3_000,
   maxScheduled: 16,
+  // The archive's locations are registered after the worker starts: found within half a second.
+  discoveryIntervalMs: 500,
 };
 const RUN_MS = 4 * TIMING.ackWaitMs;
 

@@ -157,23 +157,21 @@ describe('the worker’s in-flight bound', () => {
   it('--concurrency bounds what one worker process holds across all its queues', async () => {
     const dep = await deploy({ ...FAST_TIMING, maxScheduled: 64 });
     dep.runtime.startControlPlane();
-    const w = await makeWorld(dep.runtime.database);
-    const worker = await dep.readyWorker({ FIXTURE_HOLD_MS: '1500' }, ['--concurrency', '2']);
     const kinds = [
       OperationKind.LONG_TERM_ARCHIVE,
       OperationKind.TRANSFER,
       OperationKind.UNPACK,
       OperationKind.STAGING,
     ];
+    // Every location is registered before the worker starts: it finds their site queues at
+    // start, not a discovery interval later.
+    const worlds = [];
+    for (let i = 0; i < kinds.length * 2; i++) worlds.push(await makeWorld(dep.runtime.database));
+    const worker = await dep.readyWorker({ FIXTURE_HOLD_MS: '1500' }, ['--concurrency', '2']);
     const ids: string[] = [];
-    for (const kind of kinds) {
+    for (const [k, kind] of kinds.entries()) {
       for (let i = 0; i < 2; i++) {
-        const input = inputFor(kind, await makeWorld(dep.runtime.database));
-        ids.push(
-          await dep.runtime.submit(
-            kind === OperationKind.LONG_TERM_ARCHIVE && i === 0 ? inputFor(kind, w) : input,
-          ),
-        );
+        ids.push(await dep.runtime.submit(inputFor(kind, worlds[k * 2 + i] as (typeof worlds)[0])));
       }
     }
     let most = 0;

@@ -142,7 +142,19 @@ describe('TLS to Postgres and NATS', () => {
     try {
       plane.startControlPlane();
       const worker = spawnCli(
-        ['worker', '--kinds', 'long_term_archive', '--handlers', HANDLERS, '--id', 'tls-worker'],
+        [
+          ...[
+            'worker',
+            '--kinds',
+            'long_term_archive',
+            '--handlers',
+            HANDLERS,
+            '--id',
+            'tls-worker',
+          ],
+          // its archive's locations are registered after it starts: found within half a second
+          ...['--discovery-interval-ms', '500'],
+        ],
         tlsEnv(),
       );
       await waitFor(

@@ -282,7 +282,7 @@ describe('persistence on Postgres', () => {
           `update dispatch_outbox set queue = 'source_data_transfer', location_type = 'source'`,
         );
         return ids as [string, string, string];
-      }, ['route_site text', 'route_location text']);
+      }, ['route_site text', 'route_location text', 'priority smallint not null default 0']);
       expect((await migrate(db)).applied).toBe(MIGRATIONS - cut);
       const rows = await store.loadMany([scheduled, done, pending]);
       const queue = (id: string) => queueName((rows.get(id) as OperationRecord).route);
