@@ -163,16 +163,17 @@ describe('the worker’s in-flight bound', () => {
       OperationKind.UNPACK,
       OperationKind.STAGING,
     ];
-    // Every location is registered before the worker starts: it finds their site queues at
-    // start, not a discovery interval later.
-    const worlds = [];
-    for (let i = 0; i < kinds.length * 2; i++) worlds.push(await makeWorld(dep.runtime.database));
-    const worker = await dep.readyWorker({ FIXTURE_HOLD_MS: '1500' }, ['--concurrency', '2']);
+    // Two sites, registered before the worker starts (it finds their queues at start), and a
+    // worker of the four kinds only: a dozen queues for its two slots to take turns over. Each
+    // kind's output is its own (artifact, location) pair, so one world takes one of each kind.
+    const worlds = [await makeWorld(dep.runtime.database), await makeWorld(dep.runtime.database)];
+    const worker = await dep.readyWorker(
+      { FIXTURE_HOLD_MS: '1500', FIXTURE_KINDS: kinds.join(',') },
+      ['--concurrency', '2'],
+    );
     const ids: string[] = [];
-    for (const [k, kind] of kinds.entries()) {
-      for (let i = 0; i < 2; i++) {
-        ids.push(await dep.runtime.submit(inputFor(kind, worlds[k * 2 + i] as (typeof worlds)[0])));
-      }
+    for (const kind of kinds) {
+      for (const world of worlds) ids.push(await dep.runtime.submit(inputFor(kind, world)));
     }
     let most = 0;
     await waitFor(
