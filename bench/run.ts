@@ -78,6 +78,9 @@ for (const name of wanted.length > 0 ? wanted : BENCHES) {
   process.stderr.write(
     `bench ${name}: ${code === 0 ? 'done' : `failed (exit ${code})`} in ${seconds} s\n`,
   );
+  // On stdout too, as a line of its own (no figure: it has no value), so whoever keeps the lines
+  // knows which bench failed even when it printed some figures first.
+  process.stdout.write(`${JSON.stringify({ bench: name, exit: code })}\n`);
   if (code !== 0) failed++;
 }
 process.exitCode = failed > 0 ? 1 : 0;

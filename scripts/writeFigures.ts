@@ -158,6 +158,31 @@ export function parseFigureLines(text: string): FigureLine[] {
   return figures;
 }
 
+/**
+ * The benches `bench/run.ts` said exited non-zero (its `{"bench", "exit"}` line after each),
+ * whether or not they printed figures first.
+ *
+ * @example
+ * ```ts
+ * failedBenches('{"bench":"peers","exit":1}\n'); // ['peers']
+ * ```
+ */
+export function failedBenches(text: string): string[] {
+  const failed: string[] = [];
+  for (const line of text.split('\n')) {
+    if (!line.startsWith('{"bench"')) continue;
+    try {
+      const r = JSON.parse(line) as { bench?: unknown; exit?: unknown };
+      if (typeof r.bench === 'string' && typeof r.exit === 'number' && r.exit !== 0) {
+        failed.push(r.bench);
+      }
+    } catch {
+      // not the runner's line
+    }
+  }
+  return failed;
+}
+
 function quietly(command: string, args: readonly string[]): string {
   try {
     return execFileSync(command, args, { encoding: 'utf8', stdio: ['ignore', 'pipe', 'ignore'] })
@@ -199,7 +224,6 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
     const loadBefore = load();
     const { text, code } = await runBenches(args);
     lines = parseFigureLines(text);
-    const ran = [...new Set(lines.map((f) => f.bench))];
     header = {
       started,
       finished: new Date().toISOString(),
@@ -218,7 +242,7 @@ if (process.argv[1] !== undefined && import.meta.url === pathToFileURL(process.a
       loadBefore,
       loadAfter: load(),
       benches: args,
-      failed: code === 0 ? [] : args.filter((b) => !ran.includes(b)),
+      failed: failedBenches(text),
     };
     if (code !== 0) process.exitCode = 1;
   }

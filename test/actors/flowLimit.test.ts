@@ -1,7 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { OperationKind } from '../../machines/OperationKind.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
-import { deploymentPerTest, newPackage, waitFor } from './harness.ts';
+import { archiveOperation, deploymentPerTest, waitFor } from './harness.ts';
 
 /**
  * The flow-limit drill on the real Postgres and NATS JetStream with workers as real child
@@ -22,18 +21,7 @@ describe('flow limits with real workers', () => {
 
     const ids: string[] = [];
     for (let n = 0; n < 200; n++) {
-      const { pkg, sourceCopy } = await newPackage(runtime, { source: w.source.id });
-      ids.push(
-        await runtime.submit({
-          kind: OperationKind.LONG_TERM_ARCHIVE,
-          fields: {
-            rawDataPackageId: pkg,
-            sourceLocationId: w.source.id,
-            destinationLocationId: w.archive.id,
-          },
-          inputs: [sourceCopy],
-        }),
-      );
+      ids.push((await archiveOperation(dep, undefined, { world: w })).id);
     }
     await Promise.all([
       dep.readyWorker({ FIXTURE_HOLD_MS: '30' }),

@@ -49,6 +49,36 @@ describe('the numbered examples run as their comments say', () => {
     return p.exited;
   }
 
+  /** Starts a long-running example process and waits for its ready line. */
+  async function startReady(
+    args: readonly string[],
+    processEnv: NodeJS.ProcessEnv,
+    ready: RegExp,
+    what: string,
+  ): Promise<ReturnType<typeof start>> {
+    const p = start(args, processEnv);
+    await waitFor(
+      () => ready.test(p.out.text),
+      what,
+      60_000,
+      50,
+      () => p.out.text,
+    );
+    return p;
+  }
+
+  const EXAMPLE_02 = ['--import', 'tsx', 'examples/02_control_plane_and_worker.ts'];
+
+  /** Example 02's submitter: one transfer, waited for; what it printed. */
+  async function submitTransfer(processEnv: NodeJS.ProcessEnv): Promise<string> {
+    const { stdout } = await run(process.execPath, [...EXAMPLE_02, 'submit'], {
+      cwd: REPO_ROOT,
+      env: processEnv,
+      timeout: 120_000,
+    });
+    return stdout;
+  }
+
   beforeAll(async () => {
     db = await createTestDatabase('opstate_examples');
     storage = await mkdtemp(join(tmpdir(), 'opstate-examples-'));
@@ -77,28 +107,19 @@ describe('the numbered examples run as their comments say', () => {
 
   it('02: a control plane, a worker and a submitter, each a process, move a transfer to COMPLETED', async () => {
     const processEnv = env();
-    const example = ['--import', 'tsx', 'examples/02_control_plane_and_worker.ts'];
-    const plane = start([...example, 'control-plane'], processEnv);
-    await waitFor(
-      () => plane.out.text.includes('running; Ctrl-C stops it'),
+    const plane = await startReady(
+      [...EXAMPLE_02, 'control-plane'],
+      processEnv,
+      /running; Ctrl-C stops it/,
       'the control plane',
-      60_000,
-      50,
-      () => plane.out.text,
     );
-    const worker = start([...example, 'worker'], processEnv);
-    await waitFor(
-      () => worker.out.text.includes('serving transfer'),
+    const worker = await startReady(
+      [...EXAMPLE_02, 'worker'],
+      processEnv,
+      /serving transfer/,
       'the worker',
-      60_000,
-      50,
-      () => worker.out.text,
     );
-    const { stdout } = await run(process.execPath, [...example, 'submit'], {
-      cwd: REPO_ROOT,
-      env: processEnv,
-      timeout: 120_000,
-    });
+    const stdout = await submitTransfer(processEnv);
     expect(stdout).toMatch(/IN_PROGRESS → COMPLETED {2}COMPLETE by worker-/);
     expect(stdout).toMatch(/: COMPLETED/);
     expect(await stop(worker)).toBe(0);
@@ -116,37 +137,20 @@ describe('the numbered examples run as their comments say', () => {
       ],
       { cwd: REPO_ROOT, timeout: 120_000 },
     );
-    const example = ['--import', 'tsx', 'examples/02_control_plane_and_worker.ts'];
-    const plane = start([...example, 'control-plane'], processEnv);
-    await waitFor(
-      () => plane.out.text.includes('running; Ctrl-C stops it'),
-      'the control plane',
-      60_000,
-      50,
-      () => plane.out.text,
-    );
-    const worker = start(
-      opstateArgs([
-        'worker',
-        '--kinds',
-        'transfer',
-        '--handlers',
-        'examples/dist/03_handlers_module.js',
-      ]),
+    const plane = await startReady(
+      [...EXAMPLE_02, 'control-plane'],
       processEnv,
+      /running; Ctrl-C stops it/,
+      'the control plane',
     );
-    await waitFor(
-      () => /worker \S+ started/.test(worker.out.text),
+    const handlers = 'examples/dist/03_handlers_module.js';
+    const worker = await startReady(
+      opstateArgs(['worker', '--kinds', 'transfer', '--handlers', handlers]),
+      processEnv,
+      /worker \S+ started/,
       'opstate worker',
-      60_000,
-      50,
-      () => worker.out.text,
     );
-    const { stdout } = await run(process.execPath, [...example, 'submit'], {
-      cwd: REPO_ROOT,
-      env: processEnv,
-      timeout: 120_000,
-    });
+    const stdout = await submitTransfer(processEnv);
     expect(stdout).toMatch(/IN_PROGRESS → COMPLETED {2}COMPLETE by /);
     expect(stdout).toMatch(/: COMPLETED/);
     expect(await stop(worker)).toBe(0);

@@ -2,6 +2,7 @@ import { readFileSync } from 'node:fs';
 import { describe, expect, it } from 'vitest';
 import {
   type FigureLine,
+  failedBenches,
   figuresPage,
   parseFigureLines,
   type RunHeader,
@@ -35,6 +36,18 @@ describe('docs/figures.md, written from the benchmarks’ lines', () => {
       'e2e_ops_per_s_in_process',
       'peers_opstate_vs_pg_boss',
     ]);
+  });
+
+  it('names each bench the runner said failed, figures printed first or not', () => {
+    const text = [
+      '{"bench":"persistence","name":"raw_single_row_update","value":5000,"unit":"rows/s"}',
+      '{"bench":"persistence","exit":0}',
+      '{"bench":"peers","name":"raw_single_row_update","value":4000,"unit":"rows/s"}',
+      '{"bench":"peers","exit":1}',
+      '{"bench":"recovery","exit":130}',
+    ].join('\n');
+    expect(failedBenches(text)).toEqual(['peers', 'recovery']);
+    expect(parseFigureLines(text).map((f) => f.bench)).toEqual(['persistence', 'peers']);
   });
 
   it('says where each figure stands against its target, met or not', () => {
