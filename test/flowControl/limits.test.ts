@@ -6,6 +6,7 @@ import { FlowLimitRepository } from '../../persistence/FlowLimitRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { selectFlowLimitLoad } from '../../persistence/reads/selectFlowLimitLoad.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
 
@@ -219,6 +220,39 @@ describe('flow limits, enforced by the claim on Postgres', () => {
     expect(claimed.filter((c) => c.kind === OperationKind.UNPACK)).toHaveLength(2);
     expect(heldBack).toBe(5);
     expect(await liveAt(database, w.buffer.id)).toBe(3);
+  });
+
+  it('selectFlowLimitLoad: each limit with its in-use count and what waits behind it', async () => {
+    await settle();
+    const w = await makeWorld(database);
+    await limits.set({ location: w.buffer.id, max: 3 });
+    await limits.set({ location: w.buffer.id, kind: OperationKind.TRANSFER, max: 1 });
+    await store.createMany(Array.from({ length: 4 }, () => inputFor(OperationKind.TRANSFER, w)));
+    await store.createMany(Array.from({ length: 4 }, () => inputFor(OperationKind.UNPACK, w)));
+    // A delayed one waits too, and counts in both scopes' waiting.
+    await store.createMany([
+      { ...inputFor(OperationKind.UNPACK, w), notBefore: '2999-01-01T00:00:00Z' },
+    ]);
+    await store.claimDue(100);
+    const load = (await selectFlowLimitLoad(database)).filter((l) => l.locationId === w.buffer.id);
+    expect(load).toEqual([
+      {
+        locationId: w.buffer.id,
+        location: expect.stringMatching(/\/buffer$/),
+        kind: null,
+        max: 3,
+        inUse: 3,
+        waiting: 6,
+      },
+      {
+        locationId: w.buffer.id,
+        location: expect.stringMatching(/\/buffer$/),
+        kind: OperationKind.TRANSFER,
+        max: 1,
+        inUse: 1,
+        waiting: 3,
+      },
+    ]);
   });
 
   it('four claimers at once never start more than the limits allow', async () => {
