@@ -32,7 +32,7 @@ export type { Dashboard, DashboardOptions } from './dashboard/publicDashboard.ts
 export { startDashboard } from './dashboard/publicDashboard.ts';
 export { ARTIFACT_TYPES, ArtifactType, isArtifactType } from './machines/ArtifactType.ts';
 // Time and logs: the one clock every timer reads, and the logger the runtime writes to.
-export type { Clock, TimerHandle } from './machines/Clock.ts';
+export type { Clock } from './machines/Clock.ts';
 export { systemClock } from './machines/Clock.ts';
 export { DEFAULT_DEADLINES_MS, MAX_DEADLINE_MS } from './machines/deadlines.ts';
 // The lifecycle vocabulary: kinds, statuses, the operator's events, artifacts and locations.
@@ -47,14 +47,13 @@ export { PHYSICAL_COPY_STATUSES, PhysicalCopyStatus } from './machines/physicalC
 export { DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY } from './machines/priority.ts';
 export type { Route } from './machines/routing.ts';
 export { LocationType, OperationType } from './machines/routing.ts';
-export type { Logger, LogLevel } from './observe/Logger.ts';
+export type { Logger } from './observe/Logger.ts';
 export { consoleLogger } from './observe/Logger.ts';
 export type { PinoLoggerOptions } from './observe/pinoLogger.ts';
 export { createPinoLogger } from './observe/pinoLogger.ts';
 // The records submit takes and runtime.get, runtime.artifacts, runtime.limits return.
 export type {
   CreateOperationInput,
-  CreateOperationOptions,
   DataLocation,
   FlowLimit,
   InputRelations,
@@ -62,7 +61,6 @@ export type {
   OperationInspection,
   OutputCopy,
   PhysicalCopyRecord,
-  TransitionEntry,
 } from './persistence/publicRecords.ts';
 export type {
   Artifacts,
@@ -75,8 +73,8 @@ export type {
   StartWorkerOptions,
   Worker,
 } from './runtime/PublicRuntime.ts';
-export type { RuntimeOptions, StartupWait } from './runtime/RuntimeOptions.ts';
-export type { DeadlineOverrides, RuntimeTimers, RuntimeTiming } from './runtime/RuntimeTiming.ts';
+export type { RuntimeOptions } from './runtime/RuntimeOptions.ts';
+export type { RuntimeTiming } from './runtime/RuntimeTiming.ts';
 // Transport: what runtime.transport is (its heartbeats feed the dashboard).
 export type { Heartbeats, Transport } from './transport/Transport.ts';
 // The handler contract: what a stage handler is given and returns.
