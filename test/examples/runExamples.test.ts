@@ -171,14 +171,19 @@ describe('the numbered examples run as their comments say', () => {
     // The operation it listed is the one submitted, in the database the example ran on.
     const { stdout: inspected } = await run(
       process.execPath,
-      opstateArgs(['inspect', String(id)]),
+      opstateArgs(['inspect', String(id), '--json']),
       {
         cwd: REPO_ROOT,
         env: env(),
         timeout: 60_000,
       },
     );
-    expect(inspected).toContain('CREATE by example-dashboard');
+    const view = JSON.parse(inspected) as {
+      kind: string;
+      transitions: { event: string; by: string }[];
+    };
+    expect(view.kind).toBe('long_term_archive');
+    expect(view.transitions[0]).toMatchObject({ event: 'CREATE', by: 'example-dashboard' });
     // Closed: nothing answers on its port any more.
     await expect(fetch(`${url}/operations`)).rejects.toThrow();
   });
