@@ -49,6 +49,7 @@ export {
   classifyOperation,
   classifyQueue,
 } from './machines/attention.ts';
+export type { TimerHandle } from './machines/Clock.ts';
 export type { Deadlines } from './machines/deadlines.ts';
 export type { Decision, OperationEffect, PersistedOperationSnapshot } from './machines/decide.ts';
 export {
@@ -120,6 +121,7 @@ export {
   XSTATE_VERSION,
 } from './machines/snapshotEnvelope.ts';
 export { submitterProblem } from './machines/submitter.ts';
+export type { LogLevel } from './observe/Logger.ts';
 export type { ObservedTransition, RuntimeObserver } from './observe/RuntimeObserver.ts';
 export { composeObservers, RECOVERY_PATHS } from './observe/RuntimeObserver.ts';
 export type { ArchiveFields, ArchiveRecordEntry } from './persistence/ArchiveRecordRepository.ts';
@@ -171,6 +173,7 @@ export type {
   PgliteSettings,
 } from './persistence/openDatabase.ts';
 export { openDatabase } from './persistence/openDatabase.ts';
+export type { CreateOperationOptions, TransitionEntry } from './persistence/publicRecords.ts';
 export type { ResumeRecord } from './persistence/resumeRecord.ts';
 export { loadResumeRecord } from './persistence/resumeRecord.ts';
 export { timeOrderedId } from './persistence/timeOrderedId.ts';
@@ -199,6 +202,8 @@ export { createMetrics } from './runtime/Metrics.ts';
 export type { MetricsServer, MetricsServerOptions, Readiness } from './runtime/metricsServer.ts';
 export { readinessOf, startMetricsServer } from './runtime/metricsServer.ts';
 export { resolveRuntimeTiming } from './runtime/Runtime.ts';
+export type { StartupWait } from './runtime/RuntimeOptions.ts';
+export type { DeadlineOverrides, RuntimeTimers } from './runtime/RuntimeTiming.ts';
 export { createInProcessTransport } from './transport/inprocess/createInProcessTransport.ts';
 export { createJetStreamTransport } from './transport/jetstream/createJetStreamTransport.ts';
 export type { NatsAuth, NatsCredentials, TlsFiles } from './transport/jetstream/natsCredentials.ts';
