@@ -144,6 +144,11 @@ describe('a member is deleted only when the verified archive holds exactly its b
     expect(await readFile(join(to, MANIFEST_NAME))).toEqual(manifest);
     for (const [f, data] of Object.entries(files))
       expect(await readFile(join(to, f))).toEqual(data);
+    // Neither the archive object nor a restored file is readable by every user of the host.
+    const others = async (path: string) => (await stat(path)).mode & 0o007;
+    expect(await others(join(w.archive.storageRoot, `${pkg.name}.tar`))).toBe(0);
+    expect(await others(join(to, MANIFEST_NAME))).toBe(0);
+    expect(await others(join(to, 'scan_0001.fits'))).toBe(0);
   });
 
   it('keeps a MANIFEST.json the archive holds regenerated, with the reason, and says the copy is partly deleted', async () => {
