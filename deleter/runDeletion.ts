@@ -161,16 +161,24 @@ async function runMembers(o: RunDeletionOptions, members: Loaded['members'], at:
 async function keepForOperator(o: RunDeletionOptions): Promise<DeletionRunResult> {
   const latest = await o.deletions.load(o.deletionId);
   const kept = (latest?.members ?? []).filter((m) => m.outcome === Outcome.KEPT);
+  const deleted = (latest?.members ?? []).filter((m) => m.outcome === Outcome.DELETED).length;
   const reasons = kept.map((m) => `${m.name}: ${m.reason}`);
+  // Say plainly when the copy is now partly gone: the kept files stay, the others are only in
+  // the archive.
+  const partly =
+    deleted > 0
+      ? `; the copy is partly deleted (${deleted} member(s) removed, restorable from the archive; the kept ones stay in place)`
+      : '; nothing was deleted';
   live(o);
   await o.copies.apply(
     o.copyId,
     {
       type: 'DELETION_FAILED',
-      error: `${kept.length} member(s) kept after revalidation: ${reasons.join('; ')}`.slice(
-        0,
-        2000,
-      ),
+      error:
+        `${kept.length} member(s) kept after revalidation${partly}: ${reasons.join('; ')}`.slice(
+          0,
+          2000,
+        ),
     },
     {
       by: o.holder,
