@@ -222,6 +222,12 @@ export class NatsServerProcess {
 /** What a server's monitoring endpoint says of the JetStream cluster (`/jsz`). */
 interface Jsz {
   readonly meta_cluster?: { readonly leader?: string };
+  readonly account_details?: readonly {
+    readonly stream_detail?: readonly {
+      readonly name: string;
+      readonly cluster?: { readonly leader?: string };
+    }[];
+  }[];
 }
 
 /**
@@ -304,21 +310,39 @@ export class NatsClusterProcess {
     return node;
   }
 
-  /** The JetStream meta leader's name as a running node reports it, if one is elected. */
-  async metaLeader(): Promise<string | undefined> {
+  readonly #frozen = new Set<number>();
+
+  /** The first answer of a running, unfrozen node's `/jsz` that `pick` finds something in. */
+  private async ask(query: string, pick: (jsz: Jsz) => string | undefined) {
     for (let i = 0; i < this.nodes.length; i++) {
-      if (!this.node(i).running) continue;
+      if (!this.node(i).running || this.#frozen.has(i)) continue;
       try {
-        const res = await fetch(`http://127.0.0.1:${this.monitorPorts[i]}/jsz`, {
+        const res = await fetch(`http://127.0.0.1:${this.monitorPorts[i]}/jsz${query}`, {
           signal: AbortSignal.timeout(2000),
         });
-        const leader = ((await res.json()) as Jsz).meta_cluster?.leader;
-        if (leader !== undefined && leader !== '') return leader;
+        const found = pick((await res.json()) as Jsz);
+        if (found !== undefined && found !== '') return found;
       } catch {
-        // this node does not answer (frozen or starting); ask the next one
+        // this node does not answer (starting); ask the next one
       }
     }
     return undefined;
+  }
+
+  /** The JetStream meta leader's name as a running node reports it, if one is elected. */
+  metaLeader(): Promise<string | undefined> {
+    return this.ask('', (jsz) => jsz.meta_cluster?.leader);
+  }
+
+  /** The leader of `stream` as a running node reports it, if one is elected. */
+  streamLeader(stream: string): Promise<string | undefined> {
+    return this.ask('?accounts=true&streams=true', (jsz) => {
+      for (const account of jsz.account_details ?? []) {
+        const found = account.stream_detail?.find((s) => s.name === stream);
+        if (found !== undefined) return found.cluster?.leader;
+      }
+      return undefined;
+    });
   }
 
   async kill(i: number): Promise<void> {
@@ -328,10 +352,12 @@ export class NatsClusterProcess {
   /** SIGSTOP: the node holds its connections but answers nothing. */
   freeze(i: number): void {
     this.node(i).signal('SIGSTOP');
+    this.#frozen.add(i);
   }
 
   thaw(i: number): void {
     this.node(i).signal('SIGCONT');
+    this.#frozen.delete(i);
   }
 
   async dispose(): Promise<void> {

@@ -66,6 +66,8 @@ export interface JetStreamTransportOptions extends TransportOptions {
   readonly pullExpiresMs?: number;
   /** JetStream API request timeout [5000 ms]. */
   readonly requestTimeoutMs?: number;
+  /** How often the connection pings its server; two unanswered and it moves to another [10000 ms]. */
+  readonly pingIntervalMs?: number;
   /** How long connecting to a server may take [20000 ms]. */
   readonly connectTimeoutMs?: number;
   /**
