@@ -81,8 +81,8 @@ export async function connectJetStream(
         name: options.name,
         maxReconnectAttempts: -1,
         reconnectTimeWait: 250,
-
-
+        pingInterval: options.pingIntervalMs ?? DEFAULT_PING_INTERVAL_MS,
+        maxPingOut: 2,
         // Otherwise every request (each publish, each heartbeat) builds two Errors with stack
         // traces up front, in case it fails: a large share of a busy process's time. Failures are
         // translated into OpstateErrors naming the operation and subject anyway.
