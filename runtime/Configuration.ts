@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { operatorNameProblem } from '../machines/actors.ts';
 import { DEADLINE_ALLOWED, deadlineProblem, MAX_DEADLINE_MS } from '../machines/deadlines.ts';
 import { describeValue } from '../machines/describeValue.ts';
 import { DURATION_FORMS, durationMs } from '../machines/durationMs.ts';
@@ -189,6 +190,26 @@ export const SETTINGS: readonly Setting[] = [
     secret: false,
     flag: '--metrics-port',
   },
+  {
+    variable: 'OPSTATE_OPERATOR',
+    allowed:
+      "who operator commands are recorded as by: 1 to 64 characters of letters, digits and . _ @ - (default: the user running the CLI; the dashboard: its token's name, else operator)",
+    secret: false,
+    flag: '--operator',
+  },
+  {
+    variable: 'OPSTATE_DASHBOARD_ALLOWED_HOSTS',
+    allowed:
+      'host names the dashboard answers to besides localhost, 127.0.0.1, [::1] and its --host, comma-separated (a request naming another Host is refused)',
+    secret: false,
+    flag: '--allowed-host',
+  },
+  {
+    variable: 'OPSTATE_DASHBOARD_TOKEN',
+    allowed:
+      "the dashboard's tokens, comma-separated, each name:secret (the name is recorded as the operator) or a secret, at least 16 characters (required with --allow-actions off loopback; made and printed once when not set)",
+    secret: true,
+  },
 ];
 
 const nonEmpty = z
@@ -323,6 +344,16 @@ const schemas: Record<string, z.ZodType> = {
   }),
   OPSTATE_LOG_LEVEL: nonEmpty.pipe(z.enum(LOG_LEVELS).optional()),
   OPSTATE_METRICS_PORT: nonEmpty.pipe(port.optional()),
+  OPSTATE_OPERATOR: nonEmpty.superRefine((name, ctx) => {
+    const problem = name === undefined ? undefined : operatorNameProblem(name);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `it ${problem}` });
+  }),
+  OPSTATE_DASHBOARD_ALLOWED_HOSTS: nonEmpty.pipe(
+    z
+      .string()
+      .regex(/^\s*[A-Za-z0-9.:[\]-]+\s*(,\s*[A-Za-z0-9.:[\]-]+\s*)*$/)
+      .optional(),
+  ),
 };
 
 type Environment = Readonly<Record<string, string | undefined>>;
@@ -424,6 +455,26 @@ export function loadConfiguration(
 }
 
 type Get = (variable: string) => string | undefined;
+
+/**
+ * One setting of the operator's tools (`OPSTATE_OPERATOR`, `OPSTATE_DASHBOARD_ALLOWED_HOSTS`,
+ * `OPSTATE_DASHBOARD_TOKEN`), its flag winning over its variable, held
+ * to its rules: a bad value is refused with `CONFIG` naming both.
+ *
+ * @example
+ * ```ts
+ * const operator = readSetting(process.env, 'OPSTATE_OPERATOR', flags.operator);
+ * ```
+ */
+export function readSetting(
+  env: Environment,
+  variable: 'OPSTATE_OPERATOR' | 'OPSTATE_DASHBOARD_ALLOWED_HOSTS' | 'OPSTATE_DASHBOARD_TOKEN',
+  flag?: string,
+): string | undefined {
+  return (flag === undefined ? read(env, variable) : read({ [variable]: flag }, variable)) as
+    | string
+    | undefined;
+}
 
 /** The NATS credentials the environment gives: at most one way. */
 function natsCredentialsFromEnv(get: Get): NatsCredentials {
