@@ -20,6 +20,7 @@ import {
   redactUrl,
   redactUrlList,
   type TlsFiles,
+  userInfoOf,
 } from '../transport/jetstream/natsCredentials.ts';
 import type { DeadlineOverrides, RuntimeTimers } from './RuntimeTiming.ts';
 
@@ -290,26 +291,58 @@ function deadlinesOption(given: DeadlineOverrides): DeadlineOverrides {
   return given;
 }
 
+const decodedOrUndefined = (text: string): string | undefined => {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return undefined;
+  }
+};
+
+/** Refuses URLs whose user info or path is not well percent-encoded (a client would throw on it). */
+const wellEncoded = (value: string | undefined, ctx: z.RefinementCtx) => {
+  for (const url of value?.split(',') ?? []) {
+    const info = userInfoOf(url.trim());
+    if (info !== undefined && decodedOrUndefined(info) === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          "its user name or password is not well percent-encoded: write '%' as %25, '@' as %40, ':' as %3A, '/' as %2F",
+      });
+      return;
+    }
+    const path = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*(\/[^?#]*)/i.exec(url.trim())?.[1];
+    if (path !== undefined && decodedOrUndefined(path) === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'its path is not well percent-encoded' });
+      return;
+    }
+  }
+};
+
 /** Each variable's schema: a failure names the variable and what it allows. */
 const schemas: Record<string, z.ZodType> = {
-  DATABASE_URL: nonEmpty.pipe(
-    z
-      .string()
-      .regex(/^postgres(ql)?:\/\/./)
-      .optional(),
-  ),
+  DATABASE_URL: nonEmpty
+    .pipe(
+      z
+        .string()
+        .regex(/^postgres(ql)?:\/\/./)
+        .optional(),
+    )
+    .superRefine(wellEncoded),
   OPSTATE_DATABASE_TLS: nonEmpty.pipe(z.enum(['disable', 'require', 'verify-full']).optional()),
   OPSTATE_EMBEDDED_ENGINE: nonEmpty.pipe(z.enum(['postgres', 'pglite']).optional()),
   OPSTATE_DB_SCHEMA: nonEmpty.superRefine((name, ctx) => {
     const problem = name === undefined ? undefined : databaseSchemaProblem(name);
     if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `it ${problem}` });
   }),
-  NATS_URL: nonEmpty.pipe(
-    z
-      .string()
-      .regex(/^((nats|tls):\/\/[^,\s]+)(,(nats|tls):\/\/[^,\s]+)*$/)
-      .optional(),
-  ),
+  NATS_URL: nonEmpty
+    .pipe(
+      z
+        .string()
+        .regex(/^((nats|tls):\/\/[^,\s]+)(,(nats|tls):\/\/[^,\s]+)*$/)
+        .optional(),
+    )
+    .superRefine(wellEncoded),
   OPSTATE_PREFIX: nonEmpty.pipe(
     z
       .string()
@@ -644,8 +677,13 @@ export function secretsOf(config: Configuration): string[] {
   if (auth.type === 'user') secrets.push(auth.password);
   if (auth.type === 'token') secrets.push(auth.token);
   for (const url of [config.database.url, ...(config.nats.url?.split(',') ?? [])]) {
-    const match = url === undefined ? null : /^[a-z][a-z0-9+.-]*:\/\/[^:@/]*:([^@/]+)@/i.exec(url);
-    if (match?.[1] !== undefined) secrets.push(decodeURIComponent(match[1]));
+    const info = url === undefined ? undefined : userInfoOf(url.trim());
+    const colon = info?.indexOf(':') ?? -1;
+    if (info === undefined || colon === -1 || colon === info.length - 1) continue;
+    const password = info.slice(colon + 1);
+    secrets.push(password);
+    const decoded = decodedOrUndefined(password);
+    if (decoded !== undefined && decoded !== password) secrets.push(decoded);
   }
   return secrets;
 }
