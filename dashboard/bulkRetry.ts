@@ -3,6 +3,7 @@ import { operatorEvent } from '../machines/operatorEvent.ts';
 import type { Logger } from '../observe/Logger.ts';
 import { checkId } from '../persistence/applyEvents.ts';
 import type { Runtime } from '../runtime/Runtime.ts';
+import type { RequestActor } from './requestGuard.ts';
 
 /** Most operations one bulk retry takes (a page of the list is fewer). */
 export const BULK_RETRY_MAX = 100;
@@ -42,7 +43,7 @@ export function bulkRetryIds(value: unknown): string[] {
  *
  * @example
  * ```ts
- * const results = await bulkRetry(runtime.command, ['0190c3d2-…'], 'tool fixed', logger);
+ * const results = await bulkRetry(runtime.command, ['0190c3d2-…'], 'tool fixed', logger, actor);
  * results.filter((r) => r.outcome === 'refused');
  * ```
  */
@@ -51,15 +52,18 @@ export async function bulkRetry(
   ids: unknown,
   reason: string | undefined,
   logger: Logger,
+  actor: RequestActor,
 ): Promise<BulkRetryOutcome[]> {
   const checked = bulkRetryIds(ids);
   const results: BulkRetryOutcome[] = [];
   for (const id of checked) {
     try {
-      const t = await command(id, operatorEvent('retry', reason));
+      const t = await command(id, operatorEvent('retry', reason), { by: actor.by });
       logger.log('INFO', 'operator action from the dashboard', {
         operationId: id,
         action: 'retry',
+        operator: actor.operator,
+        address: actor.address,
         bulk: true,
         from: t.from,
         to: t.status,

@@ -161,6 +161,9 @@ const SCRIPT = `
 })();
 `;
 
+/** Every inline script the pages carry, for the Content-Security-Policy's hashes. */
+export const PAGE_SCRIPTS: readonly string[] = Object.freeze([SCRIPT]);
+
 /** The pages the header links to. */
 const NAV: readonly { readonly path: string; readonly label: string }[] = [
   { path: '/', label: 'Overview' },

@@ -5,6 +5,7 @@ import type { Logger } from '../observe/Logger.ts';
 import { checkId } from '../persistence/applyEvents.ts';
 import type { Runtime } from '../runtime/Runtime.ts';
 import { bulkRetry } from './bulkRetry.ts';
+import type { RequestActor } from './requestGuard.ts';
 import type { Responder } from './responder.ts';
 
 /** The dashboard's operator actions: one operation's retry, reset or cancel, and a bulk retry. */
@@ -41,12 +42,13 @@ const reasonOf = (body: Record<string, unknown>): string | undefined =>
   typeof body.reason === 'string' && body.reason.trim() !== '' ? body.reason.trim() : undefined;
 
 /**
- * The operator actions of a dashboard, through `command` as the CLI sends them; with `command`
- * null every action answers 403 (read-only).
+ * The operator actions of a dashboard, through `command` as the CLI sends them, each recorded as by
+ * the operator `actorOf` names for its request (name and address, in the history and the log);
+ * with `command` null every action answers 403 (read-only).
  *
  * @example
  * ```ts
- * const actions = operatorActions(runtime.command, responder(true), logger);
+ * const actions = operatorActions(runtime.command, responder(true), logger, actorOf);
  * await actions.act(req, res, id, 'retry');
  * ```
  */
@@ -54,6 +56,7 @@ export function operatorActions(
   command: Runtime['command'] | null,
   respond: Responder,
   logger: Logger,
+  actorOf: (req: IncomingMessage) => RequestActor,
 ): OperatorActions {
   /** Both operator-action rules: actions allowed, and the header no cross-site form can send. */
   const mayAct = (req: IncomingMessage, res: ServerResponse): boolean => {
@@ -80,10 +83,13 @@ export function operatorActions(
     async act(req, res, id, action) {
       if (!mayAct(req, res) || command === null) return;
       const reason = reasonOf(await readJson(req));
-      const t = await command(checkId(id), operatorEvent(action, reason));
+      const actor = actorOf(req);
+      const t = await command(checkId(id), operatorEvent(action, reason), { by: actor.by });
       logger.log('INFO', 'operator action from the dashboard', {
         operationId: id,
         action,
+        operator: actor.operator,
+        address: actor.address,
         from: t.from,
         to: t.status,
       });
@@ -98,7 +104,7 @@ export function operatorActions(
     async retryMany(req, res) {
       if (!mayAct(req, res) || command === null) return;
       const body = await readJson(req);
-      const results = await bulkRetry(command, body.ids, reasonOf(body), logger);
+      const results = await bulkRetry(command, body.ids, reasonOf(body), logger, actorOf(req));
       const retried = results.filter((r) => r.outcome === 'retried').length;
       respond.json(res, 200, {
         ok: true,

@@ -1,5 +1,6 @@
-import { createServer } from 'node:http';
+import { createServer, type IncomingMessage, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { OPERATOR, operatorActor } from '../machines/actors.ts';
 import type { AttentionTiming } from '../machines/attention.ts';
 import type { Clock } from '../machines/Clock.ts';
 import { systemClock } from '../machines/Clock.ts';
@@ -9,10 +10,24 @@ import type { Database } from '../persistence/openDatabase.ts';
 import type { Runtime } from '../runtime/Runtime.ts';
 import type { Heartbeats } from '../transport/Transport.ts';
 import { createDashboardData } from './dashboardData.ts';
+import { PAGE_SCRIPTS } from './layout.ts';
 import { createLiveUpdates } from './liveUpdates.ts';
 import { operatorActions } from './operatorActions.ts';
-import { responder, statusOf } from './responder.ts';
+import {
+  allowedHosts,
+  type DashboardToken,
+  generateTokenSecret,
+  hostOrOriginProblem,
+  isLoopbackAddress,
+  matchToken,
+  presentedToken,
+  type RequestActor,
+  refuse,
+  securityHeaders,
+} from './requestGuard.ts';
+import { type Responder, responder, statusOf, wantsHtml } from './responder.ts';
 import { routeRequest } from './routeRequest.ts';
+import { signIn } from './signIn.ts';
 
 export interface DashboardOptions {
   readonly database: Database;
@@ -33,6 +48,19 @@ export interface DashboardOptions {
   readonly logger: Logger;
   /** How often to look for changes to push to open pages (default 1000 ms). */
   readonly pollMs?: number;
+  /**
+   * Host names it answers to besides the loopback names and the address it listens on (a
+   * request naming any other Host is refused: DNS rebinding), such as `ops.example.org`.
+   */
+  readonly allowedHosts?: readonly string[];
+  /**
+   * The tokens it asks for (each names the operator of what it does). Given, every request but
+   * the sign-in page needs one. Not given, it asks for none, unless `command` is given and `host`
+   * is not a loopback address: then it makes one (`Dashboard.generatedToken`, named `operator`).
+   */
+  readonly tokens?: readonly DashboardToken[];
+  /** Who actions are recorded as by when no token names the operator (default `operator`). */
+  readonly operator?: string;
 }
 
 /** A running dashboard. */
@@ -40,7 +68,89 @@ export interface Dashboard {
   /** `http://host:port`. */
   readonly url: string;
   readonly port: number;
+  /** Whether it asks for a token. */
+  readonly tokenRequired: boolean;
+  /** The token it made because actions are on at a non-loopback address and none was given. */
+  readonly generatedToken?: string;
   close(): Promise<void>;
+}
+
+/** What each request passes before it is routed: its Host and Origin, then its token. */
+interface Gate {
+  readonly hosts: ReadonlySet<string>;
+  readonly headers: Readonly<Record<string, string>>;
+  /** Null: no token asked for. */
+  readonly tokens: readonly DashboardToken[] | null;
+  readonly operator: string;
+  /** The operator each admitted request is by. */
+  readonly actors: WeakMap<IncomingMessage, RequestActor>;
+}
+
+function gateOf(options: DashboardOptions, host: string): Gate & { generated?: string } {
+  const operator = options.operator ?? OPERATOR;
+  const needed = options.command !== null && !isLoopbackAddress(host);
+  const generated = options.tokens === undefined && needed ? generateTokenSecret() : undefined;
+  const tokens =
+    options.tokens ?? (generated === undefined ? null : [{ name: operator, secret: generated }]);
+  return {
+    hosts: allowedHosts(host, options.allowedHosts ?? []),
+    headers: securityHeaders(PAGE_SCRIPTS),
+    tokens,
+    operator,
+    actors: new WeakMap(),
+    ...(generated === undefined ? {} : { generated }),
+  };
+}
+
+const addressOf = (req: IncomingMessage) =>
+  (req.socket.remoteAddress ?? 'unknown').replace(/^::ffff:/, '');
+
+/**
+ * Admits a request or answers it: a Host or Origin not the dashboard's is refused (403), and
+ * when tokens are asked for, a request without one goes to the sign-in page (a browser) or is
+ * refused (401). Every answer carries the security headers.
+ */
+async function admit(
+  gate: Gate,
+  respond: Responder,
+  req: IncomingMessage,
+  res: ServerResponse,
+): Promise<boolean> {
+  for (const [name, value] of Object.entries(gate.headers)) res.setHeader(name, value);
+  const problem = hostOrOriginProblem(req, gate.hosts);
+  if (problem !== undefined) {
+    refuse(res, 403, 'FORBIDDEN', problem);
+    return false;
+  }
+  const address = addressOf(req);
+  if (gate.tokens === null) {
+    const by = operatorActor(gate.operator, `dashboard, ${address}`);
+    gate.actors.set(req, { operator: gate.operator, address, by });
+    return true;
+  }
+  const url = new URL(req.url ?? '/', 'http://dashboard');
+  if (url.pathname === '/signin') {
+    await signIn(req, res, url, gate.tokens, respond);
+    return false;
+  }
+  const token = matchToken(gate.tokens, presentedToken(req));
+  if (token === undefined) {
+    if (req.method === 'GET' && wantsHtml(req, url)) {
+      res.writeHead(303, { location: '/signin', 'cache-control': 'no-store' });
+      res.end();
+    } else {
+      refuse(
+        res,
+        401,
+        'UNAUTHORIZED',
+        'this dashboard asks for its token: send Authorization: Bearer <token>, or sign in at /signin',
+      );
+    }
+    return false;
+  }
+  const by = operatorActor(token.name, `dashboard, ${address}`);
+  gate.actors.set(req, { operator: token.name, address, by });
+  return true;
 }
 
 /**
@@ -77,38 +187,55 @@ export async function startDashboard(options: DashboardOptions): Promise<Dashboa
     logger,
   });
 
+  const host = options.host ?? '127.0.0.1';
+  const gate = gateOf(options, host);
   const respond = responder(allowActions);
+  const actorOf = (req: IncomingMessage): RequestActor =>
+    gate.actors.get(req) ?? {
+      operator: gate.operator,
+      address: addressOf(req),
+      by: operatorActor(gate.operator, `dashboard, ${addressOf(req)}`),
+    };
   const routes = {
     data,
     live,
-    actions: operatorActions(options.command, respond, logger),
+    actions: operatorActions(options.command, respond, logger, actorOf),
     respond,
     allowActions,
   };
 
   const server = createServer((req, res) => {
-    routeRequest(routes, req, res).catch((err: unknown) => {
-      if (res.headersSent) {
-        res.end();
-        return;
-      }
-      if (err instanceof OpstateError) {
-        respond.error(req, res, statusOf(err.code), err.code, err.message);
-        return;
-      }
-      logger.log('ERROR', 'dashboard request failed', { url: req.url, err });
-      respond.error(req, res, 500, 'INTERNAL', 'the dashboard failed on this request; see its log');
-    });
+    admit(gate, respond, req, res)
+      .then((admitted) => (admitted ? routeRequest(routes, req, res) : undefined))
+      .catch((err: unknown) => {
+        if (res.headersSent) {
+          res.end();
+          return;
+        }
+        if (err instanceof OpstateError) {
+          respond.error(req, res, statusOf(err.code), err.code, err.message);
+          return;
+        }
+        logger.log('ERROR', 'dashboard request failed', { url: req.url, err });
+        respond.error(
+          req,
+          res,
+          500,
+          'INTERNAL',
+          'the dashboard failed on this request; see its log',
+        );
+      });
   });
   await new Promise<void>((resolve, reject) => {
     server.once('error', reject);
     server.listen(options.port ?? 8090, options.host ?? '127.0.0.1', () => resolve());
   });
   const { port } = server.address() as AddressInfo;
-  const host = options.host ?? '127.0.0.1';
   return {
     url: `http://${host.includes(':') ? `[${host}]` : host}:${port}`,
     port,
+    tokenRequired: gate.tokens !== null,
+    ...(gate.generated === undefined ? {} : { generatedToken: gate.generated }),
     async close() {
       await live.close();
       await new Promise<void>((resolve) => server.close(() => resolve()));

@@ -48,3 +48,48 @@ const NAMED: ReadonlySet<string> = new Set(NAMED_ACTORS);
 export function isNamedActor(by: unknown): by is NamedActor {
   return typeof by === 'string' && NAMED.has(by);
 }
+
+const OPERATOR_NAME = /^[A-Za-z0-9._@-]{1,64}$/;
+
+/**
+ * What is wrong with an operator's name (`--operator`, `OPSTATE_OPERATOR`, a dashboard token's
+ * name), or `undefined` when it is fine: 1 to 64 letters, digits and `. _ @ -`.
+ *
+ * @example
+ * ```ts
+ * operatorNameProblem('alice');     // undefined
+ * operatorNameProblem('alice bob'); // "must be 1 to 64 …; got 'alice bob'"
+ * ```
+ */
+export function operatorNameProblem(value: unknown): string | undefined {
+  if (typeof value === 'string' && OPERATOR_NAME.test(value)) return undefined;
+  const shown = typeof value === 'string' ? `'${value.slice(0, 70)}'` : typeof value;
+  return `must be 1 to 64 characters of letters, digits and . _ @ -; got ${shown}`;
+}
+
+/**
+ * Who an operator command is recorded as by in the transition history: the operator's name and
+ * where the command came from, `operator:alice (dashboard, 10.0.0.7)` or
+ * `operator:alice (cli, host-1)`. `isOperatorActor` knows it as the operator.
+ *
+ * @example
+ * ```ts
+ * await store.apply(id, { type: 'RETRY' }, { by: operatorActor('alice', 'cli, host-1') });
+ * ```
+ */
+export function operatorActor(name: string, from: string): string {
+  return `${OPERATOR}:${name} (${from})`;
+}
+
+/**
+ * Whether a transition's `by` is the operator: `operator` itself or a named operator
+ * (`operatorActor`).
+ *
+ * @example
+ * ```ts
+ * isOperatorActor('operator:alice (cli, host-1)'); // true
+ * ```
+ */
+export function isOperatorActor(by: unknown): boolean {
+  return typeof by === 'string' && (by === OPERATOR || by.startsWith(`${OPERATOR}:`));
+}

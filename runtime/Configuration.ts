@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { operatorNameProblem } from '../machines/actors.ts';
 import { DEADLINE_ALLOWED, deadlineProblem, MAX_DEADLINE_MS } from '../machines/deadlines.ts';
 import { describeValue } from '../machines/describeValue.ts';
 import { DURATION_FORMS, durationMs } from '../machines/durationMs.ts';
@@ -19,6 +20,7 @@ import {
   redactUrl,
   redactUrlList,
   type TlsFiles,
+  userInfoOf,
 } from '../transport/jetstream/natsCredentials.ts';
 import type { DeadlineOverrides, RuntimeTimers } from './RuntimeTiming.ts';
 
@@ -197,6 +199,26 @@ export const SETTINGS: readonly Setting[] = [
     secret: false,
     flag: '--metrics-port',
   },
+  {
+    variable: 'OPSTATE_OPERATOR',
+    allowed:
+      "who operator commands are recorded as by: 1 to 64 characters of letters, digits and . _ @ - (default: the user running the CLI; the dashboard: its token's name, else operator)",
+    secret: false,
+    flag: '--operator',
+  },
+  {
+    variable: 'OPSTATE_DASHBOARD_ALLOWED_HOSTS',
+    allowed:
+      'host names the dashboard answers to besides localhost, 127.0.0.1, [::1] and its --host, comma-separated (a request naming another Host is refused)',
+    secret: false,
+    flag: '--allowed-host',
+  },
+  {
+    variable: 'OPSTATE_DASHBOARD_TOKEN',
+    allowed:
+      "the dashboard's tokens, comma-separated, each name:secret (the name is recorded as the operator) or a secret, at least 16 characters (required with --allow-actions off loopback; made and printed once when not set)",
+    secret: true,
+  },
 ];
 
 const nonEmpty = z
@@ -277,26 +299,58 @@ function deadlinesOption(given: DeadlineOverrides): DeadlineOverrides {
   return given;
 }
 
+const decodedOrUndefined = (text: string): string | undefined => {
+  try {
+    return decodeURIComponent(text);
+  } catch {
+    return undefined;
+  }
+};
+
+/** Refuses URLs whose user info or path is not well percent-encoded (a client would throw on it). */
+const wellEncoded = (value: string | undefined, ctx: z.RefinementCtx) => {
+  for (const url of value?.split(',') ?? []) {
+    const info = userInfoOf(url.trim());
+    if (info !== undefined && decodedOrUndefined(info) === undefined) {
+      ctx.addIssue({
+        code: 'custom',
+        message:
+          "its user name or password is not well percent-encoded: write '%' as %25, '@' as %40, ':' as %3A, '/' as %2F",
+      });
+      return;
+    }
+    const path = /^[a-z][a-z0-9+.-]*:\/\/[^/?#]*(\/[^?#]*)/i.exec(url.trim())?.[1];
+    if (path !== undefined && decodedOrUndefined(path) === undefined) {
+      ctx.addIssue({ code: 'custom', message: 'its path is not well percent-encoded' });
+      return;
+    }
+  }
+};
+
 /** Each variable's schema: a failure names the variable and what it allows. */
 const schemas: Record<string, z.ZodType> = {
-  DATABASE_URL: nonEmpty.pipe(
-    z
-      .string()
-      .regex(/^postgres(ql)?:\/\/./)
-      .optional(),
-  ),
+  DATABASE_URL: nonEmpty
+    .pipe(
+      z
+        .string()
+        .regex(/^postgres(ql)?:\/\/./)
+        .optional(),
+    )
+    .superRefine(wellEncoded),
   OPSTATE_DATABASE_TLS: nonEmpty.pipe(z.enum(['disable', 'require', 'verify-full']).optional()),
   OPSTATE_EMBEDDED_ENGINE: nonEmpty.pipe(z.enum(['postgres', 'pglite']).optional()),
   OPSTATE_DB_SCHEMA: nonEmpty.superRefine((name, ctx) => {
     const problem = name === undefined ? undefined : databaseSchemaProblem(name);
     if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `it ${problem}` });
   }),
-  NATS_URL: nonEmpty.pipe(
-    z
-      .string()
-      .regex(/^((nats|tls):\/\/[^,\s]+)(,(nats|tls):\/\/[^,\s]+)*$/)
-      .optional(),
-  ),
+  NATS_URL: nonEmpty
+    .pipe(
+      z
+        .string()
+        .regex(/^((nats|tls):\/\/[^,\s]+)(,(nats|tls):\/\/[^,\s]+)*$/)
+        .optional(),
+    )
+    .superRefine(wellEncoded),
   OPSTATE_PREFIX: nonEmpty.pipe(
     z
       .string()
@@ -338,6 +392,16 @@ const schemas: Record<string, z.ZodType> = {
   }),
   OPSTATE_LOG_LEVEL: nonEmpty.pipe(z.enum(LOG_LEVELS).optional()),
   OPSTATE_METRICS_PORT: nonEmpty.pipe(port.optional()),
+  OPSTATE_OPERATOR: nonEmpty.superRefine((name, ctx) => {
+    const problem = name === undefined ? undefined : operatorNameProblem(name);
+    if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `it ${problem}` });
+  }),
+  OPSTATE_DASHBOARD_ALLOWED_HOSTS: nonEmpty.pipe(
+    z
+      .string()
+      .regex(/^\s*[A-Za-z0-9.:[\]-]+\s*(,\s*[A-Za-z0-9.:[\]-]+\s*)*$/)
+      .optional(),
+  ),
 };
 
 type Environment = Readonly<Record<string, string | undefined>>;
@@ -441,6 +505,26 @@ export function loadConfiguration(
 }
 
 type Get = (variable: string) => string | undefined;
+
+/**
+ * One setting of the operator's tools (`OPSTATE_OPERATOR`, `OPSTATE_DASHBOARD_ALLOWED_HOSTS`,
+ * `OPSTATE_DASHBOARD_TOKEN`), its flag winning over its variable, held
+ * to its rules: a bad value is refused with `CONFIG` naming both.
+ *
+ * @example
+ * ```ts
+ * const operator = readSetting(process.env, 'OPSTATE_OPERATOR', flags.operator);
+ * ```
+ */
+export function readSetting(
+  env: Environment,
+  variable: 'OPSTATE_OPERATOR' | 'OPSTATE_DASHBOARD_ALLOWED_HOSTS' | 'OPSTATE_DASHBOARD_TOKEN',
+  flag?: string,
+): string | undefined {
+  return (flag === undefined ? read(env, variable) : read({ [variable]: flag }, variable)) as
+    | string
+    | undefined;
+}
 
 /** The NATS credentials the environment gives: at most one way. */
 function natsCredentialsFromEnv(get: Get): NatsCredentials {
@@ -610,8 +694,13 @@ export function secretsOf(config: Configuration): string[] {
   if (auth.type === 'user') secrets.push(auth.password);
   if (auth.type === 'token') secrets.push(auth.token);
   for (const url of [config.database.url, ...(config.nats.url?.split(',') ?? [])]) {
-    const match = url === undefined ? null : /^[a-z][a-z0-9+.-]*:\/\/[^:@/]*:([^@/]+)@/i.exec(url);
-    if (match?.[1] !== undefined) secrets.push(decodeURIComponent(match[1]));
+    const info = url === undefined ? undefined : userInfoOf(url.trim());
+    const colon = info?.indexOf(':') ?? -1;
+    if (info === undefined || colon === -1 || colon === info.length - 1) continue;
+    const password = info.slice(colon + 1);
+    secrets.push(password);
+    const decoded = decodedOrUndefined(password);
+    if (decoded !== undefined && decoded !== password) secrets.push(decoded);
   }
   return secrets;
 }

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { Counter, collectDefaultMetrics, Gauge, Histogram, Registry } from 'prom-client';
-import { isNamedActor, WORKER } from '../machines/actors.ts';
+import { isNamedActor, isOperatorActor, OPERATOR, WORKER } from '../machines/actors.ts';
 import { systemClock } from '../machines/Clock.ts';
 import { CIRCUIT_STATES } from '../machines/circuitBreaker.ts';
 import { OPERATION_KINDS } from '../machines/OperationKind.ts';
@@ -13,8 +13,12 @@ import { CircuitBreakerRepository } from '../persistence/CircuitBreakerRepositor
 import type { Worker } from '../worker/Worker.ts';
 import type { ControlPlane, Runtime } from './Runtime.ts';
 
-/** Who a transition names, as a label: a worker's id would make one series per worker. */
-const actorLabel = (by: string) => (isNamedActor(by) ? by : WORKER);
+/**
+ * Who a transition names, as a label: a worker's id (or an operator's name) would make one
+ * series per worker (or person).
+ */
+const actorLabel = (by: string) =>
+  isNamedActor(by) ? by : isOperatorActor(by) ? OPERATOR : WORKER;
 
 /** How `createMetrics` builds its registry. */
 export interface MetricsOptions {

@@ -171,8 +171,16 @@ export interface Runtime {
   submitMany(inputs: readonly CreateOperationInput[]): Promise<string[]>;
   /** The operation with its subtype fields, copies, transitions and journal. */
   get(id: string): Promise<OperationInspection>;
-  /** An operator command (`RETRY`, `RESET`, `CANCEL`); refused with the machine's reason. */
-  command(id: string, event: OperationEvent): Promise<AppliedTransition>;
+  /**
+   * An operator command (`RETRY`, `RESET`, `CANCEL`); refused with the machine's reason. The
+   * history records it as by `options.by` (default `operator`; a named operator is
+   * `operator:<name> (<where>)`).
+   */
+  command(
+    id: string,
+    event: OperationEvent,
+    options?: { readonly by?: string },
+  ): Promise<AppliedTransition>;
   /** Contends for leadership and runs the control-plane loops while leader. */
   startControlPlane(): ControlPlane;
   startWorker<K extends OperationKind>(options: StartWorkerOptions<K>): Worker;

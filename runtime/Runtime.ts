@@ -149,8 +149,8 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       return ids;
     },
     get: (id) => inspectOperation(database, id),
-    async command(id, event) {
-      const applied = await applyOperatorCommand(store, clock, id, event);
+    async command(id, event, options) {
+      const applied = await applyOperatorCommand(store, clock, id, event, options?.by);
       wake();
       return applied;
     },

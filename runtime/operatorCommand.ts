@@ -15,7 +15,8 @@ import type { OperationStore } from '../persistence/OperationStore.ts';
 export const OPERATOR_COMMAND_ATTEMPTS = 5;
 
 /**
- * Applies an operator command (`RETRY`, `RESET` or `CANCEL`), recorded as sent by `operator`.
+ * Applies an operator command (`RETRY`, `RESET` or `CANCEL`), recorded as sent by `by` (default
+ * `operator`; a named operator is `operatorActor(name, from)`).
  * A lost race (`CONFLICT`) is decided again on the row as it now is, up to
  * {@link OPERATOR_COMMAND_ATTEMPTS} times; every other refusal is the machine's and is thrown as
  * it is. Any other event is refused with `BAD_INPUT` and nothing is written.
@@ -30,6 +31,7 @@ export async function applyOperatorCommand(
   clock: Clock,
   id: string,
   event: OperationEvent,
+  by: string = OPERATOR,
 ): Promise<AppliedTransition> {
   if (event.type !== 'RETRY' && event.type !== 'RESET' && event.type !== 'CANCEL') {
     throw new OpstateError(
@@ -39,11 +41,7 @@ export async function applyOperatorCommand(
   }
   for (let attempt = 1; ; attempt++) {
     try {
-      return await store.apply(
-        id,
-        { ...event, at: new Date(clock.now()).toISOString() },
-        { by: OPERATOR },
-      );
+      return await store.apply(id, { ...event, at: new Date(clock.now()).toISOString() }, { by });
     } catch (err) {
       const lostRace = err instanceof OpstateError && err.code === OpstateErrorCode.CONFLICT;
       if (!lostRace || attempt >= OPERATOR_COMMAND_ATTEMPTS) throw err;

@@ -19,7 +19,8 @@ export type ReplanOutcome =
  * - a COMPLETED long-term archive whose source deletion ended DELETION_FAILED has that deletion
  *   re-planned (REPLAN_DELETION, a fresh budget): a deleter plans it again against the archive,
  *   revalidating every member that is still there.
- * Anything else is refused with `INVALID_EVENT` saying why. It needs only the database (a runtime,
+ * Anything else is refused with `INVALID_EVENT` saying why. What it writes is recorded as by `by`
+ * (default `operator`; a named operator is `operatorActor(name, from)`). It needs only the database (a runtime,
  * or its database, journal and operator command alone, as `opstate retry --replan` passes them).
  *
  * @example
@@ -31,11 +32,12 @@ export async function replan(
   runtime: Pick<Runtime, 'database' | 'journal' | 'command'>,
   id: string,
   reason: string,
+  by: string = OPERATOR,
 ): Promise<ReplanOutcome> {
   const view = await inspectOperation(runtime.database, id);
   if (view.status === OperationStatus.FAILED) {
-    const { generation } = await runtime.journal.replan(id, { by: OPERATOR, reason });
-    const t = await runtime.command(id, { type: 'RETRY', reason });
+    const { generation } = await runtime.journal.replan(id, { by, reason });
+    const t = await runtime.command(id, { type: 'RETRY', reason }, { by });
     return { replanned: 'operation', generation, status: t.status };
   }
   const source = view.inputs[0];
@@ -47,11 +49,7 @@ export async function replan(
     const copies = new CopyLifecycle(runtime.database);
     const { state } = await copies.facts(source.id);
     if (state.status === PhysicalCopyStatus.DELETION_FAILED) {
-      const t = await copies.apply(
-        source.id,
-        { type: 'REPLAN_DELETION' },
-        { by: OPERATOR, reason },
-      );
+      const t = await copies.apply(source.id, { type: 'REPLAN_DELETION' }, { by, reason });
       return { replanned: 'deletion', copyId: source.id, status: t.status };
     }
     throw new OpstateError(

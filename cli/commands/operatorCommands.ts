@@ -1,14 +1,42 @@
+import { hostname, userInfo } from 'node:os';
+import { OPERATOR, operatorActor, operatorNameProblem } from '../../machines/actors.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { type OperatorAction, operatorEvent } from '../../machines/operatorEvent.ts';
 import { JournalRepository } from '../../persistence/JournalRepository.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
+import { readSetting } from '../../runtime/Configuration.ts';
 import { applyOperatorCommand } from '../../runtime/operatorCommand.ts';
 import { replan } from '../../runtime/replan.ts';
 import { argumentsOf, defineCommand, optionsOf } from '../Command.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
+/** The user running this process, when that is a name an operator may have; else `operator`. */
+function userName(): string {
+  try {
+    const name = userInfo().username;
+    return operatorNameProblem(name) === undefined ? name : OPERATOR;
+  } catch {
+    return OPERATOR;
+  }
+}
+
 /**
- * `opstate retry|reset|cancel <operation-id> [--reason R] [--json]`: an operator command, written
+ * Who a command of this process is recorded as by: `--operator`, else `OPSTATE_OPERATOR`, else
+ * the user running it, and from this host: `operator:alice (cli, host-1)`.
+ *
+ * @example
+ * ```ts
+ * await applyOperatorCommand(store, clock, id, event, cliOperator(flags.operator));
+ * ```
+ */
+export function cliOperator(flag: string | undefined): string {
+  const name = readSetting(process.env, 'OPSTATE_OPERATOR', flag) ?? userName();
+  return operatorActor(name, `cli, ${hostname()}`);
+}
+
+/**
+ * `opstate retry|reset|cancel <operation-id> [--reason R] [--operator NAME] [--json]`: an
+ * operator command, recorded as by the operator (`cliOperator`), written
  * to the database alone. It needs no broker: the control plane schedules what returns to PENDING,
  * and fencing retires whatever a worker still runs of an old attempt. So it works while NATS is
  * down, and never creates a database (there is no operation to act on in a new one).
@@ -29,6 +57,10 @@ export function createOperatorCommand(
       .description(summary)
       .argument('<operation-id>', 'the operation')
       .option('--reason <text>', 'why, kept in the transition history')
+      .option(
+        '--operator <name>',
+        'who to record it as by (default: OPSTATE_OPERATOR, else the user running this)',
+      )
       .option('--json', 'print the outcome as one JSON object');
     if (name === 'retry') {
       command.option(
@@ -39,18 +71,24 @@ export function createOperatorCommand(
     command.action(
       ctx.action(async (cmd) => {
         const [id] = argumentsOf(cmd) as [string];
-        const o = optionsOf<{ reason?: string; json?: boolean; replan?: boolean }>(cmd);
+        const o = optionsOf<{
+          reason?: string;
+          json?: boolean;
+          replan?: boolean;
+          operator?: string;
+        }>(cmd);
+        const by = cliOperator(o.operator);
         const database = await open({ io: ctx.io });
         const store = new OperationStore(database);
         const desk = {
           database,
           journal: new JournalRepository(database),
           command: (target: string, event: Parameters<typeof applyOperatorCommand>[3]) =>
-            applyOperatorCommand(store, systemClock, target, event),
+            applyOperatorCommand(store, systemClock, target, event, by),
         };
         try {
           if (o.replan === true) {
-            const r = await replan(desk, id, o.reason ?? 're-planned by an operator');
+            const r = await replan(desk, id, o.reason ?? 're-planned by an operator', by);
             ctx.io.out(
               o.json === true
                 ? JSON.stringify({ id, ...r })

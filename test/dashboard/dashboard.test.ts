@@ -315,7 +315,7 @@ describe('the operator dashboard over a database with operations in every state'
     const history = await runtime.journal.listTransitions(planted.ids.failed);
     expect(history.at(-1)).toMatchObject({
       event: 'RETRY',
-      by: 'operator',
+      by: 'operator:operator (dashboard, 127.0.0.1)',
       reason: 'checksum tool fixed',
     });
     await page.screenshot({ path: join(SHOTS, 'retry-done.png'), fullPage: true });
@@ -616,7 +616,7 @@ describe('the operator dashboard over a database with operations in every state'
       expect((await planted.store.load(id)).status).toBe('PENDING');
       expect((await runtime.journal.listTransitions(id)).at(-1)).toMatchObject({
         event: 'RETRY',
-        by: 'operator',
+        by: 'operator:operator (dashboard, 127.0.0.1)',
         reason: 'disk cleaned',
       });
     }

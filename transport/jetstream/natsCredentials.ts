@@ -116,10 +116,42 @@ export function splitServers(servers: string | string[]): string[] {
  * ```
  */
 export function redactUrl(url: string): string {
-  return url.replace(/^([a-z][a-z0-9+.-]*:\/\/)([^@/]*)@/i, (_, scheme: string, info: string) => {
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0];
+  if (scheme === undefined) return url;
+  // The authority ends at the first '/', '?' or '#'; its user info at its last '@', as a URL
+  // parser reads it, so a password holding a raw '@' is hidden whole.
+  const rest = url.slice(scheme.length);
+  const end = rest.search(/[/?#]/);
+  const authority = end === -1 ? rest : rest.slice(0, end);
+  const at = authority.lastIndexOf('@');
+  let redacted = url;
+  if (at !== -1) {
+    const info = authority.slice(0, at);
     const colon = info.indexOf(':');
-    return `${scheme}${colon === -1 ? '***' : `${info.slice(0, colon)}:***`}@`;
-  });
+    const shown = colon === -1 ? '***' : `${info.slice(0, colon)}:***`;
+    redacted = `${scheme}${shown}${rest.slice(at)}`;
+  }
+  // A password may also be given as a query parameter (postgres://db/app?password=…).
+  return redacted.replace(/([?&](?:password|sslpassword)=)[^&#]*/gi, '$1***');
+}
+
+/**
+ * A URL's user info (`user:password`, or a lone token) as a URL parser reads it: everything
+ * before the authority's last `@`. `undefined` when there is none.
+ *
+ * @example
+ * ```ts
+ * userInfoOf('postgres://app:p@ss@db/app'); // 'app:p@ss'
+ * ```
+ */
+export function userInfoOf(url: string): string | undefined {
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0];
+  if (scheme === undefined) return undefined;
+  const rest = url.slice(scheme.length);
+  const end = rest.search(/[/?#]/);
+  const authority = end === -1 ? rest : rest.slice(0, end);
+  const at = authority.lastIndexOf('@');
+  return at === -1 ? undefined : authority.slice(0, at);
 }
 
 /**
