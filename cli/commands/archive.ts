@@ -186,7 +186,9 @@ async function rekeyDryRun(database: Database, json: boolean, io: Io): Promise<n
  * appended to the archive record (VERIFIED or VERIFY_FAILED; a failure stops every deletion that
  * relies on the archive). `opstate archive restore <id> --to DIR` restores the package through the
  * same store (decrypting with `OPSTATE_ARCHIVE_KEY_FILE`) into an empty folder and checks every
- * restored member's size and sha256: a rehearsal to run during an incident.
+ * restored member's size and sha256: a rehearsal to run during an incident. `opstate archive
+ * rekey --dry-run` lists, per key id, the archives each key sealed (from the records) and those no
+ * configured key opens (exit 1 when any); a rewrite under the new key is not implemented.
  *
  * @example
  * ```ts
