@@ -192,6 +192,24 @@ export class ArchiveRecordRepository {
     return rows.map(toEntry);
   }
 
+  /**
+   * The current archive of every long-term-archive operation that uploaded one: the latest
+   * UPLOADED row of each, oldest operation first (what `opstate archive rekey` reports by key).
+   *
+   * @example
+   * ```ts
+   * const sealed = (await records.uploaded()).filter((r) => r.keyId === keyId);
+   * ```
+   */
+  async uploaded(): Promise<ArchiveRecordEntry[]> {
+    const rows = await this.database.execute(sql`
+      select * from (
+        select distinct on (operation_id) * from archive_record
+        where state = ${ArchiveState.UPLOADED} order by operation_id, id desc) u
+      order by id`);
+    return rows.map(toEntry);
+  }
+
   private values(input: ArchiveFields): SQL {
     return sql`${input.archiveKey ?? null}, ${input.objectVersion ?? null},
       ${input.objectSha256 ?? null}, ${input.contentSha256 ?? null}, ${input.size ?? null}::bigint,

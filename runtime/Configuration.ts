@@ -158,6 +158,12 @@ export const SETTINGS: readonly Setting[] = [
     secret: false,
   },
   {
+    variable: 'OPSTATE_ARCHIVE_READ_KEY_FILES',
+    allowed:
+      'comma-separated files holding older archive keys: they open what they sealed, never seal (with OPSTATE_ARCHIVE_KEY_FILE)',
+    secret: false,
+  },
+  {
     variable: 'OPSTATE_PREFIX',
     allowed: "letters, digits, '-' and '_' (default opstate)",
     secret: false,

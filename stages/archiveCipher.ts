@@ -6,6 +6,12 @@ import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 /** The environment variable that names the archive key file. */
 export const ARCHIVE_KEY_FILE_ENV = 'OPSTATE_ARCHIVE_KEY_FILE';
 
+/**
+ * The environment variable that names older archive key files, comma-separated: they open the
+ * archives they sealed, never seal a new one (the keyring after a rotation).
+ */
+export const ARCHIVE_READ_KEY_FILES_ENV = 'OPSTATE_ARCHIVE_READ_KEY_FILES';
+
 /** How a sealed object starts: magic, format version, key id, IV, tag, then the ciphertext. */
 const MAGIC = Buffer.from('OPSTAEAD');
 const FORMAT = 1;
@@ -26,6 +32,8 @@ export interface ArchiveCipher {
   seal(plain: Uint8Array): Buffer;
   /** Decrypts and authenticates; an altered, truncated or foreign-key object is a `BAD_INPUT`. */
   open(sealed: Uint8Array): Buffer;
+  /** Every key id this cipher can open, the sealing key first. */
+  readonly keyIds?: readonly string[];
 }
 
 /**
@@ -110,7 +118,7 @@ class AesGcmCipher implements ArchiveCipher {
     if (keyId !== this.keyId) {
       throw new OpstateError(
         OpstateErrorCode.CONFIG,
-        `object was sealed with key ${keyId}, but the configured key is ${this.keyId}; point ${ARCHIVE_KEY_FILE_ENV} at the key that sealed it`,
+        `object was sealed with key ${keyId}, but the configured key is ${this.keyId}; point ${ARCHIVE_KEY_FILE_ENV} at the key that sealed it, or name it in ${ARCHIVE_READ_KEY_FILES_ENV}`,
         { details: { objectKeyId: keyId, configuredKeyId: this.keyId } },
       );
     }
@@ -175,8 +183,80 @@ export function loadArchiveCipher(path: string): ArchiveCipher {
 }
 
 /**
- * The cipher named by `OPSTATE_ARCHIVE_KEY_FILE`, or undefined when it is not set (archives are
- * then stored in the clear).
+ * Several keys: the first seals, every one opens what it sealed, chosen by the key id in the
+ * sealed header. An object sealed under a key not in the ring is a `CONFIG` naming that key id.
+ */
+class ArchiveKeyring implements ArchiveCipher {
+  readonly keyId: string;
+  readonly keyIds: readonly string[];
+  readonly #byId: ReadonlyMap<string, ArchiveCipher>;
+
+  constructor(ciphers: readonly ArchiveCipher[]) {
+    const [sealing] = ciphers;
+    if (sealing === undefined) throw new Error('a keyring needs a key');
+    this.keyId = sealing.keyId;
+    this.keyIds = ciphers.map((c) => c.keyId);
+    this.#byId = new Map(ciphers.map((c) => [c.keyId, c]));
+  }
+
+  seal(plain: Uint8Array): Buffer {
+    return (this.#byId.get(this.keyId) as ArchiveCipher).seal(plain);
+  }
+
+  open(sealed: Uint8Array): Buffer {
+    const keyId = sealedKeyId(sealed);
+    const cipher = keyId === undefined ? undefined : this.#byId.get(keyId);
+    if (cipher !== undefined) return cipher.open(sealed);
+    if (keyId === undefined) return (this.#byId.get(this.keyId) as ArchiveCipher).open(sealed);
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `object was sealed with key ${keyId}, which no configured key matches (configured: ${this.keyIds.join(', ')}); add the key file that sealed it to ${ARCHIVE_READ_KEY_FILES_ENV}`,
+      { details: { objectKeyId: keyId, configuredKeyIds: [...this.keyIds] } },
+    );
+  }
+
+  toJSON(): { keyId: string; keyIds: readonly string[] } {
+    return { keyId: this.keyId, keyIds: this.keyIds };
+  }
+
+  [inspect.custom](): string {
+    return `ArchiveKeyring { keyId: '${this.keyId}', keyIds: [${this.keyIds.map((k) => `'${k}'`).join(', ')}] }`;
+  }
+}
+
+/**
+ * A keyring from the sealing key file and older read key files (each loaded as by
+ * `loadArchiveCipher`): new archives are sealed under the first, an archive sealed under any of
+ * them opens. `CONFIG` when a file is missing or malformed, or when two files hold the same key.
+ *
+ * @example
+ * ```ts
+ * const ring = loadArchiveKeyring('/etc/opstate/2027.key', ['/etc/opstate/2026.key']);
+ * ring.keyIds; // ['<2027 id>', '<2026 id>']
+ * ```
+ */
+export function loadArchiveKeyring(
+  sealingPath: string,
+  readPaths: readonly string[],
+): ArchiveCipher {
+  const paths = [sealingPath, ...readPaths];
+  const ciphers = paths.map((path) => loadArchiveCipher(path));
+  ciphers.forEach((cipher, i) => {
+    const first = ciphers.findIndex((c) => c.keyId === cipher.keyId);
+    if (first !== i) {
+      throw new OpstateError(
+        OpstateErrorCode.CONFIG,
+        `archive key files ${paths[first]} and ${paths[i]} hold the same key (key id ${cipher.keyId}); name each key once in ${ARCHIVE_KEY_FILE_ENV} and ${ARCHIVE_READ_KEY_FILES_ENV}`,
+      );
+    }
+  });
+  return ciphers.length === 1 ? (ciphers[0] as ArchiveCipher) : new ArchiveKeyring(ciphers);
+}
+
+/**
+ * The cipher named by `OPSTATE_ARCHIVE_KEY_FILE` (with the older keys of
+ * `OPSTATE_ARCHIVE_READ_KEY_FILES`, comma-separated, as a keyring), or undefined when it is not
+ * set (archives are then stored in the clear). Read keys without a sealing key are a `CONFIG`.
  *
  * @example
  * ```ts
@@ -187,5 +267,16 @@ export function archiveCipherFromEnv(
   env: Readonly<Record<string, string | undefined>> = process.env,
 ): ArchiveCipher | undefined {
   const path = env[ARCHIVE_KEY_FILE_ENV];
-  return path === undefined || path === '' ? undefined : loadArchiveCipher(path);
+  const readPaths = (env[ARCHIVE_READ_KEY_FILES_ENV] ?? '')
+    .split(',')
+    .map((p) => p.trim())
+    .filter((p) => p !== '');
+  if (path === undefined || path === '') {
+    if (readPaths.length === 0) return undefined;
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `${ARCHIVE_READ_KEY_FILES_ENV} names older keys, but ${ARCHIVE_KEY_FILE_ENV} (the key that seals new archives) is not set; set it too`,
+    );
+  }
+  return loadArchiveKeyring(path, readPaths);
 }

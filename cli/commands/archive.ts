@@ -1,5 +1,6 @@
 import { resolve } from 'node:path';
 import { ArchiveState } from '../../machines/ArchiveState.ts';
+import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { checkId } from '../../persistence/applyEvents.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
@@ -114,6 +115,67 @@ async function restore(
   return ok ? 0 : 1;
 }
 
+/** An archive the rekey report names: its operation and its key in the store. */
+interface SealedArchive {
+  readonly operationId: string;
+  readonly key: string | null;
+}
+
+async function rekeyDryRun(database: Database, json: boolean, io: Io): Promise<number> {
+  const cipher = archiveCipherFromEnv();
+  const configured = cipher === undefined ? [] : [...(cipher.keyIds ?? [cipher.keyId])];
+  const byKey = new Map<string, SealedArchive[]>(configured.map((k) => [k, []]));
+  const plain: SealedArchive[] = [];
+  const unopenable: (SealedArchive & { keyId: string | null })[] = [];
+  for (const r of await new ArchiveRecordRepository(database).uploaded()) {
+    const archive = { operationId: r.operationId, key: r.archiveKey };
+    if (r.encrypted !== true) {
+      plain.push(archive);
+      continue;
+    }
+    const keyId = r.keyId;
+    if (keyId === null || !configured.includes(keyId)) unopenable.push({ ...archive, keyId });
+    if (keyId !== null) byKey.set(keyId, [...(byKey.get(keyId) ?? []), archive]);
+  }
+  const keys = [...byKey].map(([keyId, archives]) => ({
+    keyId,
+    configured: configured.includes(keyId),
+    seals: keyId === cipher?.keyId,
+    count: archives.length,
+    archives,
+  }));
+  if (json) {
+    io.out(
+      JSON.stringify({
+        dryRun: true,
+        sealingKeyId: cipher?.keyId ?? null,
+        keys,
+        unencrypted: { count: plain.length, archives: plain },
+        unopenable: { count: unopenable.length, archives: unopenable },
+      }),
+    );
+    return unopenable.length === 0 ? 0 : 1;
+  }
+  io.out(
+    `archive keys (dry run: nothing is rewritten); new archives are sealed with ${cipher === undefined ? 'no key (OPSTATE_ARCHIVE_KEY_FILE is not set)' : `key ${cipher.keyId}`}`,
+  );
+  const line = (a: SealedArchive) => `    ${a.operationId}  ${a.key ?? '-'}`;
+  for (const k of keys) {
+    const role = k.seals ? 'seals new archives' : k.configured ? 'read key' : 'NOT CONFIGURED';
+    io.out(`  key ${k.keyId} (${role}): sealed ${k.count} archive(s)`);
+    for (const a of k.archives) io.out(line(a));
+  }
+  io.out(`  not encrypted: ${plain.length} archive(s)`);
+  for (const a of plain) io.out(line(a));
+  if (unopenable.length === 0) {
+    io.out('OK: every encrypted archive opens with a configured key.');
+    return 0;
+  }
+  io.out(`NO CONFIGURED KEY OPENS ${unopenable.length} archive(s):`);
+  for (const a of unopenable) io.out(`${line(a)}  (key ${a.keyId ?? 'not recorded'})`);
+  return 1;
+}
+
 /**
  * `opstate archive verify <id>` re-reads the stored object of a long-term-archive operation
  * through the archive store, without any worker: the object first written (not replaced), its
@@ -124,7 +186,9 @@ async function restore(
  * appended to the archive record (VERIFIED or VERIFY_FAILED; a failure stops every deletion that
  * relies on the archive). `opstate archive restore <id> --to DIR` restores the package through the
  * same store (decrypting with `OPSTATE_ARCHIVE_KEY_FILE`) into an empty folder and checks every
- * restored member's size and sha256: a rehearsal to run during an incident.
+ * restored member's size and sha256: a rehearsal to run during an incident. `opstate archive
+ * rekey --dry-run` lists, per key id, the archives each key sealed (from the records) and those no
+ * configured key opens (exit 1 when any); a rewrite under the new key is not implemented.
  *
  * @example
  * ```ts
@@ -132,7 +196,8 @@ async function restore(
  * ```
  */
 export function createArchiveCommand(open: DatabaseOpener = databaseFromEnv): Command {
-  const summary = 'Verify or restore a long-term archive independently of any worker';
+  const summary =
+    'Verify or restore a long-term archive independently of any worker; report what each key sealed';
   return defineCommand('archive', summary, (program, ctx) => {
     const archive = program.command('archive').description(summary);
     archive
@@ -171,6 +236,30 @@ export function createArchiveCommand(open: DatabaseOpener = databaseFromEnv): Co
           const database = await open({ io: ctx.io });
           try {
             return await restore(database, id, o.to, o.json === true, ctx.io);
+          } finally {
+            await database.close();
+          }
+        }),
+      );
+    archive
+      .command('rekey')
+      .description(
+        'With --dry-run: list, per key id, the archives each key sealed and those no configured key opens',
+      )
+      .option('--dry-run', 'report only (the only mode implemented: nothing is rewritten)')
+      .option('--json', 'print the report as one JSON object')
+      .action(
+        ctx.action(async (cmd) => {
+          const o = optionsOf<{ dryRun?: boolean; json?: boolean }>(cmd);
+          if (o.dryRun !== true) {
+            throw new OpstateError(
+              OpstateErrorCode.BAD_INPUT,
+              'archive rekey rewrites nothing yet: only `opstate archive rekey --dry-run` (the report of what each key sealed) is implemented',
+            );
+          }
+          const database = await open({ io: ctx.io });
+          try {
+            return await rekeyDryRun(database, o.json === true, ctx.io);
           } finally {
             await database.close();
           }
