@@ -25,6 +25,9 @@ if [ ! -s "$PGDATA/PG_VERSION" ]; then
   cat >> "$PGDATA/postgresql.auto.conf" <<CONF
 primary_conninfo = 'host=postgres-primary port=5432 user=replicator application_name=standby passfile=$PASSFILE'
 primary_slot_name = 'standby'
+# The copy holds the primary's synchronous_standby_names: promoted, this server has no standby,
+# and would wait at each commit for one.
+synchronous_standby_names = ''
 CONF
 fi
 exec docker-entrypoint.sh postgres

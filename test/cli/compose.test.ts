@@ -306,10 +306,16 @@ describe('deploy/docker-compose.cluster.yml', () => {
       await promisify(execFile)('sh', ['-n', inDeploy(script)]);
     }
     const [initText, entryText] = scripts.map((s) => readFileSync(inDeploy(s), 'utf8'));
-    const synchronous = /synchronous_standby_names=FIRST 1 \((\w+)\)/.exec(
-      primary.command?.join(' ') ?? '',
+    // Set for the real server only: on the command line, the setup's own server would wait at
+    // each commit for a standby that cannot exist yet.
+    expect(primary.command ?? []).not.toContainEqual(expect.stringMatching(/synchronous/));
+    const synchronous = /alter system set synchronous_standby_names = 'FIRST 1 \((\w+)\)'/.exec(
+      initText as string,
     )?.[1];
+    expect(synchronous).toBeDefined();
     expect(entryText).toMatch(new RegExp(`application_name=${synchronous}\\b`));
+    // Promoted, the standby has no standby of its own to wait for.
+    expect(entryText).toContain("synchronous_standby_names = ''");
     expect(entryText).toMatch(/pg_basebackup -h postgres-primary .*-U replicator/);
     expect(entryText).toContain('standby.signal');
     const slot = /pg_create_physical_replication_slot\('(\w+)'\)/.exec(initText as string)?.[1];
