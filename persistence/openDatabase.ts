@@ -148,13 +148,24 @@ function pgliteExecutor(client: PgliteLike): Executor {
 }
 
 /**
+ * A URL's query parameters. Not through URL: a URL with several hosts
+ * (`postgres://u:p@h1:5432,h2:5432/db?target_session_attrs=read-write`, which postgres.js takes)
+ * is no WHATWG URL, and URL would throw on it.
+ */
+function queryOf(url: string): URLSearchParams {
+  const query = /\?([^#]*)/.exec(url)?.[1];
+  return new URLSearchParams(query ?? '');
+}
+
+/**
  * A Unix-socket URL as libpq writes it, `postgres://user@localhost/db?host=/run/postgresql`, as
  * postgres.js takes it: the socket's path apart (it would otherwise connect to localhost by TCP).
  */
 function socketOf(url: string): { url: string; path?: string } {
-  const parsed = new URL(url);
-  const host = parsed.searchParams.get('host');
+  const host = queryOf(url).get('host');
   if (host === null || !host.startsWith('/')) return { url };
+  // A socket URL names one host, which URL parses.
+  const parsed = new URL(url);
   parsed.searchParams.delete('host');
   return { url: parsed.toString(), path: `${host}/.s.PGSQL.${parsed.port || '5432'}` };
 }
@@ -164,7 +175,7 @@ function socketOf(url: string): { url: string; path?: string } {
  * last), and opstate's statements would then read and write another schema's tables.
  */
 function refuseSearchPath(url: string): void {
-  if (!new URL(url).searchParams.has('search_path')) return;
+  if (!queryOf(url).has('search_path')) return;
   throw new OpstateError(
     OpstateErrorCode.CONFIG,
     'the database URL sets search_path, which opstate sets to its own schema; remove it from the URL and name the schema with OPSTATE_DB_SCHEMA (or the option schema)',

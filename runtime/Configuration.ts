@@ -412,6 +412,15 @@ const schemas: Record<string, z.ZodType> = {
 
 type Environment = Readonly<Record<string, string | undefined>>;
 
+/**
+ * A URL variable's value as a refusal shows it: NATS_URL is a list of URLs; DATABASE_URL is one
+ * URL, which may name several hosts but has one user info, whose password may hold a comma.
+ */
+function shownUrl(variable: string, value: string): string {
+  if (variable === 'NATS_URL') return redactUrlList(value);
+  return variable.endsWith('_URL') ? redactUrl(value) : value;
+}
+
 function read(env: Environment, variable: string, value = env[variable], named?: string): unknown {
   const setting = SETTINGS.find((s) => s.variable === variable) as Setting;
   const schema = schemas[variable] ?? nonEmpty;
@@ -419,7 +428,7 @@ function read(env: Environment, variable: string, value = env[variable], named?:
   if (!parsed.success) {
     const shown = setting.secret
       ? '(the value is secret)'
-      : `got '${variable.endsWith('_URL') ? redactUrlList(String(value)) : value}'`;
+      : `got '${shownUrl(variable, String(value))}'`;
     // Only reasons of our own wording: the schema's (a pattern, "Invalid option") say no more
     // than `allowed` does, in terms of the validator.
     const reason = parsed.error.issues

@@ -156,6 +156,20 @@ describe('loadConfiguration', () => {
     expect(shown).toContain('postgres://app:***@db/app');
     expect(secretsOf(config).sort()).toEqual(['db-pass-1', 'nats-pass-2']);
   });
+
+  it('takes a DATABASE_URL naming a primary and its standby, and hides its password', () => {
+    const url = 'postgres://app:db,pass-3@pg-1:5432,pg-2:5432/app?target_session_attrs=read-write';
+    const config = loadConfiguration({ DATABASE_URL: url });
+    expect(config.database.url).toBe(url);
+    expect(redactConfiguration(config).database.url).toBe(
+      'postgres://app:***@pg-1:5432,pg-2:5432/app?target_session_attrs=read-write',
+    );
+    expect(secretsOf(config)).toEqual(['db,pass-3']);
+    // Refused (not postgres://), its password is hidden whole, the comma in it too.
+    const refused = refusal({ DATABASE_URL: 'mysql://app:db,pass-4@pg-1,pg-2/app' }).message;
+    expect(refused).toContain("got 'mysql://app:***@pg-1,pg-2/app'");
+    expect(refused).not.toMatch(/app:db|pass-4/);
+  });
 });
 
 describe('createRuntime resolves its settings through the same configuration', () => {

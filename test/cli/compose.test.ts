@@ -1,11 +1,15 @@
-import { existsSync, readFileSync } from 'node:fs';
+import { execFile } from 'node:child_process';
+import { existsSync, readFileSync, statSync } from 'node:fs';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { createProgram } from '../../cli/Command.ts';
 import { loadCommands } from '../../cli/commands/index.ts';
 import { isOperationKind, type OperationKind } from '../../machines/OperationKind.ts';
-import { SETTINGS } from '../../runtime/Configuration.ts';
+import { urlHosts } from '../../persistence/databaseTls.ts';
+import { loadConfiguration, SETTINGS } from '../../runtime/Configuration.ts';
 import { resolveRuntimeTiming } from '../../runtime/Runtime.ts';
+import { splitServers } from '../../transport/jetstream/natsCredentials.ts';
 import { REPO_ROOT } from '../helpers/opstateCli.ts';
 
 /**
@@ -24,11 +28,14 @@ interface Service {
   depends_on?: Record<string, { condition: string }>;
   volumes?: string[];
   deploy?: { replicas?: number };
+  restart?: string;
+  entrypoint?: string[];
 }
-const compose = parse(read('docker-compose.yml'), { merge: true }) as {
+interface Compose {
   services: Record<string, Service>;
   volumes: Record<string, unknown>;
-};
+}
+const compose = parse(read('docker-compose.yml'), { merge: true }) as Compose;
 const services = compose.services;
 const opstateServices = Object.entries(services).filter(([, s]) => s.build === '.');
 const natsConf = read('deploy/nats.conf');
@@ -191,6 +198,164 @@ describe('docker-compose.yml', () => {
         ).toEqual([]);
       } else {
         expect(allowed).toContain('opstate.dispatch.>');
+      }
+    }
+  });
+});
+
+/** `${NAME:?message}` and `${NAME}` in a compose file: the variables it takes from `.env`. */
+function interpolated(text: string): string[] {
+  return [...new Set([...text.matchAll(/\$\{([A-Z_][A-Z0-9_]*)/g)].map((m) => m[1] as string))];
+}
+
+/** A service's environment as the container gets it, with every `${…}` given a value. */
+function resolvedEnvironment(s: Service): Record<string, string> {
+  return Object.fromEntries(
+    Object.entries(s.environment ?? {}).map(([k, v]) => [
+      k,
+      String(v).replace(/\$\{([A-Z_][A-Z0-9_]*)[^}]*\}/g, (_, name: string) => `${name}-value`),
+    ]),
+  );
+}
+
+describe('deploy/docker-compose.cluster.yml', () => {
+  const clusterText = read('deploy/docker-compose.cluster.yml');
+  const cluster = parse(clusterText, { merge: true }) as Compose;
+  const all = cluster.services;
+  const runtime = Object.entries(all).filter(([, s]) => s.build === '..');
+  const nodes = ['nats-1', 'nats-2', 'nats-3'];
+  const clusterConf = read('deploy/nats-cluster.conf');
+  /** A path of the file, relative to deploy/ (the project directory of a file run with -f). */
+  const inDeploy = (path: string) => `${REPO_ROOT}deploy/${path.replace(/^\.\//, '')}`;
+
+  it('runs the same runtime as docker-compose.yml, built from the repository, with the same commands', () => {
+    expect(runtime.map(([name]) => name)).toEqual(opstateServices.map(([name]) => name));
+    for (const [name, s] of runtime) {
+      expect(s.image).toBe('opstate:local');
+      expect(s.command, name).toEqual(services[name]?.command);
+      expect(s.healthcheck, name).toEqual(services[name]?.healthcheck);
+      expect(s.volumes, name).toEqual(services[name]?.volumes);
+    }
+    expect(all['control-plane']?.deploy?.replicas).toBe(2);
+    expect(existsSync(`${REPO_ROOT}Dockerfile`)).toBe(true);
+  });
+
+  it('gives every runtime service all three NATS nodes and both Postgres hosts, which the configuration takes', () => {
+    for (const [name, s] of runtime) {
+      const env = resolvedEnvironment(s);
+      for (const variable of Object.keys(env)) {
+        expect(
+          SETTINGS.some((setting) => setting.variable === variable),
+          `${name}: ${variable}`,
+        ).toBe(true);
+      }
+      const config = loadConfiguration(env);
+      expect(() => resolveRuntimeTiming(config.timing ?? {})).not.toThrow();
+      expect(splitServers(config.nats.url ?? '')).toEqual(nodes.map((n) => `nats://${n}:4222`));
+      const url = config.database.url ?? '';
+      expect(url).toMatch(/^postgres:\/\/opstate:POSTGRES_PASSWORD-value@/);
+      expect(urlHosts(url)).toEqual(['postgres-primary', 'postgres-standby']);
+      expect(new URLSearchParams(url.slice(url.indexOf('?') + 1)).get('target_session_attrs')).toBe(
+        'read-write',
+      );
+    }
+    for (const host of ['postgres-primary', 'postgres-standby']) {
+      expect(all[host]?.image, host).toBe('postgres:15');
+    }
+  });
+
+  it('runs three nats-server nodes of one JetStream cluster, each on its own volume, with the users of deploy/nats.conf', async () => {
+    const volumes = new Set<string>();
+    for (const node of nodes) {
+      const s = all[node] as Service;
+      expect(s.image).toMatch(/^nats:2\.9/);
+      expect(s.command).toEqual(['-c', '/etc/nats/nats-cluster.conf', '-sd', '/data', '-n', node]);
+      expect(s.volumes).toContain('./nats.conf:/etc/nats/nats.conf:ro');
+      expect(s.volumes).toContain('./nats-cluster.conf:/etc/nats/nats-cluster.conf:ro');
+      const data = s.volumes?.find((v) => v.endsWith(':/data'))?.split(':')[0] as string;
+      expect(Object.keys(cluster.volumes), node).toContain(data);
+      volumes.add(data);
+      for (const variable of Object.keys(s.environment ?? {})) {
+        expect(natsConf).toContain(`$${variable}`);
+      }
+    }
+    expect(volumes.size).toBe(3);
+    expect(clusterConf).toMatch(/^include \.\/nats\.conf$/m);
+    const routes = [...clusterConf.matchAll(/nats-route:\/\/([\w-]+):(\d+)/g)].map((m) => m[1]);
+    expect(routes).toEqual(nodes);
+    expect(clusterConf).toMatch(/listen: 0\.0\.0\.0:6222/);
+    // The server itself reads the file (its include, the account and the users) as a node does.
+    const env = resolvedEnvironment(all['nats-1'] as Service);
+    const { stderr } = await promisify(execFile)(
+      'nats-server',
+      ['-c', inDeploy('nats-cluster.conf'), '-t', '-n', 'nats-1'],
+      { env: { ...process.env, ...env } },
+    );
+    expect(stderr).toContain('is valid');
+  });
+
+  it('runs a Postgres primary that waits at commit for its streaming standby, made by pg_basebackup', async () => {
+    const primary = all['postgres-primary'] as Service;
+    const standby = all['postgres-standby'] as Service;
+    const init = primary.volumes?.find((v) => v.includes('/docker-entrypoint-initdb.d/')) ?? '';
+    const entry = standby.volumes?.find((v) => v.endsWith(`:${standby.entrypoint?.[0]}:ro`)) ?? '';
+    const scripts = [init, entry].map((v) => v.split(':')[0] as string);
+    for (const script of scripts) {
+      // Mounted as they are: the container runs them only if they are executable.
+      expect(statSync(inDeploy(script)).mode & 0o111, script).toBe(0o111);
+      await promisify(execFile)('sh', ['-n', inDeploy(script)]);
+    }
+    const [initText, entryText] = scripts.map((s) => readFileSync(inDeploy(s), 'utf8'));
+    // Set for the real server only: on the command line, the setup's own server would wait at
+    // each commit for a standby that cannot exist yet.
+    expect(primary.command ?? []).not.toContainEqual(expect.stringMatching(/synchronous/));
+    const synchronous = /alter system set synchronous_standby_names = 'FIRST 1 \((\w+)\)'/.exec(
+      initText as string,
+    )?.[1];
+    expect(synchronous).toBeDefined();
+    expect(entryText).toMatch(new RegExp(`application_name=${synchronous}\\b`));
+    // Promoted, the standby has no standby of its own to wait for.
+    expect(entryText).toContain("synchronous_standby_names = ''");
+    expect(entryText).toMatch(/pg_basebackup -h postgres-primary .*-U replicator/);
+    expect(entryText).toContain('standby.signal');
+    const slot = /pg_create_physical_replication_slot\('(\w+)'\)/.exec(initText as string)?.[1];
+    expect(entryText).toContain(`-S ${slot}`);
+    expect(entryText).toContain(`primary_slot_name = '${slot}'`);
+    expect(initText).toMatch(/create role replicator with replication login/);
+    expect(initText).toContain('host replication replicator all scram-sha-256');
+    // A primary that restarted by itself after a promotion would take writes beside the new one.
+    expect(primary.restart).toBe('no');
+    expect(standby.depends_on?.['postgres-primary']?.condition).toBe('service_healthy');
+  });
+
+  it('starts in order: the migration on both Postgres hosts, the control planes on all three nodes, the workers on a ready control plane', () => {
+    for (const [name, s] of Object.entries(all)) {
+      if (name === 'migrate') expect(s.healthcheck?.disable).toBe(true);
+      else expect(s.healthcheck?.test?.length, name).toBeGreaterThan(1);
+    }
+    expect(Object.keys(all.migrate?.depends_on ?? {}).sort()).toEqual([
+      'postgres-primary',
+      'postgres-standby',
+    ]);
+    const cp = all['control-plane']?.depends_on ?? {};
+    expect(cp.migrate?.condition).toBe('service_completed_successfully');
+    for (const node of nodes) expect(cp[node]?.condition, node).toBe('service_healthy');
+    for (const w of ['worker-a', 'worker-b']) {
+      expect(all[w]?.depends_on?.['control-plane']?.condition).toBe('service_healthy');
+    }
+  });
+
+  it('mounts files that exist, and takes from .env only what deploy/env.example names', () => {
+    for (const [name, s] of Object.entries(all)) {
+      for (const v of s.volumes ?? []) {
+        if (!v.startsWith('./')) continue;
+        expect(existsSync(inDeploy(v.split(':')[0] as string)), `${name}: ${v}`).toBe(true);
+      }
+    }
+    const example = read('deploy/env.example');
+    for (const text of [clusterText, read('docker-compose.yml')]) {
+      for (const variable of interpolated(text)) {
+        expect(example, variable).toMatch(new RegExp(`^${variable}=`, 'm'));
       }
     }
   });
