@@ -6,7 +6,6 @@
 import type { ArtifactType } from '../machines/ArtifactType.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
-import type { Route } from '../machines/routing.ts';
 import type { Logger } from '../observe/Logger.ts';
 import type {
   AppliedTransition,
@@ -24,7 +23,7 @@ import type {
   PhysicalCopyRecord,
 } from '../persistence/publicRecords.ts';
 import type { Transport } from '../transport/Transport.ts';
-import type { OperationHandler } from '../worker/OperationHandler.ts';
+import type { RunningWorker, WorkerServeOptions } from '../worker/WorkerServing.ts';
 import type { RuntimeTiming } from './RuntimeTiming.ts';
 
 /**
@@ -77,46 +76,10 @@ export interface ControlPlane {
 }
 
 /** What `runtime.startWorker` takes: the kinds it serves, their handlers, where it reads. */
-export interface StartWorkerOptions<K extends OperationKind> {
-  readonly kinds: readonly K[];
-  /** One handler for every kind this worker serves: the table must name them all. */
-  readonly handlers: Readonly<Record<K, OperationHandler>>;
-  /**
-   * Operations this worker holds at once across all its queues, pulled or running (default 4).
-   * With fewer slots than queues, the queues take turns.
-   */
-  readonly concurrency?: number;
-  /**
-   * Routes to consume, fixed; default: discovered from the locations registered for `site` (every
-   * site's when not given) and the kinds, at start and every `discoveryIntervalMs`.
-   */
-  readonly routes?: readonly Route[];
-  /** The site whose locations' queues it reads. */
-  readonly site?: string;
-  /** Only these locations of the site, by name. */
-  readonly locations?: readonly string[];
-  /** How often it looks for locations registered since (default 30 s). */
-  readonly discoveryIntervalMs?: number;
-  /** Whether it creates the consumers of the queues it discovers (default: the runtime's). */
-  readonly ensuresConsumers?: boolean;
-  readonly workerId?: string;
-}
+export type StartWorkerOptions<K extends OperationKind> = WorkerServeOptions<K>;
 
 /** A running worker. */
-export interface Worker {
-  readonly id: string;
-  /**
-   * Resolves once the worker id is claimed for this process and its queues are consumed; rejects
-   * with `CONFIG` when a live process of another instance already runs under the id.
-   */
-  readonly ready: Promise<void>;
-  /** The queues it reads now (discovered ones included). */
-  queues(): readonly string[];
-  /** Looks for locations registered since, at once, and reads their queues. */
-  discover(): Promise<void>;
-  /** Stops taking work, aborts running handlers and hands their operations back. */
-  stop(): Promise<void>;
-}
+export type Worker = RunningWorker;
 
 /** What `runtime.startCopyDeleter` takes. */
 export interface StartCopyDeleterOptions {

@@ -24,7 +24,8 @@ import { migrate } from '../persistence/migrate.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import type { Transport } from '../transport/Transport.ts';
-import { startWorker, type Worker, type WorkerOptions } from '../worker/Worker.ts';
+import { startWorker, type Worker } from '../worker/Worker.ts';
+import type { WorkerServeOptions } from '../worker/WorkerServing.ts';
 import { secretsOf } from './Configuration.ts';
 import { configurationOf, openServers } from './openServers.ts';
 import { applyOperatorCommand } from './operatorCommand.ts';
@@ -38,10 +39,7 @@ export type { RuntimeOptions, StartupWait } from './RuntimeOptions.ts';
 export { type RuntimeTiming, resolveRuntimeTiming };
 
 /** A worker's options without what the runtime supplies (store, transport, clock, logger, deadlines). */
-export type StartWorkerOptions<K extends OperationKind> = Omit<
-  WorkerOptions<K>,
-  'store' | 'journal' | 'transport' | 'clock' | 'logger' | 'deadlines'
->;
+export type StartWorkerOptions<K extends OperationKind> = WorkerServeOptions<K>;
 
 /**
  * The runtime with its internals: the public `Runtime` (`PublicRuntime.ts`) and the database,

@@ -21,8 +21,10 @@ export { isRetryable } from './decideRun.ts';
 
 import type { OperationHandler } from './OperationHandler.ts';
 import type { WorkerFaults } from './WorkerFaults.ts';
+import type { RunningWorker, WorkerServeOptions } from './WorkerServing.ts';
 
-export interface WorkerOptions<K extends OperationKind> {
+/** A worker's parts from its runtime, and what it serves (`WorkerServeOptions`). */
+export interface WorkerOptions<K extends OperationKind> extends WorkerServeOptions<K> {
   readonly store: OperationStore;
   readonly journal: JournalRepository;
   readonly transport: Transport;
@@ -33,50 +35,11 @@ export interface WorkerOptions<K extends OperationKind> {
    * signal fires. The runtime passes its `timing.deadlines`, as its control plane reads them.
    */
   readonly deadlines: Deadlines;
-  readonly kinds: readonly K[];
-  /** One handler for every kind this worker serves: the table must name them all. */
-  readonly handlers: Readonly<Record<K, OperationHandler>>;
-  /**
-   * Operations this worker holds at once across all its queues, pulled or running (default 4).
-   * With fewer slots than queues, the queues take turns.
-   */
-  readonly concurrency?: number;
-  /**
-   * Routes to consume, fixed; default: discovered from the locations registered for `site` (every
-   * site's when not given) and the kinds, at start and every `discoveryIntervalMs`.
-   */
-  readonly routes?: readonly Route[];
-  /** The site whose locations' queues it reads (see `WorkerPlacement`). */
-  readonly site?: string;
-  /** Only these locations of the site, by name. */
-  readonly locations?: readonly string[];
-  /** How often it looks for locations registered since [`DEFAULT_DISCOVERY_INTERVAL_MS`]. */
-  readonly discoveryIntervalMs?: number;
-  /**
-   * Whether it creates the consumers of the queues it discovers (default true). A worker with
-   * least-privilege NATS credentials does not: it reads each queue once the control plane's
-   * routes pass has created its consumer (within one discovery interval).
-   */
-  readonly ensuresConsumers?: boolean;
-  readonly workerId?: string;
 }
 
-export interface Worker {
-  readonly id: string;
+/** A running worker, with its registry of held operations. */
+export interface Worker extends RunningWorker {
   readonly registry: WorkerRegistry;
-  /**
-   * Resolves once the worker id is claimed for this process (its first heartbeat landed) and its
-   * queues are consumed; nothing is pulled before. Rejects with `CONFIG` naming the id when a live
-   * process of another instance already runs under it (that worker then takes no work; stop it),
-   * or when it was stopped first.
-   */
-  readonly ready: Promise<void>;
-  /** The queues it reads now (discovered ones included). */
-  queues(): readonly string[];
-  /** Looks for locations registered since, at once, and reads their queues. */
-  discover(): Promise<void>;
-  /** Stops taking work, aborts running handlers and hands their operations back. */
-  stop(): Promise<void>;
 }
 
 /** The worker's id, given or generated, refused with CONFIG when it cannot name a heartbeat. */
