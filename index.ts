@@ -101,6 +101,14 @@ export {
   physicalCopyMachine,
 } from './machines/physicalCopyMachine.ts';
 export {
+  defaultPipeline,
+  definePipeline,
+  type Pipeline,
+  type PipelineLocation,
+  type PipelineSpec,
+  type PipelineStage,
+} from './machines/pipeline.ts';
+export {
   DEFAULT_PRIORITY,
   DEFAULT_STARVATION_AGE_MS,
   MAX_PRIORITY,
