@@ -1,6 +1,8 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { LocationType } from '../../machines/routing.ts';
+import { createPipelineOperations } from '../../persistence/createPipelineOperations.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
@@ -83,5 +85,57 @@ describe('operation_pipeline_live_key', () => {
       `select count(*)::int as n from operation where id in (${ids.map((i) => `'${i}'`).join(', ')}) and status = 'PENDING'`,
     );
     expect(row?.n).toBe(3);
+  });
+});
+
+describe('createPipelineOperations', () => {
+  let testDb: TestDatabase;
+  let database: Database;
+  let world: World;
+
+  beforeAll(async () => {
+    testDb = await createTestDatabase('opstate_pipe');
+    database = await openDatabase({ databaseUrl: testDb.url, max: 2 });
+    await migrate(database);
+    world = await makeWorld(database);
+  });
+  afterAll(async () => {
+    await database?.close();
+    await dropTestDatabase(testDb);
+  });
+
+  const cursor = async () => {
+    const [row] = await database.execute(
+      `select after_id::int as n from pipeline_cursor where name = 'p'`,
+    );
+    return row?.n;
+  };
+
+  it('creates the operations marked with their subject and moves the cursor, together', async () => {
+    const operations = [{ subjectId: world.dtp, input: inputFor(OperationKind.UNPACK, world) }];
+    const [id] = await createPipelineOperations(database, {
+      name: 'p',
+      operations,
+      afterId: 7,
+      now: new Date(),
+    });
+    const [row] = await database.execute(
+      `select pipeline_subject_id::text as s, status from operation where id = '${id}'`,
+    );
+    expect(row).toEqual({ s: world.dtp, status: 'PENDING' });
+    expect(await cursor()).toBe(7);
+
+    // A second pass deciding the same (a repeat after a crash, a racing leader): refused whole.
+    await expect(
+      createPipelineOperations(database, { name: 'p', operations, afterId: 9, now: new Date() }),
+    ).rejects.toMatchObject({
+      code: OpstateErrorCode.CONFLICT,
+      message: expect.stringContaining("pipeline 'p': a live operation"),
+    });
+    expect(await cursor()).toBe(7);
+    const [n] = await database.execute(
+      `select count(*)::int as n from operation where pipeline_subject_id = '${world.dtp}'`,
+    );
+    expect(n?.n).toBe(1);
   });
 });
