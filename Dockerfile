@@ -7,7 +7,7 @@ WORKDIR /app
 COPY package.json package-lock.json ./
 # No install scripts yet (`prepare` builds, and the sources are not copied in yet).
 RUN npm ci --ignore-scripts
-COPY tsconfig.json tsconfig.build.json index.ts testing.ts ./
+COPY tsconfig.json tsconfig.build.json index.ts testing.ts internal.ts ./
 COPY machines machines
 COPY persistence persistence
 COPY transport transport

@@ -2,7 +2,7 @@
 // in production never should. Names are re-exported one by one.
 
 // Fault points a crash drill sets on a worker or a copy deleter (through withFaults).
-export type { DeleterFaults } from './deleter/runDeletion.ts';
+export type { DeleterFaults } from './deleter/DeleterFaults.ts';
 export { crashHere } from './loops/crashHere.ts';
 // A worker's or copy deleter's fault points, and its crash as a killed process would die.
 export { crash, withFaults } from './loops/drill.ts';

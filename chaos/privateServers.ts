@@ -195,6 +195,14 @@ export class NatsServerProcess {
     await this.start(options);
   }
 
+  /** Sends `signal` to the running server (SIGSTOP freezes it, SIGCONT wakes it). */
+  signal(signal: NodeJS.Signals): void {
+    const child = this.#child;
+    if (!child || child.exitCode !== null)
+      throw new Error(`nats-server on ${this.port} is not running`);
+    child.kill(signal);
+  }
+
   /** SIGKILL: no clean shutdown, as in a crash. */
   async kill(): Promise<void> {
     const child = this.#child;
@@ -208,5 +216,154 @@ export class NatsServerProcess {
   async dispose(): Promise<void> {
     await this.kill();
     await rm(this.storeDir, { recursive: true, force: true });
+  }
+}
+
+/** What a server's monitoring endpoint says of the JetStream cluster (`/jsz`). */
+interface Jsz {
+  readonly meta_cluster?: { readonly leader?: string };
+  readonly account_details?: readonly {
+    readonly stream_detail?: readonly {
+      readonly name: string;
+      readonly cluster?: { readonly leader?: string };
+    }[];
+  }[];
+}
+
+/**
+ * Three nats-servers with JetStream in one cluster on loopback ports, each with its own store,
+ * named `n1`–`n3`, each serving monitoring (`/jsz`) so a drill can find the leaders. A node can
+ * be killed (SIGKILL), frozen (SIGSTOP) and brought back on its own store.
+ */
+export class NatsClusterProcess {
+  private constructor(
+    readonly nodes: readonly NatsServerProcess[],
+    private readonly routePorts: readonly number[],
+    private readonly monitorPorts: readonly number[],
+    readonly name: string,
+  ) {}
+
+  static async create(size = 3): Promise<NatsClusterProcess> {
+    const nodes: NatsServerProcess[] = [];
+    const routes: number[] = [];
+    const monitors: number[] = [];
+    for (let i = 0; i < size; i++) {
+      nodes.push(await NatsServerProcess.create());
+      routes.push(await freePort());
+      monitors.push(await freePort());
+    }
+    return new NatsClusterProcess(nodes, routes, monitors, `c${process.pid}`);
+  }
+
+  /** Every node's client URL, comma-separated, as `NATS_URL` takes them. */
+  get url(): string {
+    return this.nodes.map((n) => n.url).join(',');
+  }
+
+  /** The server name of node `i` (`n1`…). */
+  nameOf(i: number): string {
+    return `n${i + 1}`;
+  }
+
+  /** The index of the node named `name`. */
+  indexOf(name: string): number {
+    const i = Number(name.slice(1)) - 1;
+    if (!(i >= 0 && i < this.nodes.length)) throw new Error(`no node named ${name}`);
+    return i;
+  }
+
+  private args(i: number): string[] {
+    const routes = this.routePorts.map((p) => `nats-route://127.0.0.1:${p}`).join(',');
+    return [
+      '--name',
+      this.nameOf(i),
+      '--cluster_name',
+      this.name,
+      '--cluster',
+      `nats://127.0.0.1:${this.routePorts[i]}`,
+      '--routes',
+      routes,
+      '-m',
+      String(this.monitorPorts[i]),
+    ];
+  }
+
+  /** Starts every node, then waits until the cluster has a JetStream meta leader. */
+  async start(): Promise<void> {
+    await Promise.all(this.nodes.map((n, i) => n.start({ args: this.args(i) })));
+    await waitFor(
+      async () => (await this.metaLeader()) !== undefined,
+      'a JetStream meta leader',
+      30_000,
+      100,
+    );
+  }
+
+  /** Starts node `i` again on its own store. */
+  async startNode(i: number): Promise<void> {
+    await this.node(i).start({ args: this.args(i) });
+  }
+
+  private node(i: number): NatsServerProcess {
+    const node = this.nodes[i];
+    if (node === undefined) throw new Error(`no node ${i}`);
+    return node;
+  }
+
+  readonly #frozen = new Set<number>();
+
+  /** The first answer of a running, unfrozen node's `/jsz` that `pick` finds something in. */
+  private async ask(query: string, pick: (jsz: Jsz) => string | undefined) {
+    for (let i = 0; i < this.nodes.length; i++) {
+      if (!this.node(i).running || this.#frozen.has(i)) continue;
+      try {
+        const res = await fetch(`http://127.0.0.1:${this.monitorPorts[i]}/jsz${query}`, {
+          signal: AbortSignal.timeout(2000),
+        });
+        const found = pick((await res.json()) as Jsz);
+        if (found !== undefined && found !== '') return found;
+      } catch {
+        // this node does not answer (starting); ask the next one
+      }
+    }
+    return undefined;
+  }
+
+  /** The JetStream meta leader's name as a running node reports it, if one is elected. */
+  metaLeader(): Promise<string | undefined> {
+    return this.ask('', (jsz) => jsz.meta_cluster?.leader);
+  }
+
+  /** The leader of `stream` as a running node reports it, if one is elected. */
+  streamLeader(stream: string): Promise<string | undefined> {
+    return this.ask('?accounts=true&streams=true', (jsz) => {
+      for (const account of jsz.account_details ?? []) {
+        const found = account.stream_detail?.find((s) => s.name === stream);
+        if (found !== undefined) return found.cluster?.leader;
+      }
+      return undefined;
+    });
+  }
+
+  async kill(i: number): Promise<void> {
+    await this.node(i).kill();
+  }
+
+  /** SIGSTOP: the node holds its connections but answers nothing. */
+  freeze(i: number): void {
+    this.node(i).signal('SIGSTOP');
+    this.#frozen.add(i);
+  }
+
+  thaw(i: number): void {
+    this.node(i).signal('SIGCONT');
+    this.#frozen.delete(i);
+  }
+
+  async dispose(): Promise<void> {
+    for (let i = 0; i < this.nodes.length; i++) {
+      if (this.node(i).running) this.node(i).signal('SIGCONT');
+    }
+    await Promise.all(this.nodes.map((n) => n.dispose()));
   }
 }

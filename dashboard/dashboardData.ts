@@ -30,6 +30,7 @@ import {
 import { selectCopies } from '../persistence/reads/selectCopies.ts';
 import { selectCopyStatus } from '../persistence/reads/selectCopyStatus.ts';
 import { selectDeletions } from '../persistence/reads/selectDeletions.ts';
+import { selectFlowLimitLoad } from '../persistence/reads/selectFlowLimitLoad.ts';
 import { selectLineage } from '../persistence/reads/selectLineage.ts';
 import { type QueueDepth, selectQueueDepths } from '../persistence/reads/selectQueueDepths.ts';
 import { selectLocationsAt } from '../persistence/reads/selectRoutedLocations.ts';
@@ -39,6 +40,7 @@ import { loadResumeRecord } from '../persistence/resumeRecord.ts';
 import { isUuid } from '../persistence/subtypeFields.ts';
 import type { Heartbeats, WorkerHeartbeat } from '../transport/Transport.ts';
 import type { CopiesPageData } from './copiesPage.ts';
+import { idleUnserved } from './idleUnserved.ts';
 import type { OperationPageData } from './operationPage.ts';
 import type { OverviewData } from './overviewPage.ts';
 import type { QueueView, WorkersPageData, WorkerView } from './workersPage.ts';
@@ -255,10 +257,11 @@ export function createDashboardData(options: DashboardDataOptions) {
       const heldIds = [...new Set(all.flatMap((b) => b.held.map((h) => h.operationId)))].filter(
         isUuid,
       );
-      const [depths, routes, locations] = await Promise.all([
+      const [depths, routes, locations, limits] = await Promise.all([
         selectQueueDepths(database, servingIds(all, now, timing.heartbeatTimeoutMs)),
         selectRoutesOf(database, heldIds),
         selectLocationsAt(database),
+        selectFlowLimitLoad(database),
       ]);
       const queueOf = (operationId: string) => {
         const r = routes.get(operationId);
@@ -321,6 +324,8 @@ export function createDashboardData(options: DashboardDataOptions) {
         heartbeatTimeoutMs: timing.heartbeatTimeoutMs,
         queues,
         workers,
+        limits,
+        idleUnserved: options.heartbeats === null ? [] : idleUnserved(locations, queues),
       };
     },
 

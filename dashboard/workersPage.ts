@@ -1,6 +1,7 @@
 import { type AttentionItem, formatAge } from '../machines/attention.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { shortId } from '../machines/shortId.ts';
+import type { FlowLimitLoad } from '../persistence/reads/selectFlowLimitLoad.ts';
 import { html, type SafeHtml } from './html.ts';
 
 /** One routing queue: its live work, who serves it, and whether that needs attention. */
@@ -53,6 +54,14 @@ export interface WorkersPageData {
   readonly heartbeatTimeoutMs: number;
   readonly queues: readonly QueueView[];
   readonly workers: readonly WorkerView[];
+  /** Every flow limit with what runs under it and what waits behind it (none when absent). */
+  readonly limits?: readonly FlowLimitLoad[];
+  /**
+   * Registered locations (`site/name`) with nothing waiting or running on their queues that no
+   * live worker reads for any kind they route: not on the attention list (nothing waits), shown
+   * here so a missing worker is seen before work arrives. Empty when heartbeats are not visible.
+   */
+  readonly idleUnserved?: readonly string[];
 }
 
 const since = (at: Date | number) => new Date(at).toISOString();
@@ -75,6 +84,36 @@ function queueRow(q: QueueView, visible: boolean): SafeHtml {
     <td class="n">${q.oldestWaiting === null ? '-' : html`<span data-since="${since(q.oldestWaiting)}"></span>`}</td>
     <td>${served}${q.staleWorkers.length === 0 ? '' : html` <span class="muted">(stale: ${q.staleWorkers.join(', ')})</span>`}</td>
     <td class="state">${q.attention === null ? (idle ? html`<span class="muted">idle</span>` : 'served') : html`<a href="#unserved"><span class="badge UNSERVED">no live worker</span></a>`}</td></tr>`;
+}
+
+function limitRow(l: FlowLimitLoad): SafeHtml {
+  const state =
+    l.max === 0
+      ? html`<span class="badge FAILED">parked</span>`
+      : l.inUse >= l.max
+        ? html`<span class="badge PENDING">full</span>`
+        : html`<span class="muted">room for ${l.max - l.inUse}</span>`;
+  return html`<tr data-limit="${l.location}${l.kind === null ? '' : `:${l.kind}`}">
+    <td><code>${l.location}</code></td><td>${l.kind ?? html`<span class="muted">every kind</span>`}</td>
+    <td class="n" data-in-use="${l.inUse}">${l.inUse}</td><td class="n">${l.max}</td>
+    <td class="n" data-limit-waiting="${l.waiting}">${l.waiting}</td><td>${state}</td></tr>`;
+}
+
+/** The flow limits with their in-use and waiting counts; nothing when none is set. */
+function limitsSection(limits: readonly FlowLimitLoad[]): SafeHtml | string {
+  if (limits.length === 0) return '';
+  return html`<section class="card" id="flow-limits"><h2>Flow limits <span class="muted">(${limits.filter((l) => l.max === 0 || l.inUse >= l.max).length} full or parked)</span></h2>
+  <table class="limits"><thead><tr><th>location</th><th>kind</th><th class="n">in use</th><th class="n">max</th><th class="n">waiting</th><th>state</th></tr></thead>
+  <tbody>${limits.map(limitRow)}</tbody></table>
+  <p class="muted">In use: SCHEDULED or IN_PROGRESS in the limit's scope, as the scheduler counts them. Waiting: PENDING in its scope (due, or waiting for a time).</p></section>`;
+}
+
+/** Idle registered locations no live worker reads: a lower note than the attention list. */
+function idleUnservedSection(locations: readonly string[]): SafeHtml | string {
+  if (locations.length === 0) return '';
+  return html`<section class="card" id="idle-unserved"><h2>Locations no live worker reads <span class="muted">(${locations.length}, nothing waiting there)</span></h2>
+  <p>${codes(locations)}</p>
+  <p class="muted">No live worker reads any queue of these registered locations. Nothing waits there now, so they are not on the attention list; work routed to them will wait until a worker of their site starts (<code>opstate worker --site …</code>).</p></section>`;
 }
 
 const codes = (names: readonly string[]) =>
@@ -137,6 +176,7 @@ export function workersPage(data: WorkersPageData): SafeHtml {
           (q) => html`<li data-queue="${q.queue}">${q.attention?.why}</li>`,
         )}</ul></section>`
   }
+  ${limitsSection(data.limits ?? [])}
   <section class="card"><h2>Queues <span class="muted">(${data.queues.filter((q) => q.waiting > 0).length} with work waiting)</span></h2>
   <table class="queues"><thead><tr><th>queue</th><th>kinds</th><th class="n">waiting</th><th class="n">in progress</th><th class="n">oldest waiting</th><th>live workers serving it</th><th>state</th></tr></thead>
   <tbody>${data.queues.map((q) => queueRow(q, data.heartbeatsVisible))}</tbody></table>
@@ -150,5 +190,6 @@ export function workersPage(data: WorkersPageData): SafeHtml {
         }</section>`
       : ''
   }
+  ${idleUnservedSection(data.idleUnserved ?? [])}
   <p class="muted">As of <span data-at="${data.at}">${data.at}</span>.</p>`;
 }

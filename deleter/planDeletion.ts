@@ -49,8 +49,9 @@ export async function rootIdentity(root: string): Promise<{ device: string; inod
  * Plans the deletion of a copy against its verified archive: every file the archived package says
  * the copy holds (an unpacked folder: `MANIFEST.json` and each member; a package file: itself) is
  * opened without following symlinks, identified (device, inode, size, mtime) and hashed. A file
- * whose bytes are what the archive holds becomes a planned member; one that differs, or a symlink,
- * is KEPT at once with the reason; one that is absent is MISSING (unless an earlier plan already
+ * whose bytes are exactly what the archive holds for it (for `MANIFEST.json`, the manifest inside
+ * the archived package, not the digest the folder's own file had when archived) becomes a planned
+ * member; one the archive holds differently, or a symlink, is KEPT at once with the reason; one that is absent is MISSING (unless an earlier plan already
  * accounted for it). Files in the folder that the package does not name are left alone and listed.
  * Nothing is deleted here: the plan is written, with START_DELETION, before any unlink.
  *
@@ -149,7 +150,7 @@ async function planMember(
       outcome: {
         seq,
         outcome: 'KEPT',
-        reason: `its content differs from the archived package (sha256 ${digest}, archived ${archived}); never deleted on the strength of an archive of other bytes`,
+        reason: `the archive holds other bytes for it (this file sha256 ${digest}, archived ${archived || 'nothing'}): an archive restore would not give it back byte for byte, so it is kept`,
       },
     };
   } catch (err) {

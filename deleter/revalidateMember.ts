@@ -1,13 +1,16 @@
 import { lstat, realpath } from 'node:fs/promises';
 import { dirname, resolve, sep } from 'node:path';
+import { sha256 } from '../machines/packageLayout.ts';
 import { gitTracking } from './gitTracking.ts';
 import { scanOpenFiles } from './openFiles.ts';
-import type { FileIdentity } from './readNoFollow.ts';
+import { type FileIdentity, readNoFollow } from './readNoFollow.ts';
 import type { SyscallCount } from './SyscallCount.ts';
 
 /** A planned member as revalidation needs it. */
 export interface MemberToCheck extends FileIdentity {
   readonly path: string;
+  /** The digest the verified archive holds for it (what its plan recorded). */
+  readonly sha256: string;
 }
 
 /** The verdict on one member, immediately before its unlink. */
@@ -83,10 +86,60 @@ export async function identityProblem(
 }
 
 /**
+ * The bytes check alone: the file read now (no symlink followed, identity from its descriptor)
+ * is still the planned file and its sha256 is the one the archive holds. Returns the reason it
+ * fails, or undefined.
+ */
+export async function bytesProblem(
+  member: MemberToCheck,
+  count?: SyscallCount,
+): Promise<MemberVerdict | undefined> {
+  let read: Awaited<ReturnType<typeof readNoFollow>>;
+  try {
+    count?.add('open+fstat+read');
+    read = await readNoFollow(member.path);
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'ENOENT') {
+      return {
+        ok: false,
+        outcome: 'MISSING',
+        reason:
+          'not there when revalidated; whether an earlier run of this deletion removed it cannot be verified',
+      };
+    }
+    return {
+      ok: false,
+      outcome: 'KEPT',
+      reason: `cannot be read to compare with the archive (${code ?? (err instanceof Error ? err.message : String(err))})`,
+    };
+  }
+  if (read.device !== member.device || read.inode !== member.inode) {
+    return {
+      ok: false,
+      outcome: 'KEPT',
+      reason: `replaced by another file since planning (device:inode ${read.device}:${read.inode}, planned ${member.device}:${member.inode})`,
+    };
+  }
+  const digest = sha256(read.data);
+  if (digest !== member.sha256) {
+    return {
+      ok: false,
+      outcome: 'KEPT',
+      reason: `the archive holds other bytes for it now (this file sha256 ${digest}, archived ${member.sha256}), though its size and mtime are as planned: an archive restore would not give it back byte for byte, so it is kept`,
+    };
+  }
+  return undefined;
+}
+
+/**
  * Revalidates one planned member immediately before its unlink, with real system calls, in this
  * order; the first failure decides and the member is kept with the reason:
  * 1. identity (`identityProblem`): not there → MISSING; a symlink, not a regular file, another
  *    inode, another size or mtime → KEPT;
+ * 1b. its bytes, read again without following a symlink, have the digest the verified archive
+ *    holds for it (`bytesProblem`): a file rewritten in place with its size and mtime put back
+ *    is kept, never deleted on the strength of an archive of other bytes;
  * 2. its folder is reached without a symlink anywhere on the way (`realpath` of the parent equals
  *    the parent);
  * 3. outside every protected prefix of the policy as read now;
@@ -107,6 +160,8 @@ export async function revalidateMember(
 ): Promise<MemberVerdict> {
   const identity = await identityProblem(member, count);
   if (identity !== undefined) return identity;
+  const held = await bytesProblem(member, count);
+  if (held !== undefined) return held;
   const folder = dirname(resolve(member.path));
   let real: string;
   try {

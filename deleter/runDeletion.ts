@@ -4,31 +4,11 @@ import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { CopyLifecycle } from '../persistence/CopyLifecycle.ts';
 import type { OutcomeInput } from '../persistence/DeletionPlan.ts';
 import type { DeletionRepository } from '../persistence/DeletionRepository.ts';
+import type { DeleterFaults, FaultPoint } from './DeleterFaults.ts';
 import { identityProblem, revalidateMember } from './revalidateMember.ts';
 import type { SyscallCount } from './SyscallCount.ts';
 
-/**
- * Where a crash drill may stop a deleter. Each runs at its point; a drill makes it kill the
- * process. Never set in normal operation.
- */
-export interface DeleterFaults {
-  /** The plan is written (START_DELETION committed); no member touched yet. */
-  afterPlan?(at: FaultPoint): void | Promise<void>;
-  /** Member `seq` was unlinked (or kept); its outcome is not recorded yet. */
-  afterMember?(at: FaultPoint & { seq: number; outcome: MemberOutcome }): void | Promise<void>;
-  /** Every member has its outcome recorded; the receipt is not written yet. */
-  beforeReceipt?(at: FaultPoint): void | Promise<void>;
-  /** The receipt is written; the copy is not yet DELETED. */
-  afterReceipt?(at: FaultPoint): void | Promise<void>;
-}
-
-/** Where a deleter fault fires: the copy, its plan, the lease epoch running it, the copy's path. */
-export interface FaultPoint {
-  readonly copyId: string;
-  readonly deletionId: string;
-  readonly epoch: number;
-  readonly path: string;
-}
+export type { DeleterFaults, FaultPoint } from './DeleterFaults.ts';
 
 /** How one run of a deletion ended. */
 export type DeletionRunResult =
@@ -181,16 +161,24 @@ async function runMembers(o: RunDeletionOptions, members: Loaded['members'], at:
 async function keepForOperator(o: RunDeletionOptions): Promise<DeletionRunResult> {
   const latest = await o.deletions.load(o.deletionId);
   const kept = (latest?.members ?? []).filter((m) => m.outcome === Outcome.KEPT);
+  const deleted = (latest?.members ?? []).filter((m) => m.outcome === Outcome.DELETED).length;
   const reasons = kept.map((m) => `${m.name}: ${m.reason}`);
+  // Say plainly when the copy is now partly gone: the kept files stay, the others are only in
+  // the archive.
+  const partly =
+    deleted > 0
+      ? `; the copy is partly deleted (${deleted} member(s) removed, restorable from the archive; the kept ones stay in place)`
+      : '; nothing was deleted';
   live(o);
   await o.copies.apply(
     o.copyId,
     {
       type: 'DELETION_FAILED',
-      error: `${kept.length} member(s) kept after revalidation: ${reasons.join('; ')}`.slice(
-        0,
-        2000,
-      ),
+      error:
+        `${kept.length} member(s) kept after revalidation${partly}: ${reasons.join('; ')}`.slice(
+          0,
+          2000,
+        ),
     },
     {
       by: o.holder,

@@ -8,30 +8,30 @@
  *   npx opstate worker --kinds transfer --handlers examples/dist/03_handlers_module.js
  *
  * with DATABASE_URL and NATS_URL set as for example 02, whose control plane and submitter it
- * serves. Its handler opens the database the worker is configured for (the same environment)
- * to read where each location's files are.
+ * serves. Its handler opens a runtime of its own on the worker's configuration (the same
+ * environment), starting nothing on it, to read where each location's files are.
  */
 import { createHash } from 'node:crypto';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import { dirname, join } from 'node:path';
 import {
-  ArtifactRepository,
-  type Database,
-  databaseOptionsOf,
-  loadConfiguration,
+  createRuntime,
   type OperationHandler,
   OperationKind,
   OpstateError,
   OpstateErrorCode,
-  openDatabase,
+  type Runtime,
 } from 'opstate';
 
-let database: Promise<Database> | undefined;
+let runtime: Promise<Runtime> | undefined;
 
-/** The module's own connection, opened on first use with the worker's configuration. */
-function databaseOf(): Promise<Database> {
-  database ??= openDatabase({ ...databaseOptionsOf(loadConfiguration()), max: 2 });
-  return database;
+/**
+ * The module's own runtime, opened on first use with the worker's configuration: it runs no
+ * actor and creates nothing on NATS, it only reads the registered locations.
+ */
+function runtimeOf(): Promise<Runtime> {
+  runtime ??= createRuntime({ ensureTransport: false, migrate: false });
+  return runtime;
 }
 
 const transfer: OperationHandler = async (ctx) => {
@@ -41,7 +41,7 @@ const transfer: OperationHandler = async (ctx) => {
   if (input === undefined || required === undefined) {
     throw new OpstateError(OpstateErrorCode.BAD_INPUT, 'a transfer needs its package copy');
   }
-  const locations = await new ArtifactRepository(await databaseOf()).locationsById([
+  const locations = await (await runtimeOf()).artifacts.locationsById([
     input.locationId,
     required.locationId,
   ]);
@@ -65,9 +65,9 @@ const transfer: OperationHandler = async (ctx) => {
 /** Handlers keyed by operation kind: `--kinds` may name only kinds listed here. */
 export default { [OperationKind.TRANSFER]: transfer };
 
-/** Called by the worker when it stops: closes the module's connection. */
+/** Called by the worker when it stops: closes the module's runtime. */
 export async function close(): Promise<void> {
-  const open = database;
-  database = undefined;
+  const open = runtime;
+  runtime = undefined;
   if (open !== undefined) await (await open).close();
 }

@@ -101,6 +101,6 @@ export function nextSafeAction(f: ResumeFacts): string {
         : `wait: ${d.holder} is deleting (${d.deleted + d.missing + d.kept} of ${d.planned} done; lease until ${iso(d.leaseUntil)})`;
     }
     case 'DELETION_FAILED':
-      return `review: ${d?.kept ?? 0} member${d?.kept === 1 ? '' : 's'} kept (reasons above)${d !== null && d.remaining > 0 ? `, ${d.remaining} not reached` : ''}; after review \`${retry}\` plans the deletion again against the archive`;
+      return `review: ${d?.kept ?? 0} member${d?.kept === 1 ? '' : 's'} kept (reasons above)${d !== null && d.remaining > 0 ? `, ${d.remaining} not reached` : ''}${d !== null && d.deleted > 0 ? `; the source is partly deleted (${d.deleted} member${d.deleted === 1 ? '' : 's'} removed, restorable from the archive)` : ''}; after review \`${retry}\` plans the deletion again against the archive`;
   }
 }

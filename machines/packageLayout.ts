@@ -20,3 +20,26 @@ export const MANIFEST_NAME = 'MANIFEST.json';
 export function sha256(data: Uint8Array): string {
   return createHash('sha256').update(data).digest('hex');
 }
+
+/** One entry of a package's manifest. */
+export interface ManifestEntry {
+  readonly name: string;
+  readonly size: number;
+  readonly sha256: string;
+}
+
+/**
+ * The `MANIFEST.json` bytes opstate writes for some members, in the order given: each entry's
+ * name, size and sha256 (nothing else), two-space indented, with a final newline. A package
+ * opstate builds from members alone carries exactly these bytes; a folder's own manifest may be
+ * other bytes that say the same.
+ *
+ * @example
+ * ```ts
+ * manifestBytes([{ name: 'scan_0001.fits', size: 12, sha256: '…' }]);
+ * ```
+ */
+export function manifestBytes(members: readonly ManifestEntry[]): Buffer {
+  const entries = members.map(({ name, size, sha256 }) => ({ name, size, sha256 }));
+  return Buffer.from(`${JSON.stringify({ members: entries }, null, 2)}\n`);
+}

@@ -18,24 +18,11 @@ import { findOrInsert, insertRegistration } from './findOrInsert.ts';
 import { toDate } from './OperationRecord.ts';
 import { type OutputCopy, toOutputInserts } from './OutputCopy.ts';
 import type { Database, Row } from './openDatabase.ts';
+import type { PhysicalCopyRecord } from './publicRecords.ts';
+
+export type { PhysicalCopyRecord } from './publicRecords.ts';
 
 export type { DataLocation, NewDataTransferPackage, NewRawDataFile, NewRawDataPackage };
-
-export interface PhysicalCopyRecord {
-  readonly id: string;
-  readonly artifactType: ArtifactType;
-  readonly artifactId: string;
-  readonly locationId: string;
-  readonly status: PhysicalCopyStatus;
-  readonly path: string | null;
-  readonly checksum: string | null;
-  readonly size: number | null;
-  readonly deletionFailureCount: number;
-  readonly lastError: string | null;
-  /** Compare-and-set counter of the copy's status (see `CopyLifecycle`). */
-  readonly version: number;
-  readonly createdAt: Date;
-}
 
 /** A copy to register: the same shape as a copy an operation outputs. */
 export type NewCopy = OutputCopy;

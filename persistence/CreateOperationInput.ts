@@ -17,83 +17,12 @@ import {
 import { currentEnvelope } from '../machines/snapshotEnvelope.ts';
 import { submitterProblem } from '../machines/submitter.ts';
 import { isoText } from './isoText.ts';
+import type { CreateOperationInput } from './publicRecords.ts';
 import type { OperationInsert } from './sql/insertOperations.ts';
-import {
-  isUuid,
-  type OperationFields,
-  SUBTYPE_SPEC,
-  type SubtypeSpec,
-  UUID_EXAMPLE,
-} from './subtypeFields.ts';
+import { isUuid, SUBTYPE_SPEC, type SubtypeSpec, UUID_EXAMPLE } from './subtypeFields.ts';
 import { timeOrderedId } from './timeOrderedId.ts';
 
-/** What every create request may say besides its kind and fields. */
-export interface CreateOperationOptions {
-  /** Physical copy ids the operation consumes. */
-  readonly inputs?: readonly string[];
-  /**
-   * Choose the id (a uuid) instead of a new time-ordered one (`timeOrderedId`): creating with the
-   * same id twice is a CONFLICT. Any uuid is accepted; time-ordered ones keep the indexes' writes
-   * on few pages as the history grows.
-   */
-  readonly id?: string;
-  readonly groupId?: string;
-  readonly maxRetries?: number;
-  /**
-   * How long one attempt may stay IN_PROGRESS from its START (ms), instead of the kind's deadline
-   * (`OPSTATE_DEADLINES`): past it the worker aborts the handler (`ctx.signal`) and the control
-   * plane resets the attempt by `deadline`, whatever its heartbeats say. A whole number from 1 to
-   * `MAX_DEADLINE_MS` (7 days).
-   */
-  readonly deadlineMs?: number;
-  /**
-   * Delayed start: the operation stays PENDING, and no scheduler claims it, until this time (a
-   * `Date`, or an ISO 8601 date-time with its zone such as `2026-12-05T18:00:00Z`). A time already
-   * past means now. While it waits it is listed as waiting, never as stuck.
-   */
-  readonly notBefore?: Date | string;
-  /**
-   * Higher is claimed first among due operations, FIFO within one priority: a whole number from
-   * `MIN_PRIORITY` (-100) to `MAX_PRIORITY` (100), default 0. An operation due for longer than the
-   * control plane's `starvationAgeMs` is claimed as if at `MAX_PRIORITY`, so none waits forever.
-   */
-  readonly priority?: number;
-  /**
-   * Routing, when not the kind's default (must be one of the frozen routes). The queue is always
-   * the routed location's (`ROUTED_LOCATION_FIELD`): this picks the operation type, and its
-   * location type must be that location's.
-   */
-  readonly route?: Route;
-  /**
-   * Who submits, as the creation transition records it (`opstate inspect` shows it): a service
-   * name or a person, 1 to 64 characters of letters, digits and `. _ : @ / -`, none of opstate's
-   * own actors (`scheduler`, `heartbeat_monitor`, `deadline`, `reconciler`, `broker`). The store's default is
-   * `operator`; a runtime's is its `serviceName`.
-   */
-  readonly by?: string;
-}
-
-/**
- * What a caller passes to create one operation: a union tagged by `kind`, so the compiler checks
- * `fields` against that kind's subtype table (a misspelt or missing field does not compile).
- *
- * @example
- * ```ts
- * const input: CreateOperationInput = {
- *   kind: OperationKind.TRANSFER,
- *   fields: { dataTransferPackageId, sourceLocationId, destinationLocationId },
- *   inputs: [copyId],
- *   by: 'ingest',
- * };
- * ```
- */
-export type CreateOperationInput<K extends OperationKind = OperationKind> = K extends OperationKind
-  ? CreateOperationOptions & {
-      readonly kind: K;
-      /** The kind's stage-specific fields, by camelCase key (the README's table lists them). */
-      readonly fields: OperationFields<K>;
-    }
-  : never;
+export type { CreateOperationInput, CreateOperationOptions } from './publicRecords.ts';
 
 const ROUTES: ReadonlySet<string> = new Set(allRoutes().map(queueName));
 const KEYS = [

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { MemberOutcome } from '../machines/ArchiveState.ts';
+import { manifestBytes, sha256 } from '../machines/packageLayout.ts';
 import { type PhysicalCopyRecord, toCopyRecord } from './ArtifactRepository.ts';
 import { checkId } from './applyEvents.ts';
 import type { DeletionMemberRecord, DeletionPlanRecord, OutcomeInput } from './DeletionPlan.ts';
@@ -208,7 +209,8 @@ export class DeletionRepository {
 
   /**
    * The member list an archive gives a copy of its package: the PLANNED manifest of the archive's
-   * last VERIFIED generation, with the package's own manifest digest.
+   * last VERIFIED generation, with the digest of the `MANIFEST.json` the archived package holds
+   * (which a folder's own manifest must equal to be deleted).
    *
    * @example
    * ```ts
@@ -235,14 +237,50 @@ export class DeletionRepository {
       members?: { name: string; size: number; sha256: string }[];
       package?: { name: string; size: number; sha256: string }[];
       manifestSha256?: string;
+      packageManifestSha256?: string;
     };
+    // The manifest the archive holds. A plan recorded before this was written down archived a
+    // folder with the manifest opstate regenerates from the members, whatever the folder's own
+    // file said (`manifestSha256` is that file's digest, not the archive's).
+    const held =
+      m.packageManifestSha256 ??
+      (m.manifestSha256 === undefined ? null : sha256(manifestBytes(m.package ?? [])));
     return {
       members: m.members ?? [],
       package: m.package ?? [],
-      manifestSha256: m.manifestSha256 ?? null,
+      manifestSha256: held,
       contentSha256: String(r.content_sha256),
       size: Number(r.size),
     };
+  }
+
+  /**
+   * Every source member a deletion relying on this archive removed: its path, its name in the
+   * package, whether its copy was a folder, and the digest its plan recorded (the bytes checked
+   * before the unlink). What `opstate archive verify` holds the archive to.
+   *
+   * @example
+   * ```ts
+   * const deleted = await deletions.deletedMembersOf(archiveOperationId);
+   * ```
+   */
+  async deletedMembersOf(
+    archiveOperationId: string,
+  ): Promise<{ path: string; name: string; folder: boolean; sha256: string }[]> {
+    const rows = await this.database.execute(sql`
+      select m.path, m.name, d.folder, m.sha256
+      from copy_deletion d
+      join copy_deletion_member m on m.deletion_id = d.id
+      join copy_deletion_outcome x on x.deletion_id = m.deletion_id and x.seq = m.seq
+      where d.archive_operation_id = ${checkId(archiveOperationId)}::uuid
+        and x.outcome = 'DELETED'
+      order by d.id, m.seq`);
+    return rows.map((r) => ({
+      path: String(r.path),
+      name: String(r.name),
+      folder: r.folder === true,
+      sha256: String(r.sha256),
+    }));
   }
 
   /**

@@ -3,41 +3,14 @@ import { isOperationKind, OPERATION_KINDS, type OperationKind } from '../machine
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Executor, Row } from './openDatabase.ts';
+import type { FlowLimit, FlowLimitInput, FlowLimitScope } from './publicRecords.ts';
 import { MAX_FLOW_LIMIT } from './schema/flowLimit.ts';
 import { LIVE_STATUSES } from './sql/admitWithinLimits.ts';
 import { isUuid } from './subtypeFields.ts';
 
+export type { FlowLimit, FlowLimitInput, FlowLimitScope } from './publicRecords.ts';
+
 export { MAX_FLOW_LIMIT } from './schema/flowLimit.ts';
-
-/** What a limit applies to: a location (its id or `site/name`), and a kind or any kind. */
-export interface FlowLimitScope {
-  /** The location's id, or `site/name` as it was registered. */
-  readonly location: string;
-  /** One kind; absent (or null) for every kind at the location together. */
-  readonly kind?: OperationKind | string | null;
-}
-
-/** A limit to set: at most `max` operations SCHEDULED or IN_PROGRESS at once in its scope. */
-export interface FlowLimitInput extends FlowLimitScope {
-  /** A whole number from 0 (nothing new starts there) to `MAX_FLOW_LIMIT`. */
-  readonly max: number;
-  /** Who sets it, as `opstate limit list` shows (default `operator`). */
-  readonly by?: string;
-}
-
-/** A limit as it stands, with what is live in its scope now. */
-export interface FlowLimit {
-  readonly locationId: string;
-  /** `site/name` of the location. */
-  readonly location: string;
-  /** The kind it caps; null for every kind at the location together. */
-  readonly kind: OperationKind | null;
-  readonly max: number;
-  /** Operations SCHEDULED or IN_PROGRESS in its scope when it was read. */
-  readonly live: number;
-  readonly updatedAt: Date;
-  readonly updatedBy: string;
-}
 
 function bad(message: string): OpstateError {
   return new OpstateError(OpstateErrorCode.BAD_INPUT, message);

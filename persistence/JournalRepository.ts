@@ -2,47 +2,13 @@ import { sql } from 'drizzle-orm';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { OperationStatus } from '../machines/operationMachine.ts';
-import type { StoredTransition } from '../machines/replayTransitions.ts';
 import { checkId, notFound } from './applyEvents.ts';
 import { checkJsonValue } from './checkJsonValue.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Database, Row } from './openDatabase.ts';
+import type { FailureEvent, OperationStep, TransitionEntry } from './publicRecords.ts';
 
-/** A durable checkpoint a handler recorded inside IN_PROGRESS. */
-export interface OperationStep {
-  readonly operationId: string;
-  readonly attempt: number;
-  /** The plan generation the step belongs to: 1, then one more for each operator re-plan. */
-  readonly generation: number;
-  readonly name: string;
-  readonly state: string;
-  /**
-   * The JSON value the step recorded, exactly as it was given (a string stays a string, however
-   * much it looks like JSON); `undefined` when the step recorded none.
-   */
-  readonly result: unknown;
-  readonly at: Date;
-}
-
-/**
- * One row of the append-only transition history: the stored transition (`StoredTransition`, what
- * a replay reads) without its row id and the failure breadcrumb a replay joins in.
- *
- * @example
- * ```ts
- * const path = (await journal.listTransitions(id)).map((t: TransitionEntry) => `${t.event} by ${t.by}`);
- * ```
- */
-export type TransitionEntry = Omit<StoredTransition, 'id' | 'error'>;
-
-/** A failure breadcrumb, keyed by (kind, operation id, attempt). */
-export interface FailureEvent {
-  readonly kind: OperationKind;
-  readonly operationId: string;
-  readonly attempt: number;
-  readonly error: unknown;
-  readonly at: Date;
-}
+export type { FailureEvent, OperationStep, TransitionEntry } from './publicRecords.ts';
 
 /** The current plan generation of an operation: 1, or the last operator re-plan's. */
 const generationOf = (id: string) =>

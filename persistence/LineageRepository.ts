@@ -7,12 +7,9 @@ import { toCopyRecord } from './ArtifactRepository.ts';
 import type { ArtifactType } from './ArtifactType.ts';
 import { checkId } from './applyEvents.ts';
 import type { Database, Row } from './openDatabase.ts';
+import type { ArtifactRef } from './publicRecords.ts';
 
-export interface ArtifactRef {
-  readonly type: ArtifactType;
-  readonly id: string;
-  readonly name: string;
-}
+export type { ArtifactRef } from './publicRecords.ts';
 
 /** An operation as lineage shows it. */
 export interface OperationRef {

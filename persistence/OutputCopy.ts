@@ -1,18 +1,11 @@
 import { describeValue } from '../machines/describeValue.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import { ARTIFACT_TYPES, type ArtifactType, isArtifactType } from './ArtifactType.ts';
+import { ARTIFACT_TYPES, isArtifactType } from './ArtifactType.ts';
+import type { OutputCopy } from './publicRecords.ts';
 import type { OutputCopyInsert } from './sql/completeOperations.ts';
 import { isUuid, UUID_EXAMPLE } from './subtypeFields.ts';
 
-/** A copy an operation produced: one artifact at one location. */
-export interface OutputCopy {
-  readonly artifactType: ArtifactType;
-  readonly artifactId: string;
-  readonly locationId: string;
-  readonly path?: string | null;
-  readonly checksum?: string | null;
-  readonly size?: number | null;
-}
+export type { OutputCopy } from './publicRecords.ts';
 
 const OUTPUT_KEYS = ['artifactType', 'artifactId', 'locationId', 'path', 'checksum', 'size'];
 const KNOWN: ReadonlySet<string> = new Set(OUTPUT_KEYS);

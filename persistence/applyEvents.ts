@@ -1,17 +1,16 @@
-import type { Decision, OperationEffect } from '../machines/decide.ts';
+import type { Decision } from '../machines/decide.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import type {
-  OperationContext,
-  OperationEvent,
-  OperationStatus,
-} from '../machines/operationMachine.ts';
+import type { OperationEvent, OperationStatus } from '../machines/operationMachine.ts';
 import { fenceHolds, type LeaseFence, notLeader } from './LeaseFence.ts';
 import type { OperationRecord } from './OperationRecord.ts';
 import type { Executor } from './openDatabase.ts';
 import { planTransition, type TransitionWrite } from './planTransition.ts';
+import type { AppliedTransition } from './publicRecords.ts';
 import { selectOperations, selectVersions } from './sql/selectOperations.ts';
 import { writeTransitions } from './sql/writeTransitions.ts';
 import { isUuid } from './subtypeFields.ts';
+
+export type { AppliedTransition } from './publicRecords.ts';
 
 /** One event for one operation, in a batch. */
 export interface ApplyItem {
@@ -21,19 +20,6 @@ export interface ApplyItem {
   readonly expectedVersion?: number;
   /** Who the transition row names (default: the worker, the RESET's `by`, `scheduler`, `operator`). */
   readonly by?: string;
-}
-
-/** An event that was accepted and committed. Run `effects` other than `dispatch` now. */
-export interface AppliedTransition {
-  readonly ok: true;
-  readonly id: string;
-  readonly version: number;
-  readonly from: OperationStatus;
-  readonly status: OperationStatus;
-  readonly context: OperationContext;
-  readonly effects: readonly OperationEffect[];
-  /** The outbox row of a `dispatch` effect, for a relay that publishes at once. */
-  readonly outboxId: number | null;
 }
 
 export interface RefusedTransition {

@@ -3,38 +3,19 @@ import { isLocationType, type LocationType, routeNameProblem } from '../machines
 import { checkId } from './applyEvents.ts';
 import type { Registration } from './findOrInsert.ts';
 import type { Row } from './openDatabase.ts';
+import type {
+  DataLocation,
+  NewDataTransferPackage,
+  NewRawDataFile,
+  NewRawDataPackage,
+} from './publicRecords.ts';
 
-/** A storage location as registered: a site's buffer, source, archive or processing area. */
-export interface DataLocation {
-  readonly id: string;
-  readonly site: string;
-  readonly name: string;
-  readonly locationType: LocationType;
-  readonly storageRoot: string;
-}
-
-/** A raw data package to register, optionally already bundled into a data transfer package. */
-export interface NewRawDataPackage {
-  readonly name: string;
-  readonly dataTransferPackageId?: string;
-  readonly checksum?: string;
-  readonly size?: number;
-}
-
-/** A data transfer package to register. */
-export interface NewDataTransferPackage {
-  readonly name: string;
-  readonly checksum?: string;
-  readonly size?: number;
-}
-
-/** A raw data file to register, optionally already in a raw data package. */
-export interface NewRawDataFile {
-  readonly name: string;
-  readonly rawDataPackageId?: string;
-  readonly checksum?: string;
-  readonly size?: number;
-}
+export type {
+  DataLocation,
+  NewDataTransferPackage,
+  NewRawDataFile,
+  NewRawDataPackage,
+} from './publicRecords.ts';
 
 function badInput(message: string): OpstateError {
   return new OpstateError(OpstateErrorCode.BAD_INPUT, message);

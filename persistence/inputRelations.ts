@@ -3,26 +3,9 @@ import type { ArtifactType } from '../machines/ArtifactType.ts';
 import { checkId } from './applyEvents.ts';
 import type { ArtifactRef } from './LineageRepository.ts';
 import type { Executor, Row } from './openDatabase.ts';
+import type { InputRelations } from './publicRecords.ts';
 
-/** One input copy of an operation with the artifact relations around it. */
-export interface InputRelations {
-  /** The input copy (`operation_input`). */
-  readonly copyId: string;
-  readonly locationId: string;
-  readonly path: string | null;
-  /** The artifact it is a copy of. */
-  readonly artifact: ArtifactRef;
-  /**
-   * What the artifact belongs to: a raw data file's raw data package, a raw data package's data
-   * transfer package. Null for a data transfer package, or an artifact not assigned to one yet.
-   */
-  readonly partOf: ArtifactRef | null;
-  /**
-   * What the artifact holds, sorted by name: a data transfer package's raw data packages, a raw
-   * data package's raw data files. Empty for a raw data file.
-   */
-  readonly members: readonly ArtifactRef[];
-}
+export type { InputRelations } from './publicRecords.ts';
 
 const ref = (type: ArtifactType, id: unknown, name: unknown): ArtifactRef => ({
   type,

@@ -1,59 +1,17 @@
 import { sql } from 'drizzle-orm';
 import { restoreOperationSnapshot } from '../machines/decide.ts';
-import type { OperationKind } from '../machines/OperationKind.ts';
-import type { OperationError, OperationStatus } from '../machines/operationMachine.ts';
-import { queueName, type Route } from '../machines/routing.ts';
-import { type SnapshotEnvelope, upgradeSnapshot } from '../machines/snapshotEnvelope.ts';
-import { type PhysicalCopyRecord, toCopyRecord } from './ArtifactRepository.ts';
+import { queueName } from '../machines/routing.ts';
+import { upgradeSnapshot } from '../machines/snapshotEnvelope.ts';
+import { toCopyRecord } from './ArtifactRepository.ts';
 import { checkId, notFound } from './applyEvents.ts';
-import {
-  type FailureEvent,
-  JournalRepository,
-  type OperationStep,
-  type TransitionEntry,
-} from './JournalRepository.ts';
+import { JournalRepository } from './JournalRepository.ts';
 import { OPERATION_COLUMNS, toOperationRecord } from './OperationRecord.ts';
 import type { Database, Row } from './openDatabase.ts';
+import type { OperationInspection } from './publicRecords.ts';
 import { SUBTYPE_SPEC } from './subtypeFields.ts';
 import { operationErrorProblem, rawJson, type UnreadableValue } from './UnreadableValue.ts';
 
-/** Everything an operator needs to know about one operation. */
-export interface OperationInspection {
-  readonly id: string;
-  readonly kind: OperationKind;
-  readonly status: OperationStatus;
-  readonly attempt: number;
-  readonly retryCount: number;
-  readonly maxRetries: number;
-  readonly version: number;
-  readonly route: Route;
-  readonly queue: string;
-  readonly groupId: string | null;
-  readonly workerId: string | null;
-  readonly notBefore: Date | null;
-  readonly createdAt: Date;
-  readonly scheduledAt: Date | null;
-  readonly startedAt: Date | null;
-  readonly finishedAt: Date | null;
-  /** Its own deadline per attempt (ms) from submit; null: its kind's. */
-  readonly deadlineMs: number | null;
-  /** Higher is claimed first (-100…100), given at submit. */
-  readonly priority: number;
-  readonly lastError: OperationError | null;
-  readonly envelope: SnapshotEnvelope;
-  /** The subtype's stage-specific fields, by camelCase key. */
-  readonly fields: Readonly<Record<string, string | null>>;
-  readonly inputs: readonly PhysicalCopyRecord[];
-  readonly outputs: readonly PhysicalCopyRecord[];
-  readonly transitions: readonly TransitionEntry[];
-  readonly steps: readonly OperationStep[];
-  readonly failures: readonly FailureEvent[];
-  /**
-   * Stored values of the operation's row that cannot be read (a damaged snapshot or error
-   * record), each with the row's text; everything else is shown as usual. Empty for a sound row.
-   */
-  readonly unreadable: readonly UnreadableValue[];
-}
+export type { OperationInspection } from './publicRecords.ts';
 
 /** What of the base row cannot be read as what its column holds. */
 function unreadableOf(row: Row): UnreadableValue[] {

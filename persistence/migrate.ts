@@ -2,8 +2,11 @@ import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import { createRecord, type MovedFromPublic, moveFromPublic } from './moveFromPublic.ts';
+import { createRecord, moveFromPublic } from './moveFromPublic.ts';
 import type { Database, Executor } from './openDatabase.ts';
+import type { MigrateResult } from './publicRecords.ts';
+
+export type { MigrateResult } from './publicRecords.ts';
 
 /** The committed, drizzle-kit generated SQL. The same folder runs on Postgres 15 and PGlite. */
 export const MIGRATIONS_FOLDER = fileURLToPath(new URL('./migrations', import.meta.url));
@@ -20,15 +23,6 @@ export const MIGRATION_LOCK_KEY = 0x6f70_7374_6d67; // 'opstmg'
  * column default of every insert, where a pinned setting would cost a configuration switch per row.
  */
 const UNPINNED_FUNCTIONS = ['opstate_uuid_v7'];
-
-export interface MigrateResult {
-  /** Migrations applied by this call (0 when the schema was already current). */
-  readonly applied: number;
-  /** Migrations in the folder. */
-  readonly total: number;
-  /** Present when this call moved a deployment of before the schema out of `public` first. */
-  readonly moved?: MovedFromPublic;
-}
 
 /**
  * Brings opstate's schema (`database.schema`, default `opstate`) up to date, in one transaction

@@ -1,6 +1,9 @@
 import type { MigrationMeta } from 'drizzle-orm/migrator';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { Executor } from './openDatabase.ts';
+import type { MovedFromPublic } from './publicRecords.ts';
+
+export type { MovedFromPublic } from './publicRecords.ts';
 
 /** Where opstate kept everything before it had a schema of its own. */
 export const LEGACY_SCHEMA = 'public';
@@ -11,15 +14,6 @@ export const LEGACY_RECORD = 'drizzle.__drizzle_migrations';
 export interface MigrationObjects {
   readonly tables: readonly string[];
   readonly functions: readonly string[];
-}
-
-/** What `moveFromPublic` moved. */
-export interface MovedFromPublic {
-  readonly to: string;
-  readonly tables: number;
-  readonly functions: number;
-  /** Rows of the migration record moved from `drizzle.__drizzle_migrations`. */
-  readonly migrations: number;
 }
 
 /**

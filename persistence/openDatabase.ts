@@ -10,20 +10,15 @@ import { toOpstateError } from './databaseError.ts';
 import { databaseSchemaOf } from './databaseSchema.ts';
 import { type DatabaseTls, databaseSsl, urlHosts } from './databaseTls.ts';
 import { startEmbeddedPostgres } from './embeddedPostgres.ts';
+import type { EmbeddedEngine, PgliteSettings } from './publicRecords.ts';
 import * as tables from './schema/index.ts';
 // postgres.js with opstate's guard against its write-after-close crash, shipped in the package.
 import postgres from './vendor/postgres/index.js';
 
-export type Dialect = 'postgres' | 'pglite';
-export type EmbeddedEngine = 'postgres' | 'pglite';
+export type { EmbeddedEngine, PgliteSettings } from './publicRecords.ts';
 
-/** The PGlite options opstate passes through (a subset of PGlite's own). */
-export interface PgliteSettings {
-  /** Server settings, e.g. `['shared_buffers=16MB']`. */
-  readonly postgresqlconf?: string[];
-  /** Do not wait for the file system after each commit. */
-  readonly relaxedDurability?: boolean;
-}
+export type Dialect = 'postgres' | 'pglite';
+
 export type Row = Record<string, unknown>;
 
 /** The typed drizzle database over either driver. */

@@ -2,23 +2,32 @@ import { getTableColumns, getTableName, type InferInsertModel } from 'drizzle-or
 import { z } from 'zod';
 import { OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
 import { ROUTED_LOCATION_FIELD } from '../machines/routing.ts';
+import type { OperationFields } from './publicRecords.ts';
 import { SUBTYPE_TABLE, type SubtypeTables } from './schema/operationSubtypes.ts';
 
+export type { OperationFields } from './publicRecords.ts';
+
+/** The fields of a kind as its drizzle subtype table says them. */
+type TableFields<K extends OperationKind> = SubtypeColumns<InferInsertModel<SubtypeTables[K]>>;
+
+/** True when A and B are the same type, both ways (not merely assignable one way). */
+type Same<A, B> =
+  (<T>() => T extends A ? 1 : 2) extends <T>() => T extends B ? 1 : 2 ? true : false;
+
 /**
- * The stage-specific fields of a kind, as `submit` takes them: derived from the kind's drizzle
- * subtype table, so a misspelt or missing field is a compile error and the two never drift. A
- * required column is a required key; a nullable one may be left out, `null` or `undefined`.
- *
- * @example
- * ```ts
- * const fields: OperationFields<OperationKind.TRANSFER> = {
- *   dataTransferPackageId, sourceLocationId, destinationLocationId,
- * };
- * ```
+ * The written-out fields of every kind equal its table's: a column added, renamed, dropped or
+ * made optional without the same change to `OperationFieldsByKind` does not compile.
  */
-export type OperationFields<K extends OperationKind> = SubtypeColumns<
-  InferInsertModel<SubtypeTables[K]>
->;
+export const FIELDS_MATCH_TABLES: {
+  readonly [K in OperationKind]: Same<OperationFields<K>, TableFields<K>>;
+} = {
+  raw_data_package: true,
+  data_transfer_package: true,
+  transfer: true,
+  unpack: true,
+  long_term_archive: true,
+  staging: true,
+};
 
 /**
  * A subtype row's insert model without the shared `operationId` and `kind`, flattened so that an

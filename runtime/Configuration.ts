@@ -49,6 +49,8 @@ export interface Configuration {
     readonly tls?: TlsFiles;
     /** Most bytes the dispatch stream stores; absent: the transport's default (256 MiB). */
     readonly dispatchMaxBytes?: number;
+    /** Copies of the dispatch stream and heartbeat bucket; absent: 3 on a cluster of three or more, else 1. */
+    readonly replicas?: number;
   };
   readonly prefix: string;
   readonly timing: Partial<RuntimeTimers>;
@@ -161,6 +163,12 @@ export const SETTINGS: readonly Setting[] = [
   {
     variable: 'OPSTATE_DISPATCH_MAX_BYTES',
     allowed: 'a whole number of bytes, at least 1048576 (default 268435456: 256 MiB)',
+    secret: false,
+  },
+  {
+    variable: 'OPSTATE_NATS_REPLICAS',
+    allowed:
+      'copies of the dispatch stream and heartbeat bucket, 1 to 5 (default 3 on a NATS cluster that advertises three or more servers, else 1)',
     secret: false,
   },
   {
@@ -295,6 +303,13 @@ const schemas: Record<string, z.ZodType> = {
       .regex(/^[A-Za-z0-9_-]+$/)
       .optional(),
   ),
+  OPSTATE_NATS_REPLICAS: nonEmpty.pipe(
+    z
+      .string()
+      .regex(/^[1-5]$/)
+      .transform(Number)
+      .optional(),
+  ),
   OPSTATE_DISPATCH_MAX_BYTES: nonEmpty.pipe(
     z
       .string()
@@ -396,6 +411,7 @@ export function loadConfiguration(
   const engine = get('OPSTATE_EMBEDDED_ENGINE') as EmbeddedEngine | undefined;
   const serviceName = get('OPSTATE_SERVICE_NAME');
   const dispatchMaxBytes = read(env, 'OPSTATE_DISPATCH_MAX_BYTES') as number | undefined;
+  const replicas = read(env, 'OPSTATE_NATS_REPLICAS') as number | undefined;
   return {
     database: {
       ...(databaseUrl === undefined ? {} : { url: databaseUrl }),
@@ -409,6 +425,7 @@ export function loadConfiguration(
       ...(natsUrl === undefined ? {} : { url: natsUrl }),
       ...nats,
       ...(dispatchMaxBytes === undefined ? {} : { dispatchMaxBytes }),
+      ...(replicas === undefined ? {} : { replicas }),
     },
     prefix: get('OPSTATE_PREFIX') ?? 'opstate',
     timing:

@@ -8,21 +8,19 @@ import {
 import { crash, crashable } from '../loops/drill.ts';
 import { type Clock, systemClock } from '../machines/Clock.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
-import type { OperationEvent } from '../machines/operationMachine.ts';
 import type { Logger } from '../observe/Logger.ts';
 import { logTransportEvents } from '../observe/logTransportEvents.ts';
 import { ObservedOperationStore } from '../observe/ObservedOperationStore.ts';
 import { createPinoLogger } from '../observe/pinoLogger.ts';
 import { composeObservers, loggingObserver } from '../observe/RuntimeObserver.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
-import type { AppliedTransition } from '../persistence/applyEvents.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { FlowLimitRepository } from '../persistence/FlowLimitRepository.ts';
 import { GroupRepository } from '../persistence/GroupRepository.ts';
-import { inspectOperation, type OperationInspection } from '../persistence/inspectOperation.ts';
+import { inspectOperation } from '../persistence/inspectOperation.ts';
 import { JournalRepository } from '../persistence/JournalRepository.ts';
 import { LineageRepository } from '../persistence/LineageRepository.ts';
-import { type MigrateResult, migrate } from '../persistence/migrate.ts';
+import { migrate } from '../persistence/migrate.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import type { Transport } from '../transport/Transport.ts';
@@ -30,10 +28,12 @@ import { startWorker, type Worker, type WorkerOptions } from '../worker/Worker.t
 import { secretsOf } from './Configuration.ts';
 import { configurationOf, openServers } from './openServers.ts';
 import { applyOperatorCommand } from './operatorCommand.ts';
+import type { ControlPlane, Runtime as PublicRuntime } from './PublicRuntime.ts';
 import type { RuntimeOptions } from './RuntimeOptions.ts';
 import { type RuntimeTiming, resolveRuntimeTiming } from './RuntimeTiming.ts';
 import { resolveServiceName } from './serviceName.ts';
 
+export type { ControlPlane } from './PublicRuntime.ts';
 export type { RuntimeOptions, StartupWait } from './RuntimeOptions.ts';
 export { type RuntimeTiming, resolveRuntimeTiming };
 
@@ -43,59 +43,23 @@ export type StartWorkerOptions<K extends OperationKind> = Omit<
   'store' | 'journal' | 'transport' | 'clock' | 'logger' | 'deadlines'
 >;
 
-export interface ControlPlane {
-  readonly isLeader: boolean;
-  /** This replica's name in the leadership lease (`opstate status` shows the leader's). */
-  readonly holder: string;
-  stop(): Promise<void>;
-}
-
-/** The embedded runtime of one deployment: the database, the transport and the actors on them. */
-export interface Runtime {
+/**
+ * The runtime with its internals: the public `Runtime` (`PublicRuntime.ts`) and the database,
+ * the store and the repositories behind it, which the repository's own code, tests and drills
+ * reach (`internalsOf` in `opstate/internal`).
+ */
+export interface Runtime extends PublicRuntime {
   readonly database: Database;
   readonly store: OperationStore;
-  /** Register locations, raw data files, packages and their copies. */
   readonly artifacts: ArtifactRepository;
   readonly groups: GroupRepository;
   readonly lineage: LineageRepository;
   readonly journal: JournalRepository;
-  /**
-   * Flow limits: how many operations may run at once on a location, of one kind or of every
-   * kind (`set`, `list`, `clear`); every control plane's scheduler enforces them in its claim.
-   */
   readonly limits: FlowLimitRepository;
-  readonly transport: Transport;
-  readonly timing: RuntimeTiming;
-  readonly logger: Logger;
-  /** Who `submit` records as the submitter when a call gives no `by`. */
-  readonly serviceName: string;
-  /** What it runs on: a Postgres server or PGlite, and JetStream or the in-process transport. */
-  readonly mode: {
-    readonly database: 'postgres' | 'pglite';
-    readonly transport: 'jetstream' | 'in-process';
-  };
-  /** Applies the committed migrations; harmless to repeat. */
-  migrate(): Promise<MigrateResult>;
-  /**
-   * Creates an operation (PENDING) and returns its id; a local control plane schedules it at once.
-   * The creation is recorded as by `input.by`, else by the runtime's `serviceName`.
-   */
-  submit(input: CreateOperationInput): Promise<string>;
-  /** Creates many operations in one statement (all or none) and returns their ids in order. */
-  submitMany(inputs: readonly CreateOperationInput[]): Promise<string[]>;
-  /** The operation with its subtype fields, copies, transitions and journal. */
-  get(id: string): Promise<OperationInspection>;
-  /** An operator command (`RETRY`, `RESET`, `CANCEL`); refused with the machine's reason. */
-  command(id: string, event: OperationEvent): Promise<AppliedTransition>;
-  /** Contends for leadership and runs the control-plane loops while leader. */
-  startControlPlane(): ControlPlane;
   startWorker<K extends OperationKind>(options: StartWorkerOptions<K>): Worker;
-  /** Starts a deleter: deletes copies the deletion policy cleans once their archive is verified. */
   startCopyDeleter(
     options?: Omit<CopyDeleterOptions, 'database' | 'clock' | 'logger'>,
   ): CopyDeleter;
-  /** Stops workers, deleters and the control plane, then closes the transport and the database. */
-  close(): Promise<void>;
 }
 
 /**

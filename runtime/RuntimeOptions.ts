@@ -2,7 +2,7 @@ import type { Clock } from '../machines/Clock.ts';
 import type { Logger } from '../observe/Logger.ts';
 import type { RuntimeObserver } from '../observe/RuntimeObserver.ts';
 import type { DatabaseTls } from '../persistence/databaseTls.ts';
-import type { EmbeddedEngine, OpenDatabaseOptions } from '../persistence/openDatabase.ts';
+import type { EmbeddedEngine, PgliteSettings } from '../persistence/publicRecords.ts';
 import type { NatsCredentials } from '../transport/jetstream/natsCredentials.ts';
 import type { DeadlineOverrides, RuntimeTimers } from './RuntimeTiming.ts';
 
@@ -29,7 +29,7 @@ export interface RuntimeOptions {
    */
   readonly databaseSchema?: string;
   /** Settings of embedded PGlite. */
-  readonly pglite?: OpenDatabaseOptions['pglite'];
+  readonly pglite?: PgliteSettings;
   /** Names the deployment on NATS (stream, subjects, consumers, bucket) and the leader lock. */
   readonly prefix?: string;
   /** Timer overrides; default `OPSTATE_TIMING` (given here, the variable is not read). */

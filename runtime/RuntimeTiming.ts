@@ -1,7 +1,5 @@
-import {
-  type ControlPlaneTiming,
-  DEFAULT_CONTROL_PLANE_TIMING,
-} from '../control-plane/ControlPlane.ts';
+import { DEFAULT_CONTROL_PLANE_TIMING } from '../control-plane/ControlPlane.ts';
+import type { ControlPlaneTiming } from '../control-plane/ControlPlaneTiming.ts';
 import { type Deadlines, resolveDeadlines } from '../machines/deadlines.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';

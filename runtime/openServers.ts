@@ -101,6 +101,7 @@ export async function openServers(
               ...(config.nats.dispatchMaxBytes === undefined
                 ? {}
                 : { maxStreamBytes: config.nats.dispatchMaxBytes }),
+              ...(config.nats.replicas === undefined ? {} : { replicas: config.nats.replicas }),
             }),
           );
     if (options.ensureTransport !== false) {

@@ -6,7 +6,7 @@ import { type TypeMember, typeMembers } from './typeMembers.ts';
 /** Where the runtime's timers are declared, in the order the table lists them. */
 const TIMER_SOURCES = [
   ['transport/Transport.ts', 'TransportTiming'],
-  ['control-plane/ControlPlane.ts', 'ControlPlaneTiming'],
+  ['control-plane/ControlPlaneTiming.ts', 'ControlPlaneTiming'],
   ['runtime/RuntimeTiming.ts', 'RuntimeTiming'],
 ] as const;
 

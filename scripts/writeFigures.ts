@@ -79,6 +79,11 @@ export const TARGETS: readonly Target[] = [
     met: (f) => f.value <= 1.2,
   },
   { match: /^snapshot_size_max$/, text: '≤ 1 KB', met: (f) => f.value <= 1024 },
+  {
+    match: /^e2e_with_limits$/,
+    text: '≥ 0.9 × the throughput without limits, same run',
+    met: ratioAtLeast(0.9),
+  },
 ];
 
 function targetOf(f: FigureLine): Target | undefined {

@@ -1,5 +1,5 @@
 import { createCipheriv, createDecipheriv, createHash, randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readFileSync, statSync } from 'node:fs';
 import { inspect } from 'node:util';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 
@@ -143,7 +143,8 @@ class AesGcmCipher implements ArchiveCipher {
 
 /**
  * An AES-256-GCM cipher from a key file: 32 raw bytes, 64 hex characters or base64 of 32 bytes.
- * `CONFIG` when the file is missing or malformed; the message names the file, never its content.
+ * `CONFIG` when the file is missing, malformed, or open to every user of the host (any permission
+ * for others: `chmod 600` it); the message names the file, never its content.
  *
  * @example
  * ```ts
@@ -154,8 +155,17 @@ class AesGcmCipher implements ArchiveCipher {
 export function loadArchiveCipher(path: string): ArchiveCipher {
   let text: Buffer;
   try {
+    // A key others on the host can read is a key anyone there can use: refused, never used.
+    const mode = statSync(path).mode;
+    if ((mode & 0o007) !== 0) {
+      throw new OpstateError(
+        OpstateErrorCode.CONFIG,
+        `archive key file ${path} is open to every user of this host (mode ${(mode & 0o777).toString(8)}); make it private (\`chmod 600 ${path}\`) and set ${ARCHIVE_KEY_FILE_ENV} again`,
+      );
+    }
     text = readFileSync(path);
   } catch (err) {
+    if (err instanceof OpstateError) throw err;
     throw new OpstateError(
       OpstateErrorCode.CONFIG,
       `cannot read archive key file ${path} (${(err as NodeJS.ErrnoException).code ?? 'error'}); ${ARCHIVE_KEY_FILE_ENV} must name a readable file`,

@@ -27,8 +27,14 @@ export interface ArchivePlan {
   readonly members: readonly PlannedMember[];
   /** The package's own manifest (name, size, sha256 of every member but the manifest). */
   readonly manifest: Manifest['members'];
-  /** sha256 of the package's `MANIFEST.json`. */
+  /** sha256 of the source's own `MANIFEST.json`. */
   readonly manifestSha256: string;
+  /**
+   * sha256 of the `MANIFEST.json` inside the package, the one the archive holds (equal to
+   * `manifestSha256` unless the package carries a regenerated manifest). A deletion removes the
+   * source's manifest only when the two are equal.
+   */
+  readonly packageManifestSha256: string;
   readonly encrypted: boolean;
   readonly keyId: string | null;
 }
@@ -105,6 +111,7 @@ export function longTermArchiveHandler(env: StageEnvironment): OperationHandler 
         members: read.members.map(({ path: _path, data: _data, ...m }) => m),
         manifest: read.manifest.members,
         manifestSha256: read.manifestSha256,
+        packageManifestSha256: read.packageManifestSha256,
         encrypted: env.cipher !== undefined,
         keyId: env.cipher?.keyId ?? null,
       };
@@ -118,6 +125,7 @@ export function longTermArchiveHandler(env: StageEnvironment): OperationHandler 
           members: planned.members,
           package: planned.manifest,
           manifestSha256: planned.manifestSha256,
+          packageManifestSha256: planned.packageManifestSha256,
         },
         detail: { sourceCopyId: source.id, sourcePath: source.path, folder: planned.folder },
       });

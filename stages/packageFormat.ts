@@ -6,9 +6,9 @@ export interface Manifest {
   readonly members: readonly { name: string; size: number; sha256: string }[];
 }
 
-import { MANIFEST_NAME, sha256 } from '../machines/packageLayout.ts';
+import { MANIFEST_NAME, manifestBytes, sha256 } from '../machines/packageLayout.ts';
 
-export { MANIFEST_NAME, sha256 };
+export { MANIFEST_NAME, manifestBytes, sha256 };
 
 /**
  * How a copy's checksum is written in `physical_copy.checksum`.
@@ -44,7 +44,24 @@ export function manifestOf(members: readonly TarMember[]): Manifest {
  * ```
  */
 export function writePackage(members: readonly TarMember[]): Buffer {
-  const manifest = Buffer.from(`${JSON.stringify(manifestOf(members), null, 2)}\n`);
+  return packTar([
+    { name: MANIFEST_NAME, data: manifestBytes(manifestOf(members).members) },
+    ...members,
+  ]);
+}
+
+/**
+ * A package that keeps a folder's own `MANIFEST.json` bytes as they are (extra fields, another
+ * layout), then the members in the manifest's order: restoring it gives that manifest back byte
+ * for byte. The caller has checked the manifest against the members (`parseManifest` and each
+ * member's size and sha256).
+ *
+ * @example
+ * ```ts
+ * const bytes = packageWithManifest(await readFile('pkg/MANIFEST.json'), members);
+ * ```
+ */
+export function packageWithManifest(manifest: Uint8Array, members: readonly TarMember[]): Buffer {
   return packTar([{ name: MANIFEST_NAME, data: manifest }, ...members]);
 }
 
@@ -70,8 +87,15 @@ export function readPackage(bytes: Uint8Array): { manifest: Manifest; members: T
     throw new OpstateError(OpstateErrorCode.BAD_INPUT, `package ${MANIFEST_NAME} is not JSON`);
   }
   const actual = manifestOf(members);
-  const expected = JSON.stringify(manifest.members);
-  if (JSON.stringify(actual.members) !== expected) {
+  // Name, size and sha256 of each entry, in order: a manifest may say more (its own fields).
+  const expected = JSON.stringify(
+    (Array.isArray(manifest?.members) ? manifest.members : []).map((m) => ({
+      name: m?.name,
+      size: m?.size,
+      sha256: m?.sha256,
+    })),
+  );
+  if (!Array.isArray(manifest?.members) || JSON.stringify(actual.members) !== expected) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
       `package members do not match its manifest (expected ${expected}, found ${JSON.stringify(actual.members)})`,

@@ -8,6 +8,8 @@ import {
   checksumOf,
   MANIFEST_NAME,
   type Manifest,
+  manifestBytes,
+  packageWithManifest,
   readPackage,
   sha256,
   writePackage,
@@ -32,8 +34,14 @@ export interface PackageSource {
   /** The package as a deterministic tar (the bytes an archive stores). */
   readonly bytes: Buffer;
   readonly manifest: Manifest;
-  /** sha256 of the package's own `MANIFEST.json` bytes. */
+  /** sha256 of the source's own `MANIFEST.json` bytes (the folder's file, or the tar's first member). */
   readonly manifestSha256: string;
+  /**
+   * sha256 of the `MANIFEST.json` inside `bytes`, the one an archive of them holds. The folder's
+   * own file, unless the copy was recorded with the checksum of opstate's regenerated form (see
+   * `readPackageSource`); then that regenerated manifest, and the folder's file differs from it.
+   */
+  readonly packageManifestSha256: string;
 }
 
 function bad(message: string, copy: PhysicalCopyRecord): OpstateError {
@@ -75,8 +83,11 @@ export function parseManifest(data: Buffer, where: string): Manifest {
 /**
  * Reads a raw data package copy from disk, every file opened without following a symlink and
  * identified by its descriptor: an unpacked folder (`MANIFEST.json` plus the files it names, each
- * checked against it) or a package tar. The package bytes are checked against the copy's
- * checksum and size. A difference, a symlink, a hostile member name: non-retryable `BAD_INPUT`.
+ * checked against it) or a package tar. A folder's package keeps its own `MANIFEST.json` bytes
+ * (extra fields, compact JSON and all), so an archive of it gives that file back byte for byte;
+ * only a copy recorded with the checksum of the manifest opstate regenerates is read in that
+ * form. The package bytes are checked against the copy's checksum and size. A difference, a
+ * symlink, a hostile member name: non-retryable `BAD_INPUT`.
  *
  * @example
  * ```ts
@@ -111,8 +122,28 @@ export async function readPackageSource(copy: PhysicalCopyRecord): Promise<Packa
       }
       members.push({ name: m.name, path, ...read, sha256: digest });
     }
-    const bytes = writePackage(members.slice(1).map((m) => ({ name: m.name, data: m.data })));
-    source = { folder: true, members, bytes, manifest, manifestSha256: sha256(head.data) };
+    const files = members.slice(1).map((m) => ({ name: m.name, data: m.data }));
+    const own = packageWithManifest(head.data, files);
+    // A copy recorded with the checksum of the regenerated form (how folders were packaged
+    // before their own manifest was kept) is read in that form; its MANIFEST.json is then not
+    // what an archive of it holds, and no deletion removes it.
+    const regenerated =
+      copy.checksum !== null && copy.checksum !== checksumOf(sha256(own))
+        ? writePackage(files)
+        : undefined;
+    const bytes =
+      regenerated !== undefined && copy.checksum === checksumOf(sha256(regenerated))
+        ? regenerated
+        : own;
+    source = {
+      folder: true,
+      members,
+      bytes,
+      manifest,
+      manifestSha256: sha256(head.data),
+      packageManifestSha256:
+        bytes === own ? sha256(head.data) : sha256(manifestBytes(manifest.members)),
+    };
   } else {
     const read = await readNoFollow(copy.path);
     const { manifest } = readPackage(read.data);
@@ -123,12 +154,14 @@ export async function readPackageSource(copy: PhysicalCopyRecord): Promise<Packa
       sha256: sha256(read.data),
     };
     const [head] = unpackTar(read.data);
+    const headSha256 = sha256(head?.data ?? Buffer.alloc(0));
     source = {
       folder: false,
       members: [member],
       bytes: read.data,
       manifest,
-      manifestSha256: sha256(head?.data ?? Buffer.alloc(0)),
+      manifestSha256: headSha256,
+      packageManifestSha256: headSha256,
     };
   }
   const digest = checksumOf(sha256(source.bytes));

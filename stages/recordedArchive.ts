@@ -4,6 +4,7 @@ import { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { ArchiveRecordRepository } from '../persistence/ArchiveRecordRepository.ts';
 import { checkId, notFound } from '../persistence/applyEvents.ts';
+import { DeletionRepository } from '../persistence/DeletionRepository.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import type { Manifest } from './packageFormat.ts';
 import type { ArchiveExpectation } from './verifyArchive.ts';
@@ -25,7 +26,8 @@ export interface RecordedArchive {
 /**
  * Reads, from the archive record alone, what an archive object must be: the key and the first
  * write's object version and whole-object digest (UPLOADED), the package digest and manifest
- * (PLANNED of the same generation), and the archive location's folder. Needs no worker. `NOT_FOUND`
+ * (PLANNED of the same generation), the archive location's folder, and every source member a
+ * deletion removed relying on it (the bytes the archive must give back). Needs no worker. `NOT_FOUND`
  * for an unknown operation; `BAD_INPUT` for another kind or an archive never uploaded.
  *
  * @example
@@ -85,6 +87,7 @@ export async function loadRecordedArchive(
       objectVersion: first.objectVersion,
       contentSha256: String(planned?.contentSha256 ?? latest.contentSha256),
       members: manifest,
+      deleted: await new DeletionRepository(database).deletedMembersOf(id),
     },
     encrypted: latest.encrypted === true,
     keyId: latest.keyId,

@@ -20,7 +20,7 @@ export interface RestoredMember {
 /**
  * Restores a package into a folder: `MANIFEST.json` and every member, each name checked
  * (`checkMemberName`, so a hostile name cannot escape the folder), each file created exclusively
- * (`wx`, never overwriting what is there) and read back: its size and sha256 must equal the
+ * (`wx`, never overwriting what is there, mode 0640: nothing for other users) and read back: its size and sha256 must equal the
  * manifest's, and the manifest must equal the one recorded. Returns every member with its
  * verdict; throws `BAD_INPUT` only when the package itself is unreadable or names a hostile member.
  *
@@ -45,7 +45,7 @@ export async function restorePackage(
     const handle = await open(
       path,
       constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL | constants.O_NOFOLLOW,
-      0o644,
+      0o640,
     ).catch((err: NodeJS.ErrnoException) => {
       if (err.code === 'EEXIST') {
         throw new OpstateError(

@@ -68,7 +68,8 @@ export async function putOnce(
   const digest = sha256(data);
   await mkdir(dirname(path), { recursive: true });
   const temporary = `${path}.partial-${randomUUID().slice(0, 8)}`;
-  const handle = await open(temporary, 'wx');
+  // Owner read/write, group read, nothing for others (the process umask may remove more).
+  const handle = await open(temporary, 'wx', 0o640);
   try {
     if (options.afterPartialWrite === undefined) {
       await handle.writeFile(data);

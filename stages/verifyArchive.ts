@@ -1,6 +1,18 @@
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { LocalArchiveStore, ReadArchive } from './archiveStore.ts';
-import { type Manifest, readPackage, sha256 } from './packageFormat.ts';
+import { MANIFEST_NAME, type Manifest, readPackage, sha256 } from './packageFormat.ts';
+import { unpackTar } from './tar.ts';
+
+/** A source member a deletion removed, relying on this archive: the archive must hold its bytes. */
+export interface DeletedMember {
+  readonly path: string;
+  /** Its name in the package (`MANIFEST.json` or a member), for a member of a folder copy. */
+  readonly name: string;
+  /** Its copy was an unpacked folder (else a package file: the whole package is the member). */
+  readonly folder: boolean;
+  /** The digest its deletion plan recorded. */
+  readonly sha256: string;
+}
 
 /** What an archive object must be, as its archive record says. */
 export interface ArchiveExpectation {
@@ -13,6 +25,8 @@ export interface ArchiveExpectation {
   readonly contentSha256: string;
   /** The package's members as planned (name, size, sha256). */
   readonly members: Manifest['members'];
+  /** Source members already deleted on the strength of this archive (none while archiving). */
+  readonly deleted?: readonly DeletedMember[];
 }
 
 /** The outcome of reading an archive back and comparing it with its record. */
@@ -26,12 +40,16 @@ export interface ArchiveVerification {
   readonly plain?: Buffer;
   /** Members checked by name, size and sha256. */
   readonly membersChecked: number;
+  /** Deleted source members found in the archive with the very bytes that were deleted. */
+  readonly deletedHeld?: number;
 }
 
 /**
  * Reads an archive object back through its store and compares it with its record: the physical
  * object is the one first written (not replaced), the whole-object digest, the decrypted package
- * digest, and every member's name, size and sha256 against the planned manifest. Reports every
+ * digest, every member's name, size and sha256 against the planned manifest, and every source
+ * member already deleted on its strength: the archive must hold exactly the bytes that were
+ * deleted (`MANIFEST.json` included), else that member is named as a difference. Reports every
  * difference instead of stopping at the first; never changes anything.
  *
  * @example
@@ -85,6 +103,7 @@ export async function verifyArchive(
     differences.push(`package sha256 is ${content}, recorded ${expected.contentSha256}`);
   }
   let membersChecked = 0;
+  let deletedHeld = 0;
   try {
     const { manifest, members } = readPackage(plain);
     const found = new Map(members.map((m) => [m.name, m]));
@@ -110,9 +129,45 @@ export async function verifyArchive(
         `the stored manifest lists ${manifest.members.length} members, the record ${expected.members.length}`,
       );
     }
+    const gone = deletedNotHeld(plain, expected.deleted ?? []);
+    deletedHeld = gone.held;
+    differences.push(...gone.differences);
   } catch (err) {
     if (!(err instanceof OpstateError)) throw err;
     differences.push(`the package does not read back: ${err.message}`);
   }
-  return { ok: differences.length === 0, differences, read, plain, membersChecked };
+  return { ok: differences.length === 0, differences, read, plain, membersChecked, deletedHeld };
+}
+
+/**
+ * Whether a package holds, byte for byte, every source member deleted on its strength: a folder
+ * member by its name (`MANIFEST.json` is the package's first member, as stored), a package file as
+ * the whole package. One difference per member it cannot give back, naming it.
+ *
+ * @example
+ * ```ts
+ * const { held, differences } = deletedNotHeld(plain, recorded.expected.deleted ?? []);
+ * ```
+ */
+export function deletedNotHeld(
+  plain: Uint8Array,
+  deleted: readonly DeletedMember[],
+): { held: number; differences: string[] } {
+  const [head, ...members] = unpackTar(plain);
+  const digests = new Map(members.map((m): [string, string] => [m.name, sha256(m.data)]));
+  if (head?.name === MANIFEST_NAME) digests.set(MANIFEST_NAME, sha256(head.data));
+  const content = sha256(plain);
+  let held = 0;
+  const differences: string[] = [];
+  for (const gone of deleted) {
+    const holds = gone.folder ? digests.get(gone.name) : content;
+    if (holds === gone.sha256) {
+      held++;
+      continue;
+    }
+    differences.push(
+      `deleted source member ${gone.path} (sha256 ${gone.sha256}) is not in the archive as it was: the archive holds ${holds === undefined ? `no ${gone.name}` : `sha256 ${holds} for ${gone.folder ? gone.name : 'the package'}`}, so a restore does not give it back byte for byte`,
+    );
+  }
+  return { held, differences };
 }

@@ -19,7 +19,7 @@ const ROOMS: readonly (readonly string[])[] = [
   ['dashboard'],
   ['cli'],
 ];
-const ENTRIES = ['index.ts', 'testing.ts'];
+const ENTRIES = ['index.ts', 'testing.ts', 'internal.ts'];
 const ROOT = fileURLToPath(new URL('..', import.meta.url));
 
 const rankOf = new Map(ROOMS.flatMap((rooms, rank) => rooms.map((r) => [r, rank] as const)));

@@ -95,9 +95,17 @@ export class DeliverySlots {
    */
   setIdle(who: object, idle: boolean): void {
     if (idle === this.#idle.has(who)) return;
-    if (idle) this.#idle.add(who);
-    else this.#idle.delete(who);
+    if (idle) {
+      this.#idle.add(who);
+      // An idle subscription among more than the slots asks its queue before it waits for a turn.
+      this.#dropTurn(who);
+    } else this.#idle.delete(who);
     this.#notify();
+  }
+
+  /** Whether `who`'s last pull came back empty (see `setIdle`). */
+  isIdle(who: object): boolean {
+    return this.#idle.has(who);
   }
 
   /** A subscription's fair share: 1 while idle, else an equal part of what idle ones leave. */

@@ -3,9 +3,11 @@
  * here and nothing else of the worker.
  */
 import type { OperationKind } from '../machines/OperationKind.ts';
-import type { InputRelations } from '../persistence/inputRelations.ts';
-import type { OperationInspection } from '../persistence/inspectOperation.ts';
-import type { OutputCopy } from '../persistence/OutputCopy.ts';
+import type {
+  InputRelations,
+  OperationInspection,
+  OutputCopy,
+} from '../persistence/publicRecords.ts';
 
 /** What a handler sees of its operation. */
 export interface OperationView {

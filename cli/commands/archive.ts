@@ -7,7 +7,7 @@ import { archiveCipherFromEnv } from '../../stages/archiveCipher.ts';
 import { LocalArchiveStore } from '../../stages/archiveStore.ts';
 import { loadRecordedArchive } from '../../stages/recordedArchive.ts';
 import { restorePackage } from '../../stages/restoreArchive.ts';
-import { verifyArchive } from '../../stages/verifyArchive.ts';
+import { deletedNotHeld, verifyArchive } from '../../stages/verifyArchive.ts';
 import { argumentsOf, type Command, defineCommand, type Io, optionsOf } from '../Command.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
@@ -29,6 +29,7 @@ async function verify(database: Database, id: string, json: boolean, io: Io): Pr
       independent: true,
       differences: [...v.differences],
       membersChecked: v.membersChecked,
+      deletedMembersHeld: v.deletedHeld ?? 0,
     },
   });
   if (json) {
@@ -44,6 +45,8 @@ async function verify(database: Database, id: string, json: boolean, io: Io): Pr
         encrypted: recorded.encrypted,
         keyId: recorded.keyId,
         membersChecked: v.membersChecked,
+        deletedMembers: recorded.expected.deleted?.length ?? 0,
+        deletedMembersHeld: v.deletedHeld ?? 0,
         differences: v.differences,
       }),
     );
@@ -57,7 +60,7 @@ async function verify(database: Database, id: string, json: boolean, io: Io): Pr
   io.out(`  encrypted      ${recorded.encrypted ? `yes (key ${recorded.keyId})` : 'no'}`);
   if (v.ok) {
     io.out(
-      `OK: the object reads back as written; ${v.membersChecked} members match the manifest by name, size and sha256.`,
+      `OK: the object reads back as written; ${v.membersChecked} members match the manifest by name, size and sha256; ${v.deletedHeld ?? 0} deleted source member(s) are held byte for byte.`,
     );
     return 0;
   }
@@ -77,11 +80,24 @@ async function restore(
   const recorded = await loadRecordedArchive(database, id);
   const store = new LocalArchiveStore(recorded.storageRoot, archiveCipherFromEnv());
   const read = await store.read(recorded.expected.key);
-  const members = await restorePackage(store.open(read), recorded.manifest, resolve(to));
+  const plain = store.open(read);
+  const members = await restorePackage(plain, recorded.manifest, resolve(to));
   const bad = members.filter((m) => !m.ok);
+  // The source members deleted on the strength of this archive: each must come back as it was.
+  const gone = deletedNotHeld(plain, recorded.expected.deleted ?? []);
+  const ok = bad.length === 0 && gone.differences.length === 0;
   if (json) {
-    io.out(JSON.stringify({ operationId: id, to: resolve(to), ok: bad.length === 0, members }));
-    return bad.length === 0 ? 0 : 1;
+    io.out(
+      JSON.stringify({
+        operationId: id,
+        to: resolve(to),
+        ok,
+        members,
+        deletedMembersHeld: gone.held,
+        deletedNotHeld: gone.differences,
+      }),
+    );
+    return ok ? 0 : 1;
   }
   io.out(`restored archive of operation ${id} (${recorded.expected.key}) into ${resolve(to)}`);
   for (const m of members) {
@@ -89,19 +105,22 @@ async function restore(
       `  ${m.ok ? 'ok     ' : 'DIFFERS'} ${m.name}  ${m.size} bytes  ${m.sha256}${m.problem ? `  (${m.problem})` : ''}`,
     );
   }
+  for (const d of gone.differences) io.out(`  DIFFERS ${d}`);
   io.out(
-    bad.length === 0
-      ? `OK: ${members.length} members restored, each with the size and sha256 of the manifest.`
-      : `NOT OK: ${bad.length} of ${members.length} members differ from the manifest.`,
+    ok
+      ? `OK: ${members.length} members restored, each with the size and sha256 of the manifest; ${gone.held} deleted source member(s) come back byte for byte.`
+      : `NOT OK: ${bad.length} of ${members.length} members differ from the manifest; ${gone.differences.length} deleted source member(s) do not come back as they were.`,
   );
-  return bad.length === 0 ? 0 : 1;
+  return ok ? 0 : 1;
 }
 
 /**
  * `opstate archive verify <id>` re-reads the stored object of a long-term-archive operation
  * through the archive store, without any worker: the object first written (not replaced), its
  * whole digest, the decrypted package digest and every member's name, size and sha256 against the
- * recorded manifest. Exit 0 when it holds, 1 when not (each difference printed). The outcome is
+ * recorded manifest, and every source member deleted on its strength against the bytes the
+ * archive holds for it (a deleted member it cannot give back is named). Exit 0 when it holds, 1
+ * when not (each difference printed). The outcome is
  * appended to the archive record (VERIFIED or VERIFY_FAILED; a failure stops every deletion that
  * relies on the archive). `opstate archive restore <id> --to DIR` restores the package through the
  * same store (decrypting with `OPSTATE_ARCHIVE_KEY_FILE`) into an empty folder and checks every

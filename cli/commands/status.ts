@@ -9,6 +9,7 @@ import {
 import { FlowLimitRepository } from '../../persistence/FlowLimitRepository.ts';
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import { selectCopyStatus } from '../../persistence/reads/selectCopyStatus.ts';
+import { selectFlowLimitLoad } from '../../persistence/reads/selectFlowLimitLoad.ts';
 import { selectQueueDepths } from '../../persistence/reads/selectQueueDepths.ts';
 import { selectLocationsAt } from '../../persistence/reads/selectRoutedLocations.ts';
 import {
@@ -88,7 +89,7 @@ function table(rows: readonly string[][]): string[] {
  * a time ahead), "countsDrift": [{kind, status, tallied, stored}] (live kinds and statuses whose
  * count differs from the rows; empty while right), "circuitBreakers": [{kind, locationId, location,
  * state, consecutiveFailures, openedAt, lastError}], "flowLimits": [{locationId, location, kind,
- * max, live, updatedAt, updatedBy}],
+ * max, live, waiting (PENDING in its scope), updatedAt, updatedBy}],
  * "copies": {"<location type>": {"PRESENT": n, …}}, "deletions": {inProgress: […], failed: […]},
  * "queues": [{queue, waiting, inProgress, oldestWaiting, readers}] (readers null when heartbeats are
  * not visible), "queueReadersUnknown": [<live worker ids whose heartbeat does not say what they
@@ -123,7 +124,13 @@ export function createStatusCommand(
             const counts = await selectStatusCounts(database);
             const countsDrift = await selectLiveTallyDrift(database);
             const waiting = await selectWaiting(database, new Date(systemClock.now()));
-            const flowLimits = await new FlowLimitRepository(database).list();
+            const load = await selectFlowLimitLoad(database);
+            const waitingBehind = (l: { locationId: string; kind: string | null }) =>
+              load.find((x) => x.locationId === l.locationId && x.kind === l.kind)?.waiting ?? 0;
+            const flowLimits = (await new FlowLimitRepository(database).list()).map((l) => ({
+              ...l,
+              waiting: waitingBehind(l),
+            }));
             const breakers = (await new CircuitBreakerRepository(database).listNotClosed()).map(
               toStatus,
             );
@@ -230,8 +237,10 @@ export function createStatusCommand(
                 `${l.location} (${l.locationId})`,
                 l.kind ?? '(every kind)',
                 `${l.live} of ${l.max}${l.max === 0 ? ' (parked)' : l.live >= l.max ? ' (full)' : ''}`,
+                String(l.waiting),
               ]);
-              for (const line of table([['location', 'kind', 'running'], ...rows])) io.out(line);
+              const header = ['location', 'kind', 'running', 'waiting (PENDING)'];
+              for (const line of table([header, ...rows])) io.out(line);
             }
             printCopyStatus(copies, io);
             printQueueStatus(queues, io);

@@ -8,13 +8,19 @@ export const LIVE_STATUSES = `status in ('SCHEDULED', 'IN_PROGRESS')`;
  * A statement fragment naming the scopes that are full right now (live work at or above their
  * limit), `flow_full(location_id, kind)`, for the due selection to skip their rows before it locks
  * any. It reads a snapshot taken before the claim's locks, so it only saves work: the admission
- * below decides.
+ * below decides. The live work of the limited locations is counted once, by (location, kind)
+ * (`flow_live`), and each limit sums its scope from those counts: a count per limit read every
+ * live operation once per limit (100 limits over 1,000 live operations: 52,700 buffers a claim).
  */
-export const FULL_SCOPES = sql.raw(`flow_full as materialized (
+export const FULL_SCOPES = sql.raw(`flow_live as materialized (
+    select p.target_location_id as location_id, p.kind, count(*) as n from operation p
+    where p.${LIVE_STATUSES}
+      and p.target_location_id = any(array(select location_id from flow_limit))
+    group by p.target_location_id, p.kind),
+  flow_full as materialized (
     select f.location_id, f.kind from flow_limit f
-    where f.max_live <= (select count(*) from operation p
-      where p.target_location_id = f.location_id and (f.kind is null or p.kind = f.kind)
-        and p.${LIVE_STATUSES}))`);
+    where f.max_live <= coalesce((select sum(l.n) from flow_live l
+      where l.location_id = f.location_id and (f.kind is null or l.kind = f.kind)), 0))`);
 
 /** True for a due row whose target location has any flow limit (the due selection says so). */
 const isLimited = (r: Row) => r.flow_limited === true || r.flow_limited === 't';

@@ -226,7 +226,11 @@ export async function kill9(child: Child): Promise<void> {
 export async function archiveOperation(
   dep: Pick<Deployment, 'runtime'>,
   maxRetries?: number,
-  options: { readonly deadlineMs?: number; readonly world?: World } = {},
+  options: {
+    readonly deadlineMs?: number;
+    readonly priority?: number;
+    readonly world?: World;
+  } = {},
 ) {
   const { world, ...rest } = options;
   const w = world ?? (await makeWorld(dep.runtime.database));

@@ -63,7 +63,7 @@ describe('archive-then-delete crash matrix (SIGKILL at every boundary)', () => {
     const markers = join(dir, 'markers');
     await mkdir(markers);
     const keyFile = join(dir, 'archive.key');
-    await writeFile(keyFile, randomBytes(32).toString('hex'));
+    await writeFile(keyFile, randomBytes(32).toString('hex'), { mode: 0o600 });
     const site = `matrix-${randomUUID().slice(0, 8)}`;
     const location = async (name: string, locationType: LocationType) => {
       const storageRoot = join(dir as string, name);

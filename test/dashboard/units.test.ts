@@ -2,7 +2,9 @@ import { describe, expect, it } from 'vitest';
 import { printQueueStatus, queuesStatus } from '../../cli/commands/printQueueStatus.ts';
 import { bulkRetryIds } from '../../dashboard/bulkRetry.ts';
 import { escapeHtml } from '../../dashboard/html.ts';
+import { idleUnserved } from '../../dashboard/idleUnserved.ts';
 import { type LineageNode, lineageTree } from '../../dashboard/lineageTree.ts';
+import { type QueueView, workersPage } from '../../dashboard/workersPage.ts';
 import { classifyQueue, kindsOfQueue } from '../../machines/attention.ts';
 import { DEFAULT_DEADLINES_MS } from '../../machines/deadlines.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
@@ -356,5 +358,97 @@ describe('the lineage tree', () => {
 describe('escaping', () => {
   it('turns every markup character of a value into text', () => {
     expect(escapeHtml(`<script>"'&`)).toBe('&lt;script&gt;&quot;&#39;&amp;');
+  });
+});
+
+describe('flow limits and idle locations on the /workers page', () => {
+  const queue = (name: string, over: Partial<QueueView> = {}): QueueView => ({
+    queue: name,
+    kinds: kindsOfQueue(name),
+    waiting: 0,
+    inProgress: 0,
+    oldestWaiting: null,
+    liveWorkers: [],
+    staleWorkers: [],
+    attention: null,
+    ...over,
+  });
+  const lta = (site: string) => ({
+    site,
+    name: 'lta',
+    locationType: LocationType.LONG_TERM_ARCHIVE,
+  });
+  const ltaQueue = (site: string) => `${site}_lta_long_term_archive_long_term_archive_transfer`;
+
+  it('flags a registered location only when none of its queues has work or a live reader', () => {
+    const buf = { site: 'bonn', name: 'buf', locationType: LocationType.BUFFER };
+    const queues = [
+      queue(ltaQueue('cologne'), { liveWorkers: [{ workerId: 'w1', reads: true }] }),
+      queue(ltaQueue('bonn')),
+      queue(ltaQueue('paris'), { waiting: 2 }), // on the attention list instead
+      // One of the buffer's three queues is read: the location is served.
+      queue('bonn_buf_buffer_data_transfer'),
+      queue('bonn_buf_buffer_data_transfer_unpacking', {
+        liveWorkers: [{ workerId: 'w2', reads: true }],
+      }),
+    ];
+    expect(idleUnserved([lta('cologne'), lta('bonn'), lta('paris'), buf], queues)).toEqual([
+      'bonn/lta',
+    ]);
+  });
+
+  it('shows each limit with its in-use and waiting counts, and the idle unserved locations', () => {
+    const page = String(
+      workersPage({
+        at: new Date(NOW).toISOString(),
+        heartbeatsVisible: true,
+        heartbeatTimeoutMs: timing.heartbeatTimeoutMs,
+        queues: [queue(ltaQueue('bonn'))],
+        workers: [],
+        limits: [
+          { locationId: 'a', location: 'cologne/lta', kind: null, max: 2, inUse: 2, waiting: 7 },
+          {
+            locationId: 'a',
+            location: 'cologne/lta',
+            kind: OperationKind.LONG_TERM_ARCHIVE,
+            max: 0,
+            inUse: 1,
+            waiting: 3,
+          },
+          { locationId: 'b', location: 'bonn/buf', kind: null, max: 4, inUse: 1, waiting: 0 },
+        ],
+        idleUnserved: ['bonn/lta'],
+      }),
+    );
+    const row = (key: string) =>
+      [
+        ...(
+          page.match(new RegExp(`<tr data-limit="${key}">([\\s\\S]*?)</tr>`))?.[1] ?? ''
+        ).matchAll(/<td[^>]*>([\s\S]*?)<\/td>/g),
+      ].map((m) => m[1]?.replace(/<[^>]+>/g, '').trim());
+    expect(row('cologne/lta')).toEqual(['cologne/lta', 'every kind', '2', '2', '7', 'full']);
+    expect(row('cologne/lta:long_term_archive')).toEqual([
+      'cologne/lta',
+      'long_term_archive',
+      '1',
+      '0',
+      '3',
+      'parked',
+    ]);
+    expect(row('bonn/buf')).toEqual(['bonn/buf', 'every kind', '1', '4', '0', 'room for 3']);
+    expect(page).toContain('(2 full or parked)');
+    expect(page).toMatch(/id="idle-unserved"[\s\S]*<code>bonn\/lta<\/code>/);
+    // Without limits or idle locations, neither section is drawn.
+    const bare = String(
+      workersPage({
+        at: new Date(NOW).toISOString(),
+        heartbeatsVisible: true,
+        heartbeatTimeoutMs: timing.heartbeatTimeoutMs,
+        queues: [],
+        workers: [],
+      }),
+    );
+    expect(bare).not.toContain('flow-limits');
+    expect(bare).not.toContain('idle-unserved');
   });
 });

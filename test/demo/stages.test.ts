@@ -1,6 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
+import { chmod, mkdtemp, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
@@ -87,8 +87,8 @@ describe('member names', () => {
 describe('archive cipher (AES-256-GCM)', () => {
   it('round-trips, authenticates, names the key by a fingerprint and never shows the key', async () => {
     const key = randomBytes(32).toString('hex');
-    await writeFile(join(dir, 'k'), key);
-    await writeFile(join(dir, 'other'), randomBytes(32));
+    await writeFile(join(dir, 'k'), key, { mode: 0o600 });
+    await writeFile(join(dir, 'other'), randomBytes(32), { mode: 0o600 });
     const cipher = loadArchiveCipher(join(dir, 'k'));
     const sealed = cipher.seal(Buffer.from('package bytes'));
     expect(isSealed(sealed)).toBe(true);
@@ -105,9 +105,17 @@ describe('archive cipher (AES-256-GCM)', () => {
     const shown = `${JSON.stringify(cipher)} ${inspect(cipher)} ${String(Object.keys(cipher))}`;
     expect(shown).toContain(cipher.keyId);
     expect(shown).not.toContain(key);
-    await writeFile(join(dir, 'short'), 'abc');
+    await writeFile(join(dir, 'short'), 'abc', { mode: 0o600 });
     expect(() => loadArchiveCipher(join(dir, 'short'))).toThrow(/must hold a 256-bit key/);
     expect(() => loadArchiveCipher(join(dir, 'none'))).toThrow(/cannot read archive key file/);
+    // A key file every user of the host can read is refused, naming the fix; private, it loads.
+    await writeFile(join(dir, 'open'), key);
+    await chmod(join(dir, 'open'), 0o644);
+    expect(() => loadArchiveCipher(join(dir, 'open'))).toThrow(
+      /is open to every user of this host \(mode 644\); make it private \(`chmod 600/,
+    );
+    await chmod(join(dir, 'open'), 0o640);
+    expect(loadArchiveCipher(join(dir, 'open')).keyId).toBe(cipher.keyId);
   });
 });
 

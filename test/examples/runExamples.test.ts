@@ -156,4 +156,35 @@ describe('the numbered examples run as their comments say', () => {
     expect(await stop(worker)).toBe(0);
     expect(await stop(plane)).toBe(0);
   });
+
+  it('04: a service embeds the dashboard, whose list of operations shows what it submitted', async () => {
+    const { stdout } = await run(
+      process.execPath,
+      ['--import', 'tsx', 'examples/04_dashboard_embedded.ts'],
+      { cwd: REPO_ROOT, env: env(), timeout: 120_000 },
+    );
+    const url = /dashboard at (http:\/\/127\.0\.0\.1:\d+)/.exec(stdout)?.[1];
+    const id = /submitted (\S+)/.exec(stdout)?.[1];
+    expect(url, stdout).toBeDefined();
+    expect(id, stdout).toMatch(/^[0-9a-f-]{36}$/);
+    expect(stdout).toContain(`GET /operations: 200, lists ${id}: true`);
+    // The operation it listed is the one submitted, in the database the example ran on.
+    const { stdout: inspected } = await run(
+      process.execPath,
+      opstateArgs(['inspect', String(id), '--json']),
+      {
+        cwd: REPO_ROOT,
+        env: env(),
+        timeout: 60_000,
+      },
+    );
+    const view = JSON.parse(inspected) as {
+      kind: string;
+      transitions: { event: string; by: string }[];
+    };
+    expect(view.kind).toBe('long_term_archive');
+    expect(view.transitions[0]).toMatchObject({ event: 'CREATE', by: 'example-dashboard' });
+    // Closed: nothing answers on its port any more.
+    await expect(fetch(`${url}/operations`)).rejects.toThrow();
+  });
 });

@@ -1,11 +1,15 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createLimitCommand } from '../../cli/commands/limit.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError } from '../../machines/OpstateError.ts';
+import { LocationType } from '../../machines/routing.ts';
 import { FlowLimitRepository } from '../../persistence/FlowLimitRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { selectFlowLimitLoad } from '../../persistence/reads/selectFlowLimitLoad.ts';
+import { measuringBuffers } from '../helpers/explainBuffers.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
 
@@ -219,6 +223,97 @@ describe('flow limits, enforced by the claim on Postgres', () => {
     expect(claimed.filter((c) => c.kind === OperationKind.UNPACK)).toHaveLength(2);
     expect(heldBack).toBe(5);
     expect(await liveAt(database, w.buffer.id)).toBe(3);
+  });
+
+  it('selectFlowLimitLoad: each limit with its in-use count and what waits behind it', async () => {
+    await settle();
+    const w = await makeWorld(database);
+    await limits.set({ location: w.buffer.id, max: 3 });
+    await limits.set({ location: w.buffer.id, kind: OperationKind.TRANSFER, max: 1 });
+    await store.createMany(Array.from({ length: 4 }, () => inputFor(OperationKind.TRANSFER, w)));
+    await store.createMany(Array.from({ length: 4 }, () => inputFor(OperationKind.UNPACK, w)));
+    // A delayed one waits too, and counts in both scopes' waiting.
+    await store.createMany([
+      { ...inputFor(OperationKind.UNPACK, w), notBefore: '2999-01-01T00:00:00Z' },
+    ]);
+    await store.claimDue(100);
+    const load = (await selectFlowLimitLoad(database)).filter((l) => l.locationId === w.buffer.id);
+    expect(load).toEqual([
+      {
+        locationId: w.buffer.id,
+        location: expect.stringMatching(/\/buffer$/),
+        kind: null,
+        max: 3,
+        inUse: 3,
+        waiting: 6,
+      },
+      {
+        locationId: w.buffer.id,
+        location: expect.stringMatching(/\/buffer$/),
+        kind: OperationKind.TRANSFER,
+        max: 1,
+        inUse: 1,
+        waiting: 3,
+      },
+    ]);
+  });
+
+  it('the claim finds the full flow-limit scopes reading the live work once, however many limits are set', async () => {
+    await settle();
+    const world = await makeWorld(database);
+    const site = `lim-${randomUUID().slice(0, 8)}`;
+    const places: { id: string }[] = [];
+    for (let i = 0; i < 40; i++) {
+      places.push(
+        await world.artifacts.addLocation({
+          site,
+          name: `buf${i}`,
+          locationType: LocationType.BUFFER,
+          storageRoot: `/data/${site}/buf${i}`,
+        }),
+      );
+    }
+    const transfer = (i: number) => {
+      const input = inputFor(OperationKind.TRANSFER, world);
+      return {
+        ...input,
+        fields: { ...input.fields, destinationLocationId: (places[i % 40] as { id: string }).id },
+      };
+    };
+    // 1,000 live transfers over the 40 locations, and two due ones to claim.
+    await store.createMany(Array.from({ length: 1000 }, (_, i) => transfer(i)));
+    expect((await store.claimDue(1000)).claimed).toHaveLength(1000);
+    await store.createMany([transfer(0), transfer(1)]);
+    const claimMeasured = async () => {
+      const buffers: number[] = [];
+      const { claimed } = await new OperationStore(
+        measuringBuffers(database, 'flow_full', buffers),
+      ).claimDue(1);
+      expect(claimed).toHaveLength(1);
+      expect(buffers).toHaveLength(1);
+      return buffers[0] as number;
+    };
+    try {
+      for (const place of places) await limits.set({ location: place.id, max: 100_000 });
+      const forty = await claimMeasured();
+      for (const place of places) {
+        await limits.set({ location: place.id, kind: OperationKind.TRANSFER, max: 100_000 });
+      }
+      const eighty = await claimMeasured();
+      // Counting each limit's scope apart read the live work again for every limit.
+      expect(eighty).toBeLessThan(1.3 * forty);
+    } finally {
+      for (const place of places) {
+        await limits.clear({ location: place.id });
+        await limits.clear({ location: place.id, kind: OperationKind.TRANSFER });
+      }
+      const live = await database.execute<{ id: string }>(
+        `select id from operation where status = 'SCHEDULED' and target_location_id in (${places.map((p) => `'${p.id}'`).join(', ')})`,
+      );
+      await store.applyMany(
+        live.map((r) => ({ id: String(r.id), event: { type: 'CANCEL', reason: 'test over' } })),
+      );
+    }
   });
 
   it('four claimers at once never start more than the limits allow', async () => {

@@ -133,17 +133,24 @@ describe('delayed start (notBefore) on Postgres', () => {
     expect(await status.run(['--json'], io)).toBe(0);
     const parsed = JSON.parse(out.join('\n')) as {
       waiting: Record<string, number>;
-      flowLimits: { locationId: string; live: number; max: number }[];
+      flowLimits: { locationId: string; live: number; max: number; waiting: number }[];
     };
+    const [behind] = await database.execute(`select count(*)::int as n from operation
+      where target_location_id = '${w.processing.id}' and status = 'PENDING'`);
+    const waitingBehind = Number(behind?.n);
+    expect(waitingBehind).toBeGreaterThan(0);
     expect(parsed.waiting[OperationKind.LONG_TERM_ARCHIVE]).toBeGreaterThanOrEqual(1);
     expect(parsed.flowLimits.find((l) => l.locationId === w.processing.id)).toMatchObject({
       live: 1,
       max: 1,
+      waiting: waitingBehind,
     });
     out.length = 0;
     expect(await status.run([], io)).toBe(0);
     expect(out.join('\n')).toMatch(/waiting to start \(.*not stuck\): \d+ long_term_archive/);
-    expect(out.join('\n')).toMatch(/\(every kind\)\s+1 of 1 \(full\)/);
+    expect(out.join('\n')).toMatch(
+      new RegExp(`\\(every kind\\)\\s+1 of 1 \\(full\\)\\s+${waitingBehind}\\b`),
+    );
   });
 
   it('opstate submit --not-before takes an ISO time or a delay, and refuses anything else', async () => {

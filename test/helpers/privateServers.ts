@@ -1,2 +1,7 @@
 /** Private Postgres and nats-server processes a drill may restart or kill (shared with the chaos run). */
-export { NatsServerProcess, PrivatePostgres, postgresIds } from '../../chaos/privateServers.ts';
+export {
+  NatsClusterProcess,
+  NatsServerProcess,
+  PrivatePostgres,
+  postgresIds,
+} from '../../chaos/privateServers.ts';

@@ -55,4 +55,18 @@ describe('DeliverySlots', () => {
     b?.leave();
     expect(slots.members).toBe(1);
   });
+
+  it('a subscription marked idle gives up its turn: it asks its queue before it waits for slots again', () => {
+    const slots = new DeliverySlots(1);
+    const [a, b] = members(slots, 2);
+    expect(slots.grant(a?.who as object, 0)).toBe(1);
+    slots.request(1);
+    // b waits first in line; then its queue turns out empty (an idle look at it, no slot held).
+    expect(slots.grant(b?.who as object, 0)).toBe(0);
+    slots.setIdle(b?.who as object, true);
+    expect(slots.isIdle(b?.who as object)).toBe(true);
+    slots.cancel(1);
+    // The freed slot goes to a, which would otherwise wait behind b's stale turn.
+    expect(slots.grant(a?.who as object, 0)).toBe(1);
+  });
 });

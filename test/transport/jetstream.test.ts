@@ -2,7 +2,15 @@ import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
-import { defaultRoute, queueName, queueSubject } from '../../machines/routing.ts';
+import {
+  defaultRoute,
+  LocationType,
+  OperationType,
+  queueName,
+  queueSubject,
+  type Route,
+  siteRoute,
+} from '../../machines/routing.ts';
 import { createJetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import type { JetStreamSubscription } from '../../transport/jetstream/JetStreamSubscription.ts';
 import { reachable, uniquePrefix, waitFor } from './helpers.ts';
@@ -158,4 +166,82 @@ describe('JetStream queues sharing one bound (a worker serving several kinds)', 
       await transport.destroy();
     }
   });
+});
+
+describe('JetStream: many queues, few slots (a worker started without --site)', () => {
+  it('an idle queue asks its consumer instead of holding a slot, so one message on one of 72 queues is pulled within about one round', async () => {
+    const prefix = uniquePrefix('many');
+    const transport = await createJetStreamTransport({
+      servers: `nats://127.0.0.1:${NATS_PORT}`,
+      prefix,
+    });
+    // Counts what every consumer is asked, as the server sees it: pulls and consumer-info looks.
+    const spy = await connect({ servers: `nats://127.0.0.1:${NATS_PORT}` });
+    const asked = { pulls: new Map<string, number>(), looks: new Map<string, number>() };
+    const count = (into: Map<string, number>) => (_: unknown, msg: { subject: string }) => {
+      const consumer = msg.subject.split('.').at(-1) as string;
+      into.set(consumer, (into.get(consumer) ?? 0) + 1);
+    };
+    spy.subscribe('$JS.API.CONSUMER.MSG.NEXT.>', { callback: count(asked.pulls) });
+    spy.subscribe('$JS.API.CONSUMER.INFO.>', { callback: count(asked.looks) });
+    await spy.flush();
+    try {
+      const { DeliverySlots } = await import('../../transport/DeliverySlots.ts');
+      const routes = Array.from({ length: 72 }, (_, i) =>
+        siteRoute(OperationType.LONG_TERM_ARCHIVE_TRANSFER, {
+          site: 'far',
+          name: `lta${i}`,
+          locationType: LocationType.LONG_TERM_ARCHIVE,
+        }),
+      );
+      await transport.ensure(routes);
+      const slots = new DeliverySlots(2);
+      const delivered: string[] = [];
+      const subs = routes.map((route) =>
+        transport.consume(route, { concurrency: 2, slots }, async (d) => {
+          delivered.push(queueName(d.route));
+          await d.ack();
+        }),
+      );
+      // Every queue has looked its consumer up: the worker is past its start (before idle queues
+      // asked their consumers, that took a pull of each, one turn after another).
+      await waitFor(
+        () => routes.every((r) => (asked.looks.get(queueName(r)) ?? 0) >= 1),
+        'every queue to look its consumer up',
+        60_000,
+      );
+      const target = routes[53] as Route;
+      const snapshot = (m: Map<string, number>) => new Map(m);
+      const pullsBefore = snapshot(asked.pulls);
+      const looksBefore = snapshot(asked.looks);
+      await transport.publishMany([
+        {
+          route: target,
+          message: {
+            operationId: 'one',
+            kind: OperationKind.LONG_TERM_ARCHIVE,
+            operationType: target.operationType,
+            attempt: 1,
+          },
+        },
+      ]);
+      await waitFor(() => delivered.length === 1, 'the one message to be delivered', 60_000);
+      const since = (m: Map<string, number>, before: Map<string, number>, q: string) =>
+        (m.get(q) ?? 0) - (before.get(q) ?? 0);
+      const emptyQueuePulls = routes
+        .filter((r) => r !== target)
+        .reduce((n, r) => n + since(asked.pulls, pullsBefore, queueName(r)), 0);
+      expect(delivered).toEqual([queueName(target)]);
+      // The empty queues held no slot in a pull while the message waited; turn-taking among 72
+      // queues with 2 slots pulled dozens of them, one second each, before reaching it.
+      expect(emptyQueuePulls).toBeLessThanOrEqual(2);
+      // The target's queue saw it at its first or second look after the publish: one round.
+      expect(since(asked.looks, looksBefore, queueName(target))).toBeLessThanOrEqual(2);
+      expect(since(asked.pulls, pullsBefore, queueName(target))).toBeGreaterThanOrEqual(1);
+      await Promise.all(subs.map((s) => s.stop()));
+    } finally {
+      await spy.close();
+      await transport.destroy();
+    }
+  }, 120_000);
 });

@@ -42,7 +42,10 @@ function missingOf(err: unknown): 'stream' | 'consumer' | undefined {
   return undefined;
 }
 
-/** Pull requests while slots go round between more queues than slots (`DeliverySlots.contended`). */
+/**
+ * Pull requests while slots go round between more queues than slots (`DeliverySlots.contended`),
+ * and the wait between two looks at an idle queue's consumer then: one pull round.
+ */
 const CONTENDED_PULL_MS = 1000;
 
 class JetStreamDelivery extends SettlingDelivery {
@@ -87,7 +90,11 @@ class JetStreamDelivery extends SettlingDelivery {
  * (broker down) are reported and retried with capped exponential backoff on the transport's clock
  * (`pullBackoffMs`), which nothing but `stop()` cuts short; a stream or consumer not created yet
  * (a worker started before the control plane) is reported once (`waiting_for_control_plane`)
- * until a pull works again. The durable consumer keeps its state across broker restarts, and
+ * until a pull works again. While the slots are contended (more queues than slots), an idle queue
+ * holds no slot: once a pull round it asks its consumer how many messages wait or are out with a
+ * worker (`#peek`), and only one that has some takes a turn at the slots, so a worker reading
+ * dozens of queues with two slots picks a message up within about one round, however many queues
+ * stay empty, instead of after every empty queue has held a slot for a pull's expiry. The durable consumer keeps its state across broker restarts, and
  * unacked messages come back after ack-wait.
  *
  * @example
@@ -189,6 +196,10 @@ export class JetStreamSubscription implements Subscription {
         await this.deps.clock.sleep(pullBackoffMs(this.#failures), this.#stop.signal);
         continue;
       }
+      if (this.#idleWhileContended()) {
+        await this.#peek();
+        continue;
+      }
       const own = this.concurrency - this.#held - this.#requested;
       const free = own > 0 ? Math.min(own, this.slots.grant(this, this.#requested)) : 0;
       if (free >= lowWater || (free > 0 && this.#fetches.size === 0 && this.#requested === 0)) {
@@ -203,6 +214,43 @@ export class JetStreamSubscription implements Subscription {
       }
       await this.#sleep();
     }
+  }
+
+  /** An idle queue with nothing asked for nor held, among more queues than slots. */
+  #idleWhileContended(): boolean {
+    return (
+      this.slots.contended &&
+      this.slots.isIdle(this) &&
+      this.#held === 0 &&
+      this.#requested === 0 &&
+      this.#fetches.size === 0
+    );
+  }
+
+  /**
+   * Asks the consumer, without holding a slot, whether messages wait (never delivered, or out with
+   * a worker and due back on a nak or an ack-wait). One that has some is marked busy and takes a
+   * turn at the slots; one that has none looks again after a pull round.
+   */
+  async #peek(): Promise<void> {
+    let waiting: number;
+    try {
+      const info = await (await this.consumer()).info();
+      waiting = info.num_pending + info.num_ack_pending;
+      this.#worked();
+    } catch (err) {
+      this.#failed(err);
+      return;
+    }
+    if (this.#stopped) return;
+    if (waiting > 0) {
+      this.slots.setIdle(this, false);
+      return;
+    }
+    await this.deps.clock.sleep(
+      Math.min(CONTENDED_PULL_MS, this.deps.pullExpiresMs),
+      this.#stop.signal,
+    );
   }
 
   async #pull(batch: number): Promise<void> {
@@ -231,32 +279,37 @@ export class JetStreamSubscription implements Subscription {
       // message at a time and leaves its share to busy queues); any message marks it busy.
       if (!this.#stopped) this.slots.setIdle(this, received === 0);
     } catch (err) {
-      this.#failures++;
-      const missing = missingOf(err);
-      if (this.#stopped) {
-        // Stopping: nothing to report.
-      } else if (missing !== undefined) {
-        if (!this.#waitingReported) {
-          this.#waitingReported = true;
-          this.deps.hub.emit({
-            type: 'waiting_for_control_plane',
-            route: this.route,
-            missing,
-            name: missing === 'stream' ? this.deps.streamName : this.deps.consumerName,
-          });
-        }
-      } else {
-        this.deps.hub.emit({
-          type: 'consume_error',
-          route: this.route,
-          error: translateJetStreamError(err, 'pull', { route: this.route }),
-        });
-      }
+      this.#failed(err);
     } finally {
       if (fetch) this.#fetches.delete(fetch);
       const unfilled = Math.max(0, batch - received);
       this.#requested -= unfilled;
       this.slots.cancel(unfilled);
+    }
+  }
+
+  /** A pull or a peek failed: counted for the backoff, and reported unless stopping. */
+  #failed(err: unknown): void {
+    this.#failures++;
+    const missing = missingOf(err);
+    if (this.#stopped) {
+      // Stopping: nothing to report.
+    } else if (missing !== undefined) {
+      if (!this.#waitingReported) {
+        this.#waitingReported = true;
+        this.deps.hub.emit({
+          type: 'waiting_for_control_plane',
+          route: this.route,
+          missing,
+          name: missing === 'stream' ? this.deps.streamName : this.deps.consumerName,
+        });
+      }
+    } else {
+      this.deps.hub.emit({
+        type: 'consume_error',
+        route: this.route,
+        error: translateJetStreamError(err, 'pull', { route: this.route }),
+      });
     }
   }
 

@@ -33,6 +33,7 @@ import { type JetStreamLimits, jetStreamLimits } from './jetStreamLimits.ts';
 import { MaxDeliveriesWatcher } from './MaxDeliveriesWatcher.ts';
 import type { NatsCredentials } from './natsCredentials.ts';
 import { publishInLanes } from './publishInLanes.ts';
+import { replicaRefusal, type StreamReplicas, streamReplicas } from './streamReplicas.ts';
 import { translateJetStreamError } from './translateJetStreamError.ts';
 import { unsettledDispatches } from './unsettledDispatches.ts';
 
@@ -55,10 +56,18 @@ export interface JetStreamTransportOptions extends TransportOptions {
    * outbox relay retries them (`ensureDispatchStream`).
    */
   readonly maxStreamBytes?: number;
+  /**
+   * Copies of the dispatch stream, its consumers and the heartbeat bucket, 1–5 [3 on a cluster
+   * that advertises three or more servers, else 1]. A count the cluster cannot hold is refused
+   * (`CONFIG`) when the stream is ensured.
+   */
+  readonly replicas?: number;
   /** How long one pull request waits on the server, ≥ 1000 ms [5000]. */
   readonly pullExpiresMs?: number;
   /** JetStream API request timeout [5000 ms]. */
   readonly requestTimeoutMs?: number;
+  /** How often the connection pings its server; two unanswered and it moves to another [10000 ms]. */
+  readonly pingIntervalMs?: number;
   /** How long connecting to a server may take [20000 ms]. */
   readonly connectTimeoutMs?: number;
   /**
@@ -84,6 +93,7 @@ interface Parts {
   readonly names: TransportNames;
   readonly timing: TransportTiming;
   readonly limits: JetStreamLimits;
+  readonly replicas: StreamReplicas;
   readonly hub: TransportEventHub;
   readonly clock: Clock;
   readonly watcher: MaxDeliveriesWatcher;
@@ -93,12 +103,18 @@ interface Parts {
 }
 
 /** The heartbeat bucket, created on first use; a failed creation is tried again next time. */
-function lazyBucket(js: JetStreamClient, names: TransportNames, timing: TransportTiming) {
+function lazyBucket(
+  js: JetStreamClient,
+  names: TransportNames,
+  timing: TransportTiming,
+  replicas: StreamReplicas,
+) {
   let bucket: Promise<KV> | undefined;
   return (): Promise<KV> => {
     bucket ??= new Kvm(js)
       .create(names.heartbeatBucket, {
         history: 1,
+        replicas: replicas.replicas,
         ttl: timing.heartbeatMaxAgeMs,
         maxValueSize: HEARTBEAT_BUCKET_MAX_VALUE_BYTES,
       })
@@ -174,10 +190,13 @@ async function ensureRoutes(parts: Parts, routes: readonly Route[]): Promise<voi
     await ensureDispatchStream(jsm, names, parts.timing, routes, {
       maxAckPending: parts.limits.maxAckPending,
       maxBytes: parts.limits.maxStreamBytes,
+      replicas: parts.replicas,
     });
     await parts.openBucket();
-    await capHeartbeatValues(jsm, `KV_${names.heartbeatBucket}`);
+    await capHeartbeatValues(jsm, `KV_${names.heartbeatBucket}`, parts.replicas);
   } catch (err) {
+    const refused = replicaRefusal(err, names.stream, parts.replicas.replicas);
+    if (refused !== err) throw refused;
     throw translateJetStreamError(err, 'ensure', { stream: names.stream });
   }
 }
@@ -269,6 +288,7 @@ export async function createJetStreamTransport(
   const timing = resolveTiming(options.timing);
   const names = transportNames(options.prefix ?? 'opstate');
   const limits = jetStreamLimits(options);
+  streamReplicas(options.replicas, undefined); // a bad count is refused before connecting
   const { nc, jsm } = await connectJetStream({
     ...options,
     name: `opstate-${names.prefix}`,
@@ -277,6 +297,7 @@ export async function createJetStreamTransport(
   const js = jetstream(nc, { timeout: limits.requestTimeoutMs });
   const hub = new TransportEventHub();
   const clock = options.clock ?? systemClock;
+  const replicas = streamReplicas(options.replicas, nc.info);
   const parts: Parts = {
     options,
     nc,
@@ -285,11 +306,12 @@ export async function createJetStreamTransport(
     names,
     timing,
     limits,
+    replicas,
     hub,
     clock,
     watcher: new MaxDeliveriesWatcher(nc, jsm, names, hub, limits.maxMessageBytes, { clock }),
     subscriptions: new Set<JetStreamSubscription>(),
-    openBucket: lazyBucket(js, names, timing),
+    openBucket: lazyBucket(js, names, timing, replicas),
     flush: coalescedFlush(() => nc.flush()),
   };
   const status = watchStatus(parts);

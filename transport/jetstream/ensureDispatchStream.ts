@@ -15,6 +15,7 @@ import { nanos } from '@nats-io/transport-node';
 import { dispatchSubjects, type Route } from '../../machines/routing.ts';
 import type { TransportTiming } from '../Transport.ts';
 import type { TransportNames } from '../TransportNames.ts';
+import { replicasToApply, type StreamReplicas } from './streamReplicas.ts';
 
 function isApiError(err: unknown, code: number): boolean {
   return err instanceof JetStreamApiError && err.code === code;
@@ -39,6 +40,8 @@ export interface DispatchStreamLimits {
   readonly maxAckPending: number;
   /** Most bytes stored [`DEFAULT_DISPATCH_MAX_BYTES`]. */
   readonly maxBytes: number;
+  /** Copies the stream and its consumers keep [one]. */
+  readonly replicas?: StreamReplicas;
 }
 
 /**
@@ -57,7 +60,8 @@ function routeSubjects(names: TransportNames): string[] {
  * of its site ensures its consumer, stores no
  * message over `DISPATCH_MAX_MSG_BYTES` and at most `maxBytes`, and refuses new messages when full
  * (`discard: new`) instead of dropping queued ones. An existing stream is updated to these
- * settings (JetStream allows each to change). Each consumer filters on its route's exact
+ * settings (JetStream allows each to change), its replica count raised to the one wanted (or
+ * set to a chosen one; consumers keep the stream's count). Each consumer filters on its route's exact
  * subject, so filters never overlap (a work-queue stream refuses overlapping ones). Never sets a
  * consumer `BackOff`: on the server it replaces ack-wait, which must stay above the reconciler
  * floor. Errors are left to the caller to translate.
@@ -85,11 +89,18 @@ export async function ensureDispatchStream(
     max_msg_size: DISPATCH_MAX_MSG_BYTES,
     max_bytes: limits.maxBytes,
     duplicate_window: nanos(timing.duplicateWindowMs),
+    num_replicas: limits.replicas?.replicas ?? 1,
   };
   try {
     const info = await jsm.streams.info(names.stream);
     const c = info.config;
+    const replicas = replicasToApply(
+      c.num_replicas,
+      limits.replicas ?? { replicas: 1, chosen: false },
+    );
+    stream.num_replicas = replicas ?? c.num_replicas;
     if (
+      replicas !== undefined ||
       c.duplicate_window !== stream.duplicate_window ||
       c.discard !== stream.discard ||
       c.max_msg_size !== stream.max_msg_size ||

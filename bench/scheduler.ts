@@ -1,0 +1,370 @@
+/**
+ * The scheduler under flow limits and priorities, on the real Postgres (and, for the end-to-end
+ * part, the real NATS JetStream). Prints one JSON object per line: `{"name", "value", "unit"}`,
+ * with `"baseline"` and `"ratio"` where a figure is compared with the same figure without limits,
+ * measured in the same run. Uses its own uniquely named databases and NATS prefix and drops /
+ * destroys them at the end.
+ *
+ *   node --import tsx bench/scheduler.ts      # or: npm run bench -- scheduler
+ *
+ * 1. The claim pass over a backlog: PENDING transfers (OPSTATE_BENCH_SCHED_PENDING, default
+ *    100,000) spread over destination locations (OPSTATE_BENCH_SCHED_LOCATIONS, default 50) with
+ *    priorities spread over -100…100, stored once and copied (`create database … template`) for
+ *    each case: no limits; a limit with room on every location (location-wide and per kind);
+ *    tight limits on every location (full after the first pass); a fifth of the locations parked.
+ *    Each case runs OPSTATE_BENCH_SCHED_PASSES passes (default 10) of the scheduler's claim (a
+ *    batch of 256) on one connection, and prints per pass the statements sent, the buffers the
+ *    server touched (pg_stat_database blks_hit + blks_read, flushed by that connection after the
+ *    passes) and the operations claimed.
+ * 2. End to end: a control plane and a worker in this process (its slots shared by one queue per
+ *    location), OPSTATE_BENCH_SCHED_E2E_OPS transfers per run (default 2000, priorities spread),
+ *    in OPSTATE_BENCH_SCHED_ROUNDS rounds (default 4) of a run without limits and a run with a
+ *    limit on every location (in turn first) (location-wide and per kind, with room); prints the throughput of
+ *    each and the ratio with limits ÷ without. The target is a ratio of at least 0.9; it is
+ *    reported, not asserted.
+ *
+ * Env also: OPSTATE_BENCH_ADMIN_URL, NATS_URL (see lib/settings.ts).
+ */
+import postgres from 'postgres';
+import { OperationKind } from '../machines/OperationKind.ts';
+import { LocationType } from '../machines/routing.ts';
+import type { Logger } from '../observe/Logger.ts';
+import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
+import { FlowLimitRepository } from '../persistence/FlowLimitRepository.ts';
+import { OperationStore } from '../persistence/OperationStore.ts';
+import { openDatabase } from '../persistence/openDatabase.ts';
+import { createRuntime, type Runtime, type RuntimeTiming } from '../runtime/Runtime.ts';
+import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import { databaseBuffers, reportStats } from './lib/databaseBuffers.ts';
+import { print } from './lib/figure.ts';
+import { ADMIN_URL, envNumber, NATS_URL } from './lib/settings.ts';
+import { instrument, newCounter } from './lib/statementCounter.ts';
+
+const PENDING = envNumber('OPSTATE_BENCH_SCHED_PENDING', 100_000);
+const LOCATIONS = envNumber('OPSTATE_BENCH_SCHED_LOCATIONS', 50);
+const PASSES = envNumber('OPSTATE_BENCH_SCHED_PASSES', 10);
+const E2E_OPS = envNumber('OPSTATE_BENCH_SCHED_E2E_OPS', 2000);
+const ROUNDS = envNumber('OPSTATE_BENCH_SCHED_ROUNDS', 4);
+/** The scheduler's batch (its default `maxBatch`). */
+const BATCH = 256;
+const CREATE_BATCH = 1000;
+const SITE = 'bench';
+const RUN = `${process.pid}_${Date.now().toString(36)}`;
+const DONE_TIMEOUT_MS = 300_000;
+
+/** Control-plane loops tuned for throughput, as the e2e bench tunes them. */
+const TIMING: Partial<RuntimeTiming> = {
+  schedulerIntervalMs: 10,
+  relayIntervalMs: 10,
+  leaderPollMs: 250,
+};
+
+/** WARNING and ERROR lines go to stderr; the rest would only cost time. */
+const quietLogger: Logger = {
+  log(level, message, fields) {
+    if (level !== 'WARNING' && level !== 'ERROR') return;
+    process.stderr.write(`[scheduler] ${level} ${message} ${JSON.stringify(fields ?? {})}\n`);
+  },
+};
+const say = (line: string) => process.stderr.write(`[scheduler] ${line}\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const admin = postgres(ADMIN_URL, { max: 2, onnotice: () => {} });
+const urlOf = (name: string) => {
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+};
+const created: string[] = [];
+
+async function createDatabase(name: string, template?: string): Promise<string> {
+  await admin.unsafe(
+    `create database "${name}"${template === undefined ? '' : ` template "${template}"`}`,
+  );
+  created.push(name);
+  return urlOf(name);
+}
+
+/** Where the transfers go: one source elsewhere and `LOCATIONS` buffers at the bench's site. */
+interface World {
+  readonly destinations: readonly { readonly id: string; readonly name: string }[];
+  /** A transfer of the one package to destination `i`, at priority `priority`. */
+  transfer(i: number, priority: number): CreateOperationInput;
+}
+
+async function makeWorld(runtime: Runtime): Promise<World> {
+  const source = await runtime.artifacts.addLocation({
+    site: 'origin',
+    name: 'source',
+    locationType: LocationType.SOURCE,
+    storageRoot: '/source',
+  });
+  const destinations: { id: string; name: string }[] = [];
+  for (let i = 0; i < LOCATIONS; i++) {
+    const name = `buffer${i}`;
+    const loc = await runtime.artifacts.addLocation({
+      site: SITE,
+      name,
+      locationType: LocationType.BUFFER,
+      storageRoot: `/${name}`,
+    });
+    destinations.push({ id: loc.id, name });
+  }
+  const dtp = await runtime.artifacts.addDataTransferPackage({ name: `dtp-${RUN}` });
+  return {
+    destinations,
+    transfer: (i, priority) => ({
+      kind: OperationKind.TRANSFER,
+      priority,
+      fields: {
+        dataTransferPackageId: dtp,
+        sourceLocationId: source.id,
+        destinationLocationId: (destinations[i % destinations.length] as { id: string }).id,
+      },
+    }),
+  };
+}
+
+/** Submits `n` transfers round the destinations, priorities spread over -100…100. */
+async function submit(runtime: Runtime, world: World, n: number): Promise<string[]> {
+  const ids: string[] = [];
+  for (let from = 0; from < n; from += CREATE_BATCH) {
+    const inputs = [];
+    for (let i = from; i < Math.min(n, from + CREATE_BATCH); i++) {
+      inputs.push(world.transfer(i, (i % 201) - 100));
+    }
+    ids.push(...(await runtime.store.createMany(inputs)));
+  }
+  return ids;
+}
+
+/** The limits a case sets, on every destination or on some of them. */
+type LimitCase = 'none' | 'room' | 'tight' | 'parked_fifth';
+const CASES: readonly LimitCase[] = ['none', 'room', 'tight', 'parked_fifth'];
+
+async function setLimits(
+  limits: FlowLimitRepository,
+  world: World,
+  which: LimitCase | 'e2e',
+): Promise<number> {
+  let set = 0;
+  for (const [i, d] of world.destinations.entries()) {
+    const location = `${SITE}/${d.name}`;
+    const pair = (all: number, kind: number) => [
+      limits.set({ location, max: all }),
+      limits.set({ location, kind: OperationKind.TRANSFER, max: kind }),
+    ];
+    const writes =
+      which === 'room'
+        ? pair(100_000, 50_000)
+        : which === 'tight'
+          ? pair(4, 2)
+          : which === 'e2e'
+            ? pair(16, 8)
+            : which === 'parked_fifth' && i % 5 === 0
+              ? [limits.set({ location, max: 0 })]
+              : [];
+    await Promise.all(writes);
+    set += writes.length;
+  }
+  return set;
+}
+
+async function clearLimits(runtime: Runtime, world: World): Promise<void> {
+  for (const d of world.destinations) {
+    await runtime.limits.clear({ location: `${SITE}/${d.name}` });
+    await runtime.limits.clear({ location: `${SITE}/${d.name}`, kind: OperationKind.TRANSFER });
+  }
+}
+
+/** The backlog, stored once: every case starts from a copy of it. */
+async function fillBacklog(): Promise<{ template: string; world: World }> {
+  const template = `opstate_bench_sched_${RUN}_backlog`;
+  const runtime = await createRuntime({
+    databaseUrl: await createDatabase(template),
+    logger: quietLogger,
+  });
+  try {
+    const world = await makeWorld(runtime);
+    const started = performance.now();
+    await submit(runtime, world, PENDING);
+    await runtime.database.execute('vacuum analyze operation');
+    say(
+      `${PENDING} PENDING over ${LOCATIONS} locations stored in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    );
+    return { template, world };
+  } finally {
+    await runtime.close();
+  }
+}
+
+/** One case: `PASSES` claim passes on one connection over a copy of the backlog, counted. */
+async function claimCase(template: string, world: World, which: LimitCase) {
+  const name = `opstate_bench_sched_${RUN}_${which}`;
+  const database = await openDatabase({
+    databaseUrl: await createDatabase(name, template),
+    max: 1,
+  });
+  try {
+    const limitsSet = await setLimits(new FlowLimitRepository(database), world, which);
+    const store = new OperationStore(database);
+    const counter = newCounter();
+    instrument(database, counter);
+    await reportStats(database);
+    const buffersBefore = await databaseBuffers(admin, name);
+    const statementsBefore = counter.statements;
+    let claimed = 0;
+    const started = performance.now();
+    for (let p = 0; p < PASSES; p++) claimed += (await store.claimDue(BATCH)).claimed.length;
+    const ms = performance.now() - started;
+    const statements = counter.statements - statementsBefore;
+    await reportStats(database);
+    const buffers = (await databaseBuffers(admin, name)) - buffersBefore;
+    return { which, limitsSet, claimed, ms, statements, buffers };
+  } finally {
+    await database.close();
+    await admin.unsafe(`drop database if exists "${name}" with (force)`);
+  }
+}
+
+async function benchClaimPass(): Promise<void> {
+  const { template, world } = await fillBacklog();
+  let none: Awaited<ReturnType<typeof claimCase>> | undefined;
+  for (const which of CASES) {
+    const r = await claimCase(template, world, which);
+    none ??= r;
+    const common = {
+      case: which,
+      limits: r.limitsSet,
+      pending: PENDING,
+      locations: LOCATIONS,
+      passes: PASSES,
+    };
+    const per = (x: number) => x / PASSES;
+    print({
+      name: 'claim_pass_statements',
+      value: per(r.statements),
+      unit: 'statements/pass',
+      ...common,
+      note: 'statements the scheduler’s claim sent per pass (BEGIN and COMMIT included), batch of 256',
+    });
+    print({
+      name: 'claim_pass_buffers',
+      value: per(r.buffers),
+      unit: 'buffers/pass',
+      baseline: per(none.buffers),
+      ...common,
+      note: 'pg_stat_database blks_hit + blks_read of the case’s database over its passes ÷ passes (one connection, flushed after the passes); baseline: the case without limits, same backlog, same run',
+    });
+    print({
+      name: 'claim_pass_ms',
+      value: per(r.ms),
+      unit: 'ms/pass',
+      baseline: per(none.ms),
+      ...common,
+      note: 'wall time of one claim pass on this machine; baseline: the case without limits, same run',
+    });
+    print({ name: 'claim_pass_claimed', value: per(r.claimed), unit: 'ops/pass', ...common });
+  }
+  await admin.unsafe(`drop database if exists "${template}" with (force)`);
+}
+
+/** A control plane that leads and a worker of the bench's site, each a runtime of its own. */
+async function openEndToEnd(url: string, prefix: string) {
+  const open = () =>
+    createRuntime({
+      databaseUrl: url,
+      natsUrl: NATS_URL,
+      prefix,
+      timing: TIMING,
+      logger: quietLogger,
+    });
+  const plane = await open();
+  const control = plane.startControlPlane();
+  const until = Date.now() + 30_000;
+  while (!control.isLeader) {
+    if (Date.now() > until) throw new Error('control plane never became leader');
+    await sleep(20);
+  }
+  const world = await makeWorld(plane);
+  const worker = await open();
+  return { plane, worker, world };
+}
+
+/** Submits `n` transfers and waits until none is left unfinished; ops/s over submit to last. */
+async function timedRun(plane: Runtime, world: World, n: number): Promise<number> {
+  const started = performance.now();
+  const ids = await submit(plane, world, n);
+  const until = Date.now() + DONE_TIMEOUT_MS;
+  for (;;) {
+    const [row] = await plane.database.execute<{ busy: boolean }>(
+      `select exists(select 1 from operation where status in ('PENDING', 'SCHEDULED', 'IN_PROGRESS')) as busy`,
+    );
+    if (row?.busy === false) break;
+    if (Date.now() > until) throw new Error('timed out waiting for the transfers to finish');
+    await sleep(20);
+  }
+  const seconds = (performance.now() - started) / 1000;
+  const [done] = await plane.database.execute<{ n: number }>(
+    `select count(*)::int as n from operation where status = 'COMPLETED' and id = any('{${ids.join(',')}}'::uuid[])`,
+  );
+  if (Number(done?.n) !== ids.length) throw new Error(`only ${done?.n} of ${n} completed`);
+  return n / seconds;
+}
+
+async function benchEndToEnd(): Promise<void> {
+  const name = `opstate_bench_sched_${RUN}_e2e`;
+  const url = await createDatabase(name);
+  const prefix = `bsched_${RUN}`;
+  const { plane, worker, world } = await openEndToEnd(url, prefix);
+  try {
+    worker.startWorker({
+      kinds: [OperationKind.TRANSFER],
+      handlers: {
+        [OperationKind.TRANSFER]: async (ctx) => ({ outputs: await ctx.requiredOutputs() }),
+      },
+      concurrency: 32,
+      site: SITE,
+    });
+    await timedRun(plane, world, Math.min(500, E2E_OPS)); // warm-up, untimed
+    const rate = { none: 0, limits: 0 };
+    let limitsSet = 0;
+    // Each round runs both, the one first that went second in the round before, so that what
+    // grows over the run (the tables, the machine's other load) weighs on both alike.
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const withLimits of round % 2 === 0 ? [false, true] : [true, false]) {
+        if (withLimits) limitsSet = await setLimits(plane.limits, world, 'e2e');
+        const r = await timedRun(plane, world, E2E_OPS);
+        if (withLimits) rate.limits += r;
+        else rate.none += r;
+        if (withLimits) await clearLimits(plane, world);
+      }
+    }
+    const common = { ops: E2E_OPS, rounds: ROUNDS, locations: LOCATIONS, concurrency: 32 };
+    print({ name: 'e2e_without_limits', value: rate.none / ROUNDS, unit: 'ops/s', ...common });
+    print({
+      name: 'e2e_with_limits',
+      value: rate.limits / ROUNDS,
+      unit: 'ops/s',
+      baseline: rate.none / ROUNDS,
+      limits: limitsSet,
+      ...common,
+      note: `mean over the rounds, each a run without limits and one with ${limitsSet} limits (every location 16, its transfers 8: room for the worker's 32 slots); the target is a ratio ≥ 0.9`,
+    });
+  } finally {
+    await worker.close();
+    await plane.close();
+    await admin.unsafe(`drop database if exists "${name}" with (force)`);
+    const nats = await createJetStreamTransport({ servers: NATS_URL, prefix }).catch(
+      () => undefined,
+    );
+    await nats?.destroy().catch(() => undefined);
+  }
+}
+
+try {
+  if (PENDING > 0) await benchClaimPass();
+  if (E2E_OPS > 0) await benchEndToEnd();
+} finally {
+  for (const name of created) await admin.unsafe(`drop database if exists "${name}" with (force)`);
+  await admin.end();
+}

@@ -1,0 +1,183 @@
+/**
+ * The runtime as the `opstate` entry publishes it: what a stage service and an operator tool use,
+ * declared with no database type in it. `Runtime.ts` extends it with the database, the store and
+ * the repositories the repository's own code reaches (`internalsOf` in `opstate/internal`).
+ */
+import type { ArtifactType } from '../machines/ArtifactType.ts';
+import type { OperationKind } from '../machines/OperationKind.ts';
+import type { OperationEvent } from '../machines/operationMachine.ts';
+import type { Route } from '../machines/routing.ts';
+import type { Logger } from '../observe/Logger.ts';
+import type {
+  AppliedTransition,
+  CreateOperationInput,
+  DataLocation,
+  FlowLimit,
+  FlowLimitInput,
+  FlowLimitScope,
+  MigrateResult,
+  NewDataTransferPackage,
+  NewRawDataFile,
+  NewRawDataPackage,
+  OperationInspection,
+  OutputCopy,
+  PhysicalCopyRecord,
+} from '../persistence/publicRecords.ts';
+import type { Transport } from '../transport/Transport.ts';
+import type { OperationHandler } from '../worker/OperationHandler.ts';
+import type { RuntimeTiming } from './RuntimeTiming.ts';
+
+/**
+ * The runtime's database connection, as the public API hands it on (to `startDashboard`): what
+ * it runs on, and closing it. The runtime closes its own on `close()`.
+ */
+export interface DatabaseHandle {
+  readonly dialect: 'postgres' | 'pglite';
+  close(): Promise<void>;
+}
+
+/** Registers locations, raw data files, packages and their copies (`runtime.artifacts`). */
+export interface Artifacts {
+  /** Registers a location; `CONFLICT` when its site and name are taken. */
+  addLocation(input: Omit<DataLocation, 'id'>): Promise<DataLocation>;
+  /** The location registered under its site and name, registered now when there is none. */
+  findOrAddLocation(input: Omit<DataLocation, 'id'>): Promise<DataLocation>;
+  findLocation(site: string, name: string): Promise<DataLocation | undefined>;
+  locationsById(ids: readonly string[]): Promise<DataLocation[]>;
+  addDataTransferPackage(input: NewDataTransferPackage): Promise<string>;
+  findOrAddDataTransferPackage(input: NewDataTransferPackage): Promise<string>;
+  addRawDataPackage(input: NewRawDataPackage): Promise<string>;
+  findOrAddRawDataPackage(input: NewRawDataPackage): Promise<string>;
+  addRawDataFile(input: NewRawDataFile): Promise<string>;
+  findOrAddRawDataFile(input: NewRawDataFile): Promise<string>;
+  assignFiles(rawDataPackageId: string, fileIds: readonly string[]): Promise<void>;
+  assignPackages(dataTransferPackageId: string, packageIds: readonly string[]): Promise<void>;
+  addCopy(input: OutputCopy): Promise<{ copy: PhysicalCopyRecord; created: boolean }>;
+  findOrAddCopy(input: OutputCopy): Promise<{ copy: PhysicalCopyRecord; created: boolean }>;
+  findLiveCopy(
+    artifactType: ArtifactType,
+    artifactId: string,
+    locationId: string,
+  ): Promise<PhysicalCopyRecord | undefined>;
+  copiesOf(artifactType: ArtifactType, artifactId: string): Promise<PhysicalCopyRecord[]>;
+}
+
+/** Flow limits per location, of one kind or of every kind (`runtime.limits`). */
+export interface FlowLimits {
+  set(input: FlowLimitInput): Promise<FlowLimit>;
+  list(): Promise<FlowLimit[]>;
+  clear(scope: FlowLimitScope): Promise<FlowLimit | null>;
+}
+
+export interface ControlPlane {
+  readonly isLeader: boolean;
+  /** This replica's name in the leadership lease (`opstate status` shows the leader's). */
+  readonly holder: string;
+  stop(): Promise<void>;
+}
+
+/** What `runtime.startWorker` takes: the kinds it serves, their handlers, where it reads. */
+export interface StartWorkerOptions<K extends OperationKind> {
+  readonly kinds: readonly K[];
+  /** One handler for every kind this worker serves: the table must name them all. */
+  readonly handlers: Readonly<Record<K, OperationHandler>>;
+  /**
+   * Operations this worker holds at once across all its queues, pulled or running (default 4).
+   * With fewer slots than queues, the queues take turns.
+   */
+  readonly concurrency?: number;
+  /**
+   * Routes to consume, fixed; default: discovered from the locations registered for `site` (every
+   * site's when not given) and the kinds, at start and every `discoveryIntervalMs`.
+   */
+  readonly routes?: readonly Route[];
+  /** The site whose locations' queues it reads. */
+  readonly site?: string;
+  /** Only these locations of the site, by name. */
+  readonly locations?: readonly string[];
+  /** How often it looks for locations registered since (default 30 s). */
+  readonly discoveryIntervalMs?: number;
+  /** Whether it creates the consumers of the queues it discovers (default: the runtime's). */
+  readonly ensuresConsumers?: boolean;
+  readonly workerId?: string;
+}
+
+/** A running worker. */
+export interface Worker {
+  readonly id: string;
+  /**
+   * Resolves once the worker id is claimed for this process and its queues are consumed; rejects
+   * with `CONFIG` when a live process of another instance already runs under the id.
+   */
+  readonly ready: Promise<void>;
+  /** The queues it reads now (discovered ones included). */
+  queues(): readonly string[];
+  /** Looks for locations registered since, at once, and reads their queues. */
+  discover(): Promise<void>;
+  /** Stops taking work, aborts running handlers and hands their operations back. */
+  stop(): Promise<void>;
+}
+
+/** What `runtime.startCopyDeleter` takes. */
+export interface StartCopyDeleterOptions {
+  /** Names this deleter in leases, outcomes and history rows (default `deleter-<random>`). */
+  readonly id?: string;
+  /** Wait between passes when idle (default 5 s). */
+  readonly intervalMs?: number;
+  /** How long a deletion stays with this deleter without a renewal (default 60 s). */
+  readonly leaseMs?: number;
+  /** Copies scheduled, planned or taken over per pass (default 16). */
+  readonly batchSize?: number;
+}
+
+/** A running copy deleter. */
+export interface CopyDeleter {
+  readonly id: string;
+  /** Run a pass now. */
+  wake(): void;
+  /** Stops after the current member; the lease of an unfinished deletion runs out for another. */
+  stop(): Promise<void>;
+}
+
+/** The embedded runtime of one deployment: the servers it opened and the actors on them. */
+export interface Runtime {
+  /** The database connection, to hand to `startDashboard`. */
+  readonly database: DatabaseHandle;
+  /** Register locations, raw data files, packages and their copies. */
+  readonly artifacts: Artifacts;
+  /**
+   * Flow limits: how many operations may run at once on a location, of one kind or of every
+   * kind (`set`, `list`, `clear`); every control plane's scheduler enforces them in its claim.
+   */
+  readonly limits: FlowLimits;
+  readonly transport: Transport;
+  readonly timing: RuntimeTiming;
+  readonly logger: Logger;
+  /** Who `submit` records as the submitter when a call gives no `by`. */
+  readonly serviceName: string;
+  /** What it runs on: a Postgres server or PGlite, and JetStream or the in-process transport. */
+  readonly mode: {
+    readonly database: 'postgres' | 'pglite';
+    readonly transport: 'jetstream' | 'in-process';
+  };
+  /** Applies the committed migrations; harmless to repeat. */
+  migrate(): Promise<MigrateResult>;
+  /**
+   * Creates an operation (PENDING) and returns its id; a local control plane schedules it at once.
+   * The creation is recorded as by `input.by`, else by the runtime's `serviceName`.
+   */
+  submit(input: CreateOperationInput): Promise<string>;
+  /** Creates many operations in one statement (all or none) and returns their ids in order. */
+  submitMany(inputs: readonly CreateOperationInput[]): Promise<string[]>;
+  /** The operation with its subtype fields, copies, transitions and journal. */
+  get(id: string): Promise<OperationInspection>;
+  /** An operator command (`RETRY`, `RESET`, `CANCEL`); refused with the machine's reason. */
+  command(id: string, event: OperationEvent): Promise<AppliedTransition>;
+  /** Contends for leadership and runs the control-plane loops while leader. */
+  startControlPlane(): ControlPlane;
+  startWorker<K extends OperationKind>(options: StartWorkerOptions<K>): Worker;
+  /** Starts a deleter: deletes copies the deletion policy cleans once their archive is verified. */
+  startCopyDeleter(options?: StartCopyDeleterOptions): CopyDeleter;
+  /** Stops workers, deleters and the control plane, then closes the transport and the database. */
+  close(): Promise<void>;
+}
