@@ -78,7 +78,7 @@ describe('a runtime with a pipeline', () => {
     runtime = rt;
     const sample = await registerSampleData(rt.artifacts, dir, { site, packageCount: 4 });
     const roots = new Map(Object.values(sample.locations).map((l) => [l.id, l.storageRoot]));
-    rt.startControlPlane();
+    const plane = rt.startControlPlane();
     rt.startWorker({
       kinds: [...OPERATION_KINDS],
       handlers: createStageHandlers({
@@ -126,6 +126,25 @@ describe('a runtime with a pipeline', () => {
       sql`select count(*)::int as n from operation where pipeline_subject_id is not null`,
     );
     expect(Number(marked?.n)).toBe(7);
+
+    // A leader that starts over from a cursor that never moved (as after a crash before its
+    // write) reads every completion again and creates nothing twice.
+    const cursorOf = async () =>
+      Number(
+        (
+          await rt.database.execute(
+            sql`select after_id from pipeline_cursor where name = ${pipeline.name}`,
+          )
+        )[0]?.after_id,
+      );
+    const reached = await cursorOf();
+    expect(reached).toBeGreaterThan(0);
+    await plane.stop();
+    await rt.database.execute(sql`update pipeline_cursor set after_id = 0`);
+    rt.startControlPlane();
+    await waitFor(async () => (await cursorOf()) >= reached, 'the cursor read up again', 60_000);
+    const again = await operations(rt);
+    expect(again.map((o) => o.key).sort()).toEqual(ops.map((o) => o.key).sort());
   }, 180_000);
 
   it('refuses a pipeline naming a location that is not registered with CONFIG, naming the stage and location', async () => {
