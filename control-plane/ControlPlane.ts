@@ -13,7 +13,7 @@ import type { Transport, WorkerHeartbeat } from '../transport/Transport.ts';
 import { type BreakerRepository, startCircuitBreakerLoop } from './CircuitBreaker.ts';
 import type { ControlPlaneTiming } from './ControlPlaneTiming.ts';
 import type { LeadershipTerm } from './Leadership.ts';
-import { pipelinePass } from './pipelineLoop.ts';
+import { type PipelineFaults, pipelinePass } from './pipelineLoop.ts';
 import { planDeadlineResets } from './planDeadlinePass.ts';
 import {
   type OutboxDispatch,
@@ -85,6 +85,8 @@ export interface ControlPlaneOptions {
   readonly breakers?: BreakerRepository;
   /** A declared pipeline to run (`definePipeline`): without one, no pipeline pass runs. */
   readonly pipeline?: Pipeline;
+  /** Drills only: crash points of the pipeline pass. */
+  readonly pipelineFaults?: PipelineFaults;
 }
 
 /** The running loops of a leader. `wake()` tells the scheduler that work was submitted. */
@@ -387,6 +389,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
           batchSize: timing.batchSize,
           fence: () => term?.fence,
           onCreated: () => scheduler.wake(),
+          faults: options.pipelineFaults,
         }),
       }),
     );

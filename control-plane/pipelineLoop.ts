@@ -47,6 +47,12 @@ export async function resolvePipelineLocations(
   return resolved;
 }
 
+/** Drills only: crash points of the pipeline pass (a hook may kill the process, `crashHere`). */
+export interface PipelineFaults {
+  /** The pass decided what to create from completions it read; nothing of it is written yet. */
+  beforeWrite?(stages: readonly string[]): void | Promise<void>;
+}
+
 /**
  * One pass of a pipeline, for a leader loop: reads the transitions past its cursor, asks
  * `planPipelinePass` which next operations are due (twice: once to learn the keys to look up,
@@ -69,6 +75,7 @@ export function pipelinePass(deps: {
   readonly batchSize: number;
   readonly fence: () => LeaseFence | undefined;
   readonly onCreated: () => void;
+  readonly faults?: PipelineFaults | undefined;
 }): () => Promise<boolean> {
   const { database, pipeline, clock, batchSize } = deps;
   const by = `pipeline:${pipeline.name}`;
@@ -108,6 +115,8 @@ export function pipelinePass(deps: {
     cursor.advance(ids, now);
     const awaited = cursor.gaps(now);
     const afterId = awaited.length === 0 ? cursor.after : Math.min(...awaited) - 1;
+    if (creations.length > 0)
+      await deps.faults?.beforeWrite?.([...new Set(creations.map((c) => c.stage))]);
     try {
       await createPipelineOperations(database, {
         name: pipeline.name,
