@@ -111,7 +111,7 @@ describe('the pipeline pass under a leader killed before each creation', () => {
         (await keys(rt.database)).filter(
           (o) => o.kind === OperationKind.LONG_TERM_ARCHIVE && o.status === 'COMPLETED',
         ).length === 3,
-      `3 archives COMPLETED (plane: ${output.slice(-5).join(' | ')})`,
+      '3 archives COMPLETED',
       180_000,
     );
     // Each stage's crash point fired, each killed the plane, and each restart went on.

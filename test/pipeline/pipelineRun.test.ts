@@ -96,11 +96,7 @@ describe('a runtime with a pipeline', () => {
           ops.filter((o) => o.kind === OperationKind.LONG_TERM_ARCHIVE && o.status === 'COMPLETED')
             .length,
       );
-    await waitFor(
-      async () => (await archived()) === 4,
-      `4 archives COMPLETED (log: ${JSON.stringify(logger.lines.slice(-5))})`,
-      120_000,
-    );
+    await waitFor(async () => (await archived()) === 4, '4 archives COMPLETED', 120_000);
     const ops = await operations(rt);
     const perKind = (kind: string) => ops.filter((o) => o.kind === kind).length;
     expect(perKind(OperationKind.RAW_DATA_PACKAGE)).toBe(4);
