@@ -44,6 +44,9 @@ export { OPERATION_STATUSES, OperationStatus } from './machines/operationMachine
 export type { OperatorAction } from './machines/operatorEvent.ts';
 export { OPERATOR_ACTIONS, operatorEvent } from './machines/operatorEvent.ts';
 export { PHYSICAL_COPY_STATUSES, PhysicalCopyStatus } from './machines/physicalCopyMachine.ts';
+// The pipeline a stage service declares: which completed stage creates which next operation.
+export type { Pipeline } from './machines/pipeline.ts';
+export { defaultPipeline, definePipeline } from './machines/pipeline.ts';
 export { DEFAULT_PRIORITY, MAX_PRIORITY, MIN_PRIORITY } from './machines/priority.ts';
 export type { Route } from './machines/routing.ts';
 export { LocationType, OperationType } from './machines/routing.ts';

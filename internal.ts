@@ -88,6 +88,12 @@ export {
   DEFAULT_MAX_DELETION_FAILURES,
   physicalCopyMachine,
 } from './machines/physicalCopyMachine.ts';
+export type {
+  DefaultPipelineLocations,
+  PipelineLocation,
+  PipelineSpec,
+  PipelineStage,
+} from './machines/pipeline.ts';
 export { DEFAULT_STARVATION_AGE_MS } from './machines/priority.ts';
 export type { QueueReaders, ReadingBeat } from './machines/queueReaders.ts';
 export { queueReaders, readersOf } from './machines/queueReaders.ts';

@@ -1,4 +1,5 @@
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { Pipeline } from '../machines/pipeline.ts';
 import type { Logger } from '../observe/Logger.ts';
 import { scrubText } from '../observe/pinoLogger.ts';
 import { type Configuration, loadConfiguration, secretsOf } from '../runtime/Configuration.ts';
@@ -102,7 +103,13 @@ function scrubbed(report: Readiness, secrets: readonly string[]): Readiness {
  */
 export async function openProcessRuntime(
   role: 'control-plane' | 'worker',
-  flags: { metricsPort?: string | undefined; inProcess?: boolean | undefined; io?: Io },
+  flags: {
+    metricsPort?: string | undefined;
+    inProcess?: boolean | undefined;
+    io?: Io;
+    /** The pipeline the control plane runs (`--pipeline`). */
+    pipeline?: Pipeline | undefined;
+  },
 ): Promise<ProcessRuntime> {
   const config = loadConfiguration(
     process.env,
@@ -147,6 +154,7 @@ export async function openProcessRuntime(
         observer: metrics?.observer,
         ensureTransport: role !== 'worker' || config.nats.url === undefined,
         waitForServers: true,
+        pipeline: flags.pipeline,
         onWaiting: (w) => {
           waiting = w;
         },

@@ -41,6 +41,8 @@ export function runtimeOptionsOf(
     waitForServers?: boolean;
     /** Told what start waits for (readiness of a process served from the start). */
     onWaiting?: RuntimeOptions['onWaiting'];
+    /** The pipeline a control plane runs (`--pipeline`). */
+    pipeline?: RuntimeOptions['pipeline'];
   } = {},
 ): RuntimeOptions {
   return {
@@ -61,6 +63,7 @@ export function runtimeOptionsOf(
     deadlines: config.deadlines,
     logger: extra.logger ?? loggerOf(config),
     ...(extra.observer === undefined ? {} : { observer: extra.observer }),
+    ...(extra.pipeline === undefined ? {} : { pipeline: extra.pipeline }),
   };
 }
 

@@ -3,6 +3,7 @@ import type { PlannedReset } from '../loops/PlannedReset.ts';
 import type { Clock } from '../machines/Clock.ts';
 import { classifyFailure } from '../machines/classifyFailure.ts';
 import type { Deadlines } from '../machines/deadlines.ts';
+import type { Pipeline } from '../machines/pipeline.ts';
 import { DEFAULT_STARVATION_AGE_MS } from '../machines/priority.ts';
 import { DEFAULT_DISCOVERY_INTERVAL_MS } from '../machines/routing.ts';
 import type { Logger } from '../observe/Logger.ts';
@@ -12,6 +13,7 @@ import type { Transport, WorkerHeartbeat } from '../transport/Transport.ts';
 import { type BreakerRepository, startCircuitBreakerLoop } from './CircuitBreaker.ts';
 import type { ControlPlaneTiming } from './ControlPlaneTiming.ts';
 import type { LeadershipTerm } from './Leadership.ts';
+import { type PipelineFaults, pipelinePass } from './pipelineLoop.ts';
 import { planDeadlineResets } from './planDeadlinePass.ts';
 import {
   type OutboxDispatch,
@@ -81,6 +83,10 @@ export interface ControlPlaneOptions {
   readonly term?: LeadershipTerm;
   /** The circuit breakers' rows (tests); default: the store's database. */
   readonly breakers?: BreakerRepository;
+  /** A declared pipeline to run (`definePipeline`): without one, no pipeline pass runs. */
+  readonly pipeline?: Pipeline;
+  /** Drills only: crash points of the pipeline pass. */
+  readonly pipelineFaults?: PipelineFaults;
 }
 
 /** The running loops of a leader. `wake()` tells the scheduler that work was submitted. */
@@ -316,6 +322,8 @@ function reconcilerLoop(shell: Shell): Loop {
  *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`);
  * - count folding: every `countFoldIntervalMs`, the rows the counts per kind × status are
  *   summed from are folded into one per pair;
+ * - pipeline (when one is given): at the scheduler's interval, the completions past the pipeline's
+ *   cursor create the operations of the stages that follow (`pipelinePass`, `planPipelinePass`);
  * - site routes: at start, on each wake and every `discoveryIntervalMs`, the consumer of each registered
  *   location's site queues is created (`siteRoutesPass`), and, all along, dispatches queued under
  *   the legacy names are moved onto their operations' site queues (`drainLegacyQueues`).
@@ -368,6 +376,24 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     breaker,
     countFoldLoop(shell),
   ];
+  if (options.pipeline !== undefined) {
+    loops.push(
+      shell.leaderLoop({
+        name: `pipeline '${options.pipeline.name}'`,
+        intervalMs: timing.schedulerIntervalMs,
+        pass: pipelinePass({
+          database: options.store.database,
+          pipeline: options.pipeline,
+          clock,
+          logger,
+          batchSize: timing.batchSize,
+          fence: () => term?.fence,
+          onCreated: () => scheduler.wake(),
+          faults: options.pipelineFaults,
+        }),
+      }),
+    );
+  }
   const drains = drainLegacyQueues(options);
   return {
     wake: () => {

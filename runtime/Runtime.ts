@@ -8,6 +8,7 @@ import {
 import { crash, crashable } from '../loops/drill.ts';
 import { type Clock, systemClock } from '../machines/Clock.ts';
 import type { OperationKind } from '../machines/OperationKind.ts';
+import type { Pipeline } from '../machines/pipeline.ts';
 import type { Logger } from '../observe/Logger.ts';
 import { logTransportEvents } from '../observe/logTransportEvents.ts';
 import { ObservedOperationStore } from '../observe/ObservedOperationStore.ts';
@@ -107,6 +108,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     planes: new Set(),
     deleters: new Set(),
     wakers: new Set(),
+    pipeline: options.pipeline,
   };
   const wake = () => {
     for (const w of shared.wakers) w.wake();
@@ -188,6 +190,8 @@ interface Shared {
   readonly deleters: Set<CopyDeleter>;
   /** The control-plane loops of this process while it leads: woken when work is submitted. */
   readonly wakers: Set<ControlPlaneLoops>;
+  /** The pipeline its control plane runs, if any. */
+  readonly pipeline: Pipeline | undefined;
 }
 
 /** Contends for leadership; while it leads, runs the control-plane loops and lets them be woken. */
@@ -210,6 +214,7 @@ function startPlane(shared: Shared): ControlPlane {
         timing,
         deadlines: timing.deadlines,
         term,
+        ...(shared.pipeline === undefined ? {} : { pipeline: shared.pipeline }),
       });
       shared.wakers.add(loops);
       return async () => {

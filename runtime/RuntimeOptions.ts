@@ -1,4 +1,5 @@
 import type { Clock } from '../machines/Clock.ts';
+import type { Pipeline } from '../machines/pipeline.ts';
 import type { Logger } from '../observe/Logger.ts';
 import type { RuntimeObserver } from '../observe/RuntimeObserver.ts';
 import type { DatabaseTls } from '../persistence/databaseTls.ts';
@@ -58,6 +59,12 @@ export interface RuntimeOptions {
    * test passes `createSimulatedClock()` from `opstate/testing` and moves time itself.
    */
   readonly clock?: Clock;
+  /**
+   * A declared pipeline (`definePipeline`, `defaultPipeline`) the control plane this runtime
+   * starts runs while it leads: each completed stage creates the next (docs/pipeline.md). Its
+   * location names are resolved to registered locations by the leader's first pass.
+   */
+  readonly pipeline?: Pipeline;
   /** Apply migrations on open (default true). */
   readonly migrate?: boolean;
   /**

@@ -1,6 +1,7 @@
 import { createPinoLogger } from '../../observe/pinoLogger.ts';
 import { loadConfiguration } from '../../runtime/Configuration.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
+import { loadPipeline } from '../loadPipeline.ts';
 import { openProcessRuntime, requireTransport } from '../processRuntime.ts';
 import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
 import {
@@ -18,6 +19,10 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
       .command('control-plane')
       .description(SUMMARY)
       .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
+      .option(
+        '--pipeline <module>',
+        "run this pipeline: a .js/.mjs module exporting definePipeline's result as 'pipeline' or default",
+      )
       .option('--inspect', "stream every operation's transitions, live, to the Stately inspector")
       .option(
         '--in-process',
@@ -35,6 +40,9 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
         'retries with capped backoff, and exits only on a configuration error. Without NATS_URL',
         'it refuses to start unless --in-process.',
         '',
+        '--pipeline <module> runs a declared pipeline while this replica leads: each completed',
+        'stage creates the next (docs/pipeline.md). Its locations must be registered.',
+        '',
         '--inspect streams every operation’s transitions, live, to the Stately inspector (any',
         'replica may, leader or not): open the page it prints.',
       ].join('\n'),
@@ -47,7 +55,10 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
           inspectPort?: string;
           inspectUrl?: string;
           inProcess?: boolean;
+          pipeline?: string;
         }>(cmd);
+        // Loaded and checked before anything opens: a bad module is the one line printed.
+        const pipeline = o.pipeline === undefined ? undefined : await loadPipeline(o.pipeline);
         // --inspect: every operation's transitions, live, in the Stately inspector.
         const target = requestedInspection(o);
         // Refused before the relay opens, so that a refusal is the one line printed.
@@ -58,6 +69,7 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
           metricsPort: o.metricsPort,
           inProcess: o.inProcess,
           io: ctx.io,
+          pipeline,
         }).catch(async (err: unknown) => {
           await inspection?.stop();
           throw err;

@@ -42,3 +42,4 @@ export {
   rawDataFilePhysicalCopy,
   rawDataPackagePhysicalCopy,
 } from './physicalCopy.ts';
+export { pipelineCursor } from './pipeline.ts';

@@ -12,6 +12,7 @@ import {
   text,
   timestamp,
   unique,
+  uniqueIndex,
   uuid,
 } from 'drizzle-orm/pg-core';
 import { MAX_DEADLINE_MS } from '../../machines/deadlines.ts';
@@ -90,6 +91,13 @@ export const operation = pgTable(
      */
     routeSite: text('route_site'),
     routeLocation: text('route_location'),
+    /**
+     * The artifact a pipeline stage acts on (its subtype's raw data package or data transfer
+     * package), set only on the operations a declared pipeline creates; null on every other.
+     * With `kind` and `target_location_id` it is the key `operation_pipeline_live_key` keeps to
+     * one live operation.
+     */
+    pipelineSubjectId: uuid('pipeline_subject_id'),
   },
   (t) => [
     unique('operation_id_kind_key').on(t.id, t.kind),
@@ -148,6 +156,14 @@ export const operation = pgTable(
       .on(t.kind, t.targetLocationId)
       .where(sql`status in ('SCHEDULED', 'IN_PROGRESS')`),
     index('operation_group_idx').on(t.groupId).where(sql`group_id is not null`),
+    // A pipeline's exactly-once: at most one live operation per (kind, subject, location) among
+    // those a pipeline created. A second insert (a leader that lost its lease, a pass repeated
+    // after a crash) is refused by the database whatever the code decided.
+    uniqueIndex('operation_pipeline_live_key')
+      .on(t.kind, t.pipelineSubjectId, t.targetLocationId)
+      .where(
+        sql`pipeline_subject_id is not null and status in ('PENDING', 'SCHEDULED', 'IN_PROGRESS')`,
+      ),
   ],
 );
 

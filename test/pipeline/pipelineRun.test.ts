@@ -1,0 +1,167 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { sql } from 'drizzle-orm';
+import { afterEach, describe, expect, it } from 'vitest';
+import { resolvePipelineLocations } from '../../control-plane/pipelineLoop.ts';
+import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { defaultPipeline } from '../../machines/pipeline.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
+import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
+import { createStageHandlers } from '../../stages/createStageHandlers.ts';
+import { registerSampleData } from '../../stages/sampleData.ts';
+import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
+import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
+import { ARCHIVE_TIMING, NATS_URL } from '../archive/world.ts';
+import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { waitFor } from '../helpers/waitFor.ts';
+import { uniquePrefix } from '../transport/helpers.ts';
+
+/**
+ * The default pipeline run by a runtime's control plane on the real Postgres and NATS: only the
+ * packaging of each package is submitted; the leader's pipeline pass creates every later stage.
+ */
+let db: TestDatabase | undefined;
+let runtime: Runtime | undefined;
+let dir: string | undefined;
+
+afterEach(async () => {
+  if (runtime !== undefined) {
+    await (runtime.transport as JetStreamTransport).destroy?.().catch(() => undefined);
+    await runtime.close();
+  }
+  await dropTestDatabase(db);
+  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  runtime = undefined;
+  db = undefined;
+  dir = undefined;
+});
+
+/** Every operation as (kind, subject, target location, status), the subject from its subtype row. */
+async function operations(rt: Runtime) {
+  const rows = await rt.database.execute(sql`
+    select o.kind, o.status, o.target_location_id::text as location,
+      coalesce(r.raw_data_package_id, d.data_transfer_package_id, t.data_transfer_package_id,
+               u.data_transfer_package_id, a.raw_data_package_id)::text as subject
+    from operation o
+    left join packaging_operation r on r.operation_id = o.id
+    left join bundling_operation d on d.operation_id = o.id
+    left join transfer_operation t on t.operation_id = o.id
+    left join unpack_operation u on u.operation_id = o.id
+    left join long_term_archive_operation a on a.operation_id = o.id`);
+  return rows.map((r) => ({
+    kind: String(r.kind),
+    status: String(r.status),
+    key: `${String(r.kind)}|${String(r.subject)}|${String(r.location)}`,
+  }));
+}
+
+describe('a runtime with a pipeline', () => {
+  it('creates every stage after packaging: each package reaches its long-term archive, one operation per (kind, subject, location)', async () => {
+    db = await createTestDatabase('opstate_pipe');
+    dir = await mkdtemp(join(tmpdir(), 'opstate-pipeline-'));
+    const site = `pipe-${Math.random().toString(16).slice(2, 8)}`;
+    const pipeline = defaultPipeline({
+      source: { site, name: 'source' },
+      destinations: [{ buffer: { site, name: 'buffer' }, archive: { site, name: 'archive' } }],
+    });
+    const logger = memoryLogger();
+    const rt = await createRuntime({
+      databaseUrl: db.url,
+      natsUrl: NATS_URL,
+      prefix: uniquePrefix('pipe').replaceAll('.', '_'),
+      timing: ARCHIVE_TIMING,
+      logger,
+      pipeline,
+    });
+    runtime = rt;
+    const sample = await registerSampleData(rt.artifacts, dir, { site, packageCount: 4 });
+    const roots = new Map(Object.values(sample.locations).map((l) => [l.id, l.storageRoot]));
+    const plane = rt.startControlPlane();
+    rt.startWorker({
+      kinds: [...OPERATION_KINDS],
+      handlers: createStageHandlers({
+        storageRootOf: (id) => roots.get(id) as string,
+        database: rt.database,
+      }),
+    });
+    const packaging = SAMPLE_PIPELINE[0]?.inputs(sample, []) ?? [];
+    expect(packaging).toHaveLength(4);
+    await rt.submitMany(packaging.map((p) => ({ ...p, by: 'test' })));
+
+    const archived = () =>
+      operations(rt).then(
+        (ops) =>
+          ops.filter((o) => o.kind === OperationKind.LONG_TERM_ARCHIVE && o.status === 'COMPLETED')
+            .length,
+      );
+    await waitFor(async () => (await archived()) === 4, '4 archives COMPLETED', 120_000);
+    const ops = await operations(rt);
+    const perKind = (kind: string) => ops.filter((o) => o.kind === kind).length;
+    expect(perKind(OperationKind.RAW_DATA_PACKAGE)).toBe(4);
+    expect(perKind(OperationKind.DATA_TRANSFER_PACKAGE)).toBe(1);
+    expect(perKind(OperationKind.TRANSFER)).toBe(1);
+    expect(perKind(OperationKind.UNPACK)).toBe(1);
+    expect(perKind(OperationKind.LONG_TERM_ARCHIVE)).toBe(4);
+    expect(ops.every((o) => o.status === 'COMPLETED')).toBe(true);
+    expect(new Set(ops.map((o) => o.key)).size).toBe(ops.length);
+    // Each archive is of one of the packages, in the pipeline's archive location.
+    expect(
+      ops
+        .filter((o) => o.kind === OperationKind.LONG_TERM_ARCHIVE)
+        .map((o) => o.key)
+        .sort(),
+    ).toEqual(
+      sample.packages
+        .map((p) => `${OperationKind.LONG_TERM_ARCHIVE}|${p.id}|${sample.locations.archive.id}`)
+        .sort(),
+    );
+    // The pipeline's operations carry their subject; the cursor moved past their completions.
+    const [marked] = await rt.database.execute(
+      sql`select count(*)::int as n from operation where pipeline_subject_id is not null`,
+    );
+    expect(Number(marked?.n)).toBe(7);
+
+    // A leader that starts over from a cursor that never moved (as after a crash before its
+    // write) reads every completion again and creates nothing twice.
+    const cursorOf = async () =>
+      Number(
+        (
+          await rt.database.execute(
+            sql`select after_id from pipeline_cursor where name = ${pipeline.name}`,
+          )
+        )[0]?.after_id,
+      );
+    const reached = await cursorOf();
+    expect(reached).toBeGreaterThan(0);
+    await plane.stop();
+    await rt.database.execute(sql`update pipeline_cursor set after_id = 0`);
+    rt.startControlPlane();
+    await waitFor(async () => (await cursorOf()) >= reached, 'the cursor read up again', 60_000);
+    const again = await operations(rt);
+    expect(again.map((o) => o.key).sort()).toEqual(ops.map((o) => o.key).sort());
+  }, 180_000);
+
+  it('refuses a pipeline naming a location that is not registered with CONFIG, naming the stage and location', async () => {
+    db = await createTestDatabase('opstate_pipe');
+    const rt = await createRuntime({
+      databaseUrl: db.url,
+      natsUrl: NATS_URL,
+      logger: memoryLogger(),
+      prefix: uniquePrefix('pipe').replaceAll('.', '_'),
+    });
+    runtime = rt;
+    const site = 'nowhere';
+    const pipeline = defaultPipeline({
+      source: { site, name: 'source' },
+      destinations: [{ buffer: { site, name: 'buffer' }, archive: { site, name: 'archive' } }],
+    });
+    await expect(resolvePipelineLocations(rt.database, pipeline)).rejects.toMatchObject({
+      code: OpstateErrorCode.CONFIG,
+      message: expect.stringMatching(
+        /stage 'packaging' names location 'source' \(nowhere\/source\)/,
+      ),
+    });
+  });
+});
