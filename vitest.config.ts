@@ -12,6 +12,7 @@ const DRILLS = [
   'test/cli/{observability,natsAuthorization}.test.ts',
   'test/breaker/runtime.test.ts',
   'test/archive/crashMatrix.test.ts',
+  'test/pipeline/{pipelineCli,pipelineCrash}.test.ts',
   'test/chaos/chaos.test.ts',
 ];
 
