@@ -1,3 +1,4 @@
+import { setTimeout as sleep } from 'node:timers/promises';
 import {
   type Consumer,
   type JetStreamClient,
@@ -5,7 +6,7 @@ import {
   jetstream,
 } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
-import type { NatsConnection } from '@nats-io/transport-node';
+import { errors, type NatsConnection } from '@nats-io/transport-node';
 import { type Clock, systemClock } from '../../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import type { Route } from '../../machines/routing.ts';
@@ -184,21 +185,41 @@ async function publishOne(
   }
 }
 
+/**
+ * How long `ensure` repeats a management request that timed out. Every step of it is idempotent,
+ * and on a busy cluster a replica change can outlast one request's timeout while the new group
+ * elects its leader: the server finishes the change, and asking again reads it back.
+ */
+const ENSURE_TIMEOUT_RETRY_MS = 30_000;
+
 async function ensureRoutes(parts: Parts, routes: readonly Route[]): Promise<void> {
-  const { jsm, names } = parts;
-  try {
-    await ensureDispatchStream(jsm, names, parts.timing, routes, {
-      maxAckPending: parts.limits.maxAckPending,
-      maxBytes: parts.limits.maxStreamBytes,
-      replicas: parts.replicas,
-    });
-    await parts.openBucket();
-    await capHeartbeatValues(jsm, `KV_${names.heartbeatBucket}`, parts.replicas);
-  } catch (err) {
-    const refused = replicaRefusal(err, names.stream, parts.replicas.replicas);
-    if (refused !== err) throw refused;
-    throw translateJetStreamError(err, 'ensure', { stream: names.stream });
+  const { names } = parts;
+  const giveUpAt = Date.now() + ENSURE_TIMEOUT_RETRY_MS;
+  for (let pause = 250; ; pause = Math.min(pause * 2, 2000)) {
+    try {
+      await ensureRoutesOnce(parts, routes);
+      return;
+    } catch (err) {
+      if (err instanceof errors.TimeoutError && Date.now() + pause < giveUpAt) {
+        await sleep(pause);
+        continue;
+      }
+      const refused = replicaRefusal(err, names.stream, parts.replicas.replicas);
+      if (refused !== err) throw refused;
+      throw translateJetStreamError(err, 'ensure', { stream: names.stream });
+    }
   }
+}
+
+async function ensureRoutesOnce(parts: Parts, routes: readonly Route[]): Promise<void> {
+  const { jsm, names } = parts;
+  await ensureDispatchStream(jsm, names, parts.timing, routes, {
+    maxAckPending: parts.limits.maxAckPending,
+    maxBytes: parts.limits.maxStreamBytes,
+    replicas: parts.replicas,
+  });
+  await parts.openBucket();
+  await capHeartbeatValues(jsm, `KV_${names.heartbeatBucket}`, parts.replicas);
 }
 
 /** A subscription on the route's durable consumer, looked up on first pull. */
