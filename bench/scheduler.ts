@@ -19,9 +19,15 @@
  * 2. End to end: a control plane and a worker in this process (its slots shared by one queue per
  *    location), OPSTATE_BENCH_SCHED_E2E_OPS transfers per run (default 2000, priorities spread),
  *    in OPSTATE_BENCH_SCHED_ROUNDS rounds (default 4) of a run without limits and a run with a
- *    limit on every location (in turn first) (location-wide and per kind, with room); prints the throughput of
- *    each and the ratio with limits ÷ without. The target is a ratio of at least 0.9; it is
- *    reported, not asserted.
+ *    limit on every location (location-wide and per kind, with room), each round starting with
+ *    the one that went second in the round before. Each run prints a line (`e2e_run`): its
+ *    throughput, the scheduler's claims (passes, claimed per pass, rows held back, wall time per
+ *    pass), statements per operation of the control plane and of the worker, buffers per
+ *    operation of its database (autovacuum's included) and CPU milliseconds per operation (this
+ *    process, the database's backends, nats-server). Then the mean throughput of each and the
+ *    ratio with limits ÷ without, with each round's ratio and their median: on a loaded machine
+ *    one round's ratio moves by ±20 %. The target is a ratio of at least 0.9; it is reported,
+ *    not asserted.
  *
  * Env also: OPSTATE_BENCH_ADMIN_URL, NATS_URL (see lib/settings.ts).
  */
@@ -35,6 +41,7 @@ import { OperationStore } from '../persistence/OperationStore.ts';
 import { openDatabase } from '../persistence/openDatabase.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../runtime/Runtime.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import { cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.ts';
 import { databaseBuffers, reportStats } from './lib/databaseBuffers.ts';
 import { print } from './lib/figure.ts';
 import { ADMIN_URL, envNumber, NATS_URL } from './lib/settings.ts';
@@ -290,6 +297,31 @@ async function openEndToEnd(url: string, prefix: string) {
   return { plane, worker, world };
 }
 
+/** What the control plane's claims did over one run. */
+interface ClaimTally {
+  passes: number;
+  claimed: number;
+  heldBack: number;
+  ms: number;
+}
+const newTally = (): ClaimTally => ({ passes: 0, claimed: 0, heldBack: 0, ms: 0 });
+
+/** Counts the scheduler's claims of `runtime` (passes, claimed, held back, time) into `tally`. */
+function tallyClaims(runtime: Runtime, tally: { current: ClaimTally }): void {
+  const store = runtime.store;
+  const claim = store.claimDue.bind(store);
+  store.claimDue = async (...args: Parameters<typeof store.claimDue>) => {
+    const started = performance.now();
+    const r = await claim(...args);
+    const t = tally.current;
+    t.passes++;
+    t.claimed += r.claimed.length;
+    t.heldBack += r.heldBack;
+    t.ms += performance.now() - started;
+    return r;
+  };
+}
+
 /** Submits `n` transfers and waits until none is left unfinished; ops/s over submit to last. */
 async function timedRun(plane: Runtime, world: World, n: number): Promise<number> {
   const started = performance.now();
@@ -311,11 +343,27 @@ async function timedRun(plane: Runtime, world: World, n: number): Promise<number
   return n / seconds;
 }
 
+/** One timed run of the end-to-end part, with what the control plane did meanwhile. */
+interface RunFigures {
+  rate: number;
+  claims: ClaimTally;
+  planeStatements: number;
+  workerStatements: number;
+  buffers: number;
+  cpu: ReturnType<typeof cpuMsPer>;
+}
+
 async function benchEndToEnd(): Promise<void> {
   const name = `opstate_bench_sched_${RUN}_e2e`;
   const url = await createDatabase(name);
   const prefix = `bsched_${RUN}`;
   const { plane, worker, world } = await openEndToEnd(url, prefix);
+  const planeCounter = newCounter();
+  const workerCounter = newCounter();
+  instrument(plane.database, planeCounter);
+  instrument(worker.database, workerCounter);
+  const tally = { current: newTally() };
+  tallyClaims(plane, tally);
   try {
     worker.startWorker({
       kinds: [OperationKind.TRANSFER],
@@ -326,30 +374,40 @@ async function benchEndToEnd(): Promise<void> {
       site: SITE,
     });
     await timedRun(plane, world, Math.min(500, E2E_OPS)); // warm-up, untimed
-    const rate = { none: 0, limits: 0 };
+    const runs = { none: [] as RunFigures[], limits: [] as RunFigures[] };
     let limitsSet = 0;
+    const measured = async (): Promise<RunFigures> => {
+      tally.current = newTally();
+      const before = {
+        plane: planeCounter.statements,
+        worker: workerCounter.statements,
+        buffers: await databaseBuffers(admin, name),
+        cpu: cpuSample(),
+      };
+      const rate = await timedRun(plane, world, E2E_OPS);
+      const cpu = cpuMsPer(before.cpu, cpuSample(), E2E_OPS, await postgresPidsOf(admin, [name]));
+      return {
+        rate,
+        claims: tally.current,
+        planeStatements: planeCounter.statements - before.plane,
+        workerStatements: workerCounter.statements - before.worker,
+        // Counted by the server as its backends report (lazily: at most a second late).
+        buffers: (await databaseBuffers(admin, name)) - before.buffers,
+        cpu,
+      };
+    };
     // Each round runs both, the one first that went second in the round before, so that what
     // grows over the run (the tables, the machine's other load) weighs on both alike.
     for (let round = 0; round < ROUNDS; round++) {
       for (const withLimits of round % 2 === 0 ? [false, true] : [true, false]) {
         if (withLimits) limitsSet = await setLimits(plane.limits, world, 'e2e');
-        const r = await timedRun(plane, world, E2E_OPS);
-        if (withLimits) rate.limits += r;
-        else rate.none += r;
+        const r = await measured();
+        (withLimits ? runs.limits : runs.none).push(r);
         if (withLimits) await clearLimits(plane, world);
+        printRun(r, round, withLimits ? limitsSet : 0);
       }
     }
-    const common = { ops: E2E_OPS, rounds: ROUNDS, locations: LOCATIONS, concurrency: 32 };
-    print({ name: 'e2e_without_limits', value: rate.none / ROUNDS, unit: 'ops/s', ...common });
-    print({
-      name: 'e2e_with_limits',
-      value: rate.limits / ROUNDS,
-      unit: 'ops/s',
-      baseline: rate.none / ROUNDS,
-      limits: limitsSet,
-      ...common,
-      note: `mean over the rounds, each a run without limits and one with ${limitsSet} limits (every location 16, its transfers 8: room for the worker's 32 slots); the target is a ratio ≥ 0.9`,
-    });
+    printEndToEnd(runs, limitsSet);
   } finally {
     await worker.close();
     await plane.close();
@@ -359,6 +417,55 @@ async function benchEndToEnd(): Promise<void> {
     );
     await nats?.destroy().catch(() => undefined);
   }
+}
+
+/** One run's figures, one line: its throughput and what the control plane spent on it. */
+function printRun(r: RunFigures, round: number, limits: number): void {
+  const c = r.claims;
+  print({
+    name: 'e2e_run',
+    value: r.rate,
+    unit: 'ops/s',
+    round,
+    limits,
+    ops: E2E_OPS,
+    claim_passes: c.passes,
+    claimed_per_pass: Math.round((c.claimed / Math.max(1, c.passes)) * 10) / 10,
+    held_back: c.heldBack,
+    claim_ms_per_pass: Math.round((c.ms / Math.max(1, c.passes)) * 100) / 100,
+    claim_ms_total: Math.round(c.ms),
+    plane_statements_per_op: Math.round((r.planeStatements / E2E_OPS) * 100) / 100,
+    worker_statements_per_op: Math.round((r.workerStatements / E2E_OPS) * 100) / 100,
+    buffers_per_op: Math.round(r.buffers / E2E_OPS),
+    cpu_ms_per_op: r.cpu,
+  });
+}
+
+const mean = (xs: readonly number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+
+/** The means over the rounds, and the spread of the ratio round by round. */
+function printEndToEnd(runs: { none: RunFigures[]; limits: RunFigures[] }, limits: number): void {
+  const none = mean(runs.none.map((r) => r.rate));
+  const withLimits = mean(runs.limits.map((r) => r.rate));
+  const ratios = runs.limits.map((r, i) => r.rate / (runs.none[i] as RunFigures).rate);
+  const sorted = [...ratios].sort((a, b) => a - b);
+  const median =
+    sorted.length % 2 === 1
+      ? (sorted[(sorted.length - 1) / 2] as number)
+      : ((sorted[sorted.length / 2 - 1] as number) + (sorted[sorted.length / 2] as number)) / 2;
+  const common = { ops: E2E_OPS, rounds: ROUNDS, locations: LOCATIONS, concurrency: 32 };
+  print({ name: 'e2e_without_limits', value: none, unit: 'ops/s', ...common });
+  print({
+    name: 'e2e_with_limits',
+    value: withLimits,
+    unit: 'ops/s',
+    baseline: none,
+    limits,
+    ...common,
+    round_ratios: ratios.map((x) => Math.round(x * 100) / 100),
+    round_ratio_median: Math.round(median * 100) / 100,
+    note: `mean over the rounds, each a run without limits and one with ${limits} limits (every location 16, its transfers 8: room for the worker's 32 slots); round_ratios: each round's with ÷ without; the target is a ratio ≥ 0.9`,
+  });
 }
 
 try {

@@ -7,7 +7,7 @@ import {
   toOperationRecord,
 } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
-import { admitWithinLimits, FULL_SCOPES } from './admitWithinLimits.ts';
+import { admitWithinLimits, FLOW_LIMITED, FULL_SCOPES, NOT_FULL } from './admitWithinLimits.ts';
 
 const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
 
@@ -57,16 +57,14 @@ export async function selectDueForUpdate(
   const due = (when: SQL, order: SQL) => sql`select * from (
       select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id,
         b.state as breaker_state,
-        exists (select 1 from flow_limit f where f.location_id = o.target_location_id)
-          as flow_limited
+        ${FLOW_LIMITED} as flow_limited
       from operation o
       left join circuit_breaker b on b.kind = o.kind and b.location_id = o.target_location_id
       where o.status = 'PENDING' and ${when}
         and (b.state is null or b.state = 'CLOSED' or (b.state = 'HALF_OPEN' and not exists (
           select 1 from operation p
           where p.kind = o.kind and p.target_location_id = o.target_location_id and ${sql.raw(LIVE)})))
-        and not exists (select 1 from flow_full x
-          where x.location_id = o.target_location_id and (x.kind is null or x.kind = o.kind))
+        and ${NOT_FULL}
       order by ${order}
       limit ${limit}
       for update of o skip locked) due`;

@@ -225,6 +225,35 @@ describe('flow limits, enforced by the claim on Postgres', () => {
     expect(await liveAt(database, w.buffer.id)).toBe(3);
   });
 
+  it('a full scope holds back its own location only: due work without a target location is claimed', async () => {
+    await settle();
+    const w = await makeWorld(database);
+    // Both kinds of scope full: the archive parked as a whole, the buffer's transfers parked.
+    await limits.set({ location: w.archive.id, max: 0 });
+    await limits.set({ location: w.buffer.id, kind: OperationKind.TRANSFER, max: 0 });
+    try {
+      const [archive, transfer, loose] = await store.createMany([
+        inputFor(OperationKind.LONG_TERM_ARCHIVE, w),
+        inputFor(OperationKind.TRANSFER, w),
+        inputFor(OperationKind.TRANSFER, w),
+      ]);
+      // A row written before operations carried their target location (migration 0002).
+      await database.execute(
+        `update operation set target_location_id = null where id = '${loose}'`,
+      );
+      const { claimed } = await store.claimDue(100);
+      expect(claimed.map((c) => c.id)).toEqual([loose]);
+      expect(await pendingAt(database, w.archive.id)).toBe(1);
+      expect(await pendingAt(database, w.buffer.id)).toBe(1);
+      for (const id of [archive, transfer, loose]) {
+        await store.apply(id as string, { type: 'CANCEL', reason: 'test over' });
+      }
+    } finally {
+      await limits.clear({ location: w.archive.id });
+      await limits.clear({ location: w.buffer.id, kind: OperationKind.TRANSFER });
+    }
+  });
+
   it('selectFlowLimitLoad: each limit with its in-use count and what waits behind it', async () => {
     await settle();
     const w = await makeWorld(database);
