@@ -21,6 +21,7 @@ import { fileURLToPath } from 'node:url';
 import { procCpuSeconds } from '../lib/cpu.ts';
 import { envNumber, WARM_UP } from '../lib/settings.ts';
 import { CREATE_BATCH, POLL_MS } from './Contender.ts';
+import { assertLoopbackOnly } from './loopbackOnly.ts';
 
 const JOBS = envNumber('OPSTATE_BENCH_PEERS_JOBS', 5000);
 const ADMIN = 'http://127.0.0.1:9070';
@@ -29,21 +30,6 @@ const SERVICE_PORT = 9080;
 const DONE_TIMEOUT_MS = 180_000;
 const require = createRequire(import.meta.url);
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-
-/** Throws unless this process's network namespace has no interface but loopback. */
-function assertLoopbackOnly(): void {
-  // /proc/net/dev lists this namespace's interfaces (/sys/class/net may show the host's).
-  const interfaces = readFileSync('/proc/net/dev', 'utf8')
-    .split('\n')
-    .slice(2)
-    .map((line) => line.split(':')[0]?.trim())
-    .filter((name): name is string => name !== undefined && name !== '');
-  if (interfaces.length !== 1 || interfaces[0] !== 'lo') {
-    throw new Error(
-      `restate-server must run in a network namespace with only loopback (found ${interfaces.join(', ')}): start this through bench/peers/restateRun.ts (unshare -n, as root)`,
-    );
-  }
-}
 
 /** Polls `check` until it resolves true; throws with `what` after `ms`. */
 async function waitUntil(what: string, check: () => Promise<boolean>, ms = 60_000) {
