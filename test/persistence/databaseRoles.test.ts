@@ -240,6 +240,24 @@ describe('database roles', () => {
     }
   });
 
+  it('`opstate migrate --create-roles` as the migrator grants again, creating nothing once the roles exist', async () => {
+    const out: string[] = [];
+    const io = { out: (l: string) => out.push(l), err: (l: string) => out.push(l) };
+    const command = createMigrateCommand(() =>
+      openDatabase({ databaseUrl: as(roles.migrator), max: 1 }),
+    );
+    expect(await command.run(['--create-roles', '--role-prefix', prefix, '--json'], io)).toBe(0);
+    expect(JSON.parse(out.at(-1) as string)).toMatchObject({
+      applied: 0,
+      schema: 'opstate',
+      roles: { ...roles, created: [] },
+    });
+    const [check] = await migrator.execute<{ update: boolean }>(
+      `select has_table_privilege('${roles.runtime}', 'opstate.operation_transition', 'UPDATE') as update`,
+    );
+    expect(check?.update).toBe(false);
+  });
+
   it('a runtime role meeting a pending migration is refused with CONFIG, naming the migrator', async () => {
     const db = await createTestDatabase();
     const older = await mkdtemp(join(tmpdir(), 'opstate-roles-'));
