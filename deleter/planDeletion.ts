@@ -8,6 +8,7 @@ import type {
   PlannedMemberRow,
   PlanOutcomeRow,
 } from '../persistence/DeletionPlan.ts';
+import { outsideRoot } from './insideRoot.ts';
 import { readNoFollow } from './readNoFollow.ts';
 import type { SyscallCount } from './SyscallCount.ts';
 
@@ -89,16 +90,24 @@ export async function planDeletion(
   const outcomes: PlanOutcomeRow[] = [];
   let seq = 0;
   let bytes = 0;
+  // A copy whose path leads out of its location (`..`, or a symlink on the way) is refused whole:
+  // every member is kept with the reason, nothing under it is read, and the run that follows
+  // deletes nothing and hands the copy to an operator (DELETION_FAILED).
+  const outside = await outsideRoot(copy.path, copy.storageRoot, count);
   for (const want of expected) {
     const path = folder ? join(copy.path, want.name) : copy.path;
     if (input.alreadyGone.has(path)) continue;
     seq++;
-    const planned = await planMember(seq, want, path, count);
+    const planned =
+      outside === undefined
+        ? await planMember(seq, want, path, count)
+        : refusedMember(seq, want, path, `the copy's path ${copy.path} ${outside}: refused`);
     members.push(planned.member);
     if (planned.outcome) outcomes.push(planned.outcome);
     else bytes += planned.member.size;
   }
-  const unplanned = folder ? await unplannedNames(copy.path, expected, count) : [];
+  const unplanned =
+    folder && outside === undefined ? await unplannedNames(copy.path, expected, count) : [];
   return {
     deletionId: input.deletionId,
     archiveOperationId: input.archive.operationId,
@@ -174,6 +183,19 @@ async function planMember(
           : `cannot be read (${code ?? String(err)})`;
     return { member, outcome: { seq, outcome: code === 'ENOENT' ? 'MISSING' : 'KEPT', reason } };
   }
+}
+
+/** A member planned as KEPT without being read: its identity unknown ('-'), the reason given. */
+function refusedMember(
+  seq: number,
+  want: WantedMember,
+  path: string,
+  reason: string,
+): { member: PlannedMemberRow; outcome: PlanOutcomeRow } {
+  const { name, sha256: archived } = want;
+  const size = Math.max(0, want.size);
+  const member = { seq, name, path, device: '-', inode: '-', size, mtimeNs: '-', sha256: archived };
+  return { member, outcome: { seq, outcome: 'KEPT', reason } };
 }
 
 /** Files in the copy's folder that the archived package does not name: left alone, listed. */

@@ -2,6 +2,7 @@ import { lstat, realpath } from 'node:fs/promises';
 import { dirname, resolve, sep } from 'node:path';
 import { sha256 } from '../machines/packageLayout.ts';
 import { gitTracking } from './gitTracking.ts';
+import { outsideRoot } from './insideRoot.ts';
 import { scanOpenFiles } from './openFiles.ts';
 import { type FileIdentity, readNoFollow } from './readNoFollow.ts';
 import type { SyscallCount } from './SyscallCount.ts';
@@ -137,6 +138,8 @@ export async function bytesProblem(
  * order; the first failure decides and the member is kept with the reason:
  * 1. identity (`identityProblem`): not there → MISSING; a symlink, not a regular file, another
  *    inode, another size or mtime → KEPT;
+ * 1a. it resolves (`realpath`: `..` and symlinks followed) inside the storage root of its
+ *    location as planned (`outsideRoot`);
  * 1b. its bytes, read again without following a symlink, have the digest the verified archive
  *    holds for it (`bytesProblem`): a file rewritten in place with its size and mtime put back
  *    is kept, never deleted on the strength of an archive of other bytes;
@@ -149,17 +152,20 @@ export async function bytesProblem(
  *
  * @example
  * ```ts
- * const verdict = await revalidateMember(member, facts.protectedPrefixes);
+ * const verdict = await revalidateMember(member, facts.protectedPrefixes, plan.rootPath);
  * if (verdict.ok) await unlink(member.path);
  * ```
  */
 export async function revalidateMember(
   member: MemberToCheck,
   protectedPrefixes: readonly string[],
+  storageRoot: string,
   count?: SyscallCount,
 ): Promise<MemberVerdict> {
   const identity = await identityProblem(member, count);
   if (identity !== undefined) return identity;
+  const outside = await outsideRoot(member.path, storageRoot, count);
+  if (outside !== undefined) return { ok: false, outcome: 'KEPT', reason: outside };
   const held = await bytesProblem(member, count);
   if (held !== undefined) return held;
   const folder = dirname(resolve(member.path));

@@ -65,7 +65,7 @@ export async function runDeletion(o: RunDeletionOptions): Promise<DeletionRunRes
       epoch: o.epoch,
       path: loaded.plan.path,
     };
-    const final = await runMembers(o, loaded.members, at);
+    const final = await runMembers(o, loaded.members, loaded.plan.rootPath, at);
     if (final.kept > 0) return await keepForOperator(o);
     return await receiptThenDeleted(o, loaded.plan, at);
   } catch (err) {
@@ -128,7 +128,12 @@ export function keptByFacts(facts: {
  * lease, reads the facts), then kept by the facts or revalidated and unlinked. Returns the facts of
  * the final step, which records the last outcome.
  */
-async function runMembers(o: RunDeletionOptions, members: Loaded['members'], at: FaultPoint) {
+async function runMembers(
+  o: RunDeletionOptions,
+  members: Loaded['members'],
+  storageRoot: string,
+  at: FaultPoint,
+) {
   let previous: OutcomeInput | undefined;
   const step = async (finish: boolean) => {
     live(o);
@@ -148,7 +153,7 @@ async function runMembers(o: RunDeletionOptions, members: Loaded['members'], at:
     const facts = await step(false);
     let verdict = keptByFacts(facts);
     if (verdict === undefined) {
-      const checked = await revalidateMember(member, facts.protectedPrefixes, o.count);
+      const checked = await revalidateMember(member, facts.protectedPrefixes, storageRoot, o.count);
       verdict = checked.ok ? await unlinkMember(member, o, () => live(o)) : checked;
     }
     previous = { seq: member.seq, outcome: verdict.outcome, reason: verdict.reason };

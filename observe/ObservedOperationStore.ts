@@ -11,6 +11,9 @@ import { OperationStore, type OperationStoreOptions } from '../persistence/Opera
 import type { Database } from '../persistence/openDatabase.ts';
 import type { ObservedTransition, RuntimeObserver } from './RuntimeObserver.ts';
 
+/** How many started attempts an observed store remembers by default: far above any worker's concurrency. */
+const DEFAULT_MAX_TRACKED = 10_000;
+
 /** Who a transition row names when the caller gave no `by` (as the store writes it). */
 function defaultBy(event: OperationEvent): string {
   switch (event.type) {
@@ -37,16 +40,41 @@ function defaultBy(event: OperationEvent): string {
 export class ObservedOperationStore extends OperationStore {
   private readonly observer: RuntimeObserver;
   private readonly observedClock: Clock;
-  /** Kinds of the attempts this process started, for the completions that name only an id. */
+  /**
+   * Kinds of the attempts this process started, for the completions that name only an id. An
+   * entry goes when this process writes anything else for the operation, applied or refused (a
+   * completion refused because the operation was reset away from this worker included), and the
+   * oldest goes once `maxTracked` are kept: a worker that never writes again for an attempt (its
+   * handler hangs, it stops) leaves at most that many behind.
+   */
   private readonly running = new Map<string, OperationKind>();
+  private readonly maxTracked: number;
 
   constructor(
     database: Database,
-    options: OperationStoreOptions & { readonly observer: RuntimeObserver },
+    options: OperationStoreOptions & {
+      readonly observer: RuntimeObserver;
+      /** How many started attempts it remembers at most (default 10,000). */
+      readonly maxTracked?: number;
+    },
   ) {
     super(database, options);
     this.observer = options.observer;
     this.observedClock = options.clock ?? systemClock;
+    this.maxTracked = options.maxTracked ?? DEFAULT_MAX_TRACKED;
+  }
+
+  /** How many started attempts it remembers now (never more than `maxTracked`). */
+  get trackedAttempts(): number {
+    return this.running.size;
+  }
+
+  private track(id: string, kind: OperationKind): void {
+    this.running.delete(id); // re-inserted as the newest
+    this.running.set(id, kind);
+    if (this.running.size <= this.maxTracked) return;
+    const oldest = this.running.keys().next().value;
+    if (oldest !== undefined) this.running.delete(oldest);
   }
 
   // Every override passes the leadership fence on: a control plane's writes stay refused once its
@@ -96,10 +124,10 @@ export class ObservedOperationStore extends OperationStore {
     const observed: ObservedTransition[] = [];
     results.forEach((r, n) => {
       const item = items[n];
-      if (!r.ok || r.alreadyCompleted || item === undefined) return;
       const kind = this.running.get(r.id);
+      // Completed or refused (reset away from this worker meanwhile), this attempt is over here.
       this.running.delete(r.id);
-      if (kind === undefined) return;
+      if (!r.ok || r.alreadyCompleted || item === undefined || kind === undefined) return;
       observed.push({
         operationId: r.id,
         kind,
@@ -127,9 +155,14 @@ export class ObservedOperationStore extends OperationStore {
     const observed: ObservedTransition[] = [];
     results.forEach((r, n) => {
       const item = itemOf(n);
+      // A worker's FAIL refused (its attempt was reset away meanwhile) ends the attempt here; a
+      // control plane's refused write (a lost race) says nothing about what this process runs.
+      if (!r.ok && item?.event?.type === 'FAIL') {
+        this.running.delete(r.id);
+      }
       if (!r.ok || item?.event === undefined || r.from === r.status) return;
       const event = item.event;
-      if (event.type === 'START') this.running.set(r.id, r.context.kind);
+      if (event.type === 'START') this.track(r.id, r.context.kind);
       else if (r.status !== 'IN_PROGRESS') this.running.delete(r.id);
       const scheduledAt = item.record?.scheduledAt?.getTime();
       observed.push({

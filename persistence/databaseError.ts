@@ -20,6 +20,7 @@ export const SqlState = {
   CANNOT_CONNECT_NOW: '57P03',
   INVALID_AUTHORIZATION: '28000',
   INVALID_PASSWORD: '28P01',
+  INSUFFICIENT_PRIVILEGE: '42501',
   /** Raised by opstate's own trigger: a retention claim on a copy whose deletion was decided. */
   CLAIM_REFUSED: 'OPS01',
 } as const;
@@ -115,6 +116,11 @@ export function toOpstateError(err: unknown): OpstateError {
         OpstateErrorCode.CONFLICT,
         `concurrent writers clashed, try again: ${message}`,
         true,
+      );
+    case SqlState.INSUFFICIENT_PRIVILEGE:
+      return make(
+        OpstateErrorCode.CONFIG,
+        `Postgres refused: ${message}; the role opstate connects as lacks a privilege this needs (docs/database-roles.md says what each role may do; \`opstate migrate --create-roles\` grants it)`,
       );
     case SqlState.CLAIM_REFUSED:
       return make(OpstateErrorCode.CONFLICT, message);

@@ -2,6 +2,7 @@ import { fileURLToPath } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { readMigrationFiles } from 'drizzle-orm/migrator';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import { SqlState, sqlStateOf } from './databaseError.ts';
 import { createRecord, moveFromPublic } from './moveFromPublic.ts';
 import type { Database, Executor } from './openDatabase.ts';
 import type { MigrateResult } from './publicRecords.ts';
@@ -47,29 +48,63 @@ export async function migrate(
   const migrations = readMigrationFiles({ migrationsFolder: folder });
   return database.transaction(async (tx) => {
     await tx.execute(sql`select pg_advisory_xact_lock(${MIGRATION_LOCK_KEY})`);
-    await tx.execute(`create schema if not exists ${schema}`);
+    // Only what is missing is created: on a current schema the migrator runs no DDL at all, so a
+    // role without it (the runtime role of docs/database-roles.md) starts as the migrator would.
+    if (!(await exists(tx, `select to_regnamespace('${schema}')`))) {
+      await tx.execute(`create schema if not exists ${schema}`);
+    }
     await refuseOtherSearchPath(tx, schema);
     const moved = await moveFromPublic(tx, schema, migrations);
-    await createRecord(tx, schema);
+    if (!(await exists(tx, `select to_regclass('${schema}.__drizzle_migrations')`))) {
+      await createRecord(tx, schema);
+    }
     const [last] = await tx.execute<{ created_at: string | number | null }>(
       `select created_at from ${schema}.__drizzle_migrations order by created_at desc limit 1`,
     );
     const lastMillis = last?.created_at == null ? -1 : Number(last.created_at);
-    let applied = 0;
-    for (const migration of migrations) {
-      if (migration.folderMillis <= lastMillis) continue;
-      for (const statement of migration.sql) {
-        if (statement.trim() !== '') await tx.execute(inSchema(statement, schema));
+    const pending = migrations.filter((m) => m.folderMillis > lastMillis);
+    try {
+      for (const migration of pending) {
+        for (const statement of migration.sql) {
+          if (statement.trim() !== '') await tx.execute(inSchema(statement, schema));
+        }
+        await tx.execute(
+          sql`insert into ${sql.identifier(schema)}.__drizzle_migrations (hash, created_at)
+              values (${migration.hash}, ${migration.folderMillis})`,
+        );
       }
-      await tx.execute(
-        sql`insert into ${sql.identifier(schema)}.__drizzle_migrations (hash, created_at)
-            values (${migration.hash}, ${migration.folderMillis})`,
-      );
-      applied++;
+      await pinFunctions(tx, schema);
+    } catch (err) {
+      throw notTheMigrator(schema, pending.length, err);
     }
-    await pinFunctions(tx, schema);
-    return { applied, total: migrations.length, ...(moved === undefined ? {} : { moved }) };
+    return {
+      applied: pending.length,
+      total: migrations.length,
+      ...(moved === undefined ? {} : { moved }),
+    };
   });
+}
+
+/** Whether a one-column lookup (`to_regclass`, `to_regnamespace`) found its object. */
+async function exists(tx: Executor, query: string): Promise<boolean> {
+  const [row] = await tx.execute<Record<string, unknown>>(query);
+  return row !== undefined && Object.values(row)[0] != null;
+}
+
+/**
+ * A migration refused for want of a privilege (SQLSTATE 42501) says whose job migrating is: a
+ * role without DDL — the runtime or reader role — can start on a current schema, never bring it
+ * up to date. Anything else passes through unchanged.
+ */
+function notTheMigrator(schema: string, pending: number, err: unknown): unknown {
+  const state = err instanceof OpstateError ? err.details.sqlState : sqlStateOf(err);
+  if (state !== SqlState.INSUFFICIENT_PRIVILEGE) return err;
+  const message = err instanceof Error ? err.message : String(err);
+  return new OpstateError(
+    OpstateErrorCode.CONFIG,
+    `${pending} migration(s) of schema ${schema} are pending, and this role may not apply them (${message}); run \`opstate migrate\` as the role that owns the schema (the migrator, see docs/database-roles.md), then start this process again`,
+    { cause: err, details: { schema, pending } },
+  );
 }
 
 /**

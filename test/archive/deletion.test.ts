@@ -1,10 +1,11 @@
 import { type ChildProcess, execFileSync, spawn } from 'node:child_process';
-import { readdir, rename, stat, symlink, utimes, writeFile } from 'node:fs/promises';
+import { lstat, mkdir, readdir, rename, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createInspectCommand } from '../../cli/commands/inspect.ts';
 import type { CopyDeleter } from '../../deleter/CopyDeleter.ts';
 import { ArchiveState } from '../../machines/ArchiveState.ts';
+import { LocationType } from '../../machines/routing.ts';
 import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
@@ -159,6 +160,81 @@ describe('deletion after a verified archive, revalidated member by member', () =
     });
     expect(await exists(target)).toBe(true);
     expect((await stat(join(pkg.folder, 'scan_0002.fits'))).isFile()).toBe(true); // the link is still there
+  });
+
+  it('refuses a copy whose path leads out of its storage root through `..`: nothing deleted, every member kept with the reason', async () => {
+    const outside = join(w.dir, 'outside-dotdot');
+    const pkg = await w.addPackage(undefined, undefined, async (id) => ({
+      folder: join(outside, id),
+      path: `${w.buffer.storageRoot}/../outside-dotdot/${id}`,
+    }));
+    const r = await archiveThenDelete(pkg);
+    expect(r.status).toBe('DELETION_FAILED');
+    expect(r.members).toHaveLength(4);
+    for (const m of r.members) {
+      expect(m).toMatchObject({
+        outcome: 'KEPT',
+        reason: `the copy's path ${pkg.copy.path} resolves to ${join(outside, pkg.id)}, outside the storage root ${w.buffer.storageRoot} of its location: refused`,
+      });
+    }
+    expect((await readdir(join(outside, pkg.id))).sort()).toEqual([
+      'MANIFEST.json',
+      'scan_0001.fits',
+      'scan_0002.fits',
+      'scan_0003.fits',
+    ]);
+    const [copy] = await w.runtime.database.execute<{ last_error: string }>(
+      `select last_error from physical_copy where id = '${pkg.copy.id}'`,
+    );
+    expect(copy?.last_error).toMatch(
+      /4 member\(s\) kept after revalidation; nothing was deleted: MANIFEST.json: the copy's path .* outside the storage root/,
+    );
+  });
+
+  it('refuses a copy whose path became a symlink to a folder outside its storage root before planning', async () => {
+    // Archived from its folder while the policy cleans nothing; then the folder is moved out of
+    // the storage root and a symlink put in its place; then the policy cleans the buffer again.
+    await w.policies.set({ cleanLocationTypes: [] }, 'test');
+    const pkg = await w.addPackage();
+    const away = join(w.dir, 'outside-link', pkg.id);
+    try {
+      await w.waitStatus(await w.submitArchive(pkg), 'COMPLETED');
+      await mkdir(join(w.dir, 'outside-link'), { recursive: true });
+      await rename(pkg.folder, away);
+      await symlink(away, pkg.folder);
+    } finally {
+      await w.policies.set({ cleanLocationTypes: [LocationType.BUFFER] }, 'test');
+    }
+    deleter.wake();
+    expect(await settle(pkg)).toBe('DELETION_FAILED');
+    const [plan] = await deletions().plansOf(pkg.copy.id);
+    const members = (await deletions().load(plan?.id as string))?.members ?? [];
+    expect(members.length).toBeGreaterThan(0);
+    for (const m of members) {
+      expect(m.outcome).toBe('KEPT');
+      expect(m.reason).toBe(
+        `the copy's path ${pkg.folder} resolves to ${away}, outside the storage root ${w.buffer.storageRoot} of its location: refused`,
+      );
+    }
+    expect((await readdir(away)).length).toBe(4);
+    expect((await lstat(pkg.folder)).isSymbolicLink()).toBe(true);
+  });
+
+  it('keeps a member whose folder is moved outside the storage root and linked back after planning', async () => {
+    const pkg = await w.addPackage();
+    const away = join(w.dir, 'outside-moved', pkg.id);
+    const r = await archiveThenDelete(pkg, async () => {
+      await mkdir(join(w.dir, 'outside-moved'), { recursive: true });
+      await rename(pkg.folder, away);
+      await symlink(away, pkg.folder);
+    });
+    expect(r.status).toBe('DELETION_FAILED');
+    const first = r.members[0];
+    expect(first).toMatchObject({
+      outcome: 'KEPT',
+      reason: `resolves to ${join(away, first?.name as string)}, outside the storage root ${w.buffer.storageRoot} of its location`,
+    });
+    expect((await readdir(away)).length).toBe(4);
   });
 
   it('keeps a member modified after planning: another size, or only another mtime', async () => {

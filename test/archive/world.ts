@@ -56,8 +56,15 @@ export interface ArchiveWorld {
   readonly archive: DataLocation;
   readonly logger: ReturnType<typeof memoryLogger>;
   readonly policies: DeletionPolicyRepository;
-  /** Writes a package folder (MANIFEST.json + files) at the buffer and registers its copy. */
-  addPackage(files?: Record<string, Buffer>, name?: string): Promise<TestPackage>;
+  /**
+   * Writes a package folder (MANIFEST.json + files) at the buffer and registers its copy; `place`
+   * writes it into another folder and registers the copy under another path (a hostile one).
+   */
+  addPackage(
+    files?: Record<string, Buffer>,
+    name?: string,
+    place?: (id: string) => Promise<{ folder: string; path: string }>,
+  ): Promise<TestPackage>;
   /** Starts a worker for long-term archive with the reference handler. */
   startArchiver(env?: { cipher?: ArchiveCipher; faults?: ArchiveFaults }): void;
   /** Submits a long-term archive of a package and returns the operation id. */
@@ -108,7 +115,7 @@ export async function startArchiveWorld(): Promise<ArchiveWorld> {
     archive,
     logger,
     policies,
-    async addPackage(files, name) {
+    async addPackage(files, name, place) {
       const chosen = files ?? {
         'scan_0001.fits': Buffer.from(`first scan ${++counter}\n`),
         'scan_0002.fits': Buffer.from(`second scan ${counter}\n`.repeat(40)),
@@ -117,7 +124,8 @@ export async function startArchiveWorld(): Promise<ArchiveWorld> {
       const pkgName = name ?? `obs-${Date.now().toString(36)}-${++counter}`;
       const id = await runtime.artifacts.addRawDataPackage({ name: pkgName });
       const bytes = writePackage(Object.entries(chosen).map(([n, data]) => ({ name: n, data })));
-      const folder = join(buffer.storageRoot, 'raw_data_package', id);
+      const placed = await place?.(id);
+      const folder = placed?.folder ?? join(buffer.storageRoot, 'raw_data_package', id);
       await mkdir(folder, { recursive: true });
       const [head] = unpackTar(bytes);
       await writeFile(join(folder, MANIFEST_NAME), head?.data ?? Buffer.alloc(0));
@@ -126,7 +134,7 @@ export async function startArchiveWorld(): Promise<ArchiveWorld> {
         artifactType: ArtifactType.RAW_DATA_PACKAGE,
         artifactId: id,
         locationId: buffer.id,
-        path: folder,
+        path: placed?.path ?? folder,
         checksum: checksumOf(sha256(bytes)),
         size: bytes.length,
       });

