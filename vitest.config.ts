@@ -8,7 +8,7 @@ import { defineConfig } from 'vitest/config';
 // dead one: a drill that passes only on idle cores is a flaky drill. They are a project of their
 // own so they can be run alone (`--project drills`).
 const DRILLS = [
-  'test/actors/{recovery,longRunning,leadership,outbox,scale,badDispatch,stalledWorker,postgresRestart,natsOutage,strandedDispatch,deadline,flowLimit,siteRoutes,priority,natsCluster}.test.ts',
+  'test/actors/{recovery,longRunning,leadership,outbox,scale,badDispatch,stalledWorker,postgresRestart,natsOutage,strandedDispatch,deadline,flowLimit,siteRoutes,priority,natsCluster,pgFailover}.test.ts',
   'test/cli/{observability,natsAuthorization}.test.ts',
   'test/breaker/runtime.test.ts',
   'test/archive/crashMatrix.test.ts',

@@ -1,5 +1,6 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
-import { chmod, chown, mkdtemp, rm } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
+import { chmod, chown, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
 import { createServer, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -93,6 +94,84 @@ export class PrivatePostgres {
     await this.pgCtl('stop', ['-m', mode]).catch(() => undefined);
   }
 
+  /**
+   * A streaming standby of `primary` (which must run): `pg_basebackup -R` through a replication
+   * slot named `slot` into a folder of its own, on a free port. Not started; started with
+   * `cluster_name` set, its walreceiver streams under that name (the one a primary's
+   * `synchronous_standby_names` lists).
+   */
+  static async standbyOf(primary: PrivatePostgres, slot: string): Promise<PrivatePostgres> {
+    const dir = await mkdtemp(join(tmpdir(), 'opstate-pg-standby-'));
+    await chmod(dir, 0o700);
+    const { uid, gid } = await postgresIds();
+    await chown(dir, uid, gid);
+    await asPostgres([
+      `${BIN}/pg_basebackup`,
+      '-h',
+      '127.0.0.1',
+      '-p',
+      String(primary.port),
+      '-U',
+      'postgres',
+      '-D',
+      join(dir, 'data'),
+      '-X',
+      'stream',
+      '-C',
+      '-S',
+      slot,
+      '-R',
+      '--checkpoint=fast',
+      '--no-sync',
+    ]);
+    return new PrivatePostgres(await freePort(), dir);
+  }
+
+  /**
+   * SIGKILL to the postmaster and every process it started, at once: the server's machine lost,
+   * not a shutdown (no backend says goodbye to its clients, no checkpoint).
+   */
+  async kill(): Promise<void> {
+    const pid = await this.postmasterPid();
+    if (pid === undefined) return;
+    const all = [pid, ...(await childrenOf(pid))];
+    for (const p of all) {
+      try {
+        process.kill(p, 'SIGKILL');
+      } catch {
+        // gone already
+      }
+    }
+    await waitFor(
+      async () => !(await reachable(this.port)) && all.every((p) => !alive(p)),
+      `the killed Postgres on port ${this.port} to be gone`,
+      30_000,
+      20,
+    );
+  }
+
+  /** `psql -Atc sql` on `database`: the rows as text, one a line, columns split by `|`. */
+  async psql(sql: string, database = 'postgres'): Promise<string> {
+    const args = ['-h', '127.0.0.1', '-p', String(this.port), '-U', 'postgres', '-d', database];
+    const { stdout } = await asPostgres([`${BIN}/psql`, ...args, '-X', '-Atc', sql], 10_000);
+    return stdout.trim();
+  }
+
+  /** `pg_ctl promote` (waiting for it): a standby ends recovery and takes writes. */
+  async promote(): Promise<void> {
+    await this.pgCtl('promote', []);
+  }
+
+  private async postmasterPid(): Promise<number | undefined> {
+    try {
+      const text = await readFile(join(this.dir, 'data', 'postmaster.pid'), 'utf8');
+      const pid = Number(text.split('\n')[0]);
+      return Number.isSafeInteger(pid) && pid > 0 ? pid : undefined;
+    } catch {
+      return undefined;
+    }
+  }
+
   private settings: Record<string, string> = {};
 
   private serverOptions(): string {
@@ -103,13 +182,43 @@ export class PrivatePostgres {
   }
 
   /** `pg_ctl <action>` on this cluster's data folder, as the postgres user, waiting for it. */
-  private pgCtl(action: 'start' | 'restart' | 'stop', args: string[]): Promise<unknown> {
+  private pgCtl(
+    action: 'start' | 'restart' | 'stop' | 'promote',
+    args: string[],
+  ): Promise<unknown> {
     return asPostgres([`${BIN}/pg_ctl`, '-D', join(this.dir, 'data'), '-w', ...args, action]);
   }
 
   async dispose(): Promise<void> {
     await this.stop('immediate');
     await rm(this.dir, { recursive: true, force: true });
+  }
+}
+
+/** The processes whose parent is `pid` (from /proc). */
+async function childrenOf(pid: number): Promise<number[]> {
+  const found: number[] = [];
+  for (const entry of await readdir('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = await readFile(`/proc/${entry}/stat`, 'utf8');
+      // pid (comm) state ppid …; comm may hold spaces and parentheses, so read after the last ')'.
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid) found.push(Number(entry));
+    } catch {
+      // exited while listed
+    }
+  }
+  return found;
+}
+
+/** Whether `pid` runs (a zombie nobody reaped yet counts as gone). */
+function alive(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return stat.slice(stat.lastIndexOf(')') + 2)[0] !== 'Z';
+  } catch {
+    return false;
   }
 }
 

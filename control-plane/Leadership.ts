@@ -92,7 +92,7 @@ export function startLeadership(options: LeadershipOptions): Leadership {
     if (term === undefined) {
       const won = await leases.acquire(name, holder, leaseMs);
       if (won === undefined || stopping) return;
-      const fence: LeaseFence = { name, epoch: won.epoch };
+      const fence: LeaseFence = { name, epoch: won.epoch, holder };
       const current = { fence, deadline: sentAt + leaseMs };
       term = current;
       logger.log('INFO', 'control plane elected leader', { name, holder, epoch: won.epoch });

@@ -10,6 +10,19 @@ import type { Executor } from './openDatabase.ts';
 export interface LeaseFence {
   readonly name: string;
   readonly epoch: number;
+  /**
+   * The holder the epoch was granted to, checked too when given (leadership always gives it): an
+   * epoch is granted once per database, but a failover to an asynchronous standby can lose a grant
+   * the old primary acknowledged, and the promoted server then grants the same epoch to another
+   * holder; without the holder both would pass the fence.
+   */
+  readonly holder?: string;
+}
+
+/** The SQL condition on a `control_plane_lease` row aliased `l` that it is `fence`'s. */
+export function leaseRowOf(fence: LeaseFence): SQL {
+  const holder = fence.holder === undefined ? sql`` : sql` and l.holder = ${fence.holder}`;
+  return sql`l.name = ${fence.name} and l.epoch = ${fence.epoch}${holder}`;
 }
 
 /**
@@ -22,8 +35,8 @@ export interface LeaseFence {
  */
 export function leaseHolds(fence: LeaseFence | undefined): SQL {
   if (fence === undefined) return sql`true`;
-  return sql`exists (select 1 from control_plane_lease l where l.name = ${fence.name}
-    and l.epoch = ${fence.epoch} and l.expires_at > now())`;
+  return sql`exists (select 1 from control_plane_lease l where ${leaseRowOf(fence)}
+    and l.expires_at > now())`;
 }
 
 /** Whether `fence` still holds an unexpired lease (one read, the database's clock). */

@@ -1,6 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import type { LeaseFence } from './LeaseFence.ts';
+import { type LeaseFence, leaseRowOf } from './LeaseFence.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Executor } from './openDatabase.ts';
 
@@ -84,9 +84,9 @@ export class LeaseRepository {
   async renew(fence: LeaseFence, durationMs: number): Promise<Lease | undefined> {
     const ms = checkDuration(durationMs);
     const [row] = await this.#exec.execute(sql`
-      update control_plane_lease set renewed_at = now(),
+      update control_plane_lease l set renewed_at = now(),
         expires_at = now() + ${ms} * interval '1 millisecond'
-      where name = ${fence.name} and epoch = ${fence.epoch}
+      where ${leaseRowOf(fence)}
       returning ${COLUMNS}`);
     return row === undefined ? undefined : toLease(row);
   }
@@ -94,15 +94,15 @@ export class LeaseRepository {
   /** Ends the lease of `fence.epoch` now, so a standby takes over at its next poll. */
   async release(fence: LeaseFence): Promise<void> {
     await this.#exec.execute(sql`
-      update control_plane_lease set expires_at = now()
-      where name = ${fence.name} and epoch = ${fence.epoch} and expires_at > now()`);
+      update control_plane_lease l set expires_at = now()
+      where ${leaseRowOf(fence)} and l.expires_at > now()`);
   }
 
   /** Whether `fence` still holds an unexpired lease. */
   async holds(fence: LeaseFence): Promise<boolean> {
     const [row] = await this.#exec.execute(sql`
-      select 1 as ok from control_plane_lease
-      where name = ${fence.name} and epoch = ${fence.epoch} and expires_at > now()`);
+      select 1 as ok from control_plane_lease l
+      where ${leaseRowOf(fence)} and l.expires_at > now()`);
     return row !== undefined;
   }
 

@@ -16,7 +16,11 @@ export const SqlState = {
   DEADLOCK_DETECTED: '40P01',
   LOCK_NOT_AVAILABLE: '55P03',
   UNDEFINED_TABLE: '42P01',
+  /** A write on a server that takes none: a standby, or a primary made read-only. */
+  READ_ONLY_SQL_TRANSACTION: '25006',
   ADMIN_SHUTDOWN: '57P01',
+  /** A backend ended because another crashed; the server restarts. */
+  CRASH_SHUTDOWN: '57P02',
   CANNOT_CONNECT_NOW: '57P03',
   INVALID_AUTHORIZATION: '28000',
   INVALID_PASSWORD: '28P01',
@@ -124,6 +128,14 @@ export function toOpstateError(err: unknown): OpstateError {
       );
     case SqlState.CLAIM_REFUSED:
       return make(OpstateErrorCode.CONFLICT, message);
+    case SqlState.READ_ONLY_SQL_TRANSACTION:
+      // An outage, not a defect: during a failover the server a connection reached takes no
+      // writes until it is promoted (or the primary it left is back). Waited out and retried.
+      return make(
+        OpstateErrorCode.DATABASE,
+        `the database server takes no writes (a standby, or a read-only primary): ${message}; waiting for a primary. If this lasts, DATABASE_URL reaches no primary: list every host (postgres://…@primary:5432,standby:5432/db) and add target_session_attrs=read-write`,
+        true,
+      );
     case SqlState.UNDEFINED_TABLE:
       return make(
         OpstateErrorCode.DATABASE,
@@ -136,6 +148,7 @@ export function toOpstateError(err: unknown): OpstateError {
     state === undefined ||
     state.startsWith('08') ||
     state === SqlState.ADMIN_SHUTDOWN ||
+    state === SqlState.CRASH_SHUTDOWN ||
     state === SqlState.CANNOT_CONNECT_NOW;
   return make(OpstateErrorCode.DATABASE, `database error: ${message}`, retryable);
 }

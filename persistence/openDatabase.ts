@@ -182,6 +182,18 @@ function refuseSearchPath(url: string): void {
   );
 }
 
+/**
+ * How long the driver waits before it reconnects after a failed connection, in seconds, by the
+ * number of failures in a row (the pool's, all connections together): 0.1 s doubling to a cap of
+ * 1 s, with jitter. postgres.js's own grows to 20 s (3^n / 100), and its count climbs with every
+ * connection of the pool that fails, so a few seconds of outage (a restart, a standby's promotion)
+ * left a process waiting up to 20 s after the server was back. opstate's callers back off
+ * themselves (the loops, the worker's in-place wait); the driver need only not spin.
+ */
+function reconnectBackoffSeconds(failures: number): number {
+  return (0.5 + Math.random() / 2) * Math.min(0.1 * 2 ** Math.max(0, failures - 1), 1);
+}
+
 function openPostgres(given: string, max: number, schema: string, tls?: DatabaseTls): Database {
   refuseSearchPath(given);
   const { url, path } = socketOf(given);
@@ -192,6 +204,7 @@ function openPostgres(given: string, max: number, schema: string, tls?: Database
   // so no statement (prepared or not) can ever resolve a name against another schema.
   const client = postgres(url, {
     max,
+    backoff: reconnectBackoffSeconds,
     onnotice: () => {},
     connection: { search_path: schema },
     ...tlsOption,

@@ -119,3 +119,28 @@ export async function submitArchives(
     );
   }
 }
+
+/** The ids as a uuid[] literal (ids the drill's own database made, so nothing to escape). */
+export const uuids = (ids: readonly string[]) => `'{${ids.join(',')}}'::uuid[]`;
+
+export interface Latency extends Record<string, unknown> {
+  to_scheduled_ms: number | null;
+  to_completed_ms: number | null;
+}
+
+/** The longest submit → first SCHEDULED and last SCHEDULED → COMPLETED among `ids`. */
+export async function longest(database: Database, ids: readonly string[]): Promise<Latency> {
+  const [row] = await database.execute<Latency>(
+    `with t as (
+       select operation_id,
+              min(at) filter (where event = 'CREATE') as created,
+              min(at) filter (where to_status = 'SCHEDULED') as first_scheduled,
+              max(at) filter (where to_status = 'SCHEDULED') as last_scheduled,
+              max(at) filter (where to_status = 'COMPLETED') as completed
+         from operation_transition where operation_id = any(${uuids(ids)}) group by operation_id)
+     select round(max(extract(epoch from first_scheduled - created)) * 1000)::int as to_scheduled_ms,
+            round(max(extract(epoch from completed - last_scheduled)) * 1000)::int as to_completed_ms
+       from t`,
+  );
+  return row ?? { to_scheduled_ms: null, to_completed_ms: null };
+}

@@ -1,11 +1,10 @@
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, describe, expect, it } from 'vitest';
-import type { Database } from '../../persistence/openDatabase.ts';
 import { transportNames } from '../../transport/TransportNames.ts';
 import { NatsClusterProcess } from '../helpers/privateServers.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
-import { pathProblems, submitArchives } from './drillChecks.ts';
+import { longest, pathProblems, submitArchives, uuids } from './drillChecks.ts';
 import { deploymentPerTest, FAST_TIMING, waitFor } from './harness.ts';
 
 /**
@@ -24,31 +23,6 @@ afterAll(async () => {
 });
 
 const BATCH = 40;
-
-/** The ids as a uuid[] literal (ids the drill's own database made, so nothing to escape). */
-const uuids = (ids: readonly string[]) => `'{${ids.join(',')}}'::uuid[]`;
-
-interface Latency extends Record<string, unknown> {
-  to_scheduled_ms: number | null;
-  to_completed_ms: number | null;
-}
-
-/** The longest submit → first SCHEDULED and last SCHEDULED → COMPLETED among `ids`. */
-async function longest(database: Database, ids: readonly string[]): Promise<Latency> {
-  const [row] = await database.execute<Latency>(
-    `with t as (
-       select operation_id,
-              min(at) filter (where event = 'CREATE') as created,
-              min(at) filter (where to_status = 'SCHEDULED') as first_scheduled,
-              max(at) filter (where to_status = 'SCHEDULED') as last_scheduled,
-              max(at) filter (where to_status = 'COMPLETED') as completed
-         from operation_transition where operation_id = any(${uuids(ids)}) group by operation_id)
-     select round(max(extract(epoch from first_scheduled - created)) * 1000)::int as to_scheduled_ms,
-            round(max(extract(epoch from completed - last_scheduled)) * 1000)::int as to_completed_ms
-       from t`,
-  );
-  return row ?? { to_scheduled_ms: null, to_completed_ms: null };
-}
 
 describe('a three-node NATS cluster', () => {
   it('meta leader, stream leader and a follower killed, the stream leader frozen: every operation completes once', async () => {

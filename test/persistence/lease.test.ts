@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { ObservedOperationStore } from '../../observe/ObservedOperationStore.ts';
+import { fenceHolds } from '../../persistence/LeaseFence.ts';
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
@@ -22,6 +23,22 @@ describe('the control-plane lease and its fence', () => {
   afterAll(async () => {
     await database?.close();
     await dropTestDatabase(testDb);
+  });
+
+  it('an epoch granted a second time to another holder (a grant a failover lost) fences the first holder out', async () => {
+    const leases = new LeaseRepository(database);
+    const won = await leases.acquire('deploy-3', 'a', 60_000);
+    const a = { name: 'deploy-3', epoch: won?.epoch ?? 0, holder: 'a' };
+    expect(await leases.holds(a)).toBe(true);
+    // What a promoted asynchronous standby that never received a's grant holds once it has
+    // granted the same epoch to b.
+    await database.execute(`update control_plane_lease set holder = 'b' where name = 'deploy-3'`);
+    expect(await leases.holds(a)).toBe(false);
+    // What every fenced write of the store checks (claims, resets, outbox deletions, breakers).
+    expect(await fenceHolds(database, a)).toBe(false);
+    expect(await leases.renew(a, 60_000)).toBeUndefined();
+    await leases.release(a);
+    expect(await leases.holds({ ...a, holder: 'b' })).toBe(true);
   });
 
   it('one holder at a time; a lapsed lease is taken under a new epoch and the old holder cannot renew it', async () => {

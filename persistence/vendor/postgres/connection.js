@@ -92,6 +92,7 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
     , remaining = 0
     , hostIndex = 0
     , retries = 0
+    , tried = 0
     , length = 0
     , delay = 0
     , rows = 0
@@ -114,6 +115,8 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
     idleTimer,
     connect(query) {
       initial = query
+      // opstate patch: a new round over the hosts (see error()).
+      tried = 0
       reconnect()
     },
     terminate,
@@ -369,6 +372,7 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
     socket.port = port[hostIndex]
 
     hostIndex = (hostIndex + 1) % port.length
+    tried++
   }
 
   function reconnect() {
@@ -392,7 +396,12 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
   }
 
   function error(err) {
-    if (connection.queue === queues.connecting && options.host[retries + 1])
+    // opstate patch: a failed host is passed over for the next one until every host of the URL
+    // was tried once in this round, as libpq does; upstream passed over every failure of a
+    // multi-host URL for ever (retries never grows), so a query waited, silent, for as long as no
+    // host took it (a primary down and its standby not yet promoted) instead of failing as an
+    // outage the caller waits out, as with one host.
+    if (connection.queue === queues.connecting && tried < port.length)
       return
 
     errored(err)
@@ -579,7 +588,8 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
         if (!backendParameters.in_hot_standby || !backendParameters.default_transaction_read_only)
           return fetchState()
         else if (tryNext(target_session_attrs, backendParameters))
-          return terminate()
+          // opstate patch: the last host of the round does not fit either: say so (see error()).
+          return tried >= port.length ? (errored(noHostFits()), terminate()) : terminate()
       }
 
       if (needsTypes) {
@@ -810,10 +820,23 @@ function Connection(options, queues = {}, { onopen = noop, onend = noop, onclose
     options.serializers[typarray] = (xs) => arraySerializer(xs, options.serializers[oid], options, typarray)
   }
 
+  // opstate patch: why a query fails when no host of the URL gave a session that fits.
+  function noHostFits() {
+    const error = Errors.connection('CONNECTION_DESTROYED', options, socket)
+    error.message = 'no host of ' + host.map((h, i) => h + ':' + port[i]).join(',') +
+      ' gives a ' + target_session_attrs + ' session now (a primary down, or its standby not promoted yet)'
+    return error
+  }
+
   function tryNext(x, xs) {
+    // opstate patch: a hot standby takes no writes whatever its default_transaction_read_only,
+    // which it reports as off (PostgreSQL 14 and later report both at startup, so the state query
+    // that read transaction_read_only is skipped); read-write accepted a standby, and every write
+    // on that connection failed with 25006. As libpq: read-write wants neither, read-only either.
+    const readOnly = xs.default_transaction_read_only === 'on' || xs.in_hot_standby === 'on'
     return (
-      (x === 'read-write' && xs.default_transaction_read_only === 'on') ||
-      (x === 'read-only' && xs.default_transaction_read_only === 'off') ||
+      (x === 'read-write' && readOnly) ||
+      (x === 'read-only' && !readOnly) ||
       (x === 'primary' && xs.in_hot_standby === 'on') ||
       (x === 'standby' && xs.in_hot_standby === 'off') ||
       (x === 'prefer-standby' && xs.in_hot_standby === 'off' && options.host[retries])
