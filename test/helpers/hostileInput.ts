@@ -86,10 +86,23 @@ export const hostileJsonText: fc.Arbitrary<string> = fc.oneof(
   },
 );
 
+/**
+ * A JSON text parsed, printed in a counterexample by the start of its text: fast-check's own
+ * printer would overflow the stack on a deeply nested value and hide the failure it reports.
+ */
+function parsedForReport(text: string): unknown {
+  const value = JSON.parse(text) as unknown;
+  if (typeof value === 'object' && value !== null) {
+    const shown = `JSON.parse(${JSON.stringify(text.length > 40 ? `${text.slice(0, 40)}…` : text)})`;
+    Object.defineProperty(value, fc.toStringMethod, { value: () => shown });
+  }
+  return value;
+}
+
 /** Any JSON value, and the hostile texts above parsed: what a field read off the wire can hold. */
 export const anyJsonValue: fc.Arbitrary<unknown> = fc.oneof(
   { arbitrary: fc.jsonValue({ maxDepth: 3 }), weight: 3 },
-  { arbitrary: hostileJsonText.map((text) => JSON.parse(text) as unknown), weight: 1 },
+  { arbitrary: hostileJsonText.map(parsedForReport), weight: 1 },
 );
 
 /** Asserts nothing reached `Object.prototype` (a parser that merged a `__proto__` key would). */
