@@ -16,7 +16,19 @@ export function parseDuration(value: string): number {
   if (ms === undefined) {
     throw new InvalidArgumentError('use a duration such as 30s, 5m, 2h or 1d');
   }
+  // '9999…9d' is a duration in form only: its milliseconds are Infinity or past exact integers.
+  if (!Number.isSafeInteger(ms)) {
+    throw new InvalidArgumentError(
+      'use a duration such as 30s, 5m, 2h or 1d; that one is too long',
+    );
+  }
   return ms;
+}
+
+/** A time `now ± ms` names, or undefined past what a Date holds (±100,000,000 days of 1970). */
+function dateOf(ms: number): Date | undefined {
+  const at = new Date(ms);
+  return Number.isNaN(at.getTime()) ? undefined : at;
 }
 
 /**
@@ -37,13 +49,14 @@ export function parseSince(value: string, now = systemClock.now()): Date {
     }
     return at;
   }
-  try {
-    return new Date(now - parseDuration(value));
-  } catch {
+  const ms = durationMs(value);
+  const at = ms === undefined ? undefined : dateOf(now - ms);
+  if (at === undefined) {
     throw new InvalidArgumentError(
       'use an ISO time such as 2026-11-30T12:00:00Z, or an age such as 2h',
     );
   }
+  return at;
 }
 
 /**
@@ -57,11 +70,12 @@ export function parseSince(value: string, now = systemClock.now()): Date {
  */
 export function parseNotBefore(value: string, now = systemClock.now()): string {
   if (/^\d{4}-\d{2}-\d{2}/.test(value)) return value;
-  try {
-    return new Date(now + parseDuration(value)).toISOString();
-  } catch {
+  const ms = durationMs(value);
+  const at = ms === undefined ? undefined : dateOf(now + ms);
+  if (at === undefined) {
     throw new InvalidArgumentError(
       'use an ISO time with its zone such as 2026-12-05T18:00:00Z, or a delay such as 10m',
     );
   }
+  return at.toISOString();
 }

@@ -1,3 +1,4 @@
+import { describeValue } from './describeValue.ts';
 import { OperationKind } from './OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from './OpstateError.ts';
 
@@ -178,7 +179,12 @@ export const ROUTE_NAME = /^[A-Za-z0-9][A-Za-z0-9-]{0,63}$/;
  */
 export function routeNameProblem(what: 'site' | 'location', value: unknown): string | undefined {
   if (typeof value === 'string' && ROUTE_NAME.test(value)) return undefined;
-  return `${what} ${JSON.stringify(value)} cannot name a queue: use 1–64 letters, digits or '-' (starting with a letter or digit; no '_', '.', '*', '>' or spaces)`;
+  // Shown cut, and never stringified whole: a name may be any value, nested past any stack.
+  const shown =
+    typeof value === 'string'
+      ? JSON.stringify(value.length > 80 ? `${value.slice(0, 80)}…` : value)
+      : describeValue(value);
+  return `${what} ${shown} cannot name a queue: use 1–64 letters, digits or '-' (starting with a letter or digit; no '_', '.', '*', '>' or spaces)`;
 }
 
 function badRouteName(what: 'site' | 'location', value: unknown, fix: string): OpstateError {

@@ -1,4 +1,5 @@
 import type { Decision } from '../machines/decide.ts';
+import { describeValue } from '../machines/describeValue.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { OperationEvent, OperationStatus } from '../machines/operationMachine.ts';
 import { fenceHolds, type LeaseFence, notLeader } from './LeaseFence.ts';
@@ -50,7 +51,7 @@ export function checkId(id: unknown, what = 'operation id'): string {
   if (!isUuid(id)) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
-      `${what} ${JSON.stringify(id)} is not a uuid`,
+      `${what} ${typeof id === 'string' ? JSON.stringify(id) : describeValue(id)} is not a uuid`,
       { details: { id } },
     );
   }

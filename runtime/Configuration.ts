@@ -313,9 +313,12 @@ const decodedOrUndefined = (text: string): string | undefined => {
   }
 };
 
-/** Refuses URLs whose user info or path is not well percent-encoded (a client would throw on it). */
-const wellEncoded = (value: string | undefined, ctx: z.RefinementCtx) => {
-  for (const url of value?.split(',') ?? []) {
+/**
+ * Refuses URLs whose user info or path is not well percent-encoded (a client would throw on it):
+ * each of a list (NATS_URL), or one URL (DATABASE_URL, whose password may hold a comma).
+ */
+const wellEncoded = (list: boolean) => (value: string | undefined, ctx: z.RefinementCtx) => {
+  for (const url of value === undefined ? [] : list ? value.split(',') : [value]) {
     const info = userInfoOf(url.trim());
     if (info !== undefined && decodedOrUndefined(info) === undefined) {
       ctx.addIssue({
@@ -333,6 +336,26 @@ const wellEncoded = (value: string | undefined, ctx: z.RefinementCtx) => {
   }
 };
 
+/**
+ * Refuses a DATABASE_URL that postgres.js cannot read, as it reads one (it would throw a URIError
+ * or TypeError from its constructor): it takes the hosts after the first `@` before any `/` or
+ * `?`, percent-decodes them, and parses the URL with the first host alone.
+ */
+const clientReadable = (value: string | undefined, ctx: z.RefinementCtx) => {
+  if (value === undefined) return;
+  const authority = value.slice(value.indexOf('://') + 3).split(/[?/]/)[0] as string;
+  const hosts = decodedOrUndefined(authority.slice(authority.indexOf('@') + 1));
+  if (hosts === undefined) {
+    ctx.addIssue({ code: 'custom', message: 'its host is not well percent-encoded' });
+  } else if (!URL.canParse(value.replace(hosts, hosts.split(',')[0] as string))) {
+    ctx.addIssue({
+      code: 'custom',
+      message:
+        'it is not a URL a client can read: check the brackets around an IPv6 host, the port and any stray character',
+    });
+  }
+};
+
 /** Each variable's schema: a failure names the variable and what it allows. */
 const schemas: Record<string, z.ZodType> = {
   DATABASE_URL: nonEmpty
@@ -342,7 +365,8 @@ const schemas: Record<string, z.ZodType> = {
         .regex(/^postgres(ql)?:\/\/./)
         .optional(),
     )
-    .superRefine(wellEncoded),
+    .superRefine(wellEncoded(false))
+    .superRefine(clientReadable),
   OPSTATE_DATABASE_TLS: nonEmpty.pipe(z.enum(['disable', 'require', 'verify-full']).optional()),
   OPSTATE_EMBEDDED_ENGINE: nonEmpty.pipe(z.enum(['postgres', 'pglite']).optional()),
   OPSTATE_DB_SCHEMA: nonEmpty.superRefine((name, ctx) => {
@@ -356,7 +380,7 @@ const schemas: Record<string, z.ZodType> = {
         .regex(/^((nats|tls):\/\/[^,\s]+)(,(nats|tls):\/\/[^,\s]+)*$/)
         .optional(),
     )
-    .superRefine(wellEncoded),
+    .superRefine(wellEncoded(true)),
   OPSTATE_PREFIX: nonEmpty.pipe(
     z
       .string()
@@ -417,7 +441,7 @@ type Environment = Readonly<Record<string, string | undefined>>;
  * URL, which may name several hosts but has one user info, whose password may hold a comma.
  */
 function shownUrl(variable: string, value: string): string {
-  if (variable === 'NATS_URL') return redactUrlList(value);
+  // A refused value is redacted whole, not entry by entry: a comma in a password would split it.
   return variable.endsWith('_URL') ? redactUrl(value) : value;
 }
 
@@ -709,13 +733,20 @@ export function secretsOf(config: Configuration): string[] {
   if (auth.type === 'user') secrets.push(auth.password);
   if (auth.type === 'token') secrets.push(auth.token);
   for (const url of [config.database.url, ...(config.nats.url?.split(',') ?? [])]) {
-    const info = url === undefined ? undefined : userInfoOf(url.trim());
-    const colon = info?.indexOf(':') ?? -1;
-    if (info === undefined || colon === -1 || colon === info.length - 1) continue;
-    const password = info.slice(colon + 1);
-    secrets.push(password);
-    const decoded = decodedOrUndefined(password);
-    if (decoded !== undefined && decoded !== password) secrets.push(decoded);
+    if (url === undefined) continue;
+    // The password as a URL parser reads it, and all before the last '@' (as redactUrl hides it).
+    const whole = url.trim().slice(url.trim().indexOf('://') + 3);
+    for (const info of [
+      userInfoOf(url.trim()),
+      whole.slice(0, Math.max(0, whole.lastIndexOf('@'))),
+    ]) {
+      const colon = info?.indexOf(':') ?? -1;
+      if (info === undefined || colon === -1 || colon === info.length - 1) continue;
+      const password = info.slice(colon + 1);
+      const decoded = decodedOrUndefined(password);
+      for (const s of [password, decoded])
+        if (s !== undefined && !secrets.includes(s)) secrets.push(s);
+    }
   }
   return secrets;
 }

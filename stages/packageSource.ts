@@ -9,6 +9,7 @@ import {
   MANIFEST_NAME,
   type Manifest,
   manifestBytes,
+  manifestJson,
   packageWithManifest,
   readPackage,
   sha256,
@@ -48,14 +49,13 @@ function bad(message: string, copy: PhysicalCopyRecord): OpstateError {
   return new OpstateError(OpstateErrorCode.BAD_INPUT, message, { details: { copyId: copy.id } });
 }
 
-/** The manifest of an unpacked package folder, its member names checked. */
+/**
+ * The manifest of an unpacked package folder, its member names checked: `BAD_INPUT` for one over
+ * `MAX_MANIFEST_BYTES`, not JSON, without a list of members, or with an entry whose name is not a
+ * plain file name (or is named twice) or that lacks a whole size or a sha256.
+ */
 export function parseManifest(data: Buffer, where: string): Manifest {
-  let parsed: unknown;
-  try {
-    parsed = JSON.parse(data.toString('utf8'));
-  } catch {
-    throw new OpstateError(OpstateErrorCode.BAD_INPUT, `${where}: ${MANIFEST_NAME} is not JSON`);
-  }
+  const parsed = manifestJson(data, where);
   const members = (parsed as { members?: unknown } | null)?.members;
   if (!Array.isArray(members)) {
     throw new OpstateError(OpstateErrorCode.BAD_INPUT, `${where}: ${MANIFEST_NAME} has no members`);

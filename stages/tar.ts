@@ -40,7 +40,8 @@ export function packTar(members: readonly TarMember[]): Buffer {
   for (const m of members) {
     checkMemberName(m.name, 'tar');
     const header = Buffer.alloc(BLOCK);
-    field(header, 0, 100, m.name);
+    // UTF-8, as the reader decodes it (checkMemberName keeps it within 99 bytes).
+    header.write(m.name, 0, 100, 'utf8');
     field(header, 100, 8, octal(0o644, 8));
     field(header, 108, 8, octal(0, 8));
     field(header, 116, 8, octal(0, 8));

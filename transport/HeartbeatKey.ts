@@ -1,3 +1,4 @@
+import { describeValue } from '../machines/describeValue.ts';
 import { isOperationKind, OPERATION_KINDS } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { HeldOperation, WorkerHeartbeat, WorkerReads } from './Transport.ts';
@@ -5,11 +6,11 @@ import type { HeldOperation, WorkerHeartbeat, WorkerReads } from './Transport.ts
 const TOKEN = /^[A-Za-z0-9_=-]{1,128}$/;
 const PREFIX = 'worker.';
 
-function checkToken(name: string, value: string): void {
-  if (!TOKEN.test(value)) {
+function checkToken(name: string, value: unknown): void {
+  if (typeof value !== 'string' || !TOKEN.test(value)) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
-      `Heartbeat ${name} ${JSON.stringify(value)} is not key-safe: use 1–128 letters, digits, "-", "_" or "=" (no dots).`,
+      `Heartbeat ${name} ${describeValue(value)} is not key-safe: use 1–128 letters, digits, "-", "_" or "=" (no dots).`,
       { details: { [name]: value } },
     );
   }
@@ -39,10 +40,10 @@ export const MAX_HEARTBEAT_BYTES = 64 * 1024;
 const INSTANCE = /^[A-Za-z0-9_-]{1,64}$/;
 
 function checkHeld(held: readonly HeldOperation[], instance: string | undefined): void {
-  if (instance !== undefined && !INSTANCE.test(instance)) {
+  if (instance !== undefined && (typeof instance !== 'string' || !INSTANCE.test(instance))) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
-      `Heartbeat instance ${JSON.stringify(instance)} is not a nonce: use 1–64 letters, digits, "-" or "_".`,
+      `Heartbeat instance ${describeValue(instance)} is not a nonce: use 1–64 letters, digits, "-" or "_".`,
       { details: { instance } },
     );
   }
@@ -50,10 +51,17 @@ function checkHeld(held: readonly HeldOperation[], instance: string | undefined)
     if (!isOperationKind(h.kind)) {
       throw new OpstateError(
         OpstateErrorCode.BAD_INPUT,
-        `Unknown operation kind ${String(h.kind)}.`,
+        `Unknown operation kind ${describeValue(h.kind)}.`,
       );
     }
     checkToken('operationId', h.operationId);
+    // What the reader refuses is never written: it would drop the whole heartbeat.
+    if (!Number.isSafeInteger(h.attempt) || h.attempt < 1) {
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        `Heartbeat attempt ${describeValue(h.attempt)} of ${h.operationId} is not a whole number ≥ 1.`,
+      );
+    }
   }
 }
 
@@ -76,12 +84,15 @@ function readsFault(queues: unknown, kinds: unknown): string | undefined {
 
 function checkReads(reads: WorkerReads | undefined): void {
   if (reads === undefined) return;
-  const fault = readsFault(reads.queues, reads.kinds);
+  const fault =
+    typeof reads === 'object' && reads !== null
+      ? readsFault(reads.queues, reads.kinds)
+      : 'they are not { queues, kinds }';
   if (fault !== undefined) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
-      `Heartbeat reads ${JSON.stringify(reads)}: ${fault}; list each queue the worker consumes once, by its queueName(route) (\`<site>_<location>_<location type>_<operation type>\`), and each of its kinds once (one of ${OPERATION_KINDS.join(', ')}).`,
-      { details: { queues: reads.queues, kinds: reads.kinds } },
+      `Heartbeat reads ${describeValue(reads)}: ${fault}; list each queue the worker consumes once, by its queueName(route) (\`<site>_<location>_<location type>_<operation type>\`), and each of its kinds once (one of ${OPERATION_KINDS.join(', ')}).`,
+      { details: { reads } },
     );
   }
 }

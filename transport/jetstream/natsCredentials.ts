@@ -107,8 +107,23 @@ export function splitServers(servers: string | string[]): string[] {
 }
 
 /**
+ * Where a URL's user info ends in `rest` (the URL after `scheme://`), or -1 when it has none: at
+ * the authority's last `@`, as a URL parser reads it, so a password holding a raw `@` counts
+ * whole. When the authority holds no `@` but one comes later, at the last `@` of all: a password
+ * holding a raw `/`, `?` or `#` (where a parser ends the authority) counts whole too.
+ */
+function userInfoEnd(rest: string): number {
+  const end = rest.search(/[/?#]/);
+  const at = (end === -1 ? rest : rest.slice(0, end)).lastIndexOf('@');
+  return at === -1 ? rest.lastIndexOf('@') : at;
+}
+
+/**
  * A URL with the secret part of its user info replaced by `***`: `nats://u:***@host`,
- * `postgres://u:***@host/db`; a lone user-info part (a token) becomes `***`.
+ * `postgres://u:***@host/db`; a lone user-info part (a token) becomes `***`. Everything before the
+ * URL's last `@` is taken as user info, wherever a URL parser would end it, so no password is
+ * shown however it is written (a raw `@`, `/`, `?` or `#` in it, or no scheme before it); a URL
+ * with an `@` in its path or query is shown too little, never a password.
  *
  * @example
  * ```ts
@@ -116,17 +131,12 @@ export function splitServers(servers: string | string[]): string[] {
  * ```
  */
 export function redactUrl(url: string): string {
-  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0];
-  if (scheme === undefined) return url;
-  // The authority ends at the first '/', '?' or '#'; its user info at its last '@', as a URL
-  // parser reads it, so a password holding a raw '@' is hidden whole.
+  const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0] ?? '';
   const rest = url.slice(scheme.length);
-  const end = rest.search(/[/?#]/);
-  const authority = end === -1 ? rest : rest.slice(0, end);
-  const at = authority.lastIndexOf('@');
+  const at = rest.lastIndexOf('@');
   let redacted = url;
   if (at !== -1) {
-    const info = authority.slice(0, at);
+    const info = rest.slice(0, at);
     const colon = info.indexOf(':');
     const shown = colon === -1 ? '***' : `${info.slice(0, colon)}:***`;
     redacted = `${scheme}${shown}${rest.slice(at)}`;
@@ -136,22 +146,22 @@ export function redactUrl(url: string): string {
 }
 
 /**
- * A URL's user info (`user:password`, or a lone token) as a URL parser reads it: everything
- * before the authority's last `@`. `undefined` when there is none.
+ * A URL's user info (`user:password`, or a lone token): everything before the authority's last
+ * `@`, as a URL parser reads it, or before the last `@` of all when the authority holds none (a
+ * password holding a raw `/`, `?` or `#`). `undefined` when there is none.
  *
  * @example
  * ```ts
  * userInfoOf('postgres://app:p@ss@db/app'); // 'app:p@ss'
+ * userInfoOf('nats://ops:a/b@nats-1:4222'); // 'ops:a/b'
  * ```
  */
 export function userInfoOf(url: string): string | undefined {
   const scheme = /^[a-z][a-z0-9+.-]*:\/\//i.exec(url)?.[0];
   if (scheme === undefined) return undefined;
   const rest = url.slice(scheme.length);
-  const end = rest.search(/[/?#]/);
-  const authority = end === -1 ? rest : rest.slice(0, end);
-  const at = authority.lastIndexOf('@');
-  return at === -1 ? undefined : authority.slice(0, at);
+  const at = userInfoEnd(rest);
+  return at === -1 ? undefined : rest.slice(0, at);
 }
 
 /**
