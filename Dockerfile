@@ -23,8 +23,11 @@ COPY dashboard dashboard
 RUN npm run build
 
 FROM node:22-bookworm-slim AS runtime
+# In a container the metrics server listens on every interface (Prometheus scrapes it from
+# another container); outside one it listens on 127.0.0.1 unless told otherwise.
 ENV NODE_ENV=production \
-    OPSTATE_DATA_DIR=/home/node/opstate-data
+    OPSTATE_DATA_DIR=/home/node/opstate-data \
+    OPSTATE_METRICS_HOST=0.0.0.0
 WORKDIR /app
 COPY package.json package-lock.json ./
 # No install scripts (`prepare` would build, without the dev dependencies), except the one that

@@ -32,6 +32,7 @@ import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { defaultRoute, LocationType, queueName } from '../machines/routing.ts';
 import { memoryLogger } from '../observe/Logger.ts';
 import { LeaseRepository } from '../persistence/LeaseRepository.ts';
+import { NATS_URL } from './lib/settings.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../runtime/Runtime.ts';
 import {
   handlersModule,
@@ -43,7 +44,6 @@ import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { JetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 
 const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const SAMPLES = Number(process.env.OPSTATE_BENCH_RECOVERY_SAMPLES ?? 3);
 // Worker processes run the built package, with this fixture compiled against it.
 await prepareBuiltProcesses((line) => process.stderr.write(`[bench] ${line}\n`));
