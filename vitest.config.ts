@@ -14,6 +14,7 @@ const DRILLS = [
   'test/archive/crashMatrix.test.ts',
   'test/pipeline/{pipelineCli,pipelineCrash}.test.ts',
   'test/chaos/chaos.test.ts',
+  'test/transport/hostileNetwork.test.ts',
 ];
 
 export default defineConfig({
