@@ -10,9 +10,12 @@ import { isOperationKind, type OperationKind } from '../../machines/OperationKin
 import { urlHosts } from '../../persistence/databaseTls.ts';
 import { loadConfiguration, SETTINGS } from '../../runtime/Configuration.ts';
 import { resolveRuntimeTiming } from '../../runtime/Runtime.ts';
+import { createJetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { inboxPrefixOf } from '../../transport/jetstream/inboxPrefix.ts';
 import { splitServers } from '../../transport/jetstream/natsCredentials.ts';
+import { startDeployNats } from '../helpers/deployNats.ts';
 import { REPO_ROOT } from '../helpers/opstateCli.ts';
+import { makeTestCertificates } from '../helpers/tlsFiles.ts';
 
 /**
  * The Dockerfile and docker-compose.yml are for users (no container engine runs here): every
@@ -77,7 +80,7 @@ function roleOf(s: Service): string {
   expect(s.environment?.OPSTATE_NATS_NKEY_SEED_FILE).toBe('/run/secrets/nats_seed');
   const secret = s.secrets?.find((x) => x.target === 'nats_seed');
   expect(secret?.source).toMatch(/-nkey$/);
-  return (secret?.source as string).replace(/-nkey$/, '');
+  return String(secret?.source).replace(/-nkey$/, '');
 }
 
 describe('Dockerfile', () => {
@@ -402,6 +405,85 @@ describe('deploy/docker-compose.cluster.yml', () => {
       for (const variable of interpolated(text)) {
         expect(example, variable).toMatch(new RegExp(`^${variable}=`, 'm'));
       }
+    }
+  });
+});
+
+describe('deploy/docker-compose.secure.yml', () => {
+  const secure = parse(read('deploy/docker-compose.secure.yml'), { merge: true }) as Compose;
+  const nats = secure.services.nats as Service;
+
+  it('adds TLS to the services of docker-compose.yml only, with variables opstate reads and files under deploy/tls/', () => {
+    const known = new Set(SETTINGS.map((s) => s.variable));
+    for (const [name, s] of Object.entries(secure.services)) {
+      expect(services[name], name).toBeDefined();
+      if (name === 'nats') continue;
+      expect(services[name]?.build, name).toBe('.');
+      for (const variable of Object.keys(s.environment ?? {})) {
+        expect(known.has(variable), `${name}: ${variable}`).toBe(true);
+      }
+      // The base file's environment with this one's over it, as compose merges them.
+      const merged = { ...resolvedEnvironment(services[name] as Service), ...s.environment };
+      const config = loadConfiguration(merged);
+      expect(config.nats.url).toBe('tls://nats:4222');
+      expect(config.nats.tls).toEqual({
+        caFile: '/run/secrets/nats_ca',
+        certFile: '/run/secrets/nats_cert',
+        keyFile: '/run/secrets/nats_key',
+      });
+      expect(config.nats.auth).toEqual({ type: 'nkey', seedFile: '/run/secrets/nats_seed' });
+      expect(config.nats.insecure).toBe(false);
+      // Its own certificate, beside its own NKey seed.
+      const role = roleOf(services[name] as Service);
+      const cert = s.secrets?.find((x) => x.target === 'nats_cert')?.source as string;
+      expect(secure.secrets?.[cert]?.file).toBe(`./deploy/tls/${role}.pem`);
+    }
+    for (const { file } of Object.values(secure.secrets ?? {})) {
+      expect(file).toMatch(/^\.\/deploy\/tls\/[\w-]+\.pem$/);
+    }
+    for (const v of nats.volumes ?? []) expect(v).toMatch(/^\.\/deploy\/tls\/[\w-]+\.pem:/);
+    expect(read('deploy/tls/.gitignore')).toMatch(/^\*\.pem$/m);
+    expect(read('deploy/nkeys/.gitignore')).toMatch(/^\*\.nk$/m);
+  });
+
+  it('runs nats-server with those flags on deploy/nats.conf: an NKey user with a client certificate gets in, one without is not', async () => {
+    const certs = await makeTestCertificates(undefined, 'control-plane');
+    const mounted: Record<string, string> = {
+      '/etc/nats/tls/ca.pem': certs.caFile,
+      '/etc/nats/tls/nats.pem': certs.serverCertFile,
+      '/etc/nats/tls/nats-key.pem': certs.serverKeyFile,
+    };
+    // The command as the container runs it, its config and store given by the helper instead.
+    const command = nats.command ?? [];
+    const tlsArgs: string[] = [];
+    for (let i = 0; i < command.length; i++) {
+      const arg = command[i] as string;
+      if (arg === '-c' || arg === '-sd') i++;
+      else tlsArgs.push(mounted[arg] ?? arg);
+    }
+    expect(tlsArgs).toEqual(expect.arrayContaining(['--tlsverify', certs.caFile]));
+    const server = await startDeployNats(tlsArgs);
+    try {
+      const url = server.url.replace('nats://', 'tls://');
+      const as = (tls: { caFile: string; certFile?: string; keyFile?: string }) =>
+        createJetStreamTransport({
+          servers: url,
+          prefix: 'opstate',
+          credentials: { auth: { type: 'nkey', seedFile: server.controlPlane.seedFile }, tls },
+          inboxPrefix: inboxPrefixOf('opstate', 'control-plane'),
+          connectTimeoutMs: 3000,
+        });
+      const transport = await as({
+        caFile: certs.caFile,
+        certFile: certs.clientCertFile,
+        keyFile: certs.clientKeyFile,
+      });
+      expect(transport.acceptsAnonymous).toBe(false);
+      await transport.ensure([]);
+      await transport.close();
+      await expect(as({ caFile: certs.caFile })).rejects.toThrow(/client certificate/);
+    } finally {
+      await server.close();
     }
   });
 });

@@ -37,7 +37,7 @@ export interface DeployNats {
 /**
  * Starts a private nats-server on deploy/nats.conf, unchanged, with a fresh NKey per user: the
  * public keys go to the server's environment (as docker-compose.yml passes them), the seeds to
- * files the processes read (`OPSTATE_NATS_NKEY_SEED_FILE`).
+ * files the processes read (`OPSTATE_NATS_NKEY_SEED_FILE`). `extraArgs` add flags (TLS).
  *
  * @example
  * ```ts
@@ -45,7 +45,7 @@ export interface DeployNats {
  * await createRuntime({ natsUrl: nats.url, natsCredentials: nats.controlPlane.credentials, … });
  * ```
  */
-export async function startDeployNats(): Promise<DeployNats> {
+export async function startDeployNats(extraArgs: readonly string[] = []): Promise<DeployNats> {
   const dir = await mkdtemp(join(tmpdir(), 'opstate-deploy-nats-'));
   const user = async (name: string): Promise<DeployNatsUser> => {
     const pair = createUser();
@@ -66,7 +66,7 @@ export async function startDeployNats(): Promise<DeployNats> {
   const server = await NatsServerProcess.create();
   try {
     await server.start({
-      args: ['-c', DEPLOY_NATS_CONF, '-m', String(await freePort())],
+      args: ['-c', DEPLOY_NATS_CONF, '-m', String(await freePort()), ...extraArgs],
       env: {
         OPSTATE_NATS_CONTROL_PLANE_NKEY: controlPlane.publicKey,
         OPSTATE_NATS_WORKER_A_NKEY: workerA.publicKey,
