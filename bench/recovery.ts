@@ -32,7 +32,6 @@ import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { defaultRoute, LocationType, queueName } from '../machines/routing.ts';
 import { memoryLogger } from '../observe/Logger.ts';
 import { LeaseRepository } from '../persistence/LeaseRepository.ts';
-import { NATS_URL } from './lib/settings.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../runtime/Runtime.ts';
 import {
   handlersModule,
@@ -42,6 +41,7 @@ import {
 } from '../test/helpers/opstateCli.ts';
 import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { JetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import { NATS_URL } from './lib/settings.ts';
 
 const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
 const SAMPLES = Number(process.env.OPSTATE_BENCH_RECOVERY_SAMPLES ?? 3);
