@@ -117,38 +117,180 @@ function send(url: string, headers: Record<string, string>, body?: string) {
 const heartbeat = (held: [string, string, number][]) =>
   JSON.stringify({ instance: 'forged-1', held });
 
+/** A client of the broker, with the errors the server sent it. */
+type Attacker = Awaited<ReturnType<typeof clientOf>>;
+
+/**
+ * Keeps writing, under the attacker's own key, a heartbeat listing operation `id` at its current
+ * attempt, every heartbeat interval, until `stop` (which says how many were written).
+ */
+function forgeHeartbeats(bucket: KV, id: string, load: () => Promise<{ attempt: number }>) {
+  let forging = true;
+  let puts = 0;
+  const loop = (async () => {
+    while (forging) {
+      const { attempt } = await load();
+      await bucket.put(
+        'worker.worker-a',
+        heartbeat([[OperationKind.LONG_TERM_ARCHIVE, id, attempt]]),
+      );
+      puts++;
+      await new Promise((r) => setTimeout(r, FAST_TIMING.heartbeatIntervalMs));
+    }
+  })();
+  return {
+    async stop(): Promise<number> {
+      forging = false;
+      await loop;
+      return puts;
+    },
+  };
+}
+
+/** Publishes `payload` on `subject` `count` times and waits for the server to refuse it. */
+async function publishRefused(attacker: Attacker, subject: string, payload: string, count: number) {
+  for (let i = 0; i < count; i++) attacker.nc.publish(subject, payload);
+  await attacker.nc.flush();
+  await waitFor(
+    () => attacker.errors.some((e) => e.includes(`Publish to "${subject}"`)),
+    `the refusal of the publishes on ${subject}`,
+  );
+}
+
+/**
+ * Subscribes to worker-b's, the control plane's and the default inboxes and waits for the server
+ * to refuse each; returns what they overheard meanwhile and after (nothing, if refused).
+ */
+async function otherInboxesRefused(attacker: Attacker): Promise<string[]> {
+  const overheard: string[] = [];
+  const refused = new Map<string, string>();
+  const inboxes = [
+    inboxPrefixOf('opstate', 'worker', 'worker-b'),
+    inboxPrefixOf('opstate', 'control-plane'),
+    '_INBOX',
+  ];
+  for (const inbox of inboxes) {
+    const sub = attacker.nc.subscribe(`${inbox}.>`, {
+      callback: (err, m) => {
+        if (err === null) overheard.push(m.subject);
+      },
+    });
+    void sub.closed.then((e) => refused.set(inbox, e instanceof Error ? e.message : String(e)));
+  }
+  await waitFor(
+    () => refused.size === inboxes.length,
+    'each subscription to another inbox to be refused',
+    30_000,
+    20,
+    () => `refused so far: ${[...refused.keys()].join(', ') || 'none'}`,
+  );
+  for (const why of refused.values()) expect(why).toMatch(/Permissions Violation/);
+  return overheard;
+}
+
+/** What a page served from evil.example, whose name now points at the dashboard, gets for a cancel. */
+function reboundCancel(dashboardUrl: string, id: string) {
+  const { port } = new URL(dashboardUrl);
+  return send(
+    `${dashboardUrl.replace(/\/$/, '')}/api/operations/${id}/cancel`,
+    {
+      host: `evil.example:${port}`,
+      origin: `http://evil.example:${port}`,
+      'content-type': 'application/json',
+      'x-opstate-action': '1',
+    },
+    JSON.stringify({ reason: 'rebound' }),
+  );
+}
+
+/**
+ * worker-b starts an operation and dies right after START; the attacker keeps listing that
+ * operation in a heartbeat of its own, at its attempt, and tries to write worker-b's key. Returns
+ * once the monitor has reset it, forgery or not, with the forgery still going.
+ */
+async function starterDiesUnderForgery(at: {
+  runtime: Runtime;
+  base: Record<string, string>;
+  deployed: DeployNats;
+  attacker: Attacker;
+  bucket: KV;
+}) {
+  const { runtime, base, deployed, attacker, bucket } = at;
+  const crashing = spawnWorkerB({
+    ...base,
+    ...deployed.workerB.env,
+    FIXTURE_CRASH: 'after-start',
+  });
+  const first = await archiveOperation({ runtime });
+  await waitFor(crashing.gone, `worker-b to crash after START:\n${crashing.text()}`, 60_000);
+  const started = await runtime.store.load(first.id);
+  expect(started.status).toBe('IN_PROGRESS');
+  expect(started.workerId).toBe('worker-b');
+  const forging = forgeHeartbeats(bucket, first.id, () => runtime.store.load(first.id));
+  stops.push(async () => {
+    await forging.stop().catch(() => 0);
+  });
+  // It cannot write worker-b's key in its place: the server refuses the publish.
+  await expect(
+    bucket.put(
+      'worker.worker-b',
+      heartbeat([[OperationKind.LONG_TERM_ARCHIVE, first.id, started.attempt]]),
+    ),
+  ).rejects.toThrow();
+  await waitFor(
+    () => attacker.errors.some((e) => e.includes('$KV.opstate_heartbeats.worker.worker-b')),
+    'the refusal of the forged worker-b heartbeat',
+  );
+  // The monitor resets the operation once worker-b's heartbeat is stale, forgery or not.
+  await waitFor(
+    async () => (await runtime.store.load(first.id)).attempt > started.attempt,
+    `the operation worker-b dropped to be reset despite worker-a's heartbeat listing it`,
+    60_000,
+  );
+  return { first, forging };
+}
+
+/**
+ * deploy/nats.conf on a private server, a database, the control plane (as deploy/nats.conf's
+ * control-plane user, on its own inbox) and the dashboard with operator actions on loopback.
+ */
+async function startDrillDeployment() {
+  nats = await startDeployNats();
+  db = await createTestDatabase('opstate_hostile');
+  plane = await createRuntime({
+    databaseUrl: db.url,
+    natsUrl: nats.url,
+    natsCredentials: nats.controlPlane.credentials,
+    natsInboxPrefix: inboxPrefixOf('opstate', 'control-plane'),
+    prefix: 'opstate',
+    timing: FAST_TIMING,
+    logger: memoryLogger(),
+  });
+  const runtime = plane;
+  runtime.startControlPlane();
+
+  // The dashboard, with operator actions, on loopback.
+  const dashboard = await startDashboard({
+    database: runtime.database,
+    timing: runtime.timing,
+    heartbeats: runtime.transport.heartbeats,
+    command: runtime.command,
+    port: 0,
+    logger: memoryLogger(),
+  });
+  stops.push(() => dashboard.close());
+
+  const base = { DATABASE_URL: db.url, NATS_URL: nats.url, OPSTATE_PREFIX: 'opstate' };
+  return { runtime, dashboard, base, servers: nats };
+}
+
 describe('a hostile network around a running deployment (deploy/nats.conf)', () => {
   it('refuses every attack, and every operation completes within its timers', async () => {
-    nats = await startDeployNats();
-    db = await createTestDatabase('opstate_hostile');
-    const planeLogger = memoryLogger();
-    plane = await createRuntime({
-      databaseUrl: db.url,
-      natsUrl: nats.url,
-      natsCredentials: nats.controlPlane.credentials,
-      natsInboxPrefix: inboxPrefixOf('opstate', 'control-plane'),
-      prefix: 'opstate',
-      timing: FAST_TIMING,
-      logger: planeLogger,
-    });
-    const runtime = plane;
-    runtime.startControlPlane();
-    const base = { DATABASE_URL: db.url, NATS_URL: nats.url, OPSTATE_PREFIX: 'opstate' };
+    const { runtime, dashboard, base, servers: deployed } = await startDrillDeployment();
     const load = async (id: string) => runtime.store.load(id);
 
-    // The dashboard, with operator actions, on loopback.
-    const dashboard = await startDashboard({
-      database: runtime.database,
-      timing: runtime.timing,
-      heartbeats: runtime.transport.heartbeats,
-      command: runtime.command,
-      port: 0,
-      logger: memoryLogger(),
-    });
-    stops.push(() => dashboard.close());
-
     // An anonymous client is not let in at all.
-    const anonymous = await connect({ servers: nats.url }).then(
+    const anonymous = await connect({ servers: deployed.url }).then(
       async (nc) => {
         await nc.close();
         return 'connected';
@@ -158,106 +300,50 @@ describe('a hostile network around a running deployment (deploy/nats.conf)', () 
     expect(anonymous).toMatch(/Authorization Violation/i);
 
     // The attacker holds worker-a's seed: a peer of the deployment, on its own inbox.
-    const attacker = await clientOf(nats.workerA, inboxPrefixOf('opstate', 'worker', 'worker-a'));
+    const attacker = await clientOf(
+      deployed.workerA,
+      inboxPrefixOf('opstate', 'worker', 'worker-a'),
+    );
     const bucket: KV = await new Kvm(attacker.nc).open('opstate_heartbeats');
 
-    // 1. worker-b starts an operation and dies right after START; the attacker keeps listing
-    // that operation in a heartbeat of its own, at its attempt, to keep it from being recovered.
-    const crashing = spawnWorkerB({ ...base, ...nats.workerB.env, FIXTURE_CRASH: 'after-start' });
-    const first = await archiveOperation({ runtime });
-    await waitFor(crashing.gone, `worker-b to crash after START:\n${crashing.text()}`, 60_000);
-    const started = await load(first.id);
-    expect(started.status).toBe('IN_PROGRESS');
-    expect(started.workerId).toBe('worker-b');
-    let forging = true;
-    let puts = 0;
-    const forged: Promise<void> = (async () => {
-      while (forging) {
-        const op = await load(first.id);
-        await bucket.put(
-          'worker.worker-a',
-          heartbeat([[OperationKind.LONG_TERM_ARCHIVE, first.id, op.attempt]]),
-        );
-        puts++;
-        await new Promise((r) => setTimeout(r, FAST_TIMING.heartbeatIntervalMs));
-      }
-    })();
-    stops.push(async () => {
-      forging = false;
-      await forged.catch(() => undefined);
+    // 1. worker-b dies on an operation it started while the attacker's heartbeat lists it.
+    const { first, forging } = await starterDiesUnderForgery({
+      runtime,
+      base,
+      deployed,
+      attacker,
+      bucket,
     });
-    // It cannot write worker-b's key in its place: the server refuses the publish.
-    await expect(
-      bucket.put(
-        'worker.worker-b',
-        heartbeat([[OperationKind.LONG_TERM_ARCHIVE, first.id, started.attempt]]),
-      ),
-    ).rejects.toThrow();
-    await waitFor(
-      () => attacker.errors.some((e) => e.includes('$KV.opstate_heartbeats.worker.worker-b')),
-      'the refusal of the forged worker-b heartbeat',
-    );
-    // The monitor resets the operation once worker-b's heartbeat is stale, forgery or not.
-    await waitFor(
-      async () => (await load(first.id)).attempt > started.attempt,
-      `the operation worker-b dropped to be reset despite worker-a's heartbeat listing it`,
-      60_000,
-    );
 
     // 2. worker-b comes back; more work is submitted while the attacks go on.
-    const worker = spawnWorkerB({ ...base, ...nats.workerB.env });
+    const worker = spawnWorkerB({ ...base, ...deployed.workerB.env });
     await waitFor(() => worker.text().includes('started for'), 'worker-b to start again', 60_000);
     const more = [await archiveOperation({ runtime }), await archiveOperation({ runtime })];
 
     // A flood of the dispatch stream: worker-a may publish no dispatch, on any subject.
     const route = defaultRoute(OperationKind.LONG_TERM_ARCHIVE);
-    const subject = `opstate.dispatch.${route.locationType}.${route.operationType}`;
-    const flood = JSON.stringify({
+    const dispatch = JSON.stringify({
       operationId: more[0]?.id,
       kind: OperationKind.LONG_TERM_ARCHIVE,
       operationType: route.operationType,
       attempt: 1,
     });
-    for (let i = 0; i < 500; i++) attacker.nc.publish(subject, flood);
-    await attacker.nc.flush();
-    await waitFor(
-      () => attacker.errors.some((e) => e.includes(`Publish to "${subject}"`)),
-      'the refusal of the dispatch flood',
+    await publishRefused(
+      attacker,
+      `opstate.dispatch.${route.locationType}.${route.operationType}`,
+      dispatch,
+      500,
     );
-
     // A forged MAX_DELIVERIES advisory naming a queued dispatch: not publishable either.
-    const advisory = '$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.opstate_dispatch.any';
-    attacker.nc.publish(advisory, JSON.stringify({ stream: 'opstate_dispatch', stream_seq: 1 }));
-    await attacker.nc.flush();
-    await waitFor(
-      () => attacker.errors.some((e) => e.includes(`Publish to "${advisory}"`)),
-      'the refusal of the forged advisory',
+    await publishRefused(
+      attacker,
+      '$JS.EVENT.ADVISORY.CONSUMER.MAX_DELIVERIES.opstate_dispatch.any',
+      JSON.stringify({ stream: 'opstate_dispatch', stream_seq: 1 }),
+      1,
     );
 
-    // Subscribing to another role's replies: refused, and nothing overheard.
-    const overheard: string[] = [];
-    const refused = new Map<string, string>();
-    const inboxes = [
-      inboxPrefixOf('opstate', 'worker', 'worker-b'),
-      inboxPrefixOf('opstate', 'control-plane'),
-      '_INBOX',
-    ];
-    for (const inbox of inboxes) {
-      const sub = attacker.nc.subscribe(`${inbox}.>`, {
-        callback: (err, m) => {
-          if (err === null) overheard.push(m.subject);
-        },
-      });
-      void sub.closed.then((e) => refused.set(inbox, e instanceof Error ? e.message : String(e)));
-    }
-    await waitFor(
-      () => refused.size === inboxes.length,
-      'each subscription to another inbox to be refused',
-      30_000,
-      20,
-      () => `refused so far: ${[...refused.keys()].join(', ') || 'none'}`,
-    );
-    for (const why of refused.values()) expect(why).toMatch(/Permissions Violation/);
+    // Subscribing to another role's replies: refused, and nothing overheard (checked at the end).
+    const overheard = await otherInboxesRefused(attacker);
 
     // An oversized heartbeat under its own key: the bucket refuses it.
     await expect(
@@ -265,17 +351,7 @@ describe('a hostile network around a running deployment (deploy/nats.conf)', () 
     ).rejects.toThrow(/maximum|size|payload/i);
 
     // A page whose name now points at the dashboard asks it to cancel an operation.
-    const url = new URL(dashboard.url);
-    const rebound = await send(
-      `${dashboard.url.replace(/\/$/, '')}/api/operations/${more[1]?.id}/cancel`,
-      {
-        host: `evil.example:${url.port}`,
-        origin: `http://evil.example:${url.port}`,
-        'content-type': 'application/json',
-        'x-opstate-action': '1',
-      },
-      JSON.stringify({ reason: 'rebound' }),
-    );
+    const rebound = await reboundCancel(dashboard.url, more[1]?.id as string);
     expect(rebound.status).toBe(403);
     expect(JSON.parse(rebound.body).code).toBe('FORBIDDEN');
 
@@ -287,10 +363,8 @@ describe('a hostile network around a running deployment (deploy/nats.conf)', () 
         90_000,
       );
     }
-    forging = false;
-    await forged;
     // The forged heartbeat was written, and listed the operation, all along: the reset names it.
-    expect(puts).toBeGreaterThan(1);
+    expect(await forging.stop()).toBeGreaterThan(1);
     const reasons = (await runtime.get(first.id)).transitions.map((t) => t.reason ?? '');
     expect(reasons.some((r) => r.includes('also listed by worker-a, which did not start it'))).toBe(
       true,
@@ -298,6 +372,6 @@ describe('a hostile network around a running deployment (deploy/nats.conf)', () 
     expect(overheard).toEqual([]);
     // Nothing the attacker sent reached the worker as a dispatch.
     expect(worker.text()).not.toMatch(/bad dispatch|malformed|Permissions Violation/i);
-    for (const secret of nats.secrets) expect(worker.text()).not.toContain(secret);
+    for (const secret of deployed.secrets) expect(worker.text()).not.toContain(secret);
   });
 });
