@@ -23,7 +23,10 @@ COPY dashboard dashboard
 RUN npm run build
 
 FROM node:22-bookworm-slim AS runtime
-ENV NODE_ENV=production
+# In a container the metrics server listens on every interface (Prometheus scrapes it from
+# another container); outside one it listens on 127.0.0.1 unless told otherwise.
+ENV NODE_ENV=production \
+    OPSTATE_METRICS_HOST=0.0.0.0
 WORKDIR /app
 COPY package.json package-lock.json ./
 # No install scripts (`prepare` would build, without the dev dependencies), and no optional

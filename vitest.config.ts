@@ -14,6 +14,7 @@ const DRILLS = [
   'test/archive/crashMatrix.test.ts',
   'test/pipeline/{pipelineCli,pipelineCrash}.test.ts',
   'test/chaos/chaos.test.ts',
+  'test/transport/hostileNetwork.test.ts',
 ];
 
 export default defineConfig({
@@ -22,6 +23,11 @@ export default defineConfig({
     testTimeout: 300_000,
     // Spawned processes run the built package: rebuilt when stale, fixtures compiled against it.
     globalSetup: ['test/globalSetup.ts'],
+    // The shared development server (127.0.0.1:4222) and the private servers most tests start
+    // take clients without credentials, which the runtime refuses unless told it is meant: every
+    // runtime, CLI process and spawned child of the suite is told so here, once. Tests of the
+    // refusal clear it; a test that calls createJetStreamTransport itself passes insecureNats.
+    env: { OPSTATE_NATS_INSECURE: '1' },
     hookTimeout: 60_000,
     maxWorkers: 3,
     projects: [

@@ -284,9 +284,11 @@ async function closeBench(bench: Bench): Promise<void> {
   for (const r of [...bench.runtimes]) await r.close().catch(() => undefined);
   if (bench.plane !== undefined) await bench.plane.close().catch(() => undefined);
   for (const p of [bench.prefix, ...bench.extraPrefixes]) {
-    const t = await createJetStreamTransport({ servers: NATS_URL, prefix: p }).catch(
-      () => undefined,
-    );
+    const t = await createJetStreamTransport({
+      insecureNats: true,
+      servers: NATS_URL,
+      prefix: p,
+    }).catch(() => undefined);
     await t?.destroy().catch(() => undefined);
   }
   await bench.raw.end({ timeout: 5 });

@@ -186,9 +186,11 @@ function opstateContender(run: string): Contender {
     },
     async tearDown() {
       await runtime?.close();
-      const t = await createJetStreamTransport({ servers: NATS_URL, prefix }).catch(
-        () => undefined,
-      );
+      const t = await createJetStreamTransport({
+        insecureNats: true,
+        servers: NATS_URL,
+        prefix,
+      }).catch(() => undefined);
       await t?.destroy().catch(() => undefined);
       await sql?.end({ timeout: 5 });
     },

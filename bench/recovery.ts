@@ -41,9 +41,9 @@ import {
 } from '../test/helpers/opstateCli.ts';
 import { workerHeartbeatKey } from '../transport/HeartbeatKey.ts';
 import type { JetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import { NATS_URL } from './lib/settings.ts';
 
 const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
-const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 const SAMPLES = Number(process.env.OPSTATE_BENCH_RECOVERY_SAMPLES ?? 3);
 // Worker processes run the built package, with this fixture compiled against it.
 await prepareBuiltProcesses((line) => process.stderr.write(`[bench] ${line}\n`));

@@ -412,9 +412,11 @@ async function benchEndToEnd(): Promise<void> {
     await worker.close();
     await plane.close();
     await admin.unsafe(`drop database if exists "${name}" with (force)`);
-    const nats = await createJetStreamTransport({ servers: NATS_URL, prefix }).catch(
-      () => undefined,
-    );
+    const nats = await createJetStreamTransport({
+      insecureNats: true,
+      servers: NATS_URL,
+      prefix,
+    }).catch(() => undefined);
     await nats?.destroy().catch(() => undefined);
   }
 }

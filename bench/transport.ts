@@ -55,6 +55,7 @@ async function timed(fn: () => Promise<number>): Promise<number> {
 
 async function jsTransport(tag: string, confirmAcks = false): Promise<JetStreamTransport> {
   const t = await createJetStreamTransport({
+    insecureNats: true,
     servers: SERVERS,
     prefix: `${RUN}_${tag}`,
     confirmAcks,

@@ -4,12 +4,14 @@ import {
   formatAge,
   heartbeatFacts,
 } from '../machines/attention.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { queueReaders } from '../machines/queueReaders.ts';
 import { type AttentionList, loadAttention } from '../persistence/loadAttention.ts';
 import type { Executor } from '../persistence/openDatabase.ts';
 import { loadConfiguration, natsCredentialsOf } from '../runtime/Configuration.ts';
 import { resolveRuntimeTiming } from '../runtime/Runtime.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import { inboxPrefixOf } from '../transport/jetstream/inboxPrefix.ts';
 import { redactServers } from '../transport/jetstream/natsCredentials.ts';
 import type { Heartbeats, WorkerHeartbeat } from '../transport/Transport.ts';
 import type { Io } from './Command.ts';
@@ -36,8 +38,10 @@ export interface AttentionSource {
  * try { … } finally { await source.close(); }
  * ```
  */
-export async function attentionSourceFromEnv(): Promise<AttentionSource> {
-  const config = loadConfiguration();
+export async function attentionSourceFromEnv(
+  flags: { insecureNats?: boolean } = {},
+): Promise<AttentionSource> {
+  const config = loadConfiguration(process.env, flags);
   const timing = resolveRuntimeTiming(config.timing, config.deadlines);
   const servers = config.nats.url;
   if (servers === undefined) {
@@ -49,15 +53,20 @@ export async function attentionSourceFromEnv(): Promise<AttentionSource> {
       prefix: config.prefix,
       timing,
       credentials: natsCredentialsOf(config),
+      insecureNats: config.nats.insecure,
+      inboxPrefix: inboxPrefixOf(config.prefix, 'operator'),
     });
     return { timing, heartbeats: transport.heartbeats, close: () => transport.close() };
   } catch (err) {
     // Reading the database is still worth it: the list says it judged without heartbeats.
     const why = err instanceof Error ? err.message : String(err);
+    const refused = err instanceof OpstateError && err.code === OpstateErrorCode.CONFIG;
     return {
       timing,
       heartbeats: null,
-      warning: `heartbeats not read: NATS at ${redactServers(servers)} is unreachable (${why})`,
+      warning: refused
+        ? `heartbeats not read: ${why}`
+        : `heartbeats not read: NATS at ${redactServers(servers)} is unreachable (${why})`,
       close: async () => {},
     };
   }

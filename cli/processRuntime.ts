@@ -12,6 +12,7 @@ import {
 } from '../runtime/metricsServer.ts';
 import { type ControlPlane, createRuntime, type Runtime } from '../runtime/Runtime.ts';
 import type { StartupWait } from '../runtime/RuntimeOptions.ts';
+import { inboxPrefixOf } from '../transport/jetstream/inboxPrefix.ts';
 import { redactUrlList } from '../transport/jetstream/natsCredentials.ts';
 import type { Worker } from '../worker/Worker.ts';
 import type { Io } from './Command.ts';
@@ -105,16 +106,22 @@ export async function openProcessRuntime(
   role: 'control-plane' | 'worker',
   flags: {
     metricsPort?: string | undefined;
+    metricsHost?: string | undefined;
+    /** `--insecure-nats`: run on a NATS that accepts clients without credentials. */
+    insecureNats?: boolean | undefined;
+    /** The worker's `--id`: its replies come on an inbox of its own. */
+    workerId?: string | undefined;
     inProcess?: boolean | undefined;
     io?: Io;
     /** The pipeline the control plane runs (`--pipeline`). */
     pipeline?: Pipeline | undefined;
   },
 ): Promise<ProcessRuntime> {
-  const config = loadConfiguration(
-    process.env,
-    flags.metricsPort === undefined ? {} : { metricsPort: flags.metricsPort },
-  );
+  const config = loadConfiguration(process.env, {
+    ...(flags.metricsPort === undefined ? {} : { metricsPort: flags.metricsPort }),
+    ...(flags.metricsHost === undefined ? {} : { metricsHost: flags.metricsHost }),
+    ...(flags.insecureNats === true ? { insecureNats: true } : {}),
+  });
   requireTransport(role, config, flags.inProcess === true);
   flags.io?.err(serversInUse(config, { transport: true }));
   const logger = loggerOf(config, role);
@@ -128,6 +135,7 @@ export async function openProcessRuntime(
       ? undefined
       : await startMetricsServer({
           port: metricsPort,
+          host: config.metricsHost,
           registry: metrics.registry,
           readiness: async () =>
             scrubbed(await (readiness?.() ?? startingReadiness(waiting, role)), secretsOf(config)),
@@ -141,6 +149,7 @@ export async function openProcessRuntime(
         });
   if (server !== undefined) {
     logger.log('INFO', 'metrics served', {
+      host: config.metricsHost,
       port: server.port,
       paths: ['/metrics', '/healthz', '/readyz'],
     });
@@ -155,6 +164,7 @@ export async function openProcessRuntime(
         ensureTransport: role !== 'worker' || config.nats.url === undefined,
         waitForServers: true,
         pipeline: flags.pipeline,
+        natsInboxPrefix: inboxPrefixOf(config.prefix, role, flags.workerId),
         onWaiting: (w) => {
           waiting = w;
         },

@@ -43,6 +43,8 @@ export function runtimeOptionsOf(
     onWaiting?: RuntimeOptions['onWaiting'];
     /** The pipeline a control plane runs (`--pipeline`). */
     pipeline?: RuntimeOptions['pipeline'];
+    /** The reply subjects' prefix of the process's role (`inboxPrefixOf`). */
+    natsInboxPrefix?: string;
   } = {},
 ): RuntimeOptions {
   return {
@@ -58,6 +60,8 @@ export function runtimeOptionsOf(
       auth: config.nats.auth,
       ...(config.nats.tls === undefined ? {} : { tls: config.nats.tls }),
     },
+    insecureNats: config.nats.insecure,
+    ...(extra.natsInboxPrefix === undefined ? {} : { natsInboxPrefix: extra.natsInboxPrefix }),
     prefix: config.prefix,
     timing: config.timing,
     deadlines: config.deadlines,

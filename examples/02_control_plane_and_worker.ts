@@ -3,6 +3,7 @@
  * process, sharing one Postgres and one NATS JetStream. Start them in three terminals:
  *
  *   export DATABASE_URL=postgres://postgres@127.0.0.1:5432/opstate_example NATS_URL=nats://127.0.0.1:4222
+ *   export OPSTATE_NATS_INSECURE=1   # a development nats-server without authorization (else refused)
  *   node --import tsx examples/02_control_plane_and_worker.ts control-plane   # creates the stream
  *   node --import tsx examples/02_control_plane_and_worker.ts worker          # any number of these
  *   node --import tsx examples/02_control_plane_and_worker.ts submit          # one transfer, waits

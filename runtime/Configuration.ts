@@ -53,6 +53,8 @@ export interface Configuration {
     readonly dispatchMaxBytes?: number;
     /** Copies of the dispatch stream and heartbeat bucket; absent: 3 on a cluster of three or more, else 1. */
     readonly replicas?: number;
+    /** Run on a NATS that accepts clients without credentials (development only). */
+    readonly insecure: boolean;
   };
   readonly prefix: string;
   readonly timing: Partial<RuntimeTimers>;
@@ -61,6 +63,8 @@ export interface Configuration {
   readonly logLevel: LogLevelName;
   /** Port of `/metrics`, `/healthz` and `/readyz`; absent: not served. */
   readonly metricsPort?: number;
+  /** The address the metrics server listens on (default 127.0.0.1). */
+  readonly metricsHost: string;
   /**
    * Who a runtime's `submit` records as the submitter when the call names none; absent: the
    * `name` in the working directory's package.json, else `service`.
@@ -71,6 +75,9 @@ export interface Configuration {
 /** What flags may set, overriding the environment. */
 export interface ConfigurationFlags {
   readonly metricsPort?: string;
+  readonly metricsHost?: string;
+  /** `--insecure-nats`: as `OPSTATE_NATS_INSECURE=1`. */
+  readonly insecureNats?: boolean;
 }
 
 /**
@@ -85,6 +92,8 @@ export interface ConfigurationOverrides {
   readonly databaseTls?: DatabaseTls;
   readonly natsUrl?: string;
   readonly natsCredentials?: NatsCredentials;
+  /** Run on a NATS that accepts clients without credentials; wins over `OPSTATE_NATS_INSECURE`. */
+  readonly insecureNats?: boolean;
   readonly prefix?: string;
   readonly timing?: Partial<RuntimeTimers>;
   /** Deadlines per attempt by kind (ms), as `OPSTATE_DEADLINES` gives them. */
@@ -153,6 +162,13 @@ export const SETTINGS: readonly Setting[] = [
   { variable: 'OPSTATE_NATS_CERT_FILE', allowed: 'a PEM file', secret: false },
   { variable: 'OPSTATE_NATS_KEY_FILE', allowed: 'a PEM file', secret: false },
   {
+    variable: 'OPSTATE_NATS_INSECURE',
+    allowed:
+      '1 or true to run on a NATS that accepts clients without credentials, for development only (without it such a server is refused); 0, false or unset not to',
+    secret: false,
+    flag: '--insecure-nats',
+  },
+  {
     variable: 'OPSTATE_ARCHIVE_KEY_FILE',
     allowed: 'a file holding the archive encryption key (archives are encrypted at rest)',
     secret: false,
@@ -204,6 +220,13 @@ export const SETTINGS: readonly Setting[] = [
     allowed: 'a TCP port 0–65535 (0: any free port)',
     secret: false,
     flag: '--metrics-port',
+  },
+  {
+    variable: 'OPSTATE_METRICS_HOST',
+    allowed:
+      'an IP address or host name for the metrics server to listen on (default 127.0.0.1; 0.0.0.0: every interface)',
+    secret: false,
+    flag: '--metrics-host',
   },
   {
     variable: 'OPSTATE_OPERATOR',
@@ -422,6 +445,18 @@ const schemas: Record<string, z.ZodType> = {
   }),
   OPSTATE_LOG_LEVEL: nonEmpty.pipe(z.enum(LOG_LEVELS).optional()),
   OPSTATE_METRICS_PORT: nonEmpty.pipe(port.optional()),
+  OPSTATE_METRICS_HOST: nonEmpty.pipe(
+    z
+      .string()
+      .regex(/^(?:[A-Za-z0-9.-]+|\[?[0-9A-Fa-f:.]+\]?)$/)
+      .optional(),
+  ),
+  OPSTATE_NATS_INSECURE: nonEmpty.pipe(
+    z
+      .enum(['1', '0', 'true', 'false'])
+      .transform((v) => v === '1' || v === 'true')
+      .optional(),
+  ),
   OPSTATE_OPERATOR: nonEmpty.superRefine((name, ctx) => {
     const problem = name === undefined ? undefined : operatorNameProblem(name);
     if (problem !== undefined) ctx.addIssue({ code: 'custom', message: `it ${problem}` });
@@ -510,6 +545,16 @@ export function loadConfiguration(
     flags.metricsPort === undefined
       ? (read(env, 'OPSTATE_METRICS_PORT') as number | undefined)
       : (read({ OPSTATE_METRICS_PORT: flags.metricsPort }, 'OPSTATE_METRICS_PORT') as number);
+  const metricsHost = (
+    flags.metricsHost === undefined
+      ? read(env, 'OPSTATE_METRICS_HOST')
+      : read({ OPSTATE_METRICS_HOST: flags.metricsHost }, 'OPSTATE_METRICS_HOST')
+  ) as string | undefined;
+  const insecure =
+    overrides.insecureNats ??
+    (flags.insecureNats === true
+      ? true
+      : (read(env, 'OPSTATE_NATS_INSECURE') as boolean | undefined));
   const databaseUrl = get('DATABASE_URL');
   const engine = get('OPSTATE_EMBEDDED_ENGINE') as EmbeddedEngine | undefined;
   const serviceName = get('OPSTATE_SERVICE_NAME');
@@ -529,6 +574,7 @@ export function loadConfiguration(
       ...nats,
       ...(dispatchMaxBytes === undefined ? {} : { dispatchMaxBytes }),
       ...(replicas === undefined ? {} : { replicas }),
+      insecure: insecure === true,
     },
     prefix: get('OPSTATE_PREFIX') ?? 'opstate',
     timing:
@@ -539,6 +585,7 @@ export function loadConfiguration(
         : deadlinesOption(overrides.deadlines),
     logLevel: (get('OPSTATE_LOG_LEVEL') ?? 'info') as LogLevelName,
     ...(metricsPort === undefined ? {} : { metricsPort }),
+    metricsHost: metricsHost ?? '127.0.0.1',
     ...(serviceName === undefined ? {} : { serviceName }),
   };
 }
@@ -605,7 +652,10 @@ function natsCredentialsFromEnv(get: Get): NatsCredentials {
 }
 
 /** Credentials as the configuration holds them: TLS on when a file is named or the URL is `tls://`. */
-function natsOf(credentials: NatsCredentials, url: string | undefined): Configuration['nats'] {
+function natsOf(
+  credentials: NatsCredentials,
+  url: string | undefined,
+): Pick<Configuration['nats'], 'auth' | 'tls'> {
   const tls =
     credentials.tls ??
     (url?.split(',').some((u) => u.trim().startsWith('tls://')) === true ? {} : undefined);

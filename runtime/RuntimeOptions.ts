@@ -20,6 +20,19 @@ export interface RuntimeOptions {
   readonly natsUrl?: string;
   /** NATS credentials (user and password, token, NKey or `.creds`) and TLS. */
   readonly natsCredentials?: NatsCredentials;
+  /**
+   * Run on a NATS server that accepts clients without credentials (a development server such as
+   * `nats-server -js` with no configuration), logging one WARNING. Without it (default
+   * `OPSTATE_NATS_INSECURE`, else false) such a server is refused at start with `CONFIG`: anyone
+   * who reaches it could forge heartbeats and dispatches (docs/trust-boundary.md).
+   */
+  readonly insecureNats?: boolean;
+  /**
+   * The prefix of the NATS connection's reply subjects [`_INBOX`]. The CLI's processes take one
+   * per role (`_INBOX_<prefix>_worker_<id>`, …) so the server can let each read its own replies
+   * only; an embedding process whose NATS user may subscribe to its own inbox only gives it here.
+   */
+  readonly natsInboxPrefix?: string;
   /** TLS to Postgres. */
   readonly databaseTls?: DatabaseTls;
   /** The embedded database without a URL: a private Postgres server (default) or PGlite. */

@@ -17,6 +17,7 @@ export interface Readiness {
 export interface MetricsServerOptions {
   /** 0 picks a free port (see `port` on the result). */
   readonly port: number;
+  /** The address to listen on [127.0.0.1]; 0.0.0.0 for every interface (a container). */
   readonly host?: string;
   readonly registry: Registry;
   readonly readiness: () => Promise<Readiness>;
@@ -123,7 +124,7 @@ export function startMetricsServer(options: MetricsServerOptions): Promise<Metri
   });
   return new Promise((resolve, reject) => {
     server.once('error', reject);
-    server.listen(options.port, options.host ?? '0.0.0.0', () => {
+    server.listen(options.port, options.host ?? '127.0.0.1', () => {
       server.off('error', reject);
       resolve({
         port: (server.address() as AddressInfo).port,

@@ -6,6 +6,7 @@ import { migrate } from '../persistence/migrate.ts';
 import { describeMove } from '../persistence/moveFromPublic.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 import { createInProcessTransport } from '../transport/inprocess/createInProcessTransport.ts';
+import { INSECURE_NATS_WARNING } from '../transport/jetstream/anonymousNats.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 import type { Transport } from '../transport/Transport.ts';
 import {
@@ -43,6 +44,7 @@ export function configurationOf(options: RuntimeOptions): Configuration {
       ...pick('databaseTls'),
       ...pick('natsUrl'),
       ...pick('natsCredentials'),
+      ...pick('insecureNats'),
       ...pick('prefix'),
       ...pick('timing'),
       ...pick('deadlines'),
@@ -98,10 +100,18 @@ export async function openServers(
               prefix,
               timing,
               credentials: natsCredentialsOf(config),
+              insecureNats: config.nats.insecure,
+              ...(options.natsInboxPrefix === undefined
+                ? {}
+                : { inboxPrefix: options.natsInboxPrefix }),
               ...(config.nats.dispatchMaxBytes === undefined
                 ? {}
                 : { maxStreamBytes: config.nats.dispatchMaxBytes }),
               ...(config.nats.replicas === undefined ? {} : { replicas: config.nats.replicas }),
+            }).then((opened) => {
+              if (opened.acceptsAnonymous)
+                logger.log('WARNING', INSECURE_NATS_WARNING, { natsUrl });
+              return opened;
             }),
           );
     if (options.ensureTransport !== false) {

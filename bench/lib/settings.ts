@@ -16,6 +16,11 @@ export const ADMIN_URL =
 /** The nats-server opstate's runs use (NATS_URL). */
 export const NATS_URL = process.env.NATS_URL ?? 'nats://127.0.0.1:4222';
 
+// The benches run on a development nats-server that takes clients without credentials, which
+// the runtime refuses unless told it is meant: every runtime a bench opens and every process it
+// starts (they inherit the environment) is told so here, unless the caller said otherwise.
+process.env.OPSTATE_NATS_INSECURE ??= '1';
+
 /**
  * Operations (or jobs) drained untimed through each set of timed workers, opstate's and each
  * peer's, before its run (OPSTATE_BENCH_WARM_UP, default 5000): the pools' prepared statements

@@ -20,6 +20,14 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
       .description(SUMMARY)
       .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
       .option(
+        '--metrics-host <address>',
+        'the address the metrics server listens on (default 127.0.0.1; 0.0.0.0: every interface)',
+      )
+      .option(
+        '--insecure-nats',
+        'run on a NATS that accepts clients without credentials (development only; as OPSTATE_NATS_INSECURE=1)',
+      )
+      .option(
         '--pipeline <module>',
         "run this pipeline: a .js/.mjs module exporting definePipeline's result as 'pipeline' or default",
       )
@@ -51,6 +59,8 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
       ctx.action(async (cmd) => {
         const o = optionsOf<{
           metricsPort?: string;
+          metricsHost?: string;
+          insecureNats?: boolean;
           inspect?: boolean;
           inspectPort?: string;
           inspectUrl?: string;
@@ -67,6 +77,8 @@ export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (prog
           target === undefined ? null : await openStatelyStream(target, ctx.io, createPinoLogger());
         const proc = await openProcessRuntime('control-plane', {
           metricsPort: o.metricsPort,
+          metricsHost: o.metricsHost,
+          insecureNats: o.insecureNats,
           inProcess: o.inProcess,
           io: ctx.io,
           pipeline,

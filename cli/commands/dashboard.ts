@@ -3,6 +3,7 @@ import { isLoopbackAddress, parseTokens } from '../../dashboard/requestGuard.ts'
 import { startDashboard } from '../../dashboard/startDashboard.ts';
 import { loadConfiguration, readSetting } from '../../runtime/Configuration.ts';
 import { createRuntime } from '../../runtime/Runtime.ts';
+import { inboxPrefixOf } from '../../transport/jetstream/inboxPrefix.ts';
 import { defineCommand, optionsOf } from '../Command.ts';
 import { portInUse } from '../portInUse.ts';
 import { requireExistingDatabase, untilSignal } from '../runtimeFromEnv.ts';
@@ -66,6 +67,10 @@ export const dashboardCommand = defineCommand('dashboard', SUMMARY, (program, ct
       collect,
     )
     .option('--operator <name>', 'who actions are recorded as by when no token names them')
+    .option(
+      '--insecure-nats',
+      'run on a NATS that accepts clients without credentials (development only; as OPSTATE_NATS_INSECURE=1)',
+    )
     .action(
       ctx.action(async (cmd) => {
         const o = optionsOf<{
@@ -74,6 +79,7 @@ export const dashboardCommand = defineCommand('dashboard', SUMMARY, (program, ct
           allowActions?: boolean;
           allowedHost?: string[];
           operator?: string;
+          insecureNats?: boolean;
         }>(cmd);
         // A read: it opens what exists, says which, and never creates the embedded database.
         const config = loadConfiguration();
@@ -84,6 +90,8 @@ export const dashboardCommand = defineCommand('dashboard', SUMMARY, (program, ct
           timing: config.timing,
           deadlines: config.deadlines,
           migrate: false,
+          ...(o.insecureNats === true ? { insecureNats: true } : {}),
+          natsInboxPrefix: inboxPrefixOf(config.prefix, 'operator'),
         });
         try {
           const inProcess = runtime.mode.transport === 'in-process';

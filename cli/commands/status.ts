@@ -103,7 +103,9 @@ function table(rows: readonly string[][]): string[] {
  */
 export function createStatusCommand(
   open: DatabaseOpener = databaseFromEnv,
-  attentionSource: () => Promise<AttentionSource> = attentionSourceFromEnv,
+  attentionSource: (flags: {
+    insecureNats?: boolean;
+  }) => Promise<AttentionSource> = attentionSourceFromEnv,
 ): Command {
   const summary =
     'Who leads the control plane, operation counts per kind and status, breakers not closed, copies and their deletions, queues and who reads them, what needs attention';
@@ -115,9 +117,13 @@ export function createStatusCommand(
         '--json',
         'print the leaders, operations, breakers, copies, deletions, queues and attention as one JSON object',
       )
+      .option(
+        '--insecure-nats',
+        'read heartbeats from a NATS that accepts clients without credentials (development only; as OPSTATE_NATS_INSECURE=1)',
+      )
       .action(
         ctx.action(async (cmd) => {
-          const values = optionsOf<{ json?: boolean }>(cmd);
+          const values = optionsOf<{ json?: boolean; insecureNats?: boolean }>(cmd);
           const io = ctx.io;
           const database = await open({ io: ctx.io });
           try {
@@ -148,7 +154,9 @@ export function createStatusCommand(
             const copies = await selectCopyStatus(database);
             // The dashboard's attention list, by the same rules, and who reads each queue, by
             // one listing of the heartbeats.
-            const source = await attentionSource();
+            const source = await attentionSource(
+              values.insecureNats === true ? { insecureNats: true } : {},
+            );
             const now = systemClock.now();
             const { attention, queues } = await (async () => {
               const beats = source.heartbeats === null ? null : await source.heartbeats.list();

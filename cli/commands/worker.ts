@@ -81,6 +81,8 @@ type WorkerOptions = {
   id?: string;
   faults?: boolean;
   metricsPort?: string;
+  metricsHost?: string;
+  insecureNats?: boolean;
   deleteCopies?: boolean;
   deleterLeaseMs?: number;
   deleterIntervalMs?: number;
@@ -106,6 +108,9 @@ async function runWorker(values: WorkerOptions, io: Io): Promise<number> {
   }
   const proc = await openProcessRuntime('worker', {
     metricsPort: values.metricsPort,
+    metricsHost: values.metricsHost,
+    insecureNats: values.insecureNats,
+    workerId: values.id,
     inProcess: values.inProcess,
     io: io,
   });
@@ -202,6 +207,14 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
       'run without NATS_URL, on the in-process transport: no work from another process reaches it',
     )
     .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
+    .option(
+      '--metrics-host <address>',
+      'the address the metrics server listens on (default 127.0.0.1; 0.0.0.0: every interface)',
+    )
+    .option(
+      '--insecure-nats',
+      'run on a NATS that accepts clients without credentials (development only; as OPSTATE_NATS_INSECURE=1)',
+    )
     .option('--delete-copies', 'also run a deleter (the deletion policy decides what it deletes)')
     .option('--deleter-lease-ms <n>', "how long a deleter's claim on a copy lasts", wholeNumber(1))
     .option('--deleter-interval-ms <n>', 'how often the deleter looks for work', wholeNumber(1))

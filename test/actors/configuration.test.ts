@@ -21,11 +21,12 @@ describe('loadConfiguration', () => {
   it('defaults to the embedded deployment', () => {
     expect(loadConfiguration({})).toEqual({
       database: { dataDir: './.opstate', schema: 'opstate', tls: 'disable', tlsFiles: {} },
-      nats: { auth: { type: 'none' } },
+      nats: { auth: { type: 'none' }, insecure: false },
       prefix: 'opstate',
       timing: {},
       deadlines: {},
       logLevel: 'info',
+      metricsHost: '127.0.0.1',
     });
   });
 
@@ -42,12 +43,14 @@ describe('loadConfiguration', () => {
         OPSTATE_TIMING: '{"heartbeatIntervalMs":1000}',
         OPSTATE_LOG_LEVEL: 'debug',
         OPSTATE_METRICS_PORT: '9000',
+        OPSTATE_METRICS_HOST: '10.0.0.7',
+        OPSTATE_NATS_INSECURE: 'true',
         OPSTATE_SERVICE_NAME: 'ingest',
         OPSTATE_DISPATCH_MAX_BYTES: '2097152',
         OPSTATE_NATS_REPLICAS: '3',
         OPSTATE_DEADLINES: '{"long_term_archive":"6h","transfer":7200000,"staging":"90m"}',
       },
-      { metricsPort: '9464' },
+      { metricsPort: '9464', metricsHost: '0.0.0.0' },
     );
     expect(config).toEqual({
       database: {
@@ -63,14 +66,19 @@ describe('loadConfiguration', () => {
         tls: {},
         dispatchMaxBytes: 2_097_152,
         replicas: 3,
+        insecure: true,
       },
       prefix: 'prod_a',
       timing: { heartbeatIntervalMs: 1000 },
       deadlines: { long_term_archive: 21_600_000, transfer: 7_200_000, staging: 5_400_000 },
       logLevel: 'debug',
       metricsPort: 9464,
+      metricsHost: '0.0.0.0',
       serviceName: 'ingest',
     });
+    // The flag says yes whatever the variable says.
+    expect(loadConfiguration({}, { insecureNats: true }).nats.insecure).toBe(true);
+    expect(loadConfiguration({ OPSTATE_NATS_INSECURE: '0' }).nats.insecure).toBe(false);
   });
 
   it.each([
@@ -81,6 +89,11 @@ describe('loadConfiguration', () => {
     [{ OPSTATE_TIMING: 'soon' }, 'OPSTATE_TIMING must be a JSON object'],
     [{ OPSTATE_LOG_LEVEL: 'loud' }, 'OPSTATE_LOG_LEVEL must be trace | debug | info'],
     [{ OPSTATE_METRICS_PORT: '70000' }, 'OPSTATE_METRICS_PORT / --metrics-port must be a TCP port'],
+    [
+      { OPSTATE_METRICS_HOST: 'evil host/x' },
+      'OPSTATE_METRICS_HOST / --metrics-host must be an IP address or host name',
+    ],
+    [{ OPSTATE_NATS_INSECURE: 'yes' }, 'OPSTATE_NATS_INSECURE / --insecure-nats must be 1 or true'],
     [
       { OPSTATE_DISPATCH_MAX_BYTES: '1000' },
       'OPSTATE_DISPATCH_MAX_BYTES must be a whole number of bytes',
@@ -204,15 +217,21 @@ describe('createRuntime resolves its settings through the same configuration', (
       "the option prefix (as OPSTATE_PREFIX) must be letters, digits, '-' and '_'",
     );
     const config = loadConfiguration(
-      { NATS_URL: 'not a url', OPSTATE_TIMING: 'soon', OPSTATE_NATS_TOKEN: 'env-token' },
+      {
+        NATS_URL: 'not a url',
+        OPSTATE_TIMING: 'soon',
+        OPSTATE_NATS_TOKEN: 'env-token',
+        OPSTATE_NATS_INSECURE: 'perhaps',
+      },
       {},
       {
         natsUrl: 'nats://n1:4222',
+        insecureNats: false,
         timing: { heartbeatIntervalMs: 500 },
         natsCredentials: { auth: { type: 'none' } },
       },
     );
-    expect(config.nats).toEqual({ url: 'nats://n1:4222', auth: { type: 'none' } });
+    expect(config.nats).toEqual({ url: 'nats://n1:4222', auth: { type: 'none' }, insecure: false });
     expect(config.timing).toEqual({ heartbeatIntervalMs: 500 });
     const deadlines = loadConfiguration(
       { OPSTATE_DEADLINES: 'soon' },

@@ -1,6 +1,7 @@
 import { execFile } from 'node:child_process';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { promisify } from 'node:util';
+import { createUser } from '@nats-io/nkeys';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { createProgram } from '../../cli/Command.ts';
@@ -9,8 +10,12 @@ import { isOperationKind, type OperationKind } from '../../machines/OperationKin
 import { urlHosts } from '../../persistence/databaseTls.ts';
 import { loadConfiguration, SETTINGS } from '../../runtime/Configuration.ts';
 import { resolveRuntimeTiming } from '../../runtime/Runtime.ts';
+import { createJetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
+import { inboxPrefixOf } from '../../transport/jetstream/inboxPrefix.ts';
 import { splitServers } from '../../transport/jetstream/natsCredentials.ts';
+import { startDeployNats } from '../helpers/deployNats.ts';
 import { REPO_ROOT } from '../helpers/opstateCli.ts';
+import { makeTestCertificates } from '../helpers/tlsFiles.ts';
 
 /**
  * The Dockerfile and docker-compose.yml are for users (no container engine runs here): every
@@ -30,10 +35,12 @@ interface Service {
   deploy?: { replicas?: number };
   restart?: string;
   entrypoint?: string[];
+  secrets?: { source: string; target: string }[];
 }
 interface Compose {
   services: Record<string, Service>;
   volumes: Record<string, unknown>;
+  secrets?: Record<string, { file: string }>;
 }
 const compose = parse(read('docker-compose.yml'), { merge: true }) as Compose;
 const services = compose.services;
@@ -49,12 +56,31 @@ function flagsOf(name: string): string[] {
   return command.options.map((o) => o.long as string);
 }
 
-/** The allow list of a user in deploy/nats.conf. */
-function allowedFor(user: string): string[] {
-  const start = natsConf.indexOf(`user: ${user}\n`);
-  expect(start, `deploy/nats.conf has no user ${user}`).toBeGreaterThan(-1);
-  const end = natsConf.indexOf('subscribe:', start);
-  return [...natsConf.slice(start, end).matchAll(/"([^"]+)"/g)].map((m) => m[1] as string);
+/** The variable holding a role's public NKey (`worker-a` → `OPSTATE_NATS_WORKER_A_NKEY`). */
+const nkeyVariable = (role: string) => `OPSTATE_NATS_${role.toUpperCase().replace('-', '_')}_NKEY`;
+
+/** The publish and subscribe allow lists of a role's user in deploy/nats.conf. */
+function permissionsOf(role: string): { publish: string[]; subscribe: string[] } {
+  const start = natsConf.indexOf(`nkey: $${nkeyVariable(role)}\n`);
+  expect(start, `deploy/nats.conf has no user for ${role}`).toBeGreaterThan(-1);
+  const middle = natsConf.indexOf('subscribe:', start);
+  const end = natsConf.indexOf(']', middle);
+  const quoted = (text: string) => [...text.matchAll(/"([^"]+)"/g)].map((m) => m[1] as string);
+  return {
+    publish: quoted(natsConf.slice(start, middle)),
+    subscribe: quoted(natsConf.slice(middle, end)),
+  };
+}
+
+/** The publish allow list of a role's user in deploy/nats.conf. */
+const allowedFor = (role: string) => permissionsOf(role).publish;
+
+/** The role whose NKey seed a service is given (the source of its `nats_seed` secret). */
+function roleOf(s: Service): string {
+  expect(s.environment?.OPSTATE_NATS_NKEY_SEED_FILE).toBe('/run/secrets/nats_seed');
+  const secret = s.secrets?.find((x) => x.target === 'nats_seed');
+  expect(secret?.source).toMatch(/-nkey$/);
+  return String(secret?.source).replace(/-nkey$/, '');
 }
 
 describe('Dockerfile', () => {
@@ -198,8 +224,9 @@ describe('docker-compose.yml', () => {
   it('gives each role its own NATS user, and a worker the dispatch queues to read and nothing to write there', () => {
     for (const [name, s] of opstateServices) {
       if (name === 'migrate') continue;
-      const user = s.environment?.OPSTATE_NATS_USER as string;
-      const allowed = allowedFor(user);
+      const role = roleOf(s);
+      expect(compose.secrets?.[`${role}-nkey`]?.file).toBe(`./deploy/nkeys/${role}.nk`);
+      const allowed = allowedFor(role);
       const consumers = allowed
         .filter((a) => a.startsWith('$JS.API.CONSUMER.MSG.NEXT.opstate_dispatch.'))
         .map((a) => a.split('.').at(-1));
@@ -212,8 +239,13 @@ describe('docker-compose.yml', () => {
         expect(consumers).toEqual(['*']);
         expect(allowed).toContain('$JS.API.CONSUMER.INFO.opstate_dispatch.*');
         expect(allowed).toContain('$JS.ACK.opstate_dispatch.*.>');
-        // Its heartbeat is the one key it may write: the worker runs under that id.
+        // Its heartbeat is the one key it may write, and its replies the one inbox it may read:
+        // the worker runs under that id.
         const id = args[args.indexOf('--id') + 1] as string;
+        expect(id).toBe(role);
+        expect(permissionsOf(role).subscribe).toEqual([
+          `${inboxPrefixOf('opstate', 'worker', id)}.>`,
+        ]);
         expect(allowed.filter((a) => a.startsWith('$KV.'))).toEqual([
           `$KV.opstate_heartbeats.worker.${id}`,
         ]);
@@ -224,7 +256,16 @@ describe('docker-compose.yml', () => {
         ).toEqual([]);
       } else {
         expect(allowed).toContain('opstate.dispatch.>');
+        // Its replies and those of the dashboard and `opstate status`, which run as this user.
+        expect(permissionsOf(role).subscribe).toEqual(
+          expect.arrayContaining([
+            `${inboxPrefixOf('opstate', 'control-plane')}.>`,
+            `${inboxPrefixOf('opstate', 'operator')}.>`,
+          ]),
+        );
       }
+      // No user may read the replies of all (the client's default prefix).
+      expect(permissionsOf(role).subscribe.filter((x) => x.startsWith('_INBOX.'))).toEqual([]);
     }
   });
 });
@@ -311,7 +352,14 @@ describe('deploy/docker-compose.cluster.yml', () => {
     expect(routes).toEqual(nodes);
     expect(clusterConf).toMatch(/listen: 0\.0\.0\.0:6222/);
     // The server itself reads the file (its include, the account and the users) as a node does.
-    const env = resolvedEnvironment(all['nats-1'] as Service);
+    // Each public key as .env gives it: a valid NKey, which the server checks.
+    const env = Object.fromEntries(
+      Object.entries(resolvedEnvironment(all['nats-1'] as Service)).map(([k, v]) => [
+        k,
+        k.endsWith('_NKEY') ? createUser().getPublicKey() : v,
+      ]),
+    );
+    expect(Object.keys(env).filter((k) => k.endsWith('_NKEY'))).toHaveLength(3);
     const { stderr } = await promisify(execFile)(
       'nats-server',
       ['-c', inDeploy('nats-cluster.conf'), '-t', '-n', 'nats-1'],
@@ -383,6 +431,85 @@ describe('deploy/docker-compose.cluster.yml', () => {
       for (const variable of interpolated(text)) {
         expect(example, variable).toMatch(new RegExp(`^${variable}=`, 'm'));
       }
+    }
+  });
+});
+
+describe('deploy/docker-compose.secure.yml', () => {
+  const secure = parse(read('deploy/docker-compose.secure.yml'), { merge: true }) as Compose;
+  const nats = secure.services.nats as Service;
+
+  it('adds TLS to the services of docker-compose.yml only, with variables opstate reads and files under deploy/tls/', () => {
+    const known = new Set(SETTINGS.map((s) => s.variable));
+    for (const [name, s] of Object.entries(secure.services)) {
+      expect(services[name], name).toBeDefined();
+      if (name === 'nats') continue;
+      expect(services[name]?.build, name).toBe('.');
+      for (const variable of Object.keys(s.environment ?? {})) {
+        expect(known.has(variable), `${name}: ${variable}`).toBe(true);
+      }
+      // The base file's environment with this one's over it, as compose merges them.
+      const merged = { ...resolvedEnvironment(services[name] as Service), ...s.environment };
+      const config = loadConfiguration(merged);
+      expect(config.nats.url).toBe('tls://nats:4222');
+      expect(config.nats.tls).toEqual({
+        caFile: '/run/secrets/nats_ca',
+        certFile: '/run/secrets/nats_cert',
+        keyFile: '/run/secrets/nats_key',
+      });
+      expect(config.nats.auth).toEqual({ type: 'nkey', seedFile: '/run/secrets/nats_seed' });
+      expect(config.nats.insecure).toBe(false);
+      // Its own certificate, beside its own NKey seed.
+      const role = roleOf(services[name] as Service);
+      const cert = s.secrets?.find((x) => x.target === 'nats_cert')?.source as string;
+      expect(secure.secrets?.[cert]?.file).toBe(`./deploy/tls/${role}.pem`);
+    }
+    for (const { file } of Object.values(secure.secrets ?? {})) {
+      expect(file).toMatch(/^\.\/deploy\/tls\/[\w-]+\.pem$/);
+    }
+    for (const v of nats.volumes ?? []) expect(v).toMatch(/^\.\/deploy\/tls\/[\w-]+\.pem:/);
+    expect(read('deploy/tls/.gitignore')).toMatch(/^\*\.pem$/m);
+    expect(read('deploy/nkeys/.gitignore')).toMatch(/^\*\.nk$/m);
+  });
+
+  it('runs nats-server with those flags on deploy/nats.conf: an NKey user with a client certificate gets in, one without is not', async () => {
+    const certs = await makeTestCertificates(undefined, 'control-plane');
+    const mounted: Record<string, string> = {
+      '/etc/nats/tls/ca.pem': certs.caFile,
+      '/etc/nats/tls/nats.pem': certs.serverCertFile,
+      '/etc/nats/tls/nats-key.pem': certs.serverKeyFile,
+    };
+    // The command as the container runs it, its config and store given by the helper instead.
+    const command = nats.command ?? [];
+    const tlsArgs: string[] = [];
+    for (let i = 0; i < command.length; i++) {
+      const arg = command[i] as string;
+      if (arg === '-c' || arg === '-sd') i++;
+      else tlsArgs.push(mounted[arg] ?? arg);
+    }
+    expect(tlsArgs).toEqual(expect.arrayContaining(['--tlsverify', certs.caFile]));
+    const server = await startDeployNats(tlsArgs);
+    try {
+      const url = server.url.replace('nats://', 'tls://');
+      const as = (tls: { caFile: string; certFile?: string; keyFile?: string }) =>
+        createJetStreamTransport({
+          servers: url,
+          prefix: 'opstate',
+          credentials: { auth: { type: 'nkey', seedFile: server.controlPlane.seedFile }, tls },
+          inboxPrefix: inboxPrefixOf('opstate', 'control-plane'),
+          connectTimeoutMs: 3000,
+        });
+      const transport = await as({
+        caFile: certs.caFile,
+        certFile: certs.clientCertFile,
+        keyFile: certs.clientKeyFile,
+      });
+      expect(transport.acceptsAnonymous).toBe(false);
+      await transport.ensure([]);
+      await transport.close();
+      await expect(as({ caFile: certs.caFile })).rejects.toThrow(/client certificate/);
+    } finally {
+      await server.close();
     }
   });
 });

@@ -2,7 +2,6 @@ import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
 import {
   createAccount,
   createOperator,
@@ -12,6 +11,7 @@ import {
   fmtCreds,
 } from '@nats-io/jwt';
 import { createUser } from '@nats-io/nkeys';
+import { connect, type NatsConnection, nkeyAuthenticator } from '@nats-io/transport-node';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { defaultRoute } from '../../machines/routing.ts';
@@ -21,28 +21,21 @@ import {
   createJetStreamTransport,
   type JetStreamTransport,
 } from '../../transport/jetstream/createJetStreamTransport.ts';
+import { inboxPrefixOf } from '../../transport/jetstream/inboxPrefix.ts';
 import type { NatsCredentials } from '../../transport/jetstream/natsCredentials.ts';
 import { archiveOperation, FAST_TIMING, HANDLERS } from '../actors/harness.ts';
+import { type DeployNats, startDeployNats } from '../helpers/deployNats.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { freePort, NatsServerProcess, waitFor } from '../transport/helpers.ts';
 
-/**
- * The deployment's own NATS configuration (deploy/nats.conf: accounts, a user per role, least
- * privilege) on a private nats-server with authorization on.
- */
-const CONF = fileURLToPath(new URL('../../deploy/nats.conf', import.meta.url));
-const PASSWORDS = {
-  OPSTATE_NATS_CONTROL_PLANE_PASSWORD: `cp-${Math.random().toString(36).slice(2)}`,
-  OPSTATE_NATS_WORKER_A_PASSWORD: `wa-${Math.random().toString(36).slice(2)}`,
-  OPSTATE_NATS_WORKER_B_PASSWORD: `wb-${Math.random().toString(36).slice(2)}`,
-};
-
+let deployNats: DeployNats | undefined;
 let server: NatsServerProcess | undefined;
 let db: TestDatabase | undefined;
 let plane: Runtime | undefined;
 const children: ChildProcess[] = [];
 const extraTransports: JetStreamTransport[] = [];
+const spies: NatsConnection[] = [];
 
 afterEach(async () => {
   for (const c of children) if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
@@ -55,10 +48,13 @@ afterEach(async () => {
   );
   children.length = 0;
   for (const t of extraTransports.splice(0)) await t.close();
+  for (const c of spies.splice(0)) await c.close();
   await plane?.close();
   plane = undefined;
   await server?.dispose();
   server = undefined;
+  await deployNats?.close();
+  deployNats = undefined;
   if (db !== undefined) await dropTestDatabase(db);
   db = undefined;
 });
@@ -91,22 +87,18 @@ function spawnWorker(env: Record<string, string>) {
 
 describe('NATS with authorization on (deploy/nats.conf)', () => {
   it('refuses a worker without credentials, serves one with them, and lets no worker publish dispatches', async () => {
-    server = await NatsServerProcess.create();
-    await server.start({ args: ['-c', CONF, '-m', String(await freePort())], env: PASSWORDS });
+    deployNats = await startDeployNats();
+    const nats = deployNats;
     db = await createTestDatabase('opstate_natsauth');
-    const url = server.url;
+    const url = nats.url;
     // The control plane, with its own credentials: creates the stream, consumers, bucket.
     const planeLogger = memoryLogger();
     plane = await createRuntime({
       databaseUrl: db.url,
       natsUrl: url,
-      natsCredentials: {
-        auth: {
-          type: 'user',
-          user: 'control-plane',
-          password: PASSWORDS.OPSTATE_NATS_CONTROL_PLANE_PASSWORD,
-        },
-      },
+      natsCredentials: nats.controlPlane.credentials,
+      // deploy/nats.conf lets the control plane read its own replies only.
+      natsInboxPrefix: inboxPrefixOf('opstate', 'control-plane'),
       prefix: 'opstate',
       timing: FAST_TIMING,
       logger: planeLogger,
@@ -120,12 +112,37 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
     expect(anonymous.text()).toMatch(/Authorization Violation/i);
     expect(anonymous.text()).toContain('OPSTATE_NATS_USER');
 
-    // worker-b serves long-term archive: it completes one.
-    const worker = spawnWorker({
-      ...base,
-      OPSTATE_NATS_USER: 'worker-b',
-      OPSTATE_NATS_PASSWORD: PASSWORDS.OPSTATE_NATS_WORKER_B_PASSWORD,
+    // worker-a listens for the replies of worker-b and of the control plane — JetStream's
+    // answers, the dispatches worker-b pulls — and for every reply of the old shared prefix: each
+    // subscription is refused, and nothing reaches it while worker-b pulls and completes one.
+    const spy = await connect({
+      servers: url,
+      authenticator: nkeyAuthenticator(new TextEncoder().encode(nats.workerA.seed)),
+      inboxPrefix: inboxPrefixOf('opstate', 'worker', 'worker-a'),
     });
+    spies.push(spy);
+    const overheard: string[] = [];
+    const refusals = [
+      inboxPrefixOf('opstate', 'worker', 'worker-b'),
+      inboxPrefixOf('opstate', 'control-plane'),
+      inboxPrefixOf('opstate', 'operator'),
+      '_INBOX',
+    ].map((inbox) => {
+      const sub = spy.subscribe(`${inbox}.>`, {
+        // The refusal reaches the callback as an error; a message would be overheard.
+        callback: (err, m) => {
+          if (err === null) overheard.push(m.subject);
+        },
+      });
+      return sub.closed.then((e) => (e instanceof Error ? e.message : String(e)));
+    });
+    // Its own inbox it may read: the JetStream API answers it there.
+    expect((await spy.request('$JS.API.INFO', '', { timeout: 5000 })).json()).toHaveProperty(
+      'type',
+    );
+
+    // worker-b serves long-term archive: it completes one.
+    const worker = spawnWorker({ ...base, ...nats.workerB.env });
     await waitFor(() => worker.text().includes('started for'), 'worker-b to start', 60_000);
     const { id } = await archiveOperation({ runtime: plane });
     await waitFor(
@@ -133,6 +150,11 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
       `the archive to complete on worker-b:\n${worker.text()}`,
       30_000,
     );
+
+    for (const refusal of await Promise.all(refusals)) {
+      expect(refusal).toMatch(/Permissions Violation for Subscription/);
+    }
+    expect(overheard).toEqual([]);
 
     // Its heartbeat got through: the control plane reads it.
     await waitFor(
@@ -158,10 +180,7 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
             resolve({ status: err === null ? 0 : (err.code as number | null), stdout, stderr }),
         );
       });
-    const withCredentials = await status({
-      OPSTATE_NATS_USER: 'control-plane',
-      OPSTATE_NATS_PASSWORD: PASSWORDS.OPSTATE_NATS_CONTROL_PLANE_PASSWORD,
-    });
+    const withCredentials = await status(nats.controlPlane.env);
     expect(withCredentials.status, withCredentials.stderr).toBe(0);
     expect(withCredentials.stderr).not.toContain('heartbeats not read');
     expect(JSON.parse(withCredentials.stdout).attention.heartbeatsVisible).toBe(true);
@@ -170,9 +189,7 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
     expect(withoutCredentials.stderr).toMatch(/heartbeats not read: .*Authorization Violation/i);
     expect(JSON.parse(withoutCredentials.stdout).attention.heartbeatsVisible).toBe(false);
     for (const r of [withCredentials, withoutCredentials]) {
-      for (const secret of Object.values(PASSWORDS)) {
-        expect(r.stdout + r.stderr).not.toContain(secret);
-      }
+      for (const secret of nats.secrets) expect(r.stdout + r.stderr).not.toContain(secret);
     }
 
     // With worker-b's credentials, no dispatch can be published: not to a queue worker-b does
@@ -181,13 +198,8 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
       servers: url,
       prefix: 'opstate',
       timing: FAST_TIMING,
-      credentials: {
-        auth: {
-          type: 'user',
-          user: 'worker-b',
-          password: PASSWORDS.OPSTATE_NATS_WORKER_B_PASSWORD,
-        },
-      },
+      credentials: nats.workerB.credentials,
+      inboxPrefix: inboxPrefixOf('opstate', 'worker', 'worker-b'),
       requestTimeoutMs: 2000,
     });
     extraTransports.push(asWorker);
@@ -210,7 +222,7 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
     // And everything the control plane does (schedule, publish, watch heartbeats) within its own.
     expect(planeLogger.lines.filter((l) => l.level !== 'DEBUG' && l.level !== 'INFO')).toEqual([]);
     for (const c of [anonymous, worker]) {
-      for (const secret of Object.values(PASSWORDS)) expect(c.text()).not.toContain(secret);
+      for (const secret of nats.secrets) expect(c.text()).not.toContain(secret);
     }
   });
 });

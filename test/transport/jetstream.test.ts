@@ -31,6 +31,7 @@ if (!up) {
 transportContract('JetStream', async (options) => {
   const prefix = uniquePrefix('js');
   const transport = await createJetStreamTransport({
+    insecureNats: true,
     ...options,
     servers: `nats://127.0.0.1:${NATS_PORT}`,
     prefix,
@@ -51,6 +52,7 @@ describe('JetStream transport on a caller-owned connection', () => {
     const nc = await connect({ servers: `nats://127.0.0.1:${NATS_PORT}` });
     try {
       const transport = await createJetStreamTransport({
+        insecureNats: true,
         connection: nc,
         prefix: uniquePrefix('own'),
       });
@@ -73,6 +75,7 @@ describe('JetStream pull requests ended early by the client', () => {
     // ack-wait far beyond the test: a swallowed dispatch would not come back in time.
     const prefix = uniquePrefix('early');
     const transport = await createJetStreamTransport({
+      insecureNats: true,
       servers: `nats://127.0.0.1:${NATS_PORT}`,
       prefix,
       timing: { ...TEST_TIMING, ackWaitMs: 60_000 },
@@ -110,6 +113,7 @@ describe('JetStream pull requests ended early by the client', () => {
 describe('JetStream queues sharing one bound (a worker serving several kinds)', () => {
   it('queues that stay empty probe one message at a time, so a busy one gets every other slot at once', async () => {
     const transport = await createJetStreamTransport({
+      insecureNats: true,
       servers: `nats://127.0.0.1:${NATS_PORT}`,
       prefix: uniquePrefix('share'),
       // Longer than the test: a pull that was opened too large is not given back by its expiry.
@@ -172,6 +176,7 @@ describe('JetStream: many queues, few slots (a worker started without --site)', 
   it('an idle queue asks its consumer instead of holding a slot, so one message on one of 72 queues is pulled within about one round', async () => {
     const prefix = uniquePrefix('many');
     const transport = await createJetStreamTransport({
+      insecureNats: true,
       servers: `nats://127.0.0.1:${NATS_PORT}`,
       prefix,
     });

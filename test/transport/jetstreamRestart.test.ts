@@ -44,6 +44,7 @@ describe('JetStream transport across a nats-server crash', () => {
     await server.start();
     const prefix = uniquePrefix('restart');
     transport = await createJetStreamTransport({
+      insecureNats: true,
       servers: server.url,
       prefix,
       timing: { ...TEST_TIMING, ackWaitMs: 2000 },

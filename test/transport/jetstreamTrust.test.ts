@@ -37,6 +37,7 @@ async function open(
 ): Promise<{ transport: JetStreamTransport; prefix: string }> {
   const prefix = uniquePrefix(tag);
   const transport = await createJetStreamTransport({
+    insecureNats: true,
     servers: SERVERS,
     prefix,
     timing,
@@ -129,7 +130,12 @@ describe('heartbeat size cap (real KV)', () => {
   it('the bucket refuses a value well over the cap, and an older bucket without the cap gets it', async () => {
     const prefix = uniquePrefix('hbold');
     // A bucket as an older release made it: no value cap.
-    const first = await createJetStreamTransport({ servers: SERVERS, prefix, timing: TEST_TIMING });
+    const first = await createJetStreamTransport({
+      insecureNats: true,
+      servers: SERVERS,
+      prefix,
+      timing: TEST_TIMING,
+    });
     try {
       await new Kvm(first.connection).create(`${prefix}_heartbeats`, { history: 1 });
       const kv = await new Kvm(first.connection).open(`${prefix}_heartbeats`);
@@ -148,6 +154,7 @@ describe('dispatch stream limits (real nats-server)', () => {
   it('refuses an oversized publish and one on a subject no consumer reads; an older stream is brought in line', async () => {
     const prefix = uniquePrefix('limits');
     const transport = await createJetStreamTransport({
+      insecureNats: true,
       servers: SERVERS,
       prefix,
       timing: TEST_TIMING,
@@ -189,10 +196,14 @@ describe('dispatch stream limits (real nats-server)', () => {
 
   it('refuses a maxMessageBytes over the stream’s max_msg_size, and a tiny maxStreamBytes, before connecting', async () => {
     await expect(
-      createJetStreamTransport({ servers: SERVERS, maxMessageBytes: 64 * 1024 + 1 }),
+      createJetStreamTransport({
+        insecureNats: true,
+        servers: SERVERS,
+        maxMessageBytes: 64 * 1024 + 1,
+      }),
     ).rejects.toMatchObject({ code: OpstateErrorCode.CONFIG });
     await expect(
-      createJetStreamTransport({ servers: SERVERS, maxStreamBytes: 1000 }),
+      createJetStreamTransport({ insecureNats: true, servers: SERVERS, maxStreamBytes: 1000 }),
     ).rejects.toMatchObject({ code: OpstateErrorCode.CONFIG });
   });
 });
@@ -201,6 +212,7 @@ describe('MAX_DELIVERIES advisories are checked against the broker (real nats-se
   async function deployment(tag: string, maxDeliver = 2) {
     const prefix = uniquePrefix(tag);
     const transport = await createJetStreamTransport({
+      insecureNats: true,
       servers: SERVERS,
       prefix,
       timing: { ...TEST_TIMING, maxDeliver, ackWaitMs: 60_000 },
@@ -315,6 +327,7 @@ describe('a worker started before the control plane (real nats-server, simulated
     const prefix = uniquePrefix('early');
     const clock = new SimulatedClock();
     const transport = await createJetStreamTransport({
+      insecureNats: true,
       servers: SERVERS,
       prefix,
       timing: TEST_TIMING,

@@ -77,13 +77,14 @@ describe('the replica count', () => {
 describe('replicas on a single server (the shared nats-server)', () => {
   it('a bad count is refused before connecting', async () => {
     await expect(
-      createJetStreamTransport({ servers: 'nats://127.0.0.1:1', replicas: 0 }),
+      createJetStreamTransport({ insecureNats: true, servers: 'nats://127.0.0.1:1', replicas: 0 }),
     ).rejects.toMatchObject({ code: OpstateErrorCode.CONFIG });
   });
 
   it('three replicas on one server: CONFIG saying what to set, and no stream is made', async () => {
     const prefix = uniquePrefix('r3single');
     const transport = await createJetStreamTransport({
+      insecureNats: true,
       servers: 'nats://127.0.0.1:4222',
       prefix,
       timing: TEST_TIMING,
@@ -126,6 +127,7 @@ describe('replicas on a three-node cluster (private nats-servers)', () => {
   it('the stream, its consumers and the heartbeat bucket keep three copies by default', async () => {
     const prefix = uniquePrefix('r3auto');
     const transport = await createJetStreamTransport({
+      insecureNats: true,
       servers: cluster.url,
       prefix,
       timing: TEST_TIMING,
@@ -150,6 +152,7 @@ describe('replicas on a three-node cluster (private nats-servers)', () => {
     const prefix = uniquePrefix('r3raise');
     const names = transportNames(prefix);
     const one = await createJetStreamTransport({
+      insecureNats: true,
       servers: cluster.url,
       prefix,
       timing: TEST_TIMING,
@@ -160,6 +163,7 @@ describe('replicas on a three-node cluster (private nats-servers)', () => {
     expect((await replicasOf(cluster.url, names.stream)).config).toBe(1);
 
     const auto = await createJetStreamTransport({
+      insecureNats: true,
       servers: cluster.url,
       prefix,
       timing: TEST_TIMING,
@@ -170,6 +174,7 @@ describe('replicas on a three-node cluster (private nats-servers)', () => {
     expect((await replicasOf(cluster.url, `KV_${names.heartbeatBucket}`)).config).toBe(3);
 
     const lower = await createJetStreamTransport({
+      insecureNats: true,
       servers: cluster.url,
       prefix,
       timing: TEST_TIMING,
@@ -186,6 +191,7 @@ describe('replicas on a three-node cluster (private nats-servers)', () => {
   it('five replicas on three servers: CONFIG, and the stream is not made', async () => {
     const prefix = uniquePrefix('r5');
     const transport = await createJetStreamTransport({
+      insecureNats: true,
       servers: cluster.url,
       prefix,
       timing: TEST_TIMING,

@@ -1,6 +1,7 @@
 import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
 import { connect, errors, type NatsConnection } from '@nats-io/transport-node';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { acceptsAnonymous, anonymousNatsRefusal } from './anonymousNats.ts';
 import {
   type NatsCredentials,
   natsConnectOptions,
@@ -25,6 +26,16 @@ export interface JetStreamConnectOptions {
   readonly pingIntervalMs?: number;
   /** JetStream API request timeout (ms). */
   readonly requestTimeoutMs: number;
+  /**
+   * Run on a server that accepts clients without credentials (a development server). Without it
+   * such a server is refused with `CONFIG` (see `acceptsAnonymous`).
+   */
+  readonly insecureNats?: boolean;
+  /**
+   * The prefix of this connection's reply subjects (`<prefix>.<id>`) instead of `_INBOX`, so that
+   * the server's permissions can let each role subscribe to its own replies only.
+   */
+  readonly inboxPrefix?: string;
 }
 
 /**
@@ -57,7 +68,9 @@ function withClientCertificateHint(
 /**
  * Connects to NATS (reconnecting for ever) and opens the JetStream manager; failures are
  * `OpstateError`s naming the servers, a TLS connect that timed out without a client certificate
- * says how to give one. A connection this opened is closed again when the manager fails.
+ * says how to give one. A server that accepts anonymous clients is refused with `CONFIG` unless
+ * `insecureNats` (`anonymous` says whether it does). A connection this opened is closed again when
+ * it is refused or the manager fails.
  *
  * @example
  * ```ts
@@ -67,7 +80,7 @@ function withClientCertificateHint(
  */
 export async function connectJetStream(
   options: JetStreamConnectOptions,
-): Promise<{ nc: NatsConnection; jsm: JetStreamManager }> {
+): Promise<{ nc: NatsConnection; jsm: JetStreamManager; anonymous: boolean }> {
   const servers = splitServers(options.servers ?? 'nats://127.0.0.1:4222');
   // Each request that succeeds no longer builds a discarded error (see settleRequestsCheaply).
   settleRequestsCheaply();
@@ -87,6 +100,7 @@ export async function connectJetStream(
         // traces up front, in case it fails: a large share of a busy process's time. Failures are
         // translated into OpstateErrors naming the operation and subject anyway.
         noAsyncTraces: true,
+        ...(options.inboxPrefix === undefined ? {} : { inboxPrefix: options.inboxPrefix }),
         ...(options.connectTimeoutMs === undefined ? {} : { timeout: options.connectTimeoutMs }),
       }));
   } catch (err) {
@@ -97,9 +111,19 @@ export async function connectJetStream(
       ? withClientCertificateHint(translated, options.credentials)
       : translated;
   }
+  // A given connection's credentials are not known here: only its server's INFO tells.
+  const anonymous = acceptsAnonymous(
+    nc.info,
+    options.connection === undefined ? options.credentials : 'unknown',
+    servers,
+  );
+  if (anonymous && options.insecureNats !== true) {
+    if (options.connection === undefined) await nc.close();
+    throw anonymousNatsRefusal(redactServers(options.servers ?? servers));
+  }
   try {
     const jsm = await jetstreamManager(nc, { timeout: options.requestTimeoutMs });
-    return { nc, jsm };
+    return { nc, jsm, anonymous };
   } catch (err) {
     if (options.connection === undefined) await nc.close();
     throw translateJetStreamError(err, 'connect', { servers: redactServers(options.servers) });

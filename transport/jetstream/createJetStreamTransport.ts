@@ -76,11 +76,23 @@ export interface JetStreamTransportOptions extends TransportOptions {
    * [the system clock]. Heartbeat ages are judged by the server's stamps, whatever this says.
    */
   readonly clock?: Clock;
+  /**
+   * Run on a server that accepts clients without credentials (a development server, such as
+   * `nats-server -js` with no configuration). Without it such a server is refused with `CONFIG`.
+   */
+  readonly insecureNats?: boolean;
+  /**
+   * The prefix of the connection's reply subjects [`_INBOX`]: the CLI gives each role its own
+   * (`inboxPrefixOf`), so the server can let each subscribe to its own replies only.
+   */
+  readonly inboxPrefix?: string;
 }
 
 /** The JetStream transport, plus the connection for tools and tests. */
 export interface JetStreamTransport extends Transport {
   readonly connection: NatsConnection;
+  /** The server accepts clients without credentials (allowed by `insecureNats`). */
+  readonly acceptsAnonymous: boolean;
   /** Deletes the stream and the heartbeat bucket (tests, teardown). */
   destroy(): Promise<void>;
 }
@@ -310,7 +322,7 @@ export async function createJetStreamTransport(
   const names = transportNames(options.prefix ?? 'opstate');
   const limits = jetStreamLimits(options);
   streamReplicas(options.replicas, undefined); // a bad count is refused before connecting
-  const { nc, jsm } = await connectJetStream({
+  const { nc, jsm, anonymous } = await connectJetStream({
     ...options,
     name: `opstate-${names.prefix}`,
     requestTimeoutMs: limits.requestTimeoutMs,
@@ -353,6 +365,7 @@ export async function createJetStreamTransport(
   const transport: JetStreamTransport = {
     timing,
     connection: nc,
+    acceptsAnonymous: anonymous,
     heartbeats: heartbeatsOf(parts),
     get openSubscriptions() {
       return parts.subscriptions.size;
