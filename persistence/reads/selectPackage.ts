@@ -20,8 +20,10 @@ export interface PackageCopyRow extends PackageCopy {
 
 /** One package with its whole family: what its state and step are derived from, and its lineage. */
 export interface PackageRecord {
-  readonly facts: PackageFacts & { readonly copies: readonly PackageCopyRow[] };
+  readonly facts: PackageFacts;
   readonly name: string;
+  /** The family's copies (the same ones `facts.copies` holds), with where each is. */
+  readonly copies: readonly PackageCopyRow[];
   /** Its data transfer package (itself for one), or null before it is assigned one. */
   readonly transferPackage: { readonly id: string; readonly name: string } | null;
   /** The raw data packages of its transfer package (for a raw data package: its siblings too). */
@@ -167,14 +169,16 @@ export async function selectPackage(
       where raw_data_package_id = any(${uuidArray(members)})`),
     exec.execute(sql`select min(after_id) as after_id from pipeline_cursor`),
   ]);
+  const copyRows = copies.map(toCopy);
   return {
+    copies: copyRows,
     facts: {
       type,
       id,
       members,
       transferPackageId: dtp,
       operations,
-      copies: copies.map(toCopy),
+      copies: copyRows,
       pipelineCursor: cursor?.after_id == null ? null : Number(cursor.after_id),
       bundle:
         dtp === null
