@@ -174,6 +174,15 @@ function classifyNext(facts: PackageFacts): Classified {
       why: 'it carries no raw data package yet: nothing is bundled into it until packages are assigned to it',
     };
   }
+  if (ops.length === 0 && facts.type === 'raw_data_package') {
+    return {
+      kind: next,
+      ...none,
+      wait: 'not_started',
+      why: 'nothing has run on it yet: its packaging is the entry step, submitted for it',
+    };
+  }
+  // Bundling's fan-in: a package waits for its siblings, a transfer package for its members.
   const bundlingRank = PACKAGE_STEPS[OperationKind.DATA_TRANSFER_PACKAGE]?.rank ?? 1;
   if ((PACKAGE_STEPS[next]?.rank ?? 0) <= bundlingRank) {
     if (facts.transferPackageId === null || facts.bundle === null) {
@@ -192,14 +201,6 @@ function classifyNext(facts: PackageFacts): Classified {
         why: `bundling waits for its transfer package's members: ${facts.bundle.packaged} of ${facts.bundle.members} packaged`,
       };
     }
-  }
-  if (ops.length === 0 && facts.type === 'raw_data_package') {
-    return {
-      kind: next,
-      ...none,
-      wait: 'not_started',
-      why: 'nothing has run on it yet: its packaging is the entry step, submitted for it',
-    };
   }
   return {
     kind: next,

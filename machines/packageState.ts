@@ -61,7 +61,12 @@ export interface PackageStateFacts {
   readonly copies: readonly PackageCopy[];
 }
 
-/** How each kind moves a package: its place in the pipeline, and the state live and done work gives. */
+/**
+ * How each kind moves a package: its place in the pipeline, and the state live and done work gives.
+ * The transferring step runs from bundling to unpack: a package bundled or transferred but not
+ * unpacked yet is still TRANSFERRING (which of the three, and why it waits, is its classification),
+ * so the state only ever moves forward as the pipeline runs.
+ */
 export interface PackageStep {
   readonly rank: number;
   readonly live: PackageState;
@@ -81,13 +86,13 @@ export const PACKAGE_STEPS: Readonly<Record<OperationKind, PackageStep | null>> 
   [OperationKind.DATA_TRANSFER_PACKAGE]: {
     rank: 1,
     live: PackageState.TRANSFERRING,
-    done: PackageState.PACKAGED,
+    done: PackageState.TRANSFERRING,
     perMember: false,
   },
   [OperationKind.TRANSFER]: {
     rank: 2,
     live: PackageState.TRANSFERRING,
-    done: PackageState.TRANSFERRED,
+    done: PackageState.TRANSFERRING,
     perMember: false,
   },
   [OperationKind.UNPACK]: {
@@ -193,9 +198,10 @@ export function furthestDone(facts: PackageStateFacts): OperationKind | null {
  *    advanced of it (packaging → PACKAGING; bundling, transfer, unpack → TRANSFERRING; long-term
  *    archive → ARCHIVING), so a package still moving on one branch is not called done;
  * 2. else a FAILED operation no later one of the same (kind, subject, location) completed: FAILED;
- * 3. else the furthest step every subject of it completed: packaging or bundling → PACKAGED,
- *    transfer or unpack → TRANSFERRED, long-term archive → ARCHIVED (while the archive's copy is
- *    still at its archive location: an archive whose copy is gone does not count);
+ * 3. else the furthest step every subject of it completed: packaging → PACKAGED, bundling or
+ *    transfer → TRANSFERRING (the transferring step is not over before unpack), unpack →
+ *    TRANSFERRED, long-term archive → ARCHIVED (while the archive's copy is still at its archive
+ *    location: an archive whose copy is gone does not count);
  * 4. else PLANNED.
  * A per-package step (packaging, archive) of a data transfer package is done when it is done for
  * every member. Staging does not change a package's state.

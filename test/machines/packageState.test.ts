@@ -167,9 +167,9 @@ const CASES: Case[] = [
     'dispatched',
   ],
   [
-    'bundled: bundled counts as packaged',
+    'bundled, no transfer yet: still in its transferring step',
     rdp([done(K.RAW_DATA_PACKAGE), done(K.DATA_TRANSFER_PACKAGE)]),
-    'PACKAGED',
+    'TRANSFERRING',
     'not_created',
   ],
   [
@@ -207,7 +207,7 @@ const CASES: Case[] = [
   [
     'a failed transfer a later one of the same (kind, subject, location) completed',
     rdp([done(K.RAW_DATA_PACKAGE), op(K.TRANSFER, 'FAILED'), done(K.TRANSFER)]),
-    'TRANSFERRED',
+    'TRANSFERRING',
     'not_created',
   ],
   [
@@ -396,11 +396,13 @@ describe('package state and step, derived from facts', () => {
             ? 'ARCHIVING'
             : 'TRANSFERRING';
       const after: PackageState =
-        kind === K.RAW_DATA_PACKAGE || kind === K.DATA_TRANSFER_PACKAGE
+        kind === K.RAW_DATA_PACKAGE
           ? 'PACKAGED'
           : kind === K.LONG_TERM_ARCHIVE
             ? 'ARCHIVED'
-            : 'TRANSFERRED';
+            : kind === K.UNPACK
+              ? 'TRANSFERRED'
+              : 'TRANSFERRING';
       push(op(kind, 'PENDING'), live, 'due');
       push(op(kind, 'SCHEDULED'), live, 'dispatched');
       push(op(kind, 'IN_PROGRESS'), live, 'in_progress');
@@ -410,6 +412,11 @@ describe('package state and step, derived from facts', () => {
         kind === K.LONG_TERM_ARCHIVE ? 'done' : 'leader_pass',
       );
     }
+    // The state only ever moves forward along the pipeline.
+    const states = path.map(([operations]) =>
+      PACKAGE_STATES.indexOf(derivePackageState(rdp(operations))),
+    );
+    expect(states).toEqual([...states].sort((a, b) => a - b));
     for (const [operations, state, wait] of path) {
       expect(
         classifyPackageStep(rdp(operations), NOW),
