@@ -241,6 +241,16 @@ const CASES: Case[] = [
     'in_progress',
   ],
   [
+    'archiving at one site while the transfer to another waits: the least advanced live work',
+    rdp([
+      ...throughUnpack(),
+      op(K.LONG_TERM_ARCHIVE, 'IN_PROGRESS'),
+      op(K.TRANSFER, 'PENDING', { targetLocationId: 'loc-2', notBefore: NOW + 1_000 }),
+    ]),
+    'TRANSFERRING',
+    'not_before',
+  ],
+  [
     'archived, but the archive copy is gone',
     rdp([...throughUnpack(), done(K.LONG_TERM_ARCHIVE)], {
       copies: [{ ...archived, status: 'DELETED' }],
