@@ -22,9 +22,10 @@ export const PACKAGE_PAGE_SIZE = 1_000;
 /**
  * A page of packages of one type in id order after `after`, each with the facts its state is
  * derived from (`derivePackageState`): the operations on its family that move it (no staging)
- * and its member packages' copies. Four statements whatever the page holds, each a range of an
- * index (the packages' primary key, the packages by transfer package, the subtypes' artifact
- * indexes, the copies by artifact), so deriving every package costs what the packages hold.
+ * and, of its member packages' copies, the ones the state reads: each completed archive's live
+ * copy at its archive location. Four statements whatever the page holds, each a range of an index
+ * (the packages' primary key, the packages by transfer package, the subtypes' artifact indexes,
+ * the copies' live key), so deriving every package costs what the packages hold.
  *
  * @example
  * ```ts
@@ -62,8 +63,14 @@ export async function selectPackageStatePage(
       select s.subject, o.id, o.kind, o.status, o.target_location_id
       from ${familyOperations(packages, bundles, { staging: false })} s
       join operation o on o.id = s.operation_id`),
-    exec.execute(sql`select artifact_id, location_id, status from physical_copy
-      where artifact_id = any(${uuidArray(packages)}) and artifact_type = 'raw_data_package'`),
+    // The only copies the state reads: each completed archive's copy at its archive location.
+    exec.execute(sql`select c.artifact_id, c.location_id, c.status
+      from long_term_archive_operation a
+      join operation o on o.id = a.operation_id and o.status = 'COMPLETED'
+      join physical_copy c on c.artifact_type = 'raw_data_package'
+        and c.artifact_id = a.raw_data_package_id and c.location_id = o.target_location_id
+        and c.status <> 'DELETED'
+      where a.raw_data_package_id = any(${uuidArray(packages)})`),
   ]);
   const bySubject = new Map<string, PackageOperation[]>();
   for (const r of ops) {
