@@ -1,15 +1,15 @@
 import { sql } from 'drizzle-orm';
 import type { OperationKind } from '../machines/OperationKind.ts';
-import type { OperationStatus } from '../machines/operationMachine.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { OperationStatus } from '../machines/operationMachine.ts';
 import { derivePackageState, type PackageState } from '../machines/packageState.ts';
 import type { PhysicalCopyRecord } from './ArtifactRepository.ts';
 import { toCopyRecord } from './ArtifactRepository.ts';
 import type { ArtifactType } from './ArtifactType.ts';
 import { checkId } from './applyEvents.ts';
 import type { Database, Row } from './openDatabase.ts';
-import { selectPackage } from './reads/selectPackage.ts';
 import type { ArtifactRef } from './publicRecords.ts';
+import { selectPackage } from './reads/selectPackage.ts';
 
 export type { ArtifactRef } from './publicRecords.ts';
 

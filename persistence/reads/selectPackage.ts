@@ -123,7 +123,7 @@ function toCopy(r: Row): PackageCopyRow {
  * @example
  * ```ts
  * const found = await selectPackage(database, id);
- * if (found) classifyPackageStep(found.facts, Date.now());
+ * if (found) classifyPackageStep(found.facts, clock.now());
  * ```
  */
 export async function selectPackage(
