@@ -9,8 +9,10 @@ import {
   kindsOfQueue,
 } from '../machines/attention.ts';
 import type { Clock } from '../machines/Clock.ts';
+import { classifyPackageStep } from '../machines/classifyPackageStep.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OperationStatus } from '../machines/operationMachine.ts';
+import type { PackageState } from '../machines/packageState.ts';
 import type { PhysicalCopyStatus } from '../machines/physicalCopyMachine.ts';
 import { type QueueReaders, queueReaders, readersOf } from '../machines/queueReaders.ts';
 import { allRoutes, OPERATION_TYPES_IN_USE, queueName, routesAt } from '../machines/routing.ts';
@@ -22,6 +24,8 @@ import {
   loadAttentionRow,
 } from '../persistence/loadAttention.ts';
 import type { Database } from '../persistence/openDatabase.ts';
+import { countPackageStates } from '../persistence/reads/countPackageStates.ts';
+import { listPackagesInState } from '../persistence/reads/listPackagesInState.ts';
 import {
   type OperationSearch,
   type OperationSearchRow,
@@ -32,6 +36,7 @@ import { selectCopyStatus } from '../persistence/reads/selectCopyStatus.ts';
 import { selectDeletions } from '../persistence/reads/selectDeletions.ts';
 import { selectFlowLimitLoad } from '../persistence/reads/selectFlowLimitLoad.ts';
 import { selectLineage } from '../persistence/reads/selectLineage.ts';
+import { selectPackage } from '../persistence/reads/selectPackage.ts';
 import { type QueueDepth, selectQueueDepths } from '../persistence/reads/selectQueueDepths.ts';
 import { selectLocationsAt } from '../persistence/reads/selectRoutedLocations.ts';
 import { selectRoutesOf } from '../persistence/reads/selectRoutesOf.ts';
@@ -43,6 +48,8 @@ import type { CopiesPageData } from './copiesPage.ts';
 import { idleUnserved } from './idleUnserved.ts';
 import type { OperationPageData } from './operationPage.ts';
 import type { OverviewData } from './overviewPage.ts';
+import type { PackagePageData } from './packagePage.ts';
+import type { PackagesPageData } from './packagesPage.ts';
 import type { QueueView, WorkersPageData, WorkerView } from './workersPage.ts';
 
 /** Rows per page, in every list. */
@@ -221,6 +228,30 @@ export function createDashboardData(options: DashboardDataOptions) {
         if (item !== null) attention.push(item);
       }
       return { view, up, down, heartbeat, attention, resume };
+    },
+
+    /** One package, its derived state and step; `NOT_FOUND` when no package has that id. */
+    async package(id: string): Promise<PackagePageData> {
+      const record = await selectPackage(database, id);
+      if (record === undefined) {
+        throw new OpstateError(
+          OpstateErrorCode.NOT_FOUND,
+          `no raw data package or data transfer package has id ${id}`,
+        );
+      }
+      return { record, step: classifyPackageStep(record.facts, clock.now()) };
+    },
+
+    /** The packages per derived state, and one page of those in `state` (all when undefined). */
+    async packages(
+      state: PackageState | undefined,
+      after: string | null,
+    ): Promise<PackagesPageData> {
+      const [counts, page] = await Promise.all([
+        countPackageStates(database),
+        listPackagesInState(database, state ?? null, { limit: PAGE_SIZE, after }),
+      ]);
+      return { counts, state, rows: page.rows, next: page.next };
     },
 
     /**

@@ -168,6 +168,7 @@ export const PAGE_SCRIPTS: readonly string[] = Object.freeze([SCRIPT]);
 const NAV: readonly { readonly path: string; readonly label: string }[] = [
   { path: '/', label: 'Overview' },
   { path: '/operations', label: 'Operations' },
+  { path: '/packages', label: 'Packages' },
   { path: '/workers', label: 'Workers & queues' },
   { path: '/copies', label: 'Copies & deletions' },
 ];

@@ -3,6 +3,7 @@ import { OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.t
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { OPERATION_STATUSES, type OperationStatus } from '../machines/operationMachine.ts';
 import { OPERATOR_ACTIONS, type OperatorAction } from '../machines/operatorEvent.ts';
+import { PACKAGE_STATES, type PackageState } from '../machines/packageState.ts';
 import {
   PHYSICAL_COPY_STATUSES,
   type PhysicalCopyStatus,
@@ -18,6 +19,8 @@ import { operationPage } from './operationPage.ts';
 import { operationsPage } from './operationsPage.ts';
 import type { OperatorActions } from './operatorActions.ts';
 import { overviewPage } from './overviewPage.ts';
+import { packagePage } from './packagePage.ts';
+import { packagesPage } from './packagesPage.ts';
 import type { Responder } from './responder.ts';
 import { workersPage } from './workersPage.ts';
 
@@ -130,6 +133,11 @@ async function routeGet(
       return respond.json(res, 200, await data.workers());
     case '/copies':
       return respond.page(res, url, 'Copies and deletions', await copies(routes, url));
+    case '/packages': {
+      const state = oneOf<PackageState>(url, 'state', PACKAGE_STATES);
+      const found = await data.packages(state, url.searchParams.get('after'));
+      return respond.page(res, url, `Packages ${state ?? ''}`.trim(), packagesPage(found));
+    }
   }
   const [first, second, third] = parts;
   if (first === 'operations' && second !== undefined && parts.length === 2) {
@@ -142,12 +150,20 @@ async function routeGet(
   if (first === 'api' && second === 'operations' && third !== undefined && parts.length === 3) {
     return respond.json(res, 200, await data.operation(third));
   }
+  if (first === 'packages' && second !== undefined && parts.length === 2) {
+    const found = await data.package(second);
+    return respond.page(res, url, `package ${found.record.name}`, packagePage(found));
+  }
+  if (first === 'api' && second === 'packages' && third !== undefined && parts.length === 3) {
+    const { record, step } = await data.package(third);
+    return respond.json(res, 200, { ...record, step });
+  }
   return respond.error(
     req,
     res,
     404,
     'NOT_FOUND',
-    `no page at ${url.pathname}; the pages are /, /operations, /workers and /copies`,
+    `no page at ${url.pathname}; the pages are /, /operations, /packages, /workers and /copies`,
   );
 }
 

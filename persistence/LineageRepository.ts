@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { OperationKind } from '../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { OperationStatus } from '../machines/operationMachine.ts';
 import { derivePackageState, type PackageState } from '../machines/packageState.ts';
 import type { PhysicalCopyRecord } from './ArtifactRepository.ts';
@@ -8,6 +9,7 @@ import type { ArtifactType } from './ArtifactType.ts';
 import { checkId } from './applyEvents.ts';
 import type { Database, Row } from './openDatabase.ts';
 import type { ArtifactRef } from './publicRecords.ts';
+import { selectPackage } from './reads/selectPackage.ts';
 
 export type { ArtifactRef } from './publicRecords.ts';
 
@@ -180,15 +182,20 @@ export class LineageRepository {
   }
 
   /**
-   * A raw data package's lifecycle state, derived from its operations (`derivePackageState`);
-   * never stored.
+   * A raw data package's or data transfer package's lifecycle state, derived from its family's
+   * operations and copies (`selectPackage`, `derivePackageState`); never stored. `NOT_FOUND` when
+   * no package has that id.
    *
    * @example
    * ```ts
    * await lineage.packageState(pkg); // 'ARCHIVING'
    * ```
    */
-  async packageState(rawDataPackageId: string): Promise<PackageState> {
-    return derivePackageState(await this.operationsOfPackage(rawDataPackageId));
+  async packageState(packageId: string): Promise<PackageState> {
+    const found = await selectPackage(this.database, packageId);
+    if (found === undefined) {
+      throw new OpstateError(OpstateErrorCode.NOT_FOUND, `no package has id ${packageId}`);
+    }
+    return derivePackageState(found.facts);
   }
 }

@@ -1,6 +1,11 @@
+import { systemClock } from '../../machines/Clock.ts';
+import { classifyPackageStep } from '../../machines/classifyPackageStep.ts';
 import { formatDeadline } from '../../machines/deadlines.ts';
+import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { checkId } from '../../persistence/applyEvents.ts';
 import { inspectOperation } from '../../persistence/inspectOperation.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
+import { selectPackage } from '../../persistence/reads/selectPackage.ts';
 import { loadResumeRecord } from '../../persistence/resumeRecord.ts';
 import {
   argumentsOf,
@@ -13,6 +18,7 @@ import {
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 import { inspectTargetOf, withInspectOptions } from '../statelyInspection.ts';
 import { inspectStately } from './inspectStately.ts';
+import { packageJson, printPackage } from './printPackage.ts';
 import { printResumeRecord } from './printResumeRecord.ts';
 
 const iso = (d: Date | null) => (d === null ? '-' : d.toISOString());
@@ -91,13 +97,38 @@ function printInspection(view: Inspection, resume: Resume, io: Io): void {
 }
 
 /**
+ * An id that names no operation: the package it names (its derived state, its step and why, its
+ * lineage), or a usage error saying what the id may name.
+ */
+async function inspectPackage(
+  database: Database,
+  id: string,
+  json: boolean,
+  io: Io,
+): Promise<number> {
+  const record = await selectPackage(database, id);
+  if (record === undefined) {
+    throw new UsageError(
+      `no operation or package has id ${id}: 'opstate list' prints operation ids, 'opstate list --package-state <state>' package ids`,
+    );
+  }
+  const step = classifyPackageStep(record.facts, systemClock.now());
+  if (json) io.out(JSON.stringify(packageJson(record, step)));
+  else printPackage(record, step, io);
+  return 0;
+}
+
+/**
  * `opstate inspect <id> [--json]`: one operation with its subtype fields, inputs, outputs,
  * transition history (`transitions: [{from, to, event, by, attempt, at}]`), journal steps and
  * failure breadcrumbs; for a long-term archive also its resume record (`resume`: last durable
  * state, source and archive identity, deletion progress, receipt, `nextSafeAction`). Never shows a
  * key: only the fingerprint of the key that sealed the archive. A stored value it cannot read (a
  * damaged snapshot or error record) is listed under `unreadable` with the row's text, and the rest
- * is shown as usual.
+ * is shown as usual. An id that names a raw data package or data transfer package instead shows
+ * the package (`packageJson`): its derived state, the step it is in and why it waits, its transfer
+ * package, members, files, operations in pipeline order and copies. An id that names neither is a
+ * usage error (exit 2).
  *
  * @example
  * ```ts
@@ -106,13 +137,16 @@ function printInspection(view: Inspection, resume: Resume, io: Io): void {
  */
 export function createInspectCommand(open: DatabaseOpener = databaseFromEnv): Command {
   const summary =
-    "Show one operation: state, fields, copies, transitions, journal steps; an archive's resume record";
+    "Show one operation (state, fields, copies, transitions, journal steps; an archive's resume record) or one package (its derived state, step and lineage)";
   return defineCommand('inspect', summary, (program, ctx) => {
     withInspectOptions(
       program
         .command('inspect')
         .description(summary)
-        .argument('<operation-id>', 'the operation (a uuid, as `opstate list` prints it)')
+        .argument(
+          '<id>',
+          'an operation, or a raw data package or data transfer package (a uuid, as `opstate list` prints it)',
+        )
         .option('--json', 'print the operation as one JSON object')
         .option('--stately', 'replay its transitions into the Stately inspector'),
     ).action(
@@ -134,7 +168,11 @@ export function createInspectCommand(open: DatabaseOpener = databaseFromEnv): Co
           if (values.stately === true) {
             return await inspectStately(database, id, inspectTargetOf(values), io);
           }
-          const view = await inspectOperation(database, id);
+          const view = await inspectOperation(database, id).catch((err: unknown) => {
+            if (err instanceof OpstateError && err.code === OpstateErrorCode.NOT_FOUND) return null;
+            throw err;
+          });
+          if (view === null) return await inspectPackage(database, id, values.json === true, io);
           const resume = await loadResumeRecord(database, view);
           if (values.json === true) io.out(JSON.stringify(inspectionJson(view, resume)));
           else printInspection(view, resume, io);

@@ -8,6 +8,7 @@ import {
 } from '../../persistence/CircuitBreakerRepository.ts';
 import { FlowLimitRepository } from '../../persistence/FlowLimitRepository.ts';
 import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
+import { countPackageStates } from '../../persistence/reads/countPackageStates.ts';
 import { selectCopyStatus } from '../../persistence/reads/selectCopyStatus.ts';
 import { selectFlowLimitLoad } from '../../persistence/reads/selectFlowLimitLoad.ts';
 import { selectQueueDepths } from '../../persistence/reads/selectQueueDepths.ts';
@@ -26,6 +27,7 @@ import {
 import { type Command, defineCommand, optionsOf } from '../Command.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 import { printCopyStatus } from './printCopyStatus.ts';
+import { printPackageStates } from './printPackageStates.ts';
 import { printQueueStatus, queuesStatus } from './printQueueStatus.ts';
 
 /** A breaker in `opstate status --json`. */
@@ -79,13 +81,16 @@ function table(rows: readonly string[][]): string[] {
 
 /**
  * `opstate status [--json]`: who leads each control plane and since when, operation counts per
- * kind × status (every kind and status shown), the PENDING ones waiting for a time ahead (a delayed
+ * kind × status (every kind and status shown), the raw data packages and data transfer packages
+ * per derived state (`countPackageStates`), the PENDING ones waiting for a time ahead (a delayed
  * start or a retry's backoff), the flow limits with what runs under each, the circuit breakers that are not CLOSED (parked
  * or probing (kind, location) pairs), the physical copies per location type × status with the
  * deletions in progress and failed, each routing queue's waiting and in-progress depth with the live
  * workers reading it (by their heartbeats), then the attention list the dashboard shows (first page of
  * each category). JSON shape: `{"leaders": [{name, holder, epoch, since, renewedAt, expiresAt,
- * expired}], "operations": {"<kind>": {"PENDING": n, …}}, "waiting": {"<kind>": n} (PENDING until
+ * expired}], "operations": {"<kind>": {"PENDING": n, …}}, "packages": {"raw_data_package":
+ * {"PLANNED": n, …, "FAILED": n}, "data_transfer_package": {…}} (per derived package state),
+ * "waiting": {"<kind>": n} (PENDING until
  * a time ahead), "countsDrift": [{kind, status, tallied, stored}] (live kinds and statuses whose
  * count differs from the rows; empty while right), "circuitBreakers": [{kind, locationId, location,
  * state, consecutiveFailures, openedAt, lastError}], "flowLimits": [{locationId, location, kind,
@@ -108,14 +113,14 @@ export function createStatusCommand(
   }) => Promise<AttentionSource> = attentionSourceFromEnv,
 ): Command {
   const summary =
-    'Who leads the control plane, operation counts per kind and status, breakers not closed, copies and their deletions, queues and who reads them, what needs attention';
+    'Who leads the control plane, operation counts per kind and status, packages per derived state, breakers not closed, copies and their deletions, queues and who reads them, what needs attention';
   return defineCommand('status', summary, (program, ctx) => {
     program
       .command('status')
       .description(summary)
       .option(
         '--json',
-        'print the leaders, operations, breakers, copies, deletions, queues and attention as one JSON object',
+        'print the leaders, operations, packages, breakers, copies, deletions, queues and attention as one JSON object',
       )
       .option(
         '--insecure-nats',
@@ -129,6 +134,7 @@ export function createStatusCommand(
           try {
             const counts = await selectStatusCounts(database);
             const countsDrift = await selectLiveTallyDrift(database);
+            const packages = await countPackageStates(database);
             const waiting = await selectWaiting(database, new Date(systemClock.now()));
             const load = await selectFlowLimitLoad(database);
             const waitingBehind = (l: { locationId: string; kind: string | null }) =>
@@ -177,6 +183,7 @@ export function createStatusCommand(
                 JSON.stringify({
                   leaders,
                   operations: counts,
+                  packages,
                   waiting,
                   countsDrift,
                   circuitBreakers: breakers,
@@ -206,6 +213,7 @@ export function createStatusCommand(
                 `waiting to start (a delayed start or a retry's backoff; not stuck): ${waits.map((k) => `${waiting[k]} ${k}`).join(', ')}`,
               );
             }
+            printPackageStates(packages, io);
             if (countsDrift.length > 0) {
               io.out('');
               io.out(

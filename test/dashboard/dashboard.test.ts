@@ -157,7 +157,7 @@ describe('the operator dashboard over a database with operations in every state'
     // Every page is linked from the header, and the search from the overview itself.
     expect(
       await page.locator('header nav a').evaluateAll((as) => as.map((a) => a.getAttribute('href'))),
-    ).toEqual(['/', '/operations', '/workers', '/copies']);
+    ).toEqual(['/', '/operations', '/packages', '/workers', '/copies']);
     expect(await page.locator('#all-operations').getAttribute('href')).toBe('/operations');
     await page.screenshot({ path: join(SHOTS, 'overview.png'), fullPage: true });
     // The same list as JSON, for scripts.
@@ -735,7 +735,7 @@ describe('the operator dashboard over a database with operations in every state'
     expect(notFound?.status()).toBe(404);
     expect(await seen(page.locator('#error-message'))).toBe(`no operation with id ${missing}`);
     expect(await page.locator('#back').getAttribute('href')).toBe('/');
-    expect(await page.locator('header nav a').count()).toBe(4);
+    expect(await page.locator('header nav a').count()).toBe(5);
     await page.screenshot({ path: join(SHOTS, 'error-404.png'), fullPage: true });
     const badId = await page.goto(`${readOnly.url}/operations/not-a-uuid`);
     expect(badId?.status()).toBe(400);
