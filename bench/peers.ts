@@ -94,6 +94,27 @@ async function drain(c: Contender, n: number): Promise<number> {
   return (performance.now() - t0) / 1000;
 }
 
+/** Where the opstate contender's transfers go, and the input each is submitted with. */
+async function transferInput(
+  runtime: Awaited<ReturnType<typeof createRuntime>>,
+  run: string,
+): Promise<{ input: CreateOperationInput; dtp: string; buffer: { id: string } }> {
+  const location = (name: string, locationType: LocationType) =>
+    runtime.artifacts.addLocation({ site: 'peers', name, locationType, storageRoot: `/${name}` });
+  const source = await location('source', LocationType.SOURCE);
+  const buffer = await location('buffer', LocationType.BUFFER);
+  const dtp = await runtime.artifacts.addDataTransferPackage({ name: `dtp-${run}` });
+  const input: CreateOperationInput = {
+    kind: OperationKind.TRANSFER,
+    fields: {
+      dataTransferPackageId: dtp,
+      sourceLocationId: source.id,
+      destinationLocationId: buffer.id,
+    },
+  };
+  return { input, dtp, buffer };
+}
+
 function opstateContender(run: string): Contender {
   const prefix = `peers_${run}`;
   let runtime: Awaited<ReturnType<typeof createRuntime>> | undefined;
@@ -124,24 +145,8 @@ function opstateContender(run: string): Contender {
         if (Date.now() > until) throw new Error('opstate: the control plane was never elected');
         await sleep(20);
       }
-      const location = (name: string, locationType: LocationType) =>
-        (runtime as NonNullable<typeof runtime>).artifacts.addLocation({
-          site: 'peers',
-          name,
-          locationType,
-          storageRoot: `/${name}`,
-        });
-      const source = await location('source', LocationType.SOURCE);
-      const buffer = await location('buffer', LocationType.BUFFER);
-      const dtp = await runtime.artifacts.addDataTransferPackage({ name: `dtp-${run}` });
-      input = {
-        kind: OperationKind.TRANSFER,
-        fields: {
-          dataTransferPackageId: dtp,
-          sourceLocationId: source.id,
-          destinationLocationId: buffer.id,
-        },
-      };
+      const { input: transfer, dtp, buffer } = await transferInput(runtime, run);
+      input = transfer;
       runtime.startWorker({
         kinds: [OperationKind.TRANSFER],
         // The copy every transfer must produce (one live copy; later ones find it there).

@@ -108,7 +108,8 @@ async function inspectPackage(
 ): Promise<number> {
   const record = await selectPackage(database, id);
   if (record === undefined) {
-    throw new UsageError(
+    throw new OpstateError(
+      OpstateErrorCode.NOT_FOUND,
       `no operation or package has id ${id}: 'opstate list' prints operation ids, 'opstate list --package-state <state>' package ids`,
     );
   }
@@ -127,8 +128,8 @@ async function inspectPackage(
  * damaged snapshot or error record) is listed under `unreadable` with the row's text, and the rest
  * is shown as usual. An id that names a raw data package or data transfer package instead shows
  * the package (`packageJson`): its derived state, the step it is in and why it waits, its transfer
- * package, members, files, operations in pipeline order and copies. An id that names neither is a
- * usage error (exit 2).
+ * package, members, files, operations in pipeline order and copies. An id that names neither is
+ * `NOT_FOUND` (exit 1).
  *
  * @example
  * ```ts

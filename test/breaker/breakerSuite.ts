@@ -345,6 +345,7 @@ export function breakerSuite(backend: BreakerBackend): void {
     expect(Object.keys(parsed)).toEqual([
       'leaders',
       'operations',
+      'packages',
       'waiting',
       'countsDrift',
       'circuitBreakers',

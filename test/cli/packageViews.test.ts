@@ -117,15 +117,16 @@ describe('the derived package state on the command line', () => {
     expect(planned.files).toEqual([expect.objectContaining({ name: HOSTILE_FILE })]);
   });
 
-  it('opstate inspect still shows an operation, and refuses an id that names nothing with exit 2', async () => {
+  it('opstate inspect still shows an operation, and refuses an id that names nothing as NOT_FOUND (exit 1)', async () => {
     const op = await inspect([packaging]);
     expect(op.code).toBe(0);
     expect(op.out).toContain(`operation ${packaging}`);
     const unknown = randomUUID();
     const none = await inspect([unknown]);
-    expect(none.code).toBe(2);
+    expect(none.code).toBe(1);
     expect(none.out).toBe('');
     expect(none.err).toContain(`no operation or package has id ${unknown}`);
+    expect(none.err).toMatch(/\[NOT_FOUND\]/);
   });
 
   it('opstate list --package-state lists the packages in a state', async () => {

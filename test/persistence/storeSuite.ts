@@ -1194,6 +1194,7 @@ export function storeSuite(backend: SuiteBackend): void {
     expect(Object.keys(parsed)).toEqual([
       'leaders',
       'operations',
+      'packages',
       'waiting',
       'countsDrift',
       'circuitBreakers',

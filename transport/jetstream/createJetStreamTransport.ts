@@ -1,4 +1,3 @@
-import { setTimeout as sleep } from 'node:timers/promises';
 import {
   type Consumer,
   type JetStreamClient,
@@ -206,14 +205,14 @@ const ENSURE_TIMEOUT_RETRY_MS = 30_000;
 
 async function ensureRoutes(parts: Parts, routes: readonly Route[]): Promise<void> {
   const { names } = parts;
-  const giveUpAt = Date.now() + ENSURE_TIMEOUT_RETRY_MS;
+  const giveUpAt = parts.clock.now() + ENSURE_TIMEOUT_RETRY_MS;
   for (let pause = 250; ; pause = Math.min(pause * 2, 2000)) {
     try {
       await ensureRoutesOnce(parts, routes);
       return;
     } catch (err) {
-      if (err instanceof errors.TimeoutError && Date.now() + pause < giveUpAt) {
-        await sleep(pause);
+      if (err instanceof errors.TimeoutError && parts.clock.now() + pause < giveUpAt) {
+        await parts.clock.sleep(pause);
         continue;
       }
       const refused = replicaRefusal(err, names.stream, parts.replicas.replicas);
