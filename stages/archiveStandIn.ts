@@ -15,10 +15,16 @@ import { fieldOf } from './StageEnvironment.ts';
 import { putOnce } from './storage.ts';
 
 /**
- * A one-member package for `packageId`, the same bytes at the same path on every call (so a retry
- * plans and uploads what an earlier attempt did), written once under the OS temp folder.
+ * The stand-in source `archiveStandIn` archives: a one-member package for `packageId` (`data.bin`
+ * holding `package <id>`), the same bytes at the same path on every call (so a retry plans and
+ * uploads what an earlier attempt did), written once under the OS temp folder.
+ *
+ * @example
+ * ```ts
+ * const source = await standInSource(packageId);
+ * ```
  */
-async function sourceOf(packageId: string): Promise<ArchiveSource> {
+export async function standInSource(packageId: string): Promise<ArchiveSource> {
   const path = join(tmpdir(), 'opstate-test-archive-sources', `${packageId}.tar`);
   await putOnce(
     path,
@@ -62,7 +68,7 @@ export async function archiveStandIn(
     { database: database as Database },
     at,
     key,
-    await sourceOf(packageId),
+    await standInSource(packageId),
   );
   return {
     outputs: [
