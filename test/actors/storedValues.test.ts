@@ -7,6 +7,7 @@ import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
+import { archiveStandIn } from '../../stages/archiveStandIn.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
@@ -64,7 +65,8 @@ describe('ctx.step in a worker handler', () => {
               retryable: true,
             });
           }
-          return { outputs: await ctx.requiredOutputs() };
+          // A long-term archive completes only through the archive protocol (its VERIFIED record).
+          return archiveStandIn(ctx, runtime.database);
         },
       },
     });
@@ -97,7 +99,8 @@ describe('ctx.step in a worker handler', () => {
       handlers: {
         [OperationKind.TRANSFER]: async (ctx) => {
           await ctx.step('stamp', async () => ({ at: new Date(0) }));
-          return { outputs: await ctx.requiredOutputs() };
+          // A long-term archive completes only through the archive protocol (its VERIFIED record).
+          return archiveStandIn(ctx, runtime.database);
         },
       },
     });
