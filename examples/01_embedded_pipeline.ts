@@ -19,7 +19,7 @@ const runtime = await createRuntime(); // DATABASE_URL / NATS_URL from the envir
 // findOrAdd…: setup that runs again at every start gets back what it registered the first time
 const source = await runtime.artifacts.findOrAddLocation({
   site: 'cologne',
-  name: 'instrument',
+  name: 'instrument-folder',
   locationType: LocationType.SOURCE,
   storageRoot: resolve('.opstate', 'example-raw'),
 });

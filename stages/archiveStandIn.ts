@@ -1,42 +1,16 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ArtifactType } from '../machines/ArtifactType.ts';
-import type { PhysicalCopyRecord } from '../persistence/ArtifactRepository.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import type { OutputCopy } from '../persistence/publicRecords.ts';
 import type { DatabaseHandle } from '../runtime/PublicRuntime.ts';
 import type { HandlerContext } from '../worker/OperationHandler.ts';
 import type { ArchiveStore } from './ArchiveStore.ts';
 import { LocalArchiveStore } from './LocalArchiveStore.ts';
-import { type ArchiveSource, runArchiveProtocol } from './longTermArchive.ts';
-import { checksumOf, writePackage } from './packageFormat.ts';
-import { readPackageSource } from './packageSource.ts';
+import { runArchiveProtocol } from './longTermArchive.ts';
+import { checksumOf } from './packageFormat.ts';
 import { fieldOf } from './StageEnvironment.ts';
-import { putOnce } from './storage.ts';
-
-/**
- * The stand-in source `archiveStandIn` archives: a one-member package for `packageId` (`data.bin`
- * holding `package <id>`), the same bytes at the same path on every call (so a retry plans and
- * uploads what an earlier attempt did), written once under the OS temp folder.
- *
- * @example
- * ```ts
- * const source = await standInSource(packageId);
- * ```
- */
-export async function standInSource(packageId: string): Promise<ArchiveSource> {
-  const path = join(tmpdir(), 'opstate-test-archive-sources', `${packageId}.tar`);
-  await putOnce(
-    path,
-    writePackage([{ name: 'data.bin', data: Buffer.from(`package ${packageId}`) }]),
-  );
-  const copy = { id: `test-source-${packageId}`, path, checksum: null, size: null };
-  return {
-    read: () => readPackageSource(copy as unknown as PhysicalCopyRecord),
-    detail: { sourcePath: path, testSource: true },
-    name: path,
-  };
-}
+import { standInSource } from './standInSource.ts';
 
 /**
  * For tests and drills whose long-term-archive operations have no real source on disk: archives the operation's
