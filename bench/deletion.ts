@@ -38,10 +38,10 @@ import { migrate } from '../persistence/migrate.ts';
 import { OperationStore } from '../persistence/OperationStore.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
 import { timeOrderedId } from '../persistence/timeOrderedId.ts';
-import { LocalArchiveStore } from '../stages/LocalArchiveStore.ts';
 import { runArchiveProtocol } from '../stages/longTermArchive.ts';
 import { checksumOf, MANIFEST_NAME, sha256, writePackage } from '../stages/packageFormat.ts';
 import { readPackageSource } from '../stages/packageSource.ts';
+import { archiveStoreAt } from '../stages/registerArchiveStore.ts';
 import { unpackTar } from '../stages/tar.ts';
 import type { HandlerContext } from '../worker/OperationHandler.ts';
 import { print } from './lib/figure.ts';
@@ -183,7 +183,7 @@ async function archivedCopy(world: World, n: number) {
   const { plan, uploaded } = await runArchiveProtocol(
     ctx,
     { database: world.opened },
-    new LocalArchiveStore(lta.storageRoot),
+    archiveStoreAt(lta.storageRoot),
     `raw_data_package/${pkg}.tar`,
     { read: () => readPackageSource(copy), detail: { sourceCopyId: copy.id }, name: folder },
   );

@@ -6,9 +6,9 @@ import type { OutputCopy } from '../persistence/publicRecords.ts';
 import type { DatabaseHandle } from '../runtime/PublicRuntime.ts';
 import type { HandlerContext } from '../worker/OperationHandler.ts';
 import type { ArchiveStore } from './ArchiveStore.ts';
-import { LocalArchiveStore } from './LocalArchiveStore.ts';
 import { runArchiveProtocol } from './longTermArchive.ts';
 import { checksumOf } from './packageFormat.ts';
+import { archiveStoreAt } from './registerArchiveStore.ts';
 import { fieldOf } from './StageEnvironment.ts';
 import { standInSource } from './standInSource.ts';
 
@@ -35,8 +35,7 @@ export async function archiveStandIn(
   const packageId = fieldOf(view, 'rawDataPackageId');
   const archiveId = fieldOf(view, 'destinationLocationId');
   const key = view.fields.archiveKey ?? `raw_data_package/${packageId}.tar`;
-  const at =
-    store ?? new LocalArchiveStore(join(tmpdir(), 'opstate-test-archives', ctx.operation.id));
+  const at = store ?? archiveStoreAt(join(tmpdir(), 'opstate-test-archives', ctx.operation.id));
   const { plan, uploaded } = await runArchiveProtocol(
     ctx,
     { database: database as Database },
