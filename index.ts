@@ -78,6 +78,10 @@ export type {
 } from './runtime/PublicRuntime.ts';
 export type { RuntimeOptions } from './runtime/RuntimeOptions.ts';
 export type { RuntimeTiming } from './runtime/RuntimeTiming.ts';
+// Long-term archives on any storage: a store only stores bytes; the archive stage runs the protocol.
+export type { ArchiveStore } from './stages/ArchiveStore.ts';
+export { defineArchiveStage } from './stages/defineArchiveStage.ts';
+export { registerArchiveStore } from './stages/registerArchiveStore.ts';
 // Transport: what runtime.transport is (its heartbeats feed the dashboard).
 export type { Heartbeats, Transport } from './transport/Transport.ts';
 // The handler contract: what a stage handler is given and returns.

@@ -11,4 +11,5 @@ export { createSimulatedClock, SimulatedClock } from './machines/SimulatedClock.
 export type { LogLevel } from './observe/Logger.ts';
 // Logs kept in memory, to assert on.
 export { memoryLogger } from './observe/Logger.ts';
+export { archiveStandIn } from './stages/archiveStandIn.ts';
 export type { WorkerFaults } from './worker/WorkerFaults.ts';

@@ -10,7 +10,7 @@
  * - system calls per member the whole process made, counted by `strace -f -c` attached around the
  *   same runs (the same difference), when strace is installed;
  * - milliseconds per member.
- * The archive a deletion relies on is recorded through the store (a completed, VERIFIED archive
+ * The archive a deletion relies on is made through the archive protocol (a completed, VERIFIED archive
  * operation with the package manifest); the deletion path never reads the archive object, so none
  * is written here. Folders live outside any git work tree, as buffer folders usually do.
  *
@@ -20,7 +20,7 @@
  * OPSTATE_BENCH_ROUNDS (copies per size, default 3).
  */
 import { execFileSync, spawn } from 'node:child_process';
-import { createHash, randomBytes, randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { mkdir, mkdtemp, readdir, readFile, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -28,7 +28,6 @@ import postgres from 'postgres';
 import { planDeletion } from '../deleter/planDeletion.ts';
 import { runDeletion } from '../deleter/runDeletion.ts';
 import { SyscallCount } from '../deleter/SyscallCount.ts';
-import { ArchiveState } from '../machines/ArchiveState.ts';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
 import { ArchiveRecordRepository } from '../persistence/ArchiveRecordRepository.ts';
@@ -39,8 +38,12 @@ import { migrate } from '../persistence/migrate.ts';
 import { OperationStore } from '../persistence/OperationStore.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
 import { timeOrderedId } from '../persistence/timeOrderedId.ts';
+import { runArchiveProtocol } from '../stages/longTermArchive.ts';
 import { checksumOf, MANIFEST_NAME, sha256, writePackage } from '../stages/packageFormat.ts';
+import { readPackageSource } from '../stages/packageSource.ts';
+import { archiveStoreAt } from '../stages/registerArchiveStore.ts';
 import { unpackTar } from '../stages/tar.ts';
+import type { HandlerContext } from '../worker/OperationHandler.ts';
 import { print } from './lib/figure.ts';
 
 const ADMIN = process.env.OPSTATE_BENCH_ADMIN_URL ?? 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -138,7 +141,7 @@ type World = Awaited<ReturnType<typeof openWorld>>;
 
 /** A buffer folder of `n` members with a completed, VERIFIED archive recorded. */
 async function archivedCopy(world: World, n: number) {
-  const { artifacts, buffer, lta, store, records } = world;
+  const { artifacts, buffer, lta, store } = world;
   const files = Array.from({ length: n - 1 }, (_, i) => ({
     name: `scan_${String(i).padStart(4, '0')}.fits`,
     data: randomBytes(4096),
@@ -170,32 +173,28 @@ async function archivedCopy(world: World, n: number) {
   });
   await store.apply(op, { type: 'SCHEDULE' });
   await store.apply(op, { type: 'START', attempt: 1, workerId: 'bench' });
-  const identity = {
-    operationId: op,
-    attempt: 1,
-    by: 'bench',
-    archiveKey: `${pkg}.tar`,
-    objectVersion: '0:0:0',
-    objectSha256: digest,
-    contentSha256: digest,
-    size: bytes.length,
-  };
-  const manifest = {
-    members: [],
-    package: files.map((f) => ({ name: f.name, size: f.data.length, sha256: sha256(f.data) })),
-    manifestSha256: createHash('sha256').update(head).digest('hex'),
-  };
-  await records.append({ ...identity, state: ArchiveState.PLANNED, manifest });
-  await records.append({ ...identity, state: ArchiveState.UPLOADED });
-  await records.append({ ...identity, state: ArchiveState.VERIFIED });
+  // Archived through the archive protocol, as the archive stage does it (a long-term archive
+  // completes only with its VERIFIED record), into the local folder store of the archive.
+  const ctx = {
+    operation: { id: op, kind: OperationKind.LONG_TERM_ARCHIVE, attempt: 1, retryCount: 0 },
+    step: <T>(_name: string, fn: () => Promise<T>) => fn(),
+    signal: new AbortController().signal,
+  } as unknown as HandlerContext;
+  const { plan, uploaded } = await runArchiveProtocol(
+    ctx,
+    { database: world.opened },
+    archiveStoreAt(lta.storageRoot),
+    `raw_data_package/${pkg}.tar`,
+    { read: () => readPackageSource(copy), detail: { sourceCopyId: copy.id }, name: folder },
+  );
   await store.complete(op, 1, [
     {
       artifactType: 'raw_data_package',
       artifactId: pkg,
       locationId: lta.id,
-      path: `/lta/${pkg}.tar`,
-      checksum: checksumOf(digest),
-      size: bytes.length,
+      path: uploaded.location,
+      checksum: checksumOf(plan.contentSha256),
+      size: plan.size,
     },
   ]);
   return { ...copy, storageRoot: buffer.storageRoot };

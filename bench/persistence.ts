@@ -4,7 +4,7 @@
  * raw single-row UPDATE rate of the same Postgres (postgres.js, 8 connections) measured in the
  * same run. Uses its own uniquely named database and drops it.
  *
- * The batched lifecycle runs twice: archives that each produce a copy of their own package (the
+ * The batched lifecycle runs twice: stagings that each produce a copy of their own package (the
  * per-stage rates and statement counts), then the end-to-end bench's workload, transfers that all
  * produce one package's one copy. Each run prints `lifecycle_batched_cpu_ms_per_op_<run>` with
  * its WAL per operation: the database work of the lifecycle alone, to set beside
@@ -336,10 +336,12 @@ async function main(): Promise<void> {
       locationType: LocationType.SOURCE,
       storageRoot: '/s',
     });
+    // Staging (a package copy from one location to another): the lifecycle's rows alone. A
+    // long-term archive would add its archive protocol (files and record rows) to every one.
     const lta = await artifacts.addLocation({
       site: 'b',
-      name: 'lta',
-      locationType: LocationType.LONG_TERM_ARCHIVE,
+      name: 'processing',
+      locationType: LocationType.PROCESSING,
       storageRoot: '/l',
     });
     const total = OPS + CONNECTIONS * 2000;
@@ -348,12 +350,12 @@ async function main(): Promise<void> {
         `insert into raw_data_package (name) select 'p' || g from generate_series(1, ${total}) g returning id`,
       )
     ).map((r) => String(r.id));
-    const input = (pkg: string): CreateOperationInput<OperationKind.LONG_TERM_ARCHIVE> => ({
-      kind: OperationKind.LONG_TERM_ARCHIVE,
+    const input = (pkg: string): CreateOperationInput<OperationKind.STAGING> => ({
+      kind: OperationKind.STAGING,
       fields: { rawDataPackageId: pkg, sourceLocationId: source.id, destinationLocationId: lta.id },
     });
 
-    // Batched hot path, every statement counted: one archive per package, as in a pipeline.
+    // Batched hot path, every statement counted: one staging per package, as in a pipeline.
     const { database, count } = counting(opened);
     const store = new OperationStore(database);
     const lifecycle = (label: string, inputs: readonly CreateOperationInput[], outputs: Outputs) =>
@@ -361,7 +363,7 @@ async function main(): Promise<void> {
     const pipeline = pkgs.slice(0, OPS);
     const distinct = await lifecycle('distinct_copies', pipeline.map(input), async (s) => {
       const rows = await s.database.execute<{ operation_id: string; raw_data_package_id: string }>(
-        'select operation_id, raw_data_package_id from long_term_archive_operation',
+        'select operation_id, raw_data_package_id from staging_operation',
       );
       const packageOf = new Map(
         rows.map((r) => [String(r.operation_id), String(r.raw_data_package_id)]),

@@ -1,8 +1,9 @@
 /**
  * 01 — A pipeline step embedded in one process: a stage service registers what it archives,
  * runs a control plane and a worker beside its own code, submits a long-term archive and waits
- * for it. The handler's upload is a journal step (`ctx.step`): a later attempt after a crash
- * gets the recorded digest back instead of uploading again.
+ * for it. The archive stage is opstate's (`defineArchiveStage`): it stores the package only if
+ * its key is free, reads it back, verifies every member and records each step, around the store
+ * of the archive location (here a local folder; `registerArchiveStore` adds others).
  *
  *   node --import tsx examples/01_embedded_pipeline.ts
  *
@@ -11,47 +12,37 @@
  * registered, and the archive is already done.
  */
 // #region quick-start
-import { createRuntime, LocationType, OperationKind } from 'opstate';
+import { resolve } from 'node:path';
+import { createRuntime, defineArchiveStage, LocationType, OperationKind } from 'opstate';
 
 const runtime = await createRuntime(); // DATABASE_URL / NATS_URL from the environment, else embedded
 // findOrAdd…: setup that runs again at every start gets back what it registered the first time
 const source = await runtime.artifacts.findOrAddLocation({
   site: 'cologne',
-  name: 'instrument',
+  name: 'instrument-folder',
   locationType: LocationType.SOURCE,
-  storageRoot: '/data/raw',
+  storageRoot: resolve('.opstate', 'example-raw'),
 });
 const archive = await runtime.artifacts.findOrAddLocation({
   site: 'cologne',
-  name: 'lta',
+  name: 'lta-folder',
   locationType: LocationType.LONG_TERM_ARCHIVE,
-  storageRoot: 's3://lta',
+  storageRoot: resolve('.opstate', 'example-lta'), // a path: the local folder store
 });
 const pkg = await runtime.artifacts.findOrAddRawDataPackage({ name: 'obs-2026-11-29' });
 const { copy } = await runtime.artifacts.findOrAddCopy({
   artifactType: 'raw_data_package',
   artifactId: pkg,
   locationId: source.id,
+  path: await instrumentFolder('obs-2026-11-29'), // MANIFEST.json and the files it names
 });
 
 runtime.startControlPlane(); // scheduler, outbox relay, heartbeat monitor, reconciler (one leader)
 runtime.startWorker({
   kinds: [OperationKind.LONG_TERM_ARCHIVE],
   handlers: {
-    [OperationKind.LONG_TERM_ARCHIVE]: async (ctx) => {
-      const { fields } = await ctx.inspect();
-      const etag = await ctx.step('upload', () => upload(fields, ctx.signal)); // journaled: not repeated on a re-run
-      return {
-        outputs: [
-          {
-            artifactType: 'raw_data_package',
-            artifactId: pkg,
-            locationId: archive.id,
-            checksum: etag,
-          },
-        ],
-      };
-    },
+    // Plan, put if absent, read back, verify, record: every step journaled, none repeated.
+    [OperationKind.LONG_TERM_ARCHIVE]: defineArchiveStage({ database: runtime.database }),
   },
 });
 const id = await runtime.submit({
@@ -63,10 +54,10 @@ const id = await runtime.submit({
 
 // #endregion quick-start
 
-// What the example adds around the README's quick start: waiting, printing, the upload stand-in.
+// What the example adds around the README's quick start: waiting, printing, the instrument's folder.
 import { createHash } from 'node:crypto';
 import { mkdir, writeFile } from 'node:fs/promises';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { OperationStatus } from 'opstate';
 
 // Wait for it: the operation's row says where it is; its history says how it got there.
@@ -85,14 +76,20 @@ console.log(`${operation.kind} ${id}: ${operation.status}`, operation.outputs[0]
 await runtime.close();
 
 /**
- * Stands in for an object store's client: writes the package's archive object under
- * ./.opstate/example-storage and returns its digest.
+ * Stands in for an instrument's output: a folder under ./.opstate/example-raw holding one file and
+ * the `MANIFEST.json` that names it with its size and sha256 (written once; a later run finds it).
  */
-async function upload(fields: Readonly<Record<string, string | null>>, signal: AbortSignal) {
-  signal.throwIfAborted();
-  const body = `the archive of raw data package ${fields.rawDataPackageId}\n`;
-  const folder = resolve('.opstate', 'example-storage', 'raw_data_package');
+async function instrumentFolder(name: string): Promise<string> {
+  const folder = resolve('.opstate', 'example-raw', name);
+  const data = Buffer.from(`the frames of ${name}\n`);
+  const sha256 = createHash('sha256').update(data).digest('hex');
+  const manifest = { members: [{ name: 'scan.fits', size: data.length, sha256 }] };
   await mkdir(folder, { recursive: true });
-  await writeFile(join(folder, `${fields.rawDataPackageId}.tar`), body, { signal });
-  return `sha256:${createHash('sha256').update(body).digest('hex')}`;
+  const once = (file: string, bytes: string | Buffer) =>
+    writeFile(join(folder, file), bytes, { flag: 'wx' }).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+  await once('scan.fits', data);
+  await once('MANIFEST.json', `${JSON.stringify(manifest, null, 2)}\n`);
+  return folder;
 }

@@ -1,3 +1,4 @@
+import { ArchiveState } from './ArchiveState.ts';
 import type { ArtifactType } from './ArtifactType.ts';
 import type { OperationKind } from './OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from './OpstateError.ts';
@@ -12,6 +13,12 @@ export interface ContractFacts {
    * recorded in that data transfer package. Empty otherwise.
    */
   readonly members: readonly string[];
+  /**
+   * For a kind with a `verifiedArchive` requirement (`needsVerifiedArchive`): the last row of the
+   * operation's archive record before any deletion (`state` null when there is none) and the
+   * package digest it carries. Absent otherwise.
+   */
+  readonly archive?: { readonly state: string | null; readonly contentSha256: string | null };
 }
 
 /** A copy a handler returned, as far as the contract looks at it. */
@@ -19,6 +26,8 @@ export interface ProducedCopy {
   readonly artifactType: string;
   readonly artifactId: string;
   readonly locationId: string;
+  /** `sha256:<hex>`, as the copy records it (a `verifiedArchive` requirement compares it). */
+  readonly checksum?: string | null;
 }
 
 /** One copy an operation must produce (the shape a handler returns among its outputs). */
@@ -72,6 +81,7 @@ function expand(
       unmet: [],
     };
   }
+  if (r.produce === 'verifiedArchive') return { required: [], unmet: [] };
   const bundle = fieldValue(facts, r.membersOf);
   if (bundle === null || locationId === null || facts.members.length === 0) {
     return {
@@ -94,6 +104,52 @@ function expand(
     })),
     unmet: [],
   };
+}
+
+/**
+ * A `verifiedArchive` requirement against the facts: nothing when the archive record ends with
+ * VERIFIED and the copy returned at the location carries that package's checksum, else what is
+ * missing, named.
+ */
+function unverifiedArchive(
+  r: Extract<OutputRequirement, { produce: 'verifiedArchive' }>,
+  facts: ContractFacts,
+  outputs: readonly ProducedCopy[],
+): MissingOutput[] {
+  const artifactId = fieldValue(facts, r.artifactField);
+  const locationId = fieldValue(facts, r.locationField);
+  const state = facts.archive?.state ?? null;
+  const what = `a VERIFIED archive record of ${r.artifactType} ${artifactId ?? `(${r.artifactField} not set)`} at location ${locationId ?? `(${r.locationField} not set)`} (${r.locationField})`;
+  const fix =
+    "a long-term archive completes only through opstate's archive protocol (createStageHandlers or defineArchiveStage), which stores, reads back, verifies and records it";
+  const missing = (why: string): MissingOutput[] => [
+    {
+      artifactType: r.artifactType,
+      artifactId,
+      locationId,
+      description: `${what}: ${why}; ${fix}`,
+    },
+  ];
+  if (state !== ArchiveState.VERIFIED) {
+    return missing(
+      state === null
+        ? 'the operation has no archive record'
+        : `the operation's archive record ends with ${state}`,
+    );
+  }
+  const expected = `sha256:${facts.archive?.contentSha256 ?? ''}`;
+  const copy =
+    artifactId === null || locationId === null
+      ? undefined
+      : outputs.find(
+          (o) => keyOf(o) === keyOf({ artifactType: r.artifactType, artifactId, locationId }),
+        );
+  if (copy !== undefined && copy.checksum !== undefined && copy.checksum !== expected) {
+    return missing(
+      `the copy returned carries checksum ${copy.checksum}, the VERIFIED package ${expected}`,
+    );
+  }
+  return [];
 }
 
 /**
@@ -131,6 +187,10 @@ export function missingOutputs(
   const produced = new Set(outputs.map(keyOf));
   const missing: MissingOutput[] = [];
   for (const r of OUTPUT_CONTRACT[kind].outputs) {
+    if (r.produce === 'verifiedArchive') {
+      missing.push(...unverifiedArchive(r, facts, outputs));
+      continue;
+    }
     const { required, unmet } = expand(r, facts);
     missing.push(...unmet);
     for (const c of required) {

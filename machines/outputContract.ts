@@ -18,7 +18,11 @@ export interface ContractField {
  * - `members`: every raw data package recorded in the data transfer package the field `membersOf`
  *   names (`raw_data_package.data_transfer_package_id`), at least one — a transfer package with no
  *   recorded member cannot be checked, so its unpack never counts as done.
- * In both, `locationField` names the location the copy must be at.
+ * - `verifiedArchive`: the artifact the field `artifactField` names was archived by opstate's archive
+ *   protocol: the operation's archive record ends with VERIFIED (nothing after it but deletions),
+ *   and the copy returned for it at `locationField` carries the verified package's checksum. A long
+ *   term archive cannot complete on a handler's word alone.
+ * In all, `locationField` names the location the copy must be at.
  */
 export type OutputRequirement =
   | {
@@ -31,6 +35,12 @@ export type OutputRequirement =
       readonly produce: 'members';
       readonly artifactType: typeof ArtifactType.RAW_DATA_PACKAGE;
       readonly membersOf: string;
+      readonly locationField: string;
+    }
+  | {
+      readonly produce: 'verifiedArchive';
+      readonly artifactType: typeof ArtifactType.RAW_DATA_PACKAGE;
+      readonly artifactField: string;
       readonly locationField: string;
     };
 
@@ -66,7 +76,7 @@ const named = (
  * ```ts
  * OUTPUT_CONTRACT[OperationKind.LONG_TERM_ARCHIVE].outputs;
  * // [{ produce: 'named', artifactType: 'raw_data_package', artifactField: 'rawDataPackageId',
- * //    locationField: 'destinationLocationId' }]
+ * //    locationField: 'destinationLocationId' }, { produce: 'verifiedArchive', … }]
  * ```
  */
 export const OUTPUT_CONTRACT: Readonly<Record<OperationKind, KindContract>> = Object.freeze({
@@ -129,7 +139,15 @@ export const OUTPUT_CONTRACT: Readonly<Record<OperationKind, KindContract>> = Ob
         optional: true,
       },
     ],
-    outputs: [named(ArtifactType.RAW_DATA_PACKAGE, 'rawDataPackageId', 'destinationLocationId')],
+    outputs: [
+      named(ArtifactType.RAW_DATA_PACKAGE, 'rawDataPackageId', 'destinationLocationId'),
+      {
+        produce: 'verifiedArchive',
+        artifactType: ArtifactType.RAW_DATA_PACKAGE,
+        artifactField: 'rawDataPackageId',
+        locationField: 'destinationLocationId',
+      },
+    ],
   },
   [OperationKind.STAGING]: {
     stage: 'staging',
@@ -156,4 +174,17 @@ export const OUTPUT_CONTRACT: Readonly<Record<OperationKind, KindContract>> = Ob
 export function membersFieldOf(kind: OperationKind): string | undefined {
   for (const r of OUTPUT_CONTRACT[kind].outputs) if (r.produce === 'members') return r.membersOf;
   return undefined;
+}
+
+/**
+ * Whether a kind's contract needs its archive record (a `verifiedArchive` requirement): the other
+ * fact the completion reads for it.
+ *
+ * @example
+ * ```ts
+ * needsVerifiedArchive(OperationKind.LONG_TERM_ARCHIVE); // true
+ * ```
+ */
+export function needsVerifiedArchive(kind: OperationKind): boolean {
+  return OUTPUT_CONTRACT[kind].outputs.some((r) => r.produce === 'verifiedArchive');
 }

@@ -17,9 +17,13 @@ function routesOn(kind: (typeof OPERATION_KINDS)[number]): string {
 }
 
 function produces(r: OutputRequirement): string {
-  return r.produce === 'named'
-    ? `a copy of the \`${r.artifactType}\` named by \`${r.artifactField}\`, at \`${r.locationField}\``
-    : `a \`${r.artifactType}\` copy of every raw data package recorded in \`${r.membersOf}\` (at least one), at \`${r.locationField}\``;
+  if (r.produce === 'named') {
+    return `a copy of the \`${r.artifactType}\` named by \`${r.artifactField}\`, at \`${r.locationField}\``;
+  }
+  if (r.produce === 'verifiedArchive') {
+    return `a VERIFIED archive record of it (the operation's archive record ends with VERIFIED, and the copy carries the verified package's checksum)`;
+  }
+  return `a \`${r.artifactType}\` copy of every raw data package recorded in \`${r.membersOf}\` (at least one), at \`${r.locationField}\``;
 }
 
 /**

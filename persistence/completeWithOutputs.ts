@@ -115,6 +115,7 @@ export async function completeWithOutputs(
         artifactType: o.artifact_type,
         artifactId: o.artifact_id,
         locationId: o.location_id,
+        checksum: o.checksum,
       }));
       const missing = missingOutputs(record.kind, row.facts, produced);
       if (missing.length > 0) throw outputContractError(record.kind, item.id, missing);

@@ -5,7 +5,9 @@ import type { OperationInspection } from '../persistence/inspectOperation.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import type { HandlerContext } from '../worker/OperationHandler.ts';
+import type { ArchiveStore } from './ArchiveStore.ts';
 import type { ArchiveCipher } from './archiveCipher.ts';
+import { archiveStoreAt } from './registerArchiveStore.ts';
 import { checksumOf, type StoredObject } from './storage.ts';
 
 /**
@@ -19,8 +21,11 @@ export interface ArchiveFaults {
   midUpload?(ctx: HandlerContext): void | Promise<void>;
   /** The object is at its key and UPLOADED recorded, the upload step not yet (a slow confirmation). */
   afterStore?(ctx: HandlerContext): void | Promise<void>;
-  /** The upload step is recorded, the read-back not started (a drill may damage the object here). */
-  afterUpload?(ctx: HandlerContext, path: string): void | Promise<void>;
+  /**
+   * The upload step is recorded, the read-back not started (a drill may damage the object here):
+   * `location` is where the store keeps it (`ArchiveStore.describe`).
+   */
+  afterUpload?(ctx: HandlerContext, location: string): void | Promise<void>;
   /** The object was read back (READ_BACK recorded), its members not yet VERIFIED. */
   duringReadBack?(ctx: HandlerContext): void | Promise<void>;
   /** VERIFIED and the verify step are recorded; the operation is not yet COMPLETED. */
@@ -31,6 +36,11 @@ export interface ArchiveFaults {
 export interface StageEnvironment {
   /** The local folder behind a location (its `storageRoot`); throws for an unknown location. */
   storageRootOf(locationId: string): string;
+  /**
+   * The archive store of a long-term-archive location. Unset, it is the store registered for the
+   * scheme of the location's storage root (`archiveStoreAt`; a path is a local folder).
+   */
+  archiveStoreOf?(locationId: string): ArchiveStore | Promise<ArchiveStore>;
   /** Where the archive handler appends its archive record (the resume record of the batch). */
   readonly database: Database;
   /** Encrypts archives at rest when given (see `archiveCipherFromEnv`). */
@@ -123,4 +133,20 @@ export function outputCopy(
     checksum: checksumOf(stored.sha256),
     size: stored.size,
   };
+}
+
+/**
+ * The archive store of a location in an environment: its own `archiveStoreOf`, else the store
+ * registered for the scheme of the location's storage root.
+ *
+ * @example
+ * ```ts
+ * const store = await archiveStoreOf(env, archiveLocationId);
+ * ```
+ */
+export function archiveStoreOf(
+  env: StageEnvironment,
+  locationId: string,
+): ArchiveStore | Promise<ArchiveStore> {
+  return env.archiveStoreOf?.(locationId) ?? archiveStoreAt(env.storageRootOf(locationId));
 }

@@ -6,11 +6,14 @@ import {
   ArchiveRecordRepository,
 } from '../persistence/ArchiveRecordRepository.ts';
 import { ArtifactType } from '../persistence/ArtifactType.ts';
-import type { OperationHandler } from '../worker/OperationHandler.ts';
-import { checkArchiveKey, LocalArchiveStore } from './archiveStore.ts';
+import type { Database } from '../persistence/openDatabase.ts';
+import type { HandlerContext, OperationHandler } from '../worker/OperationHandler.ts';
+import type { ArchiveStore } from './ArchiveStore.ts';
+import type { ArchiveCipher } from './archiveCipher.ts';
+import { checkArchiveKey, storeArchive } from './archiveObject.ts';
 import { checksumOf, type Manifest, sha256 } from './packageFormat.ts';
-import { readPackageSource, type SourceMember } from './packageSource.ts';
-import { fieldOf, inputOf, type StageEnvironment } from './StageEnvironment.ts';
+import { type PackageSource, readPackageSource, type SourceMember } from './packageSource.ts';
+import { type ArchiveFaults, fieldOf, inputOf } from './StageEnvironment.ts';
 import { verifyArchive } from './verifyArchive.ts';
 
 /** A planned member: its name, size, digest and the identity it had when planned. */
@@ -39,15 +42,6 @@ export interface ArchivePlan {
   readonly keyId: string | null;
 }
 
-/** What the `upload` step records. */
-interface Uploaded {
-  readonly path: string;
-  readonly objectSha256: string;
-  readonly objectVersion: string;
-  readonly objectSize: number;
-  readonly outcome: 'created' | 'identical';
-}
-
 const by = `${hostname()}:${process.pid}`;
 
 function sameMembers(planned: readonly PlannedMember[], now: readonly SourceMember[]): string[] {
@@ -66,168 +60,252 @@ function sameMembers(planned: readonly PlannedMember[], now: readonly SourceMemb
   return changes;
 }
 
+/** What the `upload` step records. */
+export interface Uploaded {
+  /** Where the store keeps the object (`ArchiveStore.describe`). */
+  readonly location: string;
+  readonly objectSha256: string;
+  readonly objectVersion: string;
+  readonly objectSize: number;
+  readonly outcome: 'created' | 'identical';
+}
+
+/** What the archive protocol needs from where it runs. */
+export interface ArchiveStageEnvironment {
+  /** Where the archive record is appended. */
+  readonly database: Database;
+  /** The store of an archive location (`StageEnvironment.archiveStoreOf`). */
+  archiveStoreOf(locationId: string): ArchiveStore | Promise<ArchiveStore>;
+  /** Seals archives at rest when given (see `archiveCipherFromEnv`). */
+  readonly cipher?: ArchiveCipher;
+  /** Drills only: crash points. */
+  readonly faults?: ArchiveFaults;
+}
+
+/** The package an archive run stores: read at planning and again at upload (it must not change). */
+export interface ArchiveSource {
+  /** Reads it: its members with their identity, and the package bytes they make. */
+  read(): Promise<PackageSource>;
+  /** What the PLANNED row says of it (copy id, path). */
+  readonly detail: Readonly<Record<string, unknown>>;
+  /** How a message names it. */
+  readonly name: string;
+}
+
+/** One archive run: the attempt, its store and how it appends to the archive record. */
+interface Run {
+  readonly ctx: HandlerContext;
+  readonly store: ArchiveStore;
+  readonly cipher: ArchiveCipher | undefined;
+  readonly faults: ArchiveFaults | undefined;
+  record(state: ArchiveState, fields: ArchiveFields): Promise<unknown>;
+}
+
+async function planStep(run: Run, key: string, source: ArchiveSource): Promise<ArchivePlan> {
+  return run.ctx.step('plan', async (): Promise<ArchivePlan> => {
+    const read = await source.read();
+    const planned: ArchivePlan = {
+      key: checkArchiveKey(key),
+      contentSha256: sha256(read.bytes),
+      size: read.bytes.length,
+      folder: read.folder,
+      members: read.members.map(({ path: _path, data: _data, ...m }) => m),
+      manifest: read.manifest.members,
+      manifestSha256: read.manifestSha256,
+      packageManifestSha256: read.packageManifestSha256,
+      encrypted: run.cipher !== undefined,
+      keyId: run.cipher?.keyId ?? null,
+    };
+    await run.record(ArchiveState.PLANNED, {
+      archiveKey: planned.key,
+      contentSha256: planned.contentSha256,
+      size: planned.size,
+      encrypted: planned.encrypted,
+      keyId: planned.keyId,
+      manifest: {
+        members: planned.members,
+        package: planned.manifest,
+        manifestSha256: planned.manifestSha256,
+        packageManifestSha256: planned.packageManifestSha256,
+      },
+      detail: { ...source.detail, folder: planned.folder },
+    });
+    return planned;
+  });
+}
+
+async function uploadStep(run: Run, plan: ArchivePlan, source: ArchiveSource): Promise<Uploaded> {
+  const { ctx, faults } = run;
+  return ctx.step('upload', async (): Promise<Uploaded> => {
+    const read = await source.read();
+    const changes = sameMembers(plan.members, read.members);
+    if (changes.length > 0 || sha256(read.bytes) !== plan.contentSha256) {
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        `source ${source.name} changed since the archive was planned (${changes.join('; ') || 'other package bytes'}); nothing was written: re-plan it with \`opstate retry ${ctx.operation.id} --replan\``,
+        { details: { operationId: ctx.operation.id, changes } },
+      );
+    }
+    let put: Awaited<ReturnType<typeof storeArchive>>;
+    try {
+      put = await storeArchive(run.store, plan.key, read.bytes, run.cipher, {
+        ...(faults?.midUpload === undefined
+          ? {}
+          : { afterPartialWrite: () => faults.midUpload?.(ctx) }),
+      });
+    } catch (err) {
+      if (err instanceof OpstateError && err.code === OpstateErrorCode.CONFLICT && !err.retryable) {
+        await run.record(ArchiveState.CONFLICT, {
+          archiveKey: plan.key,
+          contentSha256: plan.contentSha256,
+          detail: { message: err.message },
+        });
+      }
+      throw err;
+    }
+    await run.record(ArchiveState.UPLOADED, {
+      archiveKey: plan.key,
+      objectVersion: put.objectVersion,
+      objectSha256: put.objectSha256,
+      contentSha256: put.contentSha256,
+      size: put.contentSize,
+      encrypted: put.encrypted,
+      keyId: put.keyId,
+      detail: { outcome: put.outcome, objectSize: put.objectSize, location: put.location },
+    });
+    await faults?.afterStore?.(ctx);
+    const { location, objectSha256, objectVersion, objectSize, outcome } = put;
+    return { location, objectSha256, objectVersion, objectSize, outcome };
+  });
+}
+
+async function verifyStep(run: Run, plan: ArchivePlan, uploaded: Uploaded): Promise<void> {
+  const { ctx } = run;
+  await ctx.step('verify', async () => {
+    const v = await verifyArchive(
+      run.store,
+      {
+        key: plan.key,
+        objectSha256: uploaded.objectSha256,
+        objectVersion: uploaded.objectVersion,
+        contentSha256: plan.contentSha256,
+        members: plan.manifest,
+      },
+      run.cipher,
+    );
+    const identity = {
+      archiveKey: plan.key,
+      objectVersion: uploaded.objectVersion,
+      objectSha256: uploaded.objectSha256,
+      contentSha256: plan.contentSha256,
+      size: plan.size,
+      encrypted: plan.encrypted,
+      keyId: plan.keyId,
+    };
+    if (!v.ok) {
+      await run.record(ArchiveState.VERIFY_FAILED, {
+        ...identity,
+        detail: { differences: v.differences },
+      });
+      throw new OpstateError(
+        OpstateErrorCode.BAD_INPUT,
+        `archived ${plan.key} does not read back as written (${v.differences.join('; ')}); it is never VERIFIED and the source is kept: investigate the archive storage, then \`opstate retry ${ctx.operation.id} --replan\``,
+        { details: { operationId: ctx.operation.id, differences: v.differences } },
+      );
+    }
+    await run.record(ArchiveState.READ_BACK, identity);
+    await run.faults?.duringReadBack?.(ctx);
+    await run.record(ArchiveState.VERIFIED, {
+      ...identity,
+      detail: { membersChecked: v.membersChecked },
+    });
+    return { verified: true, membersChecked: v.membersChecked };
+  });
+}
+
 /**
- * Long-term archive, the archive half of archive-then-delete, as three durable steps, each also
- * appended to the batch's archive record (`ArchiveState`), which is what a restart resumes from:
- * - `plan` (PLANNED): read the source copy — an unpacked package folder or a package file — every
- *   file without following symlinks, check it against its manifest and record, and record the
- *   archive key, the package digest and every member's name, size, sha256, device, inode, mtime;
- * - `upload` (UPLOADED, or CONFLICT): check the source is still exactly what was planned, pack the
- *   planned members into the deterministic package and create it at the key if absent (encrypted
- *   with AES-256-GCM when a key is configured). An object already there (an earlier attempt wrote
- *   it) is read back and compared; another one is a CONFLICT for an operator, never overwritten;
- * - `verify` (READ_BACK, VERIFIED; or VERIFY_FAILED): read the object back through the same store:
- *   it is the object first written, whole-object digest, package digest, and every member name,
+ * The archive protocol, the same around every store, as three durable steps of the attempt, each
+ * also appended to the batch's archive record (`ArchiveState`), which is what a restart resumes
+ * from:
+ * - `plan` (PLANNED): read the source — every file without following symlinks, checked against its
+ *   manifest and record — and record the key, the package digest and every member's name, size,
+ *   sha256 and identity;
+ * - `upload` (UPLOADED, or CONFLICT): check the source is still exactly what was planned, then
+ *   store the package at the key if absent (sealed with AES-256-GCM when a key is configured). An
+ *   object already there is read back and opened: the same package is `identical`, another one a
+ *   CONFLICT for an operator, never overwritten;
+ * - `verify` (READ_BACK, VERIFIED; or VERIFY_FAILED): read the object back through the store: the
+ *   version first written, the whole-object digest, the package digest, and every member's name,
  *   size and sha256.
- * Then the live copy at the archive is created with the completion. Deleting the source is not
- * this handler's business: it is the copy's own guarded state machine (`CopyDeleter`).
+ * Returns the plan and the stored object. A store only stores bytes (`ArchiveStore`).
+ *
+ * @example
+ * ```ts
+ * const { plan, uploaded } = await runArchiveProtocol(ctx, env, store, key, source);
+ * ```
+ */
+export async function runArchiveProtocol(
+  ctx: HandlerContext,
+  env: Pick<ArchiveStageEnvironment, 'database' | 'cipher' | 'faults'>,
+  store: ArchiveStore,
+  key: string,
+  source: ArchiveSource,
+): Promise<{ plan: ArchivePlan; uploaded: Uploaded }> {
+  const records = new ArchiveRecordRepository(env.database);
+  const { id: operationId, attempt } = ctx.operation;
+  const run: Run = {
+    ctx,
+    store,
+    cipher: env.cipher,
+    faults: env.faults,
+    record: (state, fields) => records.append({ operationId, attempt, state, by, ...fields }),
+  };
+  const plan = await planStep(run, key, source);
+  ctx.signal.throwIfAborted();
+  await env.faults?.beforeUpload?.(ctx);
+  const uploaded = await uploadStep(run, plan, source);
+  ctx.signal.throwIfAborted();
+  await env.faults?.afterUpload?.(ctx, uploaded.location);
+  await verifyStep(run, plan, uploaded);
+  await env.faults?.afterVerified?.(ctx);
+  return { plan, uploaded };
+}
+
+/**
+ * Long-term archive, the archive half of archive-then-delete: the operation's raw data package
+ * copy at `sourceLocationId` (an unpacked package folder or a package file) is archived at
+ * `destinationLocationId` through that location's store (`env.archiveStoreOf`) by the archive
+ * protocol (`runArchiveProtocol`), under `archiveKey` (default `raw_data_package/<id>.tar`). Then
+ * the live copy at the archive is created with the completion, which requires the VERIFIED record
+ * (the kind's output contract). Deleting the source is not this handler's business: it is the
+ * copy's own guarded state machine (`CopyDeleter`).
  *
  * @example
  * ```ts
  * handlers[OperationKind.LONG_TERM_ARCHIVE] = longTermArchiveHandler(env);
  * ```
  */
-export function longTermArchiveHandler(env: StageEnvironment): OperationHandler {
+export function longTermArchiveHandler(env: ArchiveStageEnvironment): OperationHandler {
   return async (ctx) => {
     const view = await ctx.inspect();
-    const operationId = ctx.operation.id;
-    const attempt = ctx.operation.attempt;
     const packageId = fieldOf(view, 'rawDataPackageId');
     const archiveId = fieldOf(view, 'destinationLocationId');
-    const source = inputOf(view, ArtifactType.RAW_DATA_PACKAGE, fieldOf(view, 'sourceLocationId'));
-    const records = new ArchiveRecordRepository(env.database);
-    const store = new LocalArchiveStore(env.storageRootOf(archiveId), env.cipher);
-    const faults = env.faults;
-    const record = (state: ArchiveState, fields: ArchiveFields) =>
-      records.append({ operationId, attempt, state, by, ...fields });
-
-    const plan = await ctx.step('plan', async (): Promise<ArchivePlan> => {
-      const read = await readPackageSource(source);
-      const planned: ArchivePlan = {
-        key: checkArchiveKey(view.fields.archiveKey ?? `raw_data_package/${packageId}.tar`),
-        contentSha256: sha256(read.bytes),
-        size: read.bytes.length,
-        folder: read.folder,
-        members: read.members.map(({ path: _path, data: _data, ...m }) => m),
-        manifest: read.manifest.members,
-        manifestSha256: read.manifestSha256,
-        packageManifestSha256: read.packageManifestSha256,
-        encrypted: env.cipher !== undefined,
-        keyId: env.cipher?.keyId ?? null,
-      };
-      await record(ArchiveState.PLANNED, {
-        archiveKey: planned.key,
-        contentSha256: planned.contentSha256,
-        size: planned.size,
-        encrypted: planned.encrypted,
-        keyId: planned.keyId,
-        manifest: {
-          members: planned.members,
-          package: planned.manifest,
-          manifestSha256: planned.manifestSha256,
-          packageManifestSha256: planned.packageManifestSha256,
-        },
-        detail: { sourceCopyId: source.id, sourcePath: source.path, folder: planned.folder },
-      });
-      return planned;
-    });
-    ctx.signal.throwIfAborted();
-    await faults?.beforeUpload?.(ctx);
-
-    const uploaded = await ctx.step('upload', async (): Promise<Uploaded> => {
-      const read = await readPackageSource(source);
-      const changes = sameMembers(plan.members, read.members);
-      if (changes.length > 0 || sha256(read.bytes) !== plan.contentSha256) {
-        throw new OpstateError(
-          OpstateErrorCode.BAD_INPUT,
-          `source ${source.path} changed since the archive was planned (${changes.join('; ') || 'other package bytes'}); nothing was written: re-plan it with \`opstate retry ${operationId} --replan\``,
-          { details: { operationId, changes } },
-        );
-      }
-      let put: Awaited<ReturnType<LocalArchiveStore['put']>>;
-      try {
-        put = await store.put(plan.key, read.bytes, {
-          ...(faults?.midUpload === undefined
-            ? {}
-            : { afterPartialWrite: () => faults.midUpload?.(ctx) }),
-        });
-      } catch (err) {
-        if (err instanceof OpstateError && err.code === OpstateErrorCode.CONFLICT) {
-          await record(ArchiveState.CONFLICT, {
-            archiveKey: plan.key,
-            contentSha256: plan.contentSha256,
-            detail: { message: err.message },
-          });
-        }
-        throw err;
-      }
-      await record(ArchiveState.UPLOADED, {
-        archiveKey: plan.key,
-        objectVersion: put.objectVersion,
-        objectSha256: put.objectSha256,
-        contentSha256: put.contentSha256,
-        size: put.contentSize,
-        encrypted: put.encrypted,
-        keyId: put.keyId,
-        detail: { outcome: put.outcome, objectSize: put.objectSize },
-      });
-      await faults?.afterStore?.(ctx);
-      return {
-        path: put.path,
-        objectSha256: put.objectSha256,
-        objectVersion: put.objectVersion,
-        objectSize: put.objectSize,
-        outcome: put.outcome,
-      };
-    });
-    ctx.signal.throwIfAborted();
-    await faults?.afterUpload?.(ctx, uploaded.path);
-
-    await ctx.step('verify', async () => {
-      const v = await verifyArchive(store, {
-        key: plan.key,
-        objectSha256: uploaded.objectSha256,
-        objectVersion: uploaded.objectVersion,
-        contentSha256: plan.contentSha256,
-        members: plan.manifest,
-      });
-      const identity = {
-        archiveKey: plan.key,
-        objectVersion: uploaded.objectVersion,
-        objectSha256: uploaded.objectSha256,
-        contentSha256: plan.contentSha256,
-        size: plan.size,
-        encrypted: plan.encrypted,
-        keyId: plan.keyId,
-      };
-      if (!v.ok) {
-        await record(ArchiveState.VERIFY_FAILED, {
-          ...identity,
-          detail: { differences: v.differences },
-        });
-        throw new OpstateError(
-          OpstateErrorCode.BAD_INPUT,
-          `archived ${plan.key} does not read back as written (${v.differences.join('; ')}); it is never VERIFIED and the source is kept: investigate the archive storage, then \`opstate retry ${operationId} --replan\``,
-          { details: { operationId, differences: v.differences } },
-        );
-      }
-      await record(ArchiveState.READ_BACK, identity);
-      await faults?.duringReadBack?.(ctx);
-      await record(ArchiveState.VERIFIED, {
-        ...identity,
-        detail: { membersChecked: v.membersChecked },
-      });
-      return { verified: true, membersChecked: v.membersChecked };
-    });
-    await faults?.afterVerified?.(ctx);
-
+    const copy = inputOf(view, ArtifactType.RAW_DATA_PACKAGE, fieldOf(view, 'sourceLocationId'));
+    const store = await env.archiveStoreOf(archiveId);
+    const source: ArchiveSource = {
+      read: () => readPackageSource(copy),
+      detail: { sourceCopyId: copy.id, sourcePath: copy.path },
+      name: String(copy.path),
+    };
+    const key = view.fields.archiveKey ?? `raw_data_package/${packageId}.tar`;
+    const { plan, uploaded } = await runArchiveProtocol(ctx, env, store, key, source);
     return {
       outputs: [
         {
           artifactType: ArtifactType.RAW_DATA_PACKAGE,
           artifactId: packageId,
           locationId: archiveId,
-          path: uploaded.path,
+          path: uploaded.location,
           checksum: checksumOf(plan.contentSha256),
           size: plan.size,
         },

@@ -13,7 +13,7 @@ import type { ArchiveExpectation } from './verifyArchive.ts';
 export interface RecordedArchive {
   readonly operationId: string;
   readonly archiveLocationId: string;
-  /** The archive location's storage root (the folder the archive store works in). */
+  /** The archive location's storage root, which names its store (`archiveStoreAt`). */
   readonly storageRoot: string;
   readonly generation: number;
   readonly expected: ArchiveExpectation;
@@ -26,15 +26,15 @@ export interface RecordedArchive {
 /**
  * Reads, from the archive record alone, what an archive object must be: the key and the first
  * write's object version and whole-object digest (UPLOADED), the package digest and manifest
- * (PLANNED of the same generation), the archive location's folder, and every source member a
+ * (PLANNED of the same generation), the archive location's storage root, and every source member a
  * deletion removed relying on it (the bytes the archive must give back). Needs no worker. `NOT_FOUND`
  * for an unknown operation; `BAD_INPUT` for another kind or an archive never uploaded.
  *
  * @example
  * ```ts
  * const recorded = await loadRecordedArchive(database, operationId);
- * const store = new LocalArchiveStore(recorded.storageRoot, archiveCipherFromEnv());
- * const verdict = await verifyArchive(store, recorded.expected);
+ * const store = archiveStoreAt(recorded.storageRoot);
+ * const verdict = await verifyArchive(store, recorded.expected, archiveCipherFromEnv());
  * ```
  */
 export async function loadRecordedArchive(

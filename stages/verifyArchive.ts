@@ -1,5 +1,7 @@
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import type { LocalArchiveStore, ReadArchive } from './archiveStore.ts';
+import type { ArchiveStore } from './ArchiveStore.ts';
+import type { ArchiveCipher } from './archiveCipher.ts';
+import { openArchiveObject, type ReadArchive, readArchiveObject } from './archiveObject.ts';
 import { MANIFEST_NAME, type Manifest, readPackage, sha256 } from './packageFormat.ts';
 import { unpackTar } from './tar.ts';
 
@@ -19,7 +21,7 @@ export interface ArchiveExpectation {
   readonly key: string;
   /** sha256 of the stored bytes at their first write. */
   readonly objectSha256: string;
-  /** The physical object first written (`<device>:<inode>:<mtime ns>`), if recorded. */
+  /** The store's version of the physical object first written (opaque), if recorded. */
   readonly objectVersion: string | null;
   /** sha256 of the package. */
   readonly contentSha256: string;
@@ -54,24 +56,25 @@ export interface ArchiveVerification {
  *
  * @example
  * ```ts
- * const v = await verifyArchive(store, expected);
+ * const v = await verifyArchive(store, expected, cipher);
  * if (!v.ok) console.log(v.differences.join('\n'));
  * ```
  */
 export async function verifyArchive(
-  store: LocalArchiveStore,
+  store: ArchiveStore,
   expected: ArchiveExpectation,
+  cipher: ArchiveCipher | undefined,
 ): Promise<ArchiveVerification> {
   const differences: string[] = [];
   let read: ReadArchive;
   try {
-    read = await store.read(expected.key);
+    read = await readArchiveObject(store, expected.key);
   } catch (err) {
     // A missing or wrong key says nothing about the archive: the caller fixes its configuration.
     if (err instanceof OpstateError && err.code === OpstateErrorCode.CONFIG) throw err;
     const code = (err as NodeJS.ErrnoException).code;
     const why =
-      code === 'ENOENT'
+      err instanceof OpstateError && err.code === OpstateErrorCode.NOT_FOUND
         ? `no object at key ${expected.key}`
         : `object at key ${expected.key} cannot be read: ${err instanceof Error ? err.message : String(err)}`;
     if (err instanceof OpstateError || code !== undefined) {
@@ -90,9 +93,14 @@ export async function verifyArchive(
       `whole-object sha256 is ${whole}, recorded ${expected.objectSha256} (${read.stored.length} bytes stored)`,
     );
   }
+  if (read.storeSha256 !== undefined && read.storeSha256 !== whole) {
+    differences.push(
+      `the store keeps sha256 ${read.storeSha256} for bytes whose sha256 is ${whole}`,
+    );
+  }
   let plain: Buffer;
   try {
-    plain = store.open(read);
+    plain = openArchiveObject(read, cipher);
   } catch (err) {
     if (!(err instanceof OpstateError) || err.code === OpstateErrorCode.CONFIG) throw err;
     differences.push(err.message);

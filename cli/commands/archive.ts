@@ -5,8 +5,9 @@ import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordReposito
 import { checkId } from '../../persistence/applyEvents.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { archiveCipherFromEnv } from '../../stages/archiveCipher.ts';
-import { LocalArchiveStore } from '../../stages/archiveStore.ts';
+import { openArchiveObject, readArchiveObject } from '../../stages/archiveObject.ts';
 import { loadRecordedArchive } from '../../stages/recordedArchive.ts';
+import { archiveStoreAt } from '../../stages/registerArchiveStore.ts';
 import { restorePackage } from '../../stages/restoreArchive.ts';
 import { deletedNotHeld, verifyArchive } from '../../stages/verifyArchive.ts';
 import { argumentsOf, type Command, defineCommand, type Io, optionsOf } from '../Command.ts';
@@ -14,8 +15,8 @@ import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 
 async function verify(database: Database, id: string, json: boolean, io: Io): Promise<number> {
   const recorded = await loadRecordedArchive(database, id);
-  const store = new LocalArchiveStore(recorded.storageRoot, archiveCipherFromEnv());
-  const v = await verifyArchive(store, recorded.expected);
+  const store = archiveStoreAt(recorded.storageRoot);
+  const v = await verifyArchive(store, recorded.expected, archiveCipherFromEnv());
   await new ArchiveRecordRepository(database).recordVerification({
     operationId: id,
     state: v.ok ? ArchiveState.VERIFIED : ArchiveState.VERIFY_FAILED,
@@ -39,7 +40,7 @@ async function verify(database: Database, id: string, json: boolean, io: Io): Pr
         operationId: id,
         ok: v.ok,
         key: recorded.expected.key,
-        path: store.pathOf(recorded.expected.key),
+        location: store.describe(recorded.expected.key),
         objectSha256: recorded.expected.objectSha256,
         objectVersion: recorded.expected.objectVersion,
         contentSha256: recorded.expected.contentSha256,
@@ -53,7 +54,7 @@ async function verify(database: Database, id: string, json: boolean, io: Io): Pr
     );
     return v.ok ? 0 : 1;
   }
-  io.out(`archive of operation ${id}: ${store.pathOf(recorded.expected.key)}`);
+  io.out(`archive of operation ${id}: ${store.describe(recorded.expected.key)}`);
   io.out(`  key            ${recorded.expected.key}`);
   io.out(`  object sha256  ${recorded.expected.objectSha256} (as first written)`);
   io.out(`  object version ${recorded.expected.objectVersion ?? '-'}`);
@@ -79,9 +80,9 @@ async function restore(
   io: Io,
 ): Promise<number> {
   const recorded = await loadRecordedArchive(database, id);
-  const store = new LocalArchiveStore(recorded.storageRoot, archiveCipherFromEnv());
-  const read = await store.read(recorded.expected.key);
-  const plain = store.open(read);
+  const store = archiveStoreAt(recorded.storageRoot);
+  const read = await readArchiveObject(store, recorded.expected.key);
+  const plain = openArchiveObject(read, archiveCipherFromEnv());
   const members = await restorePackage(plain, recorded.manifest, resolve(to));
   const bad = members.filter((m) => !m.ok);
   // The source members deleted on the strength of this archive: each must come back as it was.

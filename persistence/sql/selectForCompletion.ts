@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { ContractFacts } from '../../machines/missingOutputs.ts';
 import { OPERATION_KINDS, type OperationKind } from '../../machines/OperationKind.ts';
-import { membersFieldOf } from '../../machines/outputContract.ts';
+import { membersFieldOf, needsVerifiedArchive } from '../../machines/outputContract.ts';
 import { OPERATION_COLUMNS, type OperationRecord, toOperationRecord } from '../OperationRecord.ts';
 import type { Executor } from '../openDatabase.ts';
 import { SUBTYPE_SPEC } from '../subtypeFields.ts';
@@ -47,14 +47,36 @@ const MEMBERS = (() => {
   return arms.length === 0 ? `'[]'::jsonb` : `case o.kind ${arms.join(' ')} else '[]'::jsonb end`;
 })();
 
-const SELECT = `select ${OPERATION_COLUMNS}, ${SUBTYPE} as contract_subtype, ${MEMBERS} as contract_members
+/** The archive record's states written before the archive completes (no deletion's). */
+const ARCHIVE_SIDE = ['PLANNED', 'UPLOADED', 'CONFLICT', 'READ_BACK', 'VERIFIED', 'VERIFY_FAILED'];
+
+/**
+ * For the kinds whose contract needs a VERIFIED archive record: the last archive-side row of the
+ * operation's record (state and package digest), through `archive_record_operation_idx`.
+ */
+const ARCHIVE = (() => {
+  const kinds = OPERATION_KINDS.filter(needsVerifiedArchive);
+  if (kinds.length === 0) return 'null::jsonb';
+  return `case when o.kind in (${kinds.map(quote).join(', ')}) then coalesce((
+      select jsonb_build_object('state', r.state, 'contentSha256', r.content_sha256)
+      from archive_record r where r.operation_id = o.id and r.state in (${ARCHIVE_SIDE.map(quote).join(', ')})
+      order by r.id desc limit 1), '{"state": null, "contentSha256": null}'::jsonb) end`;
+})();
+
+const SELECT = `select ${OPERATION_COLUMNS}, ${SUBTYPE} as contract_subtype, ${MEMBERS} as contract_members,
+  ${ARCHIVE} as contract_archive
   from operation o where o.id = any(`;
 
 function json(value: unknown): unknown {
   return typeof value === 'string' ? JSON.parse(value) : value;
 }
 
-function factsOf(kind: OperationKind, subtype: unknown, members: unknown): ContractFacts {
+function factsOf(
+  kind: OperationKind,
+  subtype: unknown,
+  members: unknown,
+  archive: unknown,
+): ContractFacts {
   const row = (json(subtype) ?? {}) as Record<string, unknown>;
   const fields: Record<string, string | null> = {};
   for (const f of SUBTYPE_SPEC[kind].fields) {
@@ -62,12 +84,18 @@ function factsOf(kind: OperationKind, subtype: unknown, members: unknown): Contr
     fields[f.key] = v == null ? null : String(v);
   }
   const ids = json(members);
-  return { fields, members: Array.isArray(ids) ? ids.map(String) : [] };
+  const record = json(archive) as { state: string | null; contentSha256: string | null } | null;
+  return {
+    fields,
+    members: Array.isArray(ids) ? ids.map(String) : [],
+    ...(record === null || record === undefined ? {} : { archive: record }),
+  };
 }
 
 /**
  * Loads base rows by id with the facts their output contract is checked against (the subtype's
- * fields and, for an unpack, the raw data packages recorded in its transfer package), in ONE
+ * fields; for an unpack, the raw data packages recorded in its transfer package; for a long-term
+ * archive, the last archive-side row of its archive record), in ONE
  * statement: the completion's own read, so the check costs no statement of its own.
  *
  * @example
@@ -87,7 +115,10 @@ export async function selectForCompletion(
       const record = toOperationRecord(r);
       return [
         record.id,
-        { record, facts: factsOf(record.kind, r.contract_subtype, r.contract_members) },
+        {
+          record,
+          facts: factsOf(record.kind, r.contract_subtype, r.contract_members, r.contract_archive),
+        },
       ];
     }),
   );

@@ -6,6 +6,7 @@ import { LocationType } from '../../machines/routing.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import type { InputRelations } from '../../persistence/inputRelations.ts';
 import type { OutputCopy } from '../../persistence/OutputCopy.ts';
+import { archiveStandIn } from '../../stages/archiveStandIn.ts';
 import type { OperationHandler } from '../../worker/OperationHandler.ts';
 import { makeWorld, type World } from '../persistence/fixtures.ts';
 import { type Deployment, startDeployment, waitFor } from './harness.ts';
@@ -36,16 +37,19 @@ const archive: OperationHandler = async (ctx) => {
         },
       ],
     };
-  return {
-    outputs: [
-      {
-        artifactType: 'raw_data_package',
-        artifactId: fields.rawDataPackageId as string,
-        locationId: fields.destinationLocationId as string,
-        checksum: 'sha256:00',
-      },
-    ],
-  };
+  // The handler that reports the archive copy but archived nothing through opstate: no record.
+  if (fields.archiveKey === 'no-record')
+    return {
+      outputs: [
+        {
+          artifactType: 'raw_data_package',
+          artifactId: fields.rawDataPackageId as string,
+          locationId: fields.destinationLocationId as string,
+          checksum: 'sha256:00',
+        },
+      ],
+    };
+  return archiveStandIn(ctx, dep.runtime.database);
 };
 
 const unpack: OperationHandler = async (ctx) => {
@@ -137,12 +141,14 @@ describe('the output contract at completion (Postgres + NATS JetStream)', () => 
       fields: { dataTransferPackageId: w.dtp, locationId },
       inputs: [w.dtpCopy],
     });
-    const [wrongArchive, rightArchive, wrongUnpack, rightUnpack] = (await dep.runtime.submitMany([
-      archiveTo('forgets-the-copy', w.pkg, w.sourceCopy),
-      archiveTo('right', w.pkg2, w.pkg2Copy),
-      unpackAt(w.buffer.id),
-      unpackAt(w.otherBuffer),
-    ])) as [string, string, string, string];
+    const [wrongArchive, rightArchive, wrongUnpack, rightUnpack, unrecorded] =
+      (await dep.runtime.submitMany([
+        archiveTo('forgets-the-copy', w.pkg, w.sourceCopy),
+        archiveTo(`right-${randomUUID()}`, w.pkg2, w.pkg2Copy),
+        unpackAt(w.buffer.id),
+        unpackAt(w.otherBuffer),
+        archiveTo('no-record', w.pkg, w.sourceCopy),
+      ])) as [string, string, string, string, string];
 
     const failedArchive = await terminal(wrongArchive);
     expect(failedArchive.status).toBe('FAILED');
@@ -151,7 +157,7 @@ describe('the output contract at completion (Postgres + NATS JetStream)', () => 
       retryable: false,
     });
     expect(failedArchive.lastError?.message).toContain(
-      `long_term_archive operation ${wrongArchive} returned without an output its kind must produce: raw_data_package ${w.pkg} (rawDataPackageId) at location ${w.archive.id} (destinationLocationId)`,
+      `long_term_archive operation ${wrongArchive} returned without 2 outputs its kind must produce: raw_data_package ${w.pkg} (rawDataPackageId) at location ${w.archive.id} (destinationLocationId); a VERIFIED archive record of raw_data_package ${w.pkg}`,
     );
     // Not retried: one attempt, straight to FAILED, with its budget untouched.
     expect(failedArchive.transitions.map((t) => `${t.event}:${t.to}`)).toEqual([
@@ -163,6 +169,19 @@ describe('the output contract at completion (Postgres + NATS JetStream)', () => 
     expect(failedArchive.retryCount).toBe(0);
     expect(failedArchive.outputs).toEqual([]);
     expect(await w.artifacts.findLiveCopy('raw_data_package', w.pkg, w.archive.id)).toBeUndefined();
+
+    // Reporting the archive copy is not enough: without a VERIFIED archive record it fails for good.
+    const noRecord = await terminal(unrecorded);
+    expect(noRecord.status).toBe('FAILED');
+    expect(noRecord.lastError).toMatchObject({
+      code: OpstateErrorCode.OUTPUT_CONTRACT,
+      retryable: false,
+    });
+    expect(noRecord.lastError?.message).toContain(
+      `a VERIFIED archive record of raw_data_package ${w.pkg} at location ${w.archive.id} (destinationLocationId): the operation has no archive record`,
+    );
+    expect(noRecord.transitions.filter((t) => t.event === 'START')).toHaveLength(1);
+    expect(noRecord.outputs).toEqual([]);
 
     const failedUnpack = await terminal(wrongUnpack);
     expect(failedUnpack.status).toBe('FAILED');
@@ -205,7 +224,7 @@ describe('the output contract at completion (Postgres + NATS JetStream)', () => 
       dep.logger.lines.filter(
         (l) => l.message === 'operation failed' && l.fields.retryable === false,
       ),
-    ).toHaveLength(2);
+    ).toHaveLength(3);
   });
 
   it('fails for good a handler that returns malformed outputs, naming what is wrong', async () => {

@@ -89,8 +89,14 @@ describe('recovery paths', () => {
     expect(view.transitions.filter((t) => t.event === 'COMPLETE')).toHaveLength(1);
     expect(await liveCopiesAt(dep, op.pkg, op.archive)).toHaveLength(1);
     expect(view.outputs).toHaveLength(1);
-    // The journal kept the first attempt's step: the re-run did not record it again.
-    expect(view.steps.map((s) => [s.name, s.attempt])).toEqual([['started', 1]]);
+    // The journal kept the first attempt's step: the re-run did not record it again; the archive
+    // protocol's steps are the second attempt's.
+    expect(view.steps.map((s) => [s.name, s.attempt])).toEqual([
+      ['started', 1],
+      ['plan', 2],
+      ['upload', 2],
+      ['verify', 2],
+    ]);
   });
 
   it('a worker killed right after START is the heartbeat monitor’s case: its heartbeat covered the operation before START', async () => {

@@ -116,8 +116,12 @@ describe('a stalled worker', () => {
       // …without running the step it was about to: attempt 1 wrote nothing.
       expect(await readdir(markers)).toEqual(['attempt-2']);
       const view = await dep.runtime.get(op.id);
+      // (plan, upload and verify: attempt 2's archive protocol; attempt 1 never reached it.)
       expect(view.steps.map((s) => `${s.name}@${s.attempt}`).sort()).toEqual([
+        'plan@2',
         'started@1',
+        'upload@2',
+        'verify@2',
         'write@2',
       ]);
       expect(frozen.printed('worker let go of an operation that moved on')).toBe(true);

@@ -7,6 +7,7 @@ import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
+import { archiveStandIn } from '../../stages/archiveStandIn.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
@@ -64,7 +65,8 @@ describe('ctx.step in a worker handler', () => {
               retryable: true,
             });
           }
-          return { outputs: await ctx.requiredOutputs() };
+          // A long-term archive completes only through the archive protocol (its VERIFIED record).
+          return archiveStandIn(ctx, runtime.database);
         },
       },
     });
@@ -80,7 +82,15 @@ describe('ctx.step in a worker handler', () => {
     ]);
     expect(ran).toBe(RESULTS.length); // the re-run took every result from the journal
     const view = await runtime.get(id);
-    expect(view.steps.map((s) => s.result)).toEqual([...RESULTS]);
+    // The handler's own steps (the archive protocol's plan, upload and verify follow them).
+    expect(view.steps.filter((s) => /^upload-\d+$/.test(s.name)).map((s) => s.result)).toEqual([
+      ...RESULTS,
+    ]);
+    expect(view.steps.map((s) => s.name).slice(RESULTS.length)).toEqual([
+      'plan',
+      'upload',
+      'verify',
+    ]);
     expect(view).toMatchObject({
       status: 'COMPLETED',
       attempt: 2,

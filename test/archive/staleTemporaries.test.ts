@@ -13,7 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
-import { LocalArchiveStore } from '../../stages/archiveStore.ts';
+import { LocalArchiveStore } from '../../stages/LocalArchiveStore.ts';
 import { putOnce, STALE_TEMPORARY_MS } from '../../stages/storage.ts';
 
 /**
@@ -46,7 +46,7 @@ async function plant(path: string, msAgo: number) {
 
 describe('stale temporary files of an archive key', () => {
   it('are removed by the next put of that key once past the grace period, nothing else', async () => {
-    const store = new LocalArchiveStore(root, undefined, { clock });
+    const store = new LocalArchiveStore(root, { clock });
     await mkdir(join(root, 'raw'), { recursive: true });
     const path = store.pathOf('raw/obs-1.tar');
     const old = `${path}.partial-0a1b2c3d`;
@@ -63,7 +63,7 @@ describe('stale temporary files of an archive key', () => {
     await symlink(target, linked);
     await lutimes(linked, at(2 * HOUR), at(2 * HOUR));
 
-    expect((await store.put('raw/obs-1.tar', Buffer.from('package'))).outcome).toBe('created');
+    expect((await store.putIfAbsent('raw/obs-1.tar', [Buffer.from('package')])).created).toBe(true);
     expect(await exists(old)).toBe(false);
     expect(await exists(fresh)).toBe(true);
     expect(await exists(otherKeys)).toBe(true);
@@ -71,18 +71,20 @@ describe('stale temporary files of an archive key', () => {
     expect((await lstat(linked)).isSymbolicLink()).toBe(true);
     expect(await readFile(target, 'utf8')).toBe('half an upload');
 
-    // The live writer's file ages past the grace period: the next put (identical) removes it.
+    // The live writer's file ages past the grace period: the next put (the key taken) removes it.
     await clock.advance(2 * 60_000);
-    expect((await store.put('raw/obs-1.tar', Buffer.from('package'))).outcome).toBe('identical');
+    expect((await store.putIfAbsent('raw/obs-1.tar', [Buffer.from('package')])).created).toBe(
+      false,
+    );
     expect(await exists(fresh)).toBe(false);
     expect(await exists(otherKeys)).toBe(true);
     expect(await readFile(path, 'utf8')).toBe('package');
   });
 
   it('an archive key that ends like a temporary file is refused, so no object is one', async () => {
-    const store = new LocalArchiveStore(root, undefined, { clock });
+    const store = new LocalArchiveStore(root, { clock });
     await expect(
-      store.put('raw/obs-1.tar.partial-0a1b2c3d', Buffer.from('x')),
+      store.putIfAbsent('raw/obs-1.tar.partial-0a1b2c3d', [Buffer.from('x')]),
     ).rejects.toMatchObject({
       code: 'BAD_INPUT',
     });

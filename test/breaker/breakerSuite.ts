@@ -9,8 +9,8 @@ import { memoryLogger } from '../../observe/Logger.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
-import { requiredOutputsOf } from '../../persistence/requiredOutputsOf.ts';
 import { inputFor, makeWorld, type World } from '../persistence/fixtures.ts';
+import { verifiedArchiveOutput } from '../persistence/verifiedArchive.ts';
 
 export interface BreakerBackend {
   /** The file's database, migrated. */
@@ -67,8 +67,9 @@ async function setup(database: Database) {
     if (status === 'PENDING') await store.apply(id, { type: 'SCHEDULE' });
     const { attempt } = await store.load(id);
     await store.apply(id, { type: 'START', attempt, workerId: 'w-test' });
+    // A long-term archive completes with its VERIFIED record, made through the archive protocol.
     if (outcome === 'complete')
-      await store.complete(id, attempt, await requiredOutputsOf(store.database, id));
+      await store.complete(id, attempt, [await verifiedArchiveOutput(store.database, id, attempt)]);
     else {
       await store.apply(id, {
         type: 'FAIL',
@@ -249,11 +250,9 @@ export function breakerSuite(backend: BreakerBackend): void {
     await t.breaker.pass();
     expect(await t.claim(parked)).toEqual([]);
 
-    await t.store.complete(
-      probe as string,
-      1,
-      await requiredOutputsOf(t.store.database, probe as string),
-    );
+    await t.store.complete(probe as string, 1, [
+      await verifiedArchiveOutput(t.store.database, probe as string),
+    ]);
     await t.breaker.pass();
     expect(await t.breakerOf(OperationKind.LONG_TERM_ARCHIVE, t.w.archive.id)).toBeUndefined();
     expect(t.released()).toBe(2);

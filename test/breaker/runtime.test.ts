@@ -4,6 +4,7 @@ import { LocationType } from '../../machines/routing.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../runtime/Runtime.ts';
+import { archiveStandIn } from '../../stages/archiveStandIn.ts';
 import type { OperationHandler } from '../../worker/OperationHandler.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
@@ -51,7 +52,8 @@ async function deployment(breakerCooldownMs: number) {
     if (state.down && fields.destinationLocationId === down.id) {
       throw Object.assign(new Error(`archive ${down.id} unreachable`), { retryable: false });
     }
-    return { outputs: await ctx.requiredOutputs() };
+    // A long-term archive completes only through the archive protocol (its VERIFIED record).
+    return archiveStandIn(ctx, runtime.database);
   };
   const plane = runtime.startControlPlane();
   await waitFor(() => plane.isLeader, 'leadership');

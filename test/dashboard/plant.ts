@@ -15,6 +15,7 @@ import { timeOrderedId } from '../../persistence/timeOrderedId.ts';
 import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
 import { archivedPackage } from '../persistence/copyFixtures.ts';
 import { inputFor, makeWorld } from '../persistence/fixtures.ts';
+import { verifiedArchiveOutput } from '../persistence/verifiedArchive.ts';
 
 const MIN = 60_000;
 
@@ -84,9 +85,8 @@ export async function plantEveryState(database: Database) {
   // which a staging operation consumes.
   const completed = await create(OperationKind.LONG_TERM_ARCHIVE);
   await startOf(completed, 1, 'worker-a');
-  await store.complete(completed, 1, [
-    { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
-  ]);
+  // Archived through the archive protocol: a long-term archive completes with its VERIFIED record.
+  await store.complete(completed, 1, [await verifiedArchiveOutput(database, completed)]);
   const [output] = await database.execute(
     `select physical_copy_id from operation_output where operation_id = '${completed}'`,
   );

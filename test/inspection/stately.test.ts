@@ -27,6 +27,7 @@ import { replayOperation, startInspectionStream } from '../../runtime/Inspection
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor, makeWorld, type World } from '../persistence/fixtures.ts';
+import { verifiedArchiveOutput } from '../persistence/verifiedArchive.ts';
 import { freePort } from '../transport/helpers.ts';
 
 function listening(port: number): Promise<boolean> {
@@ -157,9 +158,8 @@ describe('Stately inspection built from persisted transitions', () => {
     });
     await store.apply(id, { type: 'RETRY', reason: 'archive fixed' }, { by: 'operator' });
     await start(4, 'worker-2');
-    await store.complete(id, 4, [
-      { artifactType: 'raw_data_package', artifactId: world.pkg, locationId: world.archive.id },
-    ]);
+    // A long-term archive completes with its VERIFIED record, made through the archive protocol.
+    await store.complete(id, 4, [await verifiedArchiveOutput(database, id, 4)]);
     return id;
   }
 

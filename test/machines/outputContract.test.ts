@@ -85,6 +85,7 @@ const CASES: Record<
         archiveKey: null,
       },
       members: [],
+      archive: { state: 'VERIFIED', contentSha256: 'ab'.repeat(32) },
     },
     right: [pkgAt(PKG, DST)],
     names: [
@@ -155,6 +156,60 @@ describe.each(OPERATION_KINDS)('the output contract of %s', (kind) => {
   );
 });
 
+describe('the long-term archive contract: a VERIFIED archive record', () => {
+  const facts = CASES[OperationKind.LONG_TERM_ARCHIVE].facts;
+  const copy = { ...pkgAt(PKG, DST), checksum: `sha256:${'ab'.repeat(32)}` };
+  const missing = (f: ContractFacts, outputs: ProducedCopy[]) =>
+    missingOutputs(OperationKind.LONG_TERM_ARCHIVE, f, outputs);
+
+  it('is met when the record ends with VERIFIED and the copy carries the verified checksum', () => {
+    expect(missing(facts, [copy])).toEqual([]);
+  });
+
+  it.each([
+    ['no archive record', null, 'the operation has no archive record'],
+    [
+      'a record ending at UPLOADED',
+      'UPLOADED',
+      "the operation's archive record ends with UPLOADED",
+    ],
+    ['a failed verification', 'VERIFY_FAILED', 'archive record ends with VERIFY_FAILED'],
+    ['a CONFLICT', 'CONFLICT', 'archive record ends with CONFLICT'],
+  ] as const)('is missed with %s, naming what is missing and the fix', (_, state, why) => {
+    const found = missing({ ...facts, archive: { state, contentSha256: null } }, [copy]);
+    expect(found).toHaveLength(1);
+    expect(found[0]).toMatchObject({
+      artifactType: 'raw_data_package',
+      artifactId: PKG,
+      locationId: DST,
+    });
+    const err = outputContractError(OperationKind.LONG_TERM_ARCHIVE, OP, found);
+    expect(err).toMatchObject({ code: OpstateErrorCode.OUTPUT_CONTRACT, retryable: false });
+    expect(err.message).toContain(
+      `a VERIFIED archive record of raw_data_package ${PKG} at location ${DST}`,
+    );
+    expect(err.message).toContain(why);
+    expect(err.message).toContain('defineArchiveStage');
+    expect(classifyFailure(err)).toBe('refused');
+  });
+
+  it('is missed when the facts were not read at all (absent is not verified)', () => {
+    const { archive: _archive, ...without } = facts;
+    expect(
+      missing(without, [copy])
+        .map((m) => m.description)
+        .join(),
+    ).toContain('the operation has no archive record');
+  });
+
+  it('is missed when the copy returned carries another checksum than the verified package', () => {
+    const found = missing(facts, [{ ...copy, checksum: `sha256:${'cd'.repeat(32)}` }]);
+    expect(found.map((m) => m.description).join()).toContain(
+      `the copy returned carries checksum sha256:${'cd'.repeat(32)}`,
+    );
+  });
+});
+
 describe('the unpack contract', () => {
   const facts = CASES[OperationKind.UNPACK].facts;
 
@@ -223,7 +278,7 @@ describe('the contract table', () => {
         .filter((f) => f.required && f.type === 'uuid')
         .map((f) => f.key);
       for (const r of OUTPUT_CONTRACT[kind].outputs) {
-        const named = r.produce === 'named' ? [r.artifactField] : [r.membersOf];
+        const named = r.produce === 'members' ? [r.membersOf] : [r.artifactField];
         for (const key of [...named, r.locationField]) expect(uuidFields, kind).toContain(key);
       }
     }

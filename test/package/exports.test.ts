@@ -77,8 +77,8 @@ describe('the export list of each entry', () => {
     });
   }
 
-  it('the public entry stays small: at most 63 names, types included', () => {
-    expect(lists.get('index.ts')?.length).toBeLessThanOrEqual(63);
+  it('the public entry stays small: at most 66 names, types included', () => {
+    expect(lists.get('index.ts')?.length).toBeLessThanOrEqual(66);
   });
 });
 

@@ -44,7 +44,7 @@ async function sh(cmd: string, args: string[], cwd: string) {
 function consumerProgram(typed: boolean): string {
   const t = (annotation: string) => (typed ? annotation : '');
   return `import { createRuntime, LocationType, OperationKind, OperationStatus${t(', type Runtime')} } from 'opstate';
-import { crash, createSimulatedClock${t(', type SimulatedClock')} } from 'opstate/testing';
+import { archiveStandIn, crash, createSimulatedClock${t(', type SimulatedClock')} } from 'opstate/testing';
 
 const clock${t(': SimulatedClock')} = createSimulatedClock();
 await clock.advance(1);
@@ -63,9 +63,9 @@ runtime.startControlPlane();
 const worker = runtime.startWorker({
   kinds: [OperationKind.LONG_TERM_ARCHIVE],
   handlers: {
-    [OperationKind.LONG_TERM_ARCHIVE]: async () => ({
-      outputs: [{ artifactType: 'raw_data_package', artifactId: pkg, locationId: archive.id, checksum: 'sha256:00' }],
-    }),
+    // No source on disk here: a stand-in package goes through the archive protocol, whose VERIFIED
+    // record a long-term archive needs to complete.
+    [OperationKind.LONG_TERM_ARCHIVE]: (ctx) => archiveStandIn(ctx, runtime.database),
   },
 });
 const id = await runtime.submit({

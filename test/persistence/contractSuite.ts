@@ -10,6 +10,7 @@ import type { Database, Executor } from '../../persistence/openDatabase.ts';
 import { requiredOutputsOf } from '../../persistence/requiredOutputsOf.ts';
 import { inputFor, makeWorld, tableCounts, type World } from './fixtures.ts';
 import type { SuiteBackend } from './storeSuite.ts';
+import { verifiedArchiveOutput } from './verifiedArchive.ts';
 
 /** An executor that counts the statements it runs. */
 function counting(database: Database): Executor & { statements: number } {
@@ -111,6 +112,10 @@ export function contractSuite(backend: SuiteBackend): void {
     const w = await richWorld(db());
     const ids = await startedOfEveryKind(store, w);
     const right = rightOutputs(w);
+    // The archive went through the archive protocol: its copy carries the VERIFIED checksum.
+    right[OperationKind.LONG_TERM_ARCHIVE] = [
+      await verifiedArchiveOutput(db(), ids[OperationKind.LONG_TERM_ARCHIVE]),
+    ];
     for (const kind of OPERATION_KINDS) {
       const required = await requiredOutputsOf(db(), ids[kind]);
       expect(
@@ -136,7 +141,8 @@ export function contractSuite(backend: SuiteBackend): void {
     const ids = await startedOfEveryKind(store, w);
     const right = rightOutputs(w);
     const wrong: Partial<Record<OperationKind, OutputCopy[]>> = {
-      // An archive handler that returned nothing; an unpack that returned one package of two.
+      // An archive handler that archived and returned nothing; an unpack that returned one package
+      // of two.
       [OperationKind.LONG_TERM_ARCHIVE]: [],
       [OperationKind.UNPACK]: [
         { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.buffer.id },
@@ -163,7 +169,7 @@ export function contractSuite(backend: SuiteBackend): void {
       retryable: false,
     });
     expect(archiveError.message).toContain(
-      `long_term_archive operation ${ids[OperationKind.LONG_TERM_ARCHIVE]} returned without an output its kind must produce: raw_data_package ${w.pkg} (rawDataPackageId) at location ${w.archive.id} (destinationLocationId)`,
+      `long_term_archive operation ${ids[OperationKind.LONG_TERM_ARCHIVE]} returned without 2 outputs its kind must produce: raw_data_package ${w.pkg} (rawDataPackageId) at location ${w.archive.id} (destinationLocationId); a VERIFIED archive record of raw_data_package ${w.pkg} at location ${w.archive.id} (destinationLocationId): the operation has no archive record`,
     );
     const unpackError = (byKind[OperationKind.UNPACK] as { error: Error }).error;
     expect(unpackError).toMatchObject({ code: OpstateErrorCode.OUTPUT_CONTRACT, retryable: false });
@@ -188,11 +194,17 @@ export function contractSuite(backend: SuiteBackend): void {
       { code: OpstateErrorCode.OUTPUT_CONTRACT },
     );
     expect(await tableCounts(db())).toEqual(counts);
-    const done = await store.complete(
-      ids[OperationKind.LONG_TERM_ARCHIVE],
-      1,
-      right[OperationKind.LONG_TERM_ARCHIVE],
-    );
+    // The copy alone is not enough either: the archive record must end with VERIFIED.
+    await expect(
+      store.complete(
+        ids[OperationKind.LONG_TERM_ARCHIVE],
+        1,
+        right[OperationKind.LONG_TERM_ARCHIVE],
+      ),
+    ).rejects.toMatchObject({ code: OpstateErrorCode.OUTPUT_CONTRACT });
+    const done = await store.complete(ids[OperationKind.LONG_TERM_ARCHIVE], 1, [
+      await verifiedArchiveOutput(db(), ids[OperationKind.LONG_TERM_ARCHIVE]),
+    ]);
     expect(done).toMatchObject({ alreadyCompleted: false, copiesCreated: 1 });
   });
 

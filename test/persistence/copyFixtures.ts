@@ -24,7 +24,9 @@ export interface ArchivedPackage {
 /**
  * Builds, through the store's own writes, a package whose buffer copy has a checksum and whose
  * long-term archive is in the requested state: `verified` (completed, VERIFIED, same digest),
- * `unverified` (completed with only UPLOADED recorded), `other-digest` (verified, but of other
+ * `unverified` (completed with only UPLOADED recorded: an archive completed before its kind's output
+ * contract required the VERIFIED record, as a database upgraded from then holds), `other-digest`
+ * (verified, but of other
  * bytes), or `none` (no archive at all: the buffer copy is the only copy).
  */
 export async function archivedPackage(
@@ -74,10 +76,8 @@ export async function archivedPackage(
     manifest: { members: [], package: [] },
   });
   await records.append({ ...identity, state: ArchiveState.UPLOADED });
-  if (archive !== 'unverified') {
-    await records.append({ ...identity, state: ArchiveState.READ_BACK });
-    await records.append({ ...identity, state: ArchiveState.VERIFIED });
-  }
+  await records.append({ ...identity, state: ArchiveState.READ_BACK });
+  await records.append({ ...identity, state: ArchiveState.VERIFIED });
   await store.complete(operationId, 1, [
     {
       artifactType: 'raw_data_package',
@@ -88,6 +88,23 @@ export async function archivedPackage(
       size: 10,
     },
   ]);
+  if (archive === 'unverified') {
+    // Today a long-term archive completes only with its VERIFIED record; an earlier release let it
+    // complete at UPLOADED. That history, as such a database holds it: the record ends at
+    // UPLOADED, and the deleters' list (which enlists only verified archives) does not name it.
+    await database.execute(
+      `delete from archive_record where operation_id = '${operationId}' and state in ('READ_BACK', 'VERIFIED')`,
+    );
+    // (A database migrated only up to before the list has no list to strike it off.)
+    const [list] = await database.execute<{ present: boolean }>(
+      `select to_regclass('deletion_candidate') is not null as present`,
+    );
+    if (list?.present === true) {
+      await database.execute(
+        `delete from deletion_candidate where archive_operation_id = '${operationId}'`,
+      );
+    }
+  }
   const archiveCopy = await w.artifacts.findLiveCopy('raw_data_package', pkg, w.archive.id);
   return { pkg, buffer, digest, operationId, ...(archiveCopy ? { archiveCopy } : {}) };
 }

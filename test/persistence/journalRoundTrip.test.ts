@@ -10,6 +10,7 @@ import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { JSON_LOOKING, propertySeed, randomJson, seededRandom } from '../helpers/randomJson.ts';
 import { inputFor, makeWorld } from './fixtures.ts';
+import { verifiedArchiveOutput } from './verifiedArchive.ts';
 
 const SEED = propertySeed(0x32);
 const VALUES = 200;
@@ -217,9 +218,7 @@ describe.each(backends)('the journal on %s', (_name, open) => {
     await store.apply(id, { type: 'SCHEDULE' });
     await store.apply(id, { type: 'START', attempt: 2, workerId: 'w-2' });
     // The batched completion statement (what a worker's completion goes through).
-    await store.complete(id, 2, [
-      { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
-    ]);
+    await store.complete(id, 2, [await verifiedArchiveOutput(database, id, 2)]);
     const done = await store.load(id);
     expect(done).toMatchObject({ status: 'COMPLETED', attempt: 2, lastError: null });
     expect(done.snapshot.context.lastError).toBeNull();

@@ -29,6 +29,7 @@ import { archivedPackage } from './copyFixtures.ts';
 import { copySuite } from './copySuite.ts';
 import { inputFor, MIGRATIONS, makeWorld } from './fixtures.ts';
 import { storeSuite } from './storeSuite.ts';
+import { verifiedArchiveOutput } from './verifiedArchive.ts';
 
 // The suite needs the real Postgres: createTestDatabase throws when it is unreachable, so the
 // run fails instead of skipping.
@@ -454,6 +455,7 @@ describe('persistence on Postgres', () => {
     const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, world));
     await store.apply(id, { type: 'SCHEDULE' });
     await store.apply(id, { type: 'START', attempt: 1, workerId: 'w' });
+    const archived = await verifiedArchiveOutput(database, id);
     // Another writer has inserted the same live copy and not committed yet: the completion's
     // insert waits on the live-copy key, then finds it there, while its own lookup of existing
     // copies ran on a snapshot taken before that commit. (pg_stat_activity keeps only the start of
@@ -470,9 +472,7 @@ describe('persistence on Postgres', () => {
         )
         insert into raw_data_package_physical_copy (physical_copy_id, raw_data_package_id)
         select id, ${world.pkg}::uuid from c`);
-      const completing = store.complete(id, 1, [
-        { artifactType: 'raw_data_package', artifactId: world.pkg, locationId: world.archive.id },
-      ]);
+      const completing = store.complete(id, 1, [archived]);
       await waitFor(async () => {
         const [row] = await watcher.execute<{ n: number }>(sql`
           select count(*)::int as n from pg_stat_activity

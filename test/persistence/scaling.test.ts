@@ -20,6 +20,7 @@ import { copiedColumns } from '../helpers/operationRows.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { archivedPackage, bufferPolicyWithoutGrace } from './copyFixtures.ts';
 import { inputFor, makeWorld, type World } from './fixtures.ts';
+import { verifiedArchiveOutput } from './verifiedArchive.ts';
 
 // Statements whose cost must not grow with the tables, held to a count of buffers touched (which
 // does not depend on the machine's speed) with the tables grown, their statistics left old where
@@ -89,17 +90,14 @@ describe('hot statements on Postgres, over grown tables', () => {
     const pkgOf = new Map(
       byOperation.map((r) => [String(r.operation_id), String(r.raw_data_package_id)]),
     );
-    return claimed.map((c) => ({
-      id: c.id,
-      attempt: c.attempt,
-      outputs: [
-        {
-          artifactType: 'raw_data_package' as const,
-          artifactId: pkgOf.get(c.id) as string,
-          locationId: world.archive.id,
-        },
-      ],
-    }));
+    // Each archived through the archive protocol: it completes with its VERIFIED record.
+    const items = [];
+    for (const c of claimed) {
+      const output = await verifiedArchiveOutput(database, c.id, c.attempt);
+      expect(output.artifactId).toBe(pkgOf.get(c.id));
+      items.push({ id: c.id, attempt: c.attempt, outputs: [output] });
+    }
+    return items;
   }
 
   it('completion: a batch of distinct outputs touches as many buffers per operation with 20,000 live copies at its location as with none', async () => {

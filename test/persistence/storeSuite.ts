@@ -14,6 +14,7 @@ import type { Database } from '../../persistence/openDatabase.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
 import { millisOf, TIME_ORDERED_ID } from '../helpers/timeOrderedIds.ts';
 import { inputFor, MIGRATIONS, makeWorld, tableCounts } from './fixtures.ts';
+import { verifiedArchiveOutput } from './verifiedArchive.ts';
 
 /** What each backend hands the shared suite. */
 export interface SuiteBackend {
@@ -449,12 +450,8 @@ export function storeSuite(backend: SuiteBackend): void {
     const id = await store.create(inputFor(OperationKind.LONG_TERM_ARCHIVE, w));
     await store.apply(id, { type: 'SCHEDULE' });
     await store.apply(id, { type: 'START', attempt: 1, workerId: 'w' });
-    const output = {
-      artifactType: 'raw_data_package' as const,
-      artifactId: w.pkg,
-      locationId: w.archive.id,
-      checksum: 'sha256:ab',
-    };
+    // A long-term archive completes with its VERIFIED record (the kind's output contract).
+    const output = await verifiedArchiveOutput(db(), id);
     const peer = await backend.peer();
     try {
       const other = new OperationStore(peer);
@@ -486,11 +483,10 @@ export function storeSuite(backend: SuiteBackend): void {
       await store.apply(id, { type: 'SCHEDULE' });
       await store.apply(id, { type: 'START', attempt: 1, workerId: 'w' });
     }
-    const output = {
-      artifactType: 'raw_data_package' as const,
-      artifactId: w.pkg,
-      locationId: w.archive.id,
-    };
+    // Each archived the same package through the protocol: the same copy, the same checksum.
+    const outputs = [];
+    for (const id of ids) outputs.push(await verifiedArchiveOutput(db(), id));
+    const output = outputs[0] as Awaited<ReturnType<typeof verifiedArchiveOutput>>;
     // The same copy named in upper case by one of them: still the same copy, and still created.
     const upper = {
       ...output,
@@ -528,11 +524,8 @@ export function storeSuite(backend: SuiteBackend): void {
       await store.apply(id, { type: 'SCHEDULE' });
       await store.apply(id, { type: 'START', attempt: 1, workerId: 'w' });
     }
-    const output = {
-      artifactType: 'raw_data_package' as const,
-      artifactId: w.pkg,
-      locationId: w.archive.id,
-    };
+    const output = await verifiedArchiveOutput(db(), ids[0] as string);
+    await verifiedArchiveOutput(db(), ids[1] as string);
     const peer = await backend.peer();
     let results: Awaited<ReturnType<OperationStore['complete']>>[];
     try {
@@ -776,9 +769,7 @@ export function storeSuite(backend: SuiteBackend): void {
     expect(await lineage.packageState(w.pkg)).toBe('ARCHIVING');
     await store.apply(id, { type: 'SCHEDULE' });
     await store.apply(id, { type: 'START', attempt: 1, workerId: 'w' });
-    await store.complete(id, 1, [
-      { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
-    ]);
+    await store.complete(id, 1, [await verifiedArchiveOutput(db(), id)]);
     const archived = await w.artifacts.findLiveCopy('raw_data_package', w.pkg, w.archive.id);
     expect((await lineage.operationsOfCopy(w.sourceCopy)).consumedBy.map((o) => o.id)).toEqual([
       id,
@@ -1145,9 +1136,7 @@ export function storeSuite(backend: SuiteBackend): void {
     );
     await store.apply(a, { type: 'SCHEDULE' });
     await store.apply(a, { type: 'START', attempt: 1, workerId: 'w' });
-    const done = await store.complete(a, 1, [
-      { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
-    ]);
+    const done = await store.complete(a, 1, [await verifiedArchiveOutput(db(), a)]);
     expect(done.copiesCreated).toBe(1);
     const [copy] = await db().execute<{ id: string }>(
       `select physical_copy_id::text as id from operation_output where operation_id = '${a}'`,
@@ -1179,9 +1168,7 @@ export function storeSuite(backend: SuiteBackend): void {
       name: 'plan',
       state: 'done',
     });
-    await store.complete(id, 1, [
-      { artifactType: 'raw_data_package', artifactId: w.pkg, locationId: w.archive.id },
-    ]);
+    await store.complete(id, 1, [await verifiedArchiveOutput(db(), id)]);
 
     const { LeaseRepository } = await import('../../persistence/LeaseRepository.ts');
     const lease = await new LeaseRepository(db()).acquire(`status-${id}`, 'host-a:42:abc', 60_000);

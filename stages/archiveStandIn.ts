@@ -1,0 +1,58 @@
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { ArtifactType } from '../machines/ArtifactType.ts';
+import type { Database } from '../persistence/openDatabase.ts';
+import type { OutputCopy } from '../persistence/publicRecords.ts';
+import type { DatabaseHandle } from '../runtime/PublicRuntime.ts';
+import type { HandlerContext } from '../worker/OperationHandler.ts';
+import type { ArchiveStore } from './ArchiveStore.ts';
+import { runArchiveProtocol } from './longTermArchive.ts';
+import { checksumOf } from './packageFormat.ts';
+import { archiveStoreAt } from './registerArchiveStore.ts';
+import { fieldOf } from './StageEnvironment.ts';
+import { standInSource } from './standInSource.ts';
+
+/**
+ * For tests and drills whose long-term-archive operations have no real source on disk: archives the operation's
+ * package through opstate's own archive protocol (`runArchiveProtocol` — put-if-absent, read back,
+ * verify, each transition appended to the archive record, fenced on the attempt), so the operation
+ * can complete under its kind's output contract, which requires the VERIFIED record. The package
+ * is a one-member stand-in for the raw data package (its bytes are not what a test is about); the
+ * store is `store`, else a local folder per operation under the OS temp folder. Returns the outputs
+ * the real stage returns: the package's copy at the archive with the verified checksum.
+ *
+ * @example
+ * ```ts
+ * handlers[OperationKind.LONG_TERM_ARCHIVE] = (ctx) => archiveStandIn(ctx, runtime.database);
+ * ```
+ */
+export async function archiveStandIn(
+  ctx: HandlerContext,
+  database: DatabaseHandle,
+  store?: ArchiveStore,
+): Promise<{ outputs: OutputCopy[] }> {
+  const view = await ctx.inspect();
+  const packageId = fieldOf(view, 'rawDataPackageId');
+  const archiveId = fieldOf(view, 'destinationLocationId');
+  const key = view.fields.archiveKey ?? `raw_data_package/${packageId}.tar`;
+  const at = store ?? archiveStoreAt(join(tmpdir(), 'opstate-test-archives', ctx.operation.id));
+  const { plan, uploaded } = await runArchiveProtocol(
+    ctx,
+    { database: database as Database },
+    at,
+    key,
+    await standInSource(packageId),
+  );
+  return {
+    outputs: [
+      {
+        artifactType: ArtifactType.RAW_DATA_PACKAGE,
+        artifactId: packageId,
+        locationId: archiveId,
+        path: uploaded.location,
+        checksum: checksumOf(plan.contentSha256),
+        size: plan.size,
+      },
+    ],
+  };
+}
