@@ -105,7 +105,7 @@ export function copySuite(backend: SuiteBackend): void {
   it('refuses a copy whose archive is unverified, failed its verification, or holds other bytes', async () => {
     const w = await makeWorld(db());
     const copies = new CopyLifecycle(db());
-    const unverified = await archivedPackage(db(), w, 'unverified');
+    const unverified = await archivedPackage(db(), w, 'unverified', owner());
     const other = await archivedPackage(db(), w, 'other-digest');
     const failed = await archivedPackage(db(), w, 'verified');
     await new ArchiveRecordRepository(db()).recordVerification({
@@ -294,7 +294,7 @@ export function copySuite(backend: SuiteBackend): void {
       new Set((await deletions.eligible(policy, 10_000)).map((c) => c.copyId));
 
     // Completed, uploaded, never verified: not on the list, so never a candidate.
-    const p = await archivedPackage(db(), w, 'unverified');
+    const p = await archivedPackage(db(), w, 'unverified', owner());
     const operationId = p.operationId as string;
     expect(await candidatesOf(db(), operationId)).toEqual([]);
     expect((await eligibleIds()).has(p.buffer.id)).toBe(false);
