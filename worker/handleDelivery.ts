@@ -79,8 +79,12 @@ function abortState(lease: Lease): { readonly reason: unknown } | undefined {
 /**
  * One delivery through the worker: load the operation, triage it (`triageDelivery`, asking the
  * heartbeats only when it says so), and do what the triage says. A dispatch that names no known
- * operation is terminated with a WARNING; a database that cannot be reached leaves the delivery
- * unsettled (the transport naks and redelivers later).
+ * operation is terminated with a WARNING. A database that cannot be reached is waited out with the
+ * delivery held (`throughOutage`: listed in the heartbeat from receipt, kept from its ack-wait by
+ * every beat), not handed back: a dispatch naked with a delay during a Postgres failover could be
+ * dropped by the broker (nats-server 2.9 moved the consumer's ack floor past it while it was still
+ * in the stream), leaving its operation SCHEDULED for the reconciler's floor. Only when the wait
+ * gives up (the worker stops, its heartbeat is overdue) does the transport nak it.
  *
  * @example
  * ```ts
@@ -113,7 +117,9 @@ async function judge(w: WorkerCore, d: Delivery): Promise<void> {
   const m = d.message;
   let op: OperationRecord;
   try {
-    op = await w.batches.load(m.operationId);
+    op = await throughOutage(w, `loading operation ${m.operationId}`, () =>
+      w.batches.load(m.operationId),
+    );
   } catch (err) {
     const code = err instanceof OpstateError ? err.code : undefined;
     if (code !== OpstateErrorCode.NOT_FOUND && code !== OpstateErrorCode.BAD_INPUT) throw err;
