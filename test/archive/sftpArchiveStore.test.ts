@@ -3,7 +3,7 @@ import { randomUUID } from 'node:crypto';
 import { chmod, copyFile, readdir, stat, symlink, utimes, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, beforeAll, describe, expect, it, vi } from 'vitest';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { archiveStoreAt } from '../../stages/registerArchiveStore.ts';
 import {
@@ -169,4 +169,27 @@ describe('the sftp store', () => {
     const back = await store.read('k/o.tar');
     expect((await collect(back?.body ?? (async function* () {})())).equals(whole)).toBe(true);
   }, 90_000);
+});
+
+describe('without the ssh2 package', () => {
+  it('an sftp: store says to install it (CONFIG), and writes nothing', async () => {
+    vi.resetModules();
+    vi.doMock('ssh2', () => {
+      throw new Error("Cannot find package 'ssh2'");
+    });
+    try {
+      const { SftpArchiveStore: Fresh } = await import('../../stages/SftpArchiveStore.ts');
+      const dir = join(sshd.root, `no-ssh2-${randomUUID().slice(0, 8)}`);
+      await expect(
+        new Fresh(sshd.url(dir)).putIfAbsent('k.tar', [Buffer.from('x')]),
+      ).rejects.toMatchObject({
+        code: OpstateErrorCode.CONFIG,
+        message: expect.stringContaining('npm install ssh2'),
+      });
+      await expect(readdir(dir)).rejects.toMatchObject({ code: 'ENOENT' });
+    } finally {
+      vi.doUnmock('ssh2');
+      vi.resetModules();
+    }
+  });
 });
