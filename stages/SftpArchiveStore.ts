@@ -195,22 +195,47 @@ async function writeAll(
   });
 }
 
-/** The bytes of the open file `handle`, read in order; closes the handle, then calls `end`. */
+/** Requests a read keeps in flight: one round trip per 32 KiB would cap throughput at latency. */
+const READ_AHEAD = 8;
+
+/** `CHUNK` bytes of `handle` from `at` (fewer at the end of the file, none past it). */
+function readAt(sftp: Sftp, handle: Buffer, at: number): Promise<Buffer> {
+  const buffer = Buffer.alloc(CHUNK);
+  return call<number>((cb) => sftp.read(handle, buffer, 0, CHUNK, at, cb)).then(
+    (got) => buffer.subarray(0, got),
+    (err: { code?: number }) => {
+      if (err.code === 1) return buffer.subarray(0, 0); // SSH_FX_EOF
+      throw err;
+    },
+  );
+}
+
+/**
+ * The bytes of the open file `handle`, in order, `READ_AHEAD` requests ahead; a short read (which
+ * a server may give before the end) drops the requests after it and goes on from where it ended.
+ * Closes the handle, then calls `end`.
+ */
 async function* readAll(sftp: Sftp, handle: Buffer, end: () => void): AsyncGenerator<Uint8Array> {
+  const inFlight: { at: number; bytes: Promise<Buffer> }[] = [];
+  const drain = () => Promise.allSettled(inFlight.splice(0).map((r) => r.bytes));
+  let next = 0;
   try {
-    for (let position = 0; ; ) {
-      const buffer = Buffer.alloc(CHUNK);
-      const got = await call<number>((cb) =>
-        sftp.read(handle, buffer, 0, CHUNK, position, cb),
-      ).catch((err: { code?: number }) => {
-        if (err.code === 1) return 0; // SSH_FX_EOF
-        throw err;
-      });
-      if (got === 0) return;
-      position += got;
-      yield buffer.subarray(0, got);
+    for (;;) {
+      while (inFlight.length < READ_AHEAD) {
+        inFlight.push({ at: next, bytes: readAt(sftp, handle, next) });
+        next += CHUNK;
+      }
+      const { at, bytes } = inFlight.shift() as { at: number; bytes: Promise<Buffer> };
+      const piece = await bytes;
+      if (piece.length === 0) return;
+      if (piece.length < CHUNK) {
+        await drain();
+        next = at + piece.length;
+      }
+      yield piece;
     }
   } finally {
+    await drain();
     await call<void>((cb) => sftp.close(handle, cb)).catch(() => undefined);
     end();
   }
