@@ -2,13 +2,17 @@ import { type Clock, systemClock } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { ArchiveStore, ArchiveStoreFactory } from './ArchiveStore.ts';
 import { localArchiveStore } from './LocalArchiveStore.ts';
+import { sftpArchiveStore } from './SftpArchiveStore.ts';
 
 /** A scheme: a letter, then letters, digits, `+`, `.` or `-`; two characters at least. */
 const SCHEME = /^[a-z][a-z0-9+.-]+$/;
 /** The scheme a storage root starts with (`s3:`, `file:`), if any. */
 const SCHEME_OF = /^([a-z][a-z0-9+.-]+):/;
 
-const factories = new Map<string, ArchiveStoreFactory>([['file', localArchiveStore]]);
+const factories = new Map<string, ArchiveStoreFactory>([
+  ['file', localArchiveStore],
+  ['sftp', sftpArchiveStore],
+]);
 
 /**
  * Registers the archive store of a `storageRoot` scheme: a long-term-archive location whose

@@ -181,7 +181,7 @@ describe('the packed tarball', () => {
     expect(unwanted).toEqual([]);
   });
 
-  it('names tsx nowhere among what it needs at run time, and PGlite only as an optional peer', async () => {
+  it('names tsx nowhere among what it needs at run time, and PGlite and ssh2 only as optional peers', async () => {
     const manifest = JSON.parse(await readFile(join(REPO_ROOT, 'package.json'), 'utf8')) as {
       dependencies: Record<string, string>;
       peerDependenciesMeta?: Record<string, { optional?: boolean }>;
@@ -190,6 +190,8 @@ describe('the packed tarball', () => {
     expect(Object.keys(manifest.dependencies)).not.toContain('tsx');
     expect(Object.keys(manifest.dependencies)).not.toContain('@electric-sql/pglite');
     expect(manifest.peerDependenciesMeta?.['@electric-sql/pglite']?.optional).toBe(true);
+    expect(Object.keys(manifest.dependencies)).not.toContain('ssh2');
+    expect(manifest.peerDependenciesMeta?.ssh2?.optional).toBe(true);
     expect(Object.values(manifest.scripts).join(' ')).not.toContain('patch-package');
   });
 });
