@@ -194,6 +194,13 @@ describe('opstate stage: a staging group whose retention claim the deletion path
     const none = await archivedPackage(database, w, 'none');
     const unverified = await archivedPackage(database, w, 'unverified');
     const good = await archivedPackage(database, w, 'verified');
+    const failed = await archivedPackage(database, w, 'verified');
+    await new ArchiveRecordRepository(database).recordVerification({
+      operationId: failed.operationId as string,
+      state: ArchiveState.VERIFY_FAILED,
+      by: 'operator',
+      detail: { differences: ['whole-object sha256 differs'] },
+    });
     const processing = `${w.processing.site}/${w.processing.name}`;
     const cases: [string, { package: string; to: string }, OpstateErrorCode, RegExp][] = [
       [
@@ -217,6 +224,12 @@ describe('opstate stage: a staging group whose retention claim the deletion path
       [
         'a package whose archive was never verified',
         { package: unverified.pkg, to: processing },
+        OpstateErrorCode.BAD_INPUT,
+        /has no verified archive copy to stage from/,
+      ],
+      [
+        'a package whose archive failed its last verification',
+        { package: failed.pkg, to: processing },
         OpstateErrorCode.BAD_INPUT,
         /has no verified archive copy to stage from/,
       ],
