@@ -199,6 +199,9 @@ describe('opstate stage: a staging group whose retention claim the deletion path
       operationId: failed.operationId as string,
       state: ArchiveState.VERIFY_FAILED,
       by: 'operator',
+      // The content still reads back as archived; the stored object does not: not VERIFIED.
+      contentSha256: failed.digest.slice('sha256:'.length),
+      objectSha256: '0'.repeat(64),
       detail: { differences: ['whole-object sha256 differs'] },
     });
     const processing = `${w.processing.site}/${w.processing.name}`;
