@@ -190,6 +190,44 @@ describe('opstate stage: a staging group whose retention claim the deletion path
     expect(after.active).toBe((before.active as number) + 1);
   });
 
+  it('holds the staged copy too once the staging completes, until the release', async () => {
+    const p = await archivedPackage(database, w, 'verified');
+    const s = await stage({ package: p.pkg, to: w.processing.id });
+    const store = new OperationStore(database);
+    await store.apply(s.operationId, { type: 'SCHEDULE' });
+    await store.apply(s.operationId, { type: 'START', attempt: 1, workerId: 'w' });
+    await store.complete(s.operationId, 1, [
+      {
+        artifactType: 'raw_data_package',
+        artifactId: p.pkg,
+        locationId: w.processing.id,
+        path: `/data/processing/${p.pkg}`,
+        checksum: p.digest,
+        size: 10,
+      },
+    ]);
+    const staged = await w.artifacts.findLiveCopy('raw_data_package', p.pkg, w.processing.id);
+    const copies = new CopyLifecycle(database);
+    const held = async () => ({
+      archive: (await copies.facts(p.archiveCopy?.id as string)).facts.retainedBy,
+      staged: (await copies.facts(staged?.id as string)).facts.retainedBy,
+    });
+    expect(await held()).toEqual({ archive: [s.groupId], staged: [s.groupId] });
+    // The staged copy has a verified archive, so only the claim keeps it from the deletion path.
+    const refused = await refusal(
+      copies.apply(staged?.id as string, { type: 'SCHEDULE_DELETION' }, { by: 'deleter-t' }),
+    );
+    expect(refused.message).toContain(`an active retention claim holds it (group ${s.groupId})`);
+    await releaseClaim(database, s.groupId, 'operator:bob (test)');
+    expect(await held()).toEqual({ archive: [], staged: [] });
+    const t = await copies.apply(
+      staged?.id as string,
+      { type: 'SCHEDULE_DELETION' },
+      { by: 'deleter-t' },
+    );
+    expect(t.status).toBe('DELETION_SCHEDULED');
+  });
+
   it('refuses bad input with a clear error and creates nothing', async () => {
     const none = await archivedPackage(database, w, 'none');
     const unverified = await archivedPackage(database, w, 'unverified');
