@@ -228,6 +228,43 @@ describe('opstate stage: a staging group whose retention claim the deletion path
     expect(t.status).toBe('DELETION_SCHEDULED');
   });
 
+  it('a staging racing the deletion of the archive copy it would read never holds a copy being deleted', async () => {
+    const peer = await openDatabase({ databaseUrl: testDb.url, max: 4 });
+    try {
+      for (let round = 0; round < 10; round++) {
+        const p = await archivedPackage(database, w, 'verified');
+        await archiveAgain(p, `race-${round}-${p.pkg.slice(0, 8)}`);
+        const first = p.archiveCopy?.id as string;
+        const [staged, deletion] = await Promise.all([
+          stage({ package: p.pkg, to: w.processing.id }),
+          new CopyLifecycle(peer)
+            .apply(first, { type: 'SCHEDULE_DELETION' }, { by: 'deleter-t' })
+            .then(
+              () => undefined,
+              (e: unknown) => e,
+            ),
+        ]);
+        const input = (await inspectOperation(database, staged.operationId)).inputs[0]?.id;
+        const status = (await new CopyLifecycle(database).facts(first)).state.status;
+        if (deletion === undefined) {
+          // The deletion landed first: the staging read the other archive copy.
+          expect(status).toBe('DELETION_SCHEDULED');
+          expect(input).not.toBe(first);
+        } else {
+          // The claim landed first: the deletion decided again and saw it.
+          expect((deletion as OpstateError).code).toBe(OpstateErrorCode.UNSAFE);
+          expect((deletion as OpstateError).message).toContain(
+            `retention claim holds it (group ${staged.groupId})`,
+          );
+          expect(status).toBe('PRESENT');
+          expect(input).toBe(first);
+        }
+      }
+    } finally {
+      await peer.close();
+    }
+  });
+
   it('refuses bad input with a clear error and creates nothing', async () => {
     const none = await archivedPackage(database, w, 'none');
     const unverified = await archivedPackage(database, w, 'unverified');
