@@ -11,8 +11,10 @@ import { inspectOperation } from '../../persistence/inspectOperation.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { createRuntime } from '../../runtime/Runtime.ts';
 import { releaseClaim, stageFor } from '../../runtime/stagingOnRequest.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { waitFor } from '../helpers/waitFor.ts';
 import { type ArchivedPackage, archivedPackage } from '../persistence/copyFixtures.ts';
 import { makeWorld, tableCounts, type World } from '../persistence/fixtures.ts';
 
@@ -262,6 +264,33 @@ describe('opstate stage: a staging group whose retention claim the deletion path
       }
     } finally {
       await peer.close();
+    }
+  });
+
+  it('runtime.stage and runtime.release: recorded as the service by default, scheduled by its control plane', async () => {
+    // Archived by hand before a control plane runs (it would schedule the archive under the fixture).
+    const p = await archivedPackage(database, w, 'verified');
+    const runtime = await createRuntime({ databaseUrl: testDb.url, serviceName: 'reduction' });
+    try {
+      runtime.startControlPlane();
+      const s = await runtime.stage({ package: p.pkg, to: w.processing.id });
+      await waitFor(
+        async () => (await runtime.get(s.operationId)).status === 'SCHEDULED',
+        'the staging to be scheduled',
+        30_000,
+      );
+      expect((await runtime.get(s.operationId)).transitions[0]?.by).toBe('reduction');
+      const released = await runtime.release(s.groupId);
+      expect(released.releasedBy).toBe('reduction');
+      const again = await refusal(runtime.release(s.groupId, { by: 'alice' }));
+      expect(again.code).toBe(OpstateErrorCode.BAD_INPUT);
+      expect(await new GroupRepository(database).get(s.groupId)).toMatchObject({
+        active: false,
+        createdBy: 'reduction',
+        releasedBy: 'reduction',
+      });
+    } finally {
+      await runtime.close();
     }
   });
 
