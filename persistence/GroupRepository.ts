@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { deriveGroupStatus, type GroupStatus } from '../machines/groupStatus.ts';
+import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { OperationStatus } from '../machines/operationMachine.ts';
 import { checkId } from './applyEvents.ts';
 import { toDate } from './OperationRecord.ts';
@@ -13,7 +14,13 @@ export interface OperationGroupRecord {
   readonly active: boolean;
   readonly createdAt: Date;
   readonly releasedAt: Date | null;
+  /** Who created it, when it was created by someone named (a staging on request). */
+  readonly createdBy: string | null;
+  /** Who released the claim, when it was released by someone named (`release`). */
+  readonly releasedBy: string | null;
 }
+
+const COLUMNS = sql`id, name, active, created_at, released_at, created_by, released_by`;
 
 /**
  * Operation groups: N co-created operations whose status is derived from the children, plus the
@@ -38,10 +45,13 @@ export class GroupRepository {
    * const g = await groups.create({ name: 'reduction 7' });
    * ```
    */
-  async create(input: { name?: string; active?: boolean } = {}): Promise<OperationGroupRecord> {
+  async create(
+    input: { name?: string; active?: boolean; by?: string } = {},
+  ): Promise<OperationGroupRecord> {
     const [r] = await this.database.execute(sql`
-      insert into operation_group (name, active) values (${input.name ?? null}, ${input.active ?? false})
-      returning id, name, active, created_at, released_at`);
+      insert into operation_group (name, active, created_by)
+      values (${input.name ?? null}, ${input.active ?? false}, ${input.by ?? null})
+      returning ${COLUMNS}`);
     return toGroup(r as Record<string, unknown>);
   }
 
@@ -55,7 +65,7 @@ export class GroupRepository {
    */
   async get(groupId: string): Promise<OperationGroupRecord | undefined> {
     const [r] = await this.database.execute(sql`
-      select id, name, active, created_at, released_at from operation_group
+      select ${COLUMNS} from operation_group
       where id = ${checkId(groupId, 'group id')}::uuid`);
     return r === undefined ? undefined : toGroup(r);
   }
@@ -73,9 +83,45 @@ export class GroupRepository {
   async setActive(groupId: string, active: boolean): Promise<boolean> {
     const rows = await this.database.execute(sql`
       update operation_group set active = ${active},
-        released_at = case when ${active} then null else now() end
+        released_at = case when ${active} then null else now() end, released_by = null
       where id = ${checkId(groupId, 'group id')}::uuid returning id`);
     return rows.length === 1;
+  }
+
+  /**
+   * Releases the retention claim, recorded as by `by`: the group is no longer active, so nothing
+   * it holds is kept from the deletion path any more. A group that does not exist is `NOT_FOUND`;
+   * one that holds no claim (released before, or created without one) is `BAD_INPUT` saying when
+   * and by whom; either changes nothing.
+   *
+   * @example
+   * ```ts
+   * await groups.release(job.id, 'operator:alice (cli, host-1)');
+   * ```
+   */
+  async release(groupId: string, by: string): Promise<OperationGroupRecord> {
+    const id = checkId(groupId, 'group id');
+    const [r] = await this.database.execute(sql`
+      update operation_group set active = false, released_at = now(), released_by = ${by}
+      where id = ${id}::uuid and active returning ${COLUMNS}`);
+    if (r !== undefined) return toGroup(r);
+    const group = await this.get(id);
+    if (group === undefined) {
+      throw new OpstateError(
+        OpstateErrorCode.NOT_FOUND,
+        `no operation group ${id}; opstate stage prints the group id of each staging`,
+        { details: { groupId: id } },
+      );
+    }
+    const when =
+      group.releasedAt === null
+        ? 'it was created without one'
+        : `it was released at ${group.releasedAt.toISOString()}${group.releasedBy === null ? '' : ` by ${group.releasedBy}`}`;
+    throw new OpstateError(
+      OpstateErrorCode.BAD_INPUT,
+      `operation group ${id} holds no retention claim to release (${when}); nothing changed`,
+      { details: { groupId: id, releasedAt: group.releasedAt, releasedBy: group.releasedBy } },
+    );
   }
 
   /**
@@ -131,5 +177,7 @@ function toGroup(r: Record<string, unknown>): OperationGroupRecord {
     active: r.active === true,
     createdAt: toDate(r.created_at) as Date,
     releasedAt: toDate(r.released_at),
+    createdBy: r.created_by == null ? null : String(r.created_by),
+    releasedBy: r.released_by == null ? null : String(r.released_by),
   };
 }

@@ -205,6 +205,46 @@ export interface FlowLimit {
   readonly updatedBy: string;
 }
 
+/** A staging on request: a raw data package copied from its archive to a processing location. */
+export interface StageRequest {
+  /** The raw data package's id. */
+  readonly package: string;
+  /** The processing location to stage into: its id, or `site/name` as it was registered. */
+  readonly to: string;
+  /** Who asked, recorded on the group and the operation (default: the runtime's `serviceName`). */
+  readonly by?: string;
+}
+
+/**
+ * A staging created on request: the active operation group that holds the retention claim, and
+ * its STAGING operation (PENDING), which reads the verified archive copy `from`.
+ */
+export interface StagedOnRequest {
+  readonly groupId: string;
+  readonly operationId: string;
+  readonly package: string;
+  /** The archive copy it stages from, which the group's claim holds. */
+  readonly from: {
+    readonly copyId: string;
+    readonly locationId: string;
+    /** `site/name` of the archive location. */
+    readonly location: string;
+  };
+  /** The processing location it stages into. */
+  readonly to: {
+    readonly locationId: string;
+    /** `site/name` of the processing location. */
+    readonly location: string;
+  };
+}
+
+/** A released retention claim: the group, when and by whom. */
+export interface ReleasedClaim {
+  readonly groupId: string;
+  readonly releasedAt: Date;
+  readonly releasedBy: string;
+}
+
 /**
  * The stage-specific fields of each kind, by its value. Written out here so that the published
  * types need no database types; `subtypeFields.ts` holds them equal to the kind's subtype table

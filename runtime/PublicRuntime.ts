@@ -21,6 +21,9 @@ import type {
   OperationInspection,
   OutputCopy,
   PhysicalCopyRecord,
+  ReleasedClaim,
+  StagedOnRequest,
+  StageRequest,
 } from '../persistence/publicRecords.ts';
 import type { Transport } from '../transport/Transport.ts';
 import type { RunningWorker, WorkerServeOptions } from '../worker/WorkerServing.ts';
@@ -144,6 +147,21 @@ export interface Runtime {
     event: OperationEvent,
     options?: { readonly by?: string },
   ): Promise<AppliedTransition>;
+  /**
+   * Stages a raw data package on request: in one transaction, an active operation group holding a
+   * retention claim on the verified archive copy it stages from, and its STAGING operation
+   * (PENDING) into the processing location `to` (id or `site/name`). While the group is active the
+   * deletion path keeps that copy, and the copy the staging produces. Recorded as by `request.by`,
+   * else the runtime's `serviceName`. An unknown package or location is `NOT_FOUND`; a location
+   * that is not a processing location, or a package with no verified archive copy, `BAD_INPUT`.
+   */
+  stage(request: StageRequest): Promise<StagedOnRequest>;
+  /**
+   * Releases a staging's retention claim (its group is no longer active), recorded as by
+   * `options.by`, else the runtime's `serviceName`. An unknown group is `NOT_FOUND`; a group that
+   * holds no claim (already released) is `BAD_INPUT`; either changes nothing.
+   */
+  release(groupId: string, options?: { readonly by?: string }): Promise<ReleasedClaim>;
   /** Contends for leadership and runs the control-plane loops while leader. */
   startControlPlane(): ControlPlane;
   startWorker<K extends OperationKind>(options: StartWorkerOptions<K>): Worker;

@@ -34,6 +34,7 @@ import type { ControlPlane, Runtime as PublicRuntime } from './PublicRuntime.ts'
 import type { RuntimeOptions } from './RuntimeOptions.ts';
 import { type RuntimeTiming, resolveRuntimeTiming } from './RuntimeTiming.ts';
 import { resolveServiceName } from './serviceName.ts';
+import { releaseClaim, stageFor } from './stagingOnRequest.ts';
 
 export type { ControlPlane } from './PublicRuntime.ts';
 export type { RuntimeOptions, StartupWait } from './RuntimeOptions.ts';
@@ -154,6 +155,8 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       wake();
       return applied;
     },
+    stage: (request) => stageFor({ database, clock, wake }, request, serviceName),
+    release: (groupId, o) => releaseClaim(database, groupId, o?.by ?? serviceName),
     startControlPlane: () => startPlane(shared),
     startWorker: (workerOptions) => startTrackedWorker(shared, workerOptions),
     startCopyDeleter(deleterOptions = {}) {

@@ -18,6 +18,8 @@ const LOADERS: ReadonlyMap<string, () => Promise<Command>> = new Map([
   ['retry', async () => (await import('./operatorCommands.ts')).retryCommand],
   ['reset', async () => (await import('./operatorCommands.ts')).resetCommand],
   ['cancel', async () => (await import('./operatorCommands.ts')).cancelCommand],
+  ['stage', async () => (await import('./stage.ts')).stageCommand],
+  ['release', async () => (await import('./stage.ts')).releaseCommand],
   ['breaker', async () => (await import('./breaker.ts')).breakerCommand],
   ['limit', async () => (await import('./limit.ts')).limitCommand],
   ['archive', async () => (await import('./archive.ts')).archiveCommand],

@@ -30,8 +30,20 @@ function userName(): string {
  * ```
  */
 export function cliOperator(flag: string | undefined): string {
-  const name = readSetting(process.env, 'OPSTATE_OPERATOR', flag) ?? userName();
-  return operatorActor(name, `cli, ${hostname()}`);
+  return operatorActor(cliOperatorName(flag), `cli, ${hostname()}`);
+}
+
+/**
+ * The operator's name alone: `--operator`, else `OPSTATE_OPERATOR`, else the user running this
+ * process (what a creation, which records a submitter name, is recorded as by: `operator:alice`).
+ *
+ * @example
+ * ```ts
+ * const by = `operator:${cliOperatorName(flags.operator)}`;
+ * ```
+ */
+export function cliOperatorName(flag: string | undefined): string {
+  return readSetting(process.env, 'OPSTATE_OPERATOR', flag) ?? userName();
 }
 
 /**

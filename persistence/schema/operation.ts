@@ -36,6 +36,10 @@ export const operationGroup = pgTable('operation_group', {
   active: boolean('active').notNull().default(false),
   createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
   releasedAt: timestamp('released_at', { withTimezone: true }),
+  /** Who created it (a staging on request: the operator or service that asked). */
+  createdBy: text('created_by'),
+  /** Who released its claim, when it was released by someone named. */
+  releasedBy: text('released_by'),
 });
 
 /**
