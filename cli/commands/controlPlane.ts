@@ -4,6 +4,7 @@ import { defineCommand, optionsOf } from '../Command.ts';
 import { loadPipeline } from '../loadPipeline.ts';
 import { openProcessRuntime, requireTransport } from '../processRuntime.ts';
 import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
+import { withServiceOptions } from '../serviceOptions.ts';
 import {
   openStatelyStream,
   requestedInspection,
@@ -15,18 +16,7 @@ const SUMMARY = 'Run the control plane (one leader among replicas) until SIGINT/
 /** `opstate control-plane`: contends for leadership and runs scheduler, relay, monitor, reconciler. */
 export const controlPlaneCommand = defineCommand('control-plane', SUMMARY, (program, ctx) => {
   withInspectOptions(
-    program
-      .command('control-plane')
-      .description(SUMMARY)
-      .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
-      .option(
-        '--metrics-host <address>',
-        'the address the metrics server listens on (default 127.0.0.1; 0.0.0.0: every interface)',
-      )
-      .option(
-        '--insecure-nats',
-        'run on a NATS that accepts clients without credentials (development only; as OPSTATE_NATS_INSECURE=1)',
-      )
+    withServiceOptions(program.command('control-plane').description(SUMMARY))
       .option(
         '--pipeline <module>',
         "run this pipeline: a .js/.mjs module exporting definePipeline's result as 'pipeline' or default",

@@ -8,6 +8,7 @@ import { defineCommand, optionsOf } from '../Command.ts';
 import { portInUse } from '../portInUse.ts';
 import { requireExistingDatabase, untilSignal } from '../runtimeFromEnv.ts';
 import { serversInUse } from '../serversInUse.ts';
+import { INSECURE_NATS_HELP } from '../serviceOptions.ts';
 
 function portNumber(value: string): number {
   const port = Number(value);
@@ -67,10 +68,7 @@ export const dashboardCommand = defineCommand('dashboard', SUMMARY, (program, ct
       collect,
     )
     .option('--operator <name>', 'who actions are recorded as by when no token names them')
-    .option(
-      '--insecure-nats',
-      'run on a NATS that accepts clients without credentials (development only; as OPSTATE_NATS_INSECURE=1)',
-    )
+    .option('--insecure-nats', INSECURE_NATS_HELP)
     .action(
       ctx.action(async (cmd) => {
         const o = optionsOf<{

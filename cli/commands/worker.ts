@@ -13,6 +13,7 @@ import type { WorkerFaults } from '../../worker/WorkerFaults.ts';
 import { defineCommand, type Io, optionsOf, UsageError, wholeNumber } from '../Command.ts';
 import { openProcessRuntime } from '../processRuntime.ts';
 import { surviveStrayRejections, untilSignal } from '../runtimeFromEnv.ts';
+import { withServiceOptions } from '../serviceOptions.ts';
 
 interface HandlersModule {
   readonly table: Partial<Record<OperationKind, OperationHandler>>;
@@ -169,52 +170,45 @@ async function runWorker(values: WorkerOptions, io: Io): Promise<number> {
 
 /** `opstate worker --kinds a,b --handlers ./handlers.js`: runs handlers for those kinds. */
 export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => {
-  program
-    .command('worker')
-    .description(SUMMARY)
-    .requiredOption('--kinds <kinds>', 'kinds to serve: kind,kind… or all', kindsOf)
-    .requiredOption(
-      '--handlers <module>',
-      'a .js/.mjs module that default-exports handlers keyed by operation kind, whose outputs include what each kind must produce (else the attempt fails for good; the README lists it per kind)',
-    )
-    .option(
-      '--concurrency <n>',
-      'operations this worker process holds at once, across all its queues, pulled or running (with fewer slots than queues, the queues take turns)',
-      wholeNumber(1),
-      4,
-    )
-    .option(
-      '--id <name>',
-      'the worker id in transitions and in its heartbeat (letters, digits, - _ =)',
-    )
-    .option(
-      '--site <site>',
-      "read only the queues of this site's locations (discovered from those registered, and again every discovery interval); without it, every site's and the legacy queues",
-    )
-    .option(
-      '--locations <names>',
-      'with --site: only these of its locations, name,name…',
-      (v: string) => v.split(',').map((n) => n.trim()),
-    )
-    .option(
-      '--discovery-interval-ms <n>',
-      'how often it looks for locations registered since (default 30000)',
-      wholeNumber(1),
-    )
-    .option('--faults', "honour the module's faults export (crash drills only)")
-    .option(
-      '--in-process',
-      'run without NATS_URL, on the in-process transport: no work from another process reaches it',
-    )
-    .option('--metrics-port <port>', 'serve /metrics, /healthz and /readyz on this port (0: any)')
-    .option(
-      '--metrics-host <address>',
-      'the address the metrics server listens on (default 127.0.0.1; 0.0.0.0: every interface)',
-    )
-    .option(
-      '--insecure-nats',
-      'run on a NATS that accepts clients without credentials (development only; as OPSTATE_NATS_INSECURE=1)',
-    )
+  withServiceOptions(
+    program
+      .command('worker')
+      .description(SUMMARY)
+      .requiredOption('--kinds <kinds>', 'kinds to serve: kind,kind… or all', kindsOf)
+      .requiredOption(
+        '--handlers <module>',
+        'a .js/.mjs module that default-exports handlers keyed by operation kind, whose outputs include what each kind must produce (else the attempt fails for good; the README lists it per kind)',
+      )
+      .option(
+        '--concurrency <n>',
+        'operations this worker process holds at once, across all its queues, pulled or running (with fewer slots than queues, the queues take turns)',
+        wholeNumber(1),
+        4,
+      )
+      .option(
+        '--id <name>',
+        'the worker id in transitions and in its heartbeat (letters, digits, - _ =)',
+      )
+      .option(
+        '--site <site>',
+        "read only the queues of this site's locations (discovered from those registered, and again every discovery interval); without it, every site's and the legacy queues",
+      )
+      .option(
+        '--locations <names>',
+        'with --site: only these of its locations, name,name…',
+        (v: string) => v.split(',').map((n) => n.trim()),
+      )
+      .option(
+        '--discovery-interval-ms <n>',
+        'how often it looks for locations registered since (default 30000)',
+        wholeNumber(1),
+      )
+      .option('--faults', "honour the module's faults export (crash drills only)")
+      .option(
+        '--in-process',
+        'run without NATS_URL, on the in-process transport: no work from another process reaches it',
+      ),
+  )
     .option('--delete-copies', 'also run a deleter (the deletion policy decides what it deletes)')
     .option('--deleter-lease-ms <n>', "how long a deleter's claim on a copy lasts", wholeNumber(1))
     .option('--deleter-interval-ms <n>', 'how often the deleter looks for work', wholeNumber(1))
