@@ -31,12 +31,17 @@ function newestInput(path: string): number {
 
 /**
  * Why `dist/` does not hold the sources as they are now (missing, or a source changed since the
- * build), or undefined when it does. The build empties `dist/` first, so `dist/index.js` is as old
- * as the build.
+ * build, or a build that stopped part-way), or undefined when it does. The build empties `dist/`
+ * first, so `dist/index.js` is as old as the build.
  */
 export function staleBuild(): string | undefined {
   const stamp = join(REPO_ROOT, 'dist', 'index.js');
   if (!existsSync(stamp) || !existsSync(BUILT_CLI)) return 'dist/ is missing';
+  // The build copies these last, after tsc: a build that failed part-way (tsc still writes what it
+  // compiled) leaves a fresh dist/index.js without them.
+  for (const copied of ['persistence/migrations', 'persistence/vendor']) {
+    if (!existsSync(join(REPO_ROOT, 'dist', copied))) return `dist/${copied} is missing`;
+  }
   const built = statSync(stamp).mtimeMs;
   for (const input of buildInputs()) {
     const path = join(REPO_ROOT, input);
