@@ -86,7 +86,7 @@ async function checkPackage(exec: Executor, packageId: unknown): Promise<string>
  *
  * @example
  * ```ts
- * const s = await stageOnRequest(database, { package: pkg, to: 'cologne/processing', by: 'operator' }, new Date());
+ * const s = await stageOnRequest(database, { package: pkg, to: 'cologne/processing', by: 'operator' }, new Date(clock.now()));
  * s.groupId; // release it with groups.release(s.groupId, by)
  * ```
  */
