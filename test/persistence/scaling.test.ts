@@ -309,9 +309,11 @@ describe('hot statements on Postgres, over grown tables', () => {
     // copy's claims by key: measured 16 buffers before the growth and 18 after. With the claims
     // joined instead, the young statistics of the first pass hashed a scan of every operation into
     // it (48 to 51); read from the copies at the cleaned locations and every COMPLETED archive, as
-    // the pass was before its list, it touched 17 and then 80,643.
-    expect(buffers[0]).toBeLessThan(30);
-    expect(buffers[1]).toBeLessThan(30);
+    // the pass was before its list, it touched 17 and then 80,643. Since long-term archives record
+    // their whole protocol (four archive-record rows each), the first pass, on young statistics,
+    // read from 16 up to 30 in full-suite runs; the bound sits below the joined-claims plan.
+    expect(buffers[0]).toBeLessThan(40);
+    expect(buffers[1]).toBeLessThan(40);
   });
 
   it('a copy status change reads its facts by key, however many archives completed since the last ANALYZE', async () => {
