@@ -1,13 +1,11 @@
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { ArtifactType } from '../machines/ArtifactType.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import type { OutputCopy } from '../persistence/publicRecords.ts';
 import type { DatabaseHandle } from '../runtime/PublicRuntime.ts';
 import type { HandlerContext } from '../worker/OperationHandler.ts';
 import type { ArchiveStore } from './ArchiveStore.ts';
-import { runArchiveProtocol } from './longTermArchive.ts';
-import { checksumOf } from './packageFormat.ts';
+import { archivedCopy, archiveKeyOf, runArchiveProtocol } from './longTermArchive.ts';
 import { archiveStoreAt } from './registerArchiveStore.ts';
 import { fieldOf } from './StageEnvironment.ts';
 import { standInSource } from './standInSource.ts';
@@ -34,25 +32,13 @@ export async function archiveStandIn(
   const view = await ctx.inspect();
   const packageId = fieldOf(view, 'rawDataPackageId');
   const archiveId = fieldOf(view, 'destinationLocationId');
-  const key = view.fields.archiveKey ?? `raw_data_package/${packageId}.tar`;
   const at = store ?? archiveStoreAt(join(tmpdir(), 'opstate-test-archives', ctx.operation.id));
-  const { plan, uploaded } = await runArchiveProtocol(
+  const archived = await runArchiveProtocol(
     ctx,
     { database: database as Database },
     at,
-    key,
+    archiveKeyOf(view.fields, packageId),
     await standInSource(packageId),
   );
-  return {
-    outputs: [
-      {
-        artifactType: ArtifactType.RAW_DATA_PACKAGE,
-        artifactId: packageId,
-        locationId: archiveId,
-        path: uploaded.location,
-        checksum: checksumOf(plan.contentSha256),
-        size: plan.size,
-      },
-    ],
-  };
+  return { outputs: [archivedCopy(packageId, archiveId, archived)] };
 }

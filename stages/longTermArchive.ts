@@ -297,19 +297,32 @@ export function longTermArchiveHandler(env: ArchiveStageEnvironment): OperationH
       detail: { sourceCopyId: copy.id, sourcePath: copy.path },
       name: String(copy.path),
     };
-    const key = view.fields.archiveKey ?? `raw_data_package/${packageId}.tar`;
-    const { plan, uploaded } = await runArchiveProtocol(ctx, env, store, key, source);
-    return {
-      outputs: [
-        {
-          artifactType: ArtifactType.RAW_DATA_PACKAGE,
-          artifactId: packageId,
-          locationId: archiveId,
-          path: uploaded.location,
-          checksum: checksumOf(plan.contentSha256),
-          size: plan.size,
-        },
-      ],
-    };
+    const key = archiveKeyOf(view.fields, packageId);
+    const archived = await runArchiveProtocol(ctx, env, store, key, source);
+    return { outputs: [archivedCopy(packageId, archiveId, archived)] };
+  };
+}
+
+/** The key a package is archived under: the operation's `archiveKey`, else one per package. */
+export function archiveKeyOf(fields: { readonly archiveKey?: string }, packageId: string): string {
+  return fields.archiveKey ?? `raw_data_package/${packageId}.tar`;
+}
+
+/**
+ * The copy a verified archive leaves at the archive location, as the kind's output contract asks
+ * for it: the package, where the store put it, with the verified content's checksum and size.
+ */
+export function archivedCopy(
+  packageId: string,
+  archiveId: string,
+  archived: { readonly plan: ArchivePlan; readonly uploaded: Uploaded },
+) {
+  return {
+    artifactType: ArtifactType.RAW_DATA_PACKAGE,
+    artifactId: packageId,
+    locationId: archiveId,
+    path: archived.uploaded.location,
+    checksum: checksumOf(archived.plan.contentSha256),
+    size: archived.plan.size,
   };
 }
