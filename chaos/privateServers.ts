@@ -293,6 +293,11 @@ export class NatsServerProcess {
     await waitFor(() => reachable(this.port), `nats-server on port ${this.port}`, 15_000, 50);
   }
 
+  /** The running server's process id (its CPU time is read from /proc by the benches). */
+  get pid(): number | undefined {
+    return this.running ? this.#child?.pid : undefined;
+  }
+
   /** Whether the server process runs. */
   get running(): boolean {
     return this.#child !== undefined && this.#child.exitCode === null;
