@@ -82,13 +82,16 @@ function createEmbeddedRuntime(
 }
 
 const SUMMARY =
-  'Run the pipeline embedded, crash a worker part-way, show how every operation got home';
+  'Run the declared pipeline embedded: a stage fails and is retried, a worker crashes; show how every operation got home';
 
 /**
- * `opstate demo [--data-dir DIR]`: the whole pipeline, embedded (a private Postgres + the in-process
- * transport), with two workers, one of which is crashed part-way. Prints every operation's path
- * through the lifecycle and how it was recovered; exit 0 when all COMPLETED with no duplicate
- * copy.
+ * `opstate demo [--data-dir DIR]`: the declared pipeline (`samplePipelineDefinition`), embedded (a
+ * private Postgres + the in-process transport), with two workers. Only the packaging is submitted;
+ * the control plane's pass creates every later stage. The first transfer fails for good, an
+ * operator retries it, and worker-A is crashed part-way through the archives. Prints every
+ * operation's path through the lifecycle, who created it and how it was recovered, and each
+ * package's derived state; exit 0 when every operation COMPLETED, every package is ARCHIVED and no
+ * artifact has two live copies.
  *
  * @example
  * ```ts
