@@ -212,8 +212,8 @@ async function registerDemoData(
 /**
  * Section 2: starts the control plane (which runs the pipeline's pass while it leads), the
  * deletion demo and two workers serving every kind; worker-A's archive storage stalls after
- * writing the object, so it can be crashed there, and the first transfer run, on either worker,
- * fails for good.
+ * writing the object, so it can be crashed there, and the first transfer to run, on either
+ * worker, fails for good.
  */
 async function startDemoWorkers(
   runtime: Runtime,
@@ -239,7 +239,7 @@ async function startDemoWorkers(
   const deletion = await startDeletionDemo(runtime, dir, sample, out);
   const { cipher } = deletion;
   const scripted = scriptDemoHandlers({
-    failFirstRunOf: OperationKind.TRANSFER,
+    failFirstOf: OperationKind.TRANSFER,
     afterUnpack: (outputs) => deletion.holdUnpacked(outputs),
   });
   const workerA = runtime.startWorker({
@@ -273,7 +273,7 @@ async function startDemoWorkers(
   out(`  ${workerA.id}: its archive storage is slow to confirm writes`);
   out(`  ${workerB.id}: fast, one operation at a time`);
   out(
-    `  the first run of a ${OperationKind.TRANSFER}, on either worker, fails for good (a non-retryable error)`,
+    `  the first ${OperationKind.TRANSFER} to run, on either worker, fails for good (a non-retryable error) until an operator fixes the cause`,
   );
   out(
     `  timers: heartbeat every ${DEMO_TIMING.heartbeatIntervalMs} ms, stale after ${DEMO_TIMING.heartbeatTimeoutMs} ms; reconciler floor ${DEMO_TIMING.reconcilerFloorMs} ms; broker ack-wait ${DEMO_TIMING.ackWaitMs} ms; pipeline pass every ${DEMO_TIMING.schedulerIntervalMs} ms`,
@@ -285,6 +285,7 @@ async function startDemoWorkers(
     held: () => held,
     gone: () => gone.resolve(),
     failed: scripted.failed,
+    fix: scripted.fix,
   };
 }
 

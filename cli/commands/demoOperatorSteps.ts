@@ -25,15 +25,16 @@ export interface OperatorStep {
 export const DEMO_OPERATOR = 'alice';
 
 /**
- * The operator retries the FAILED stage through the runtime's operator command (what `opstate retry`
- * applies), recorded with the operator's name; the branch resumes, and every package reaches
- * ARCHIVED (worker-A is crashed on the way, while it holds an archive).
+ * Once the cause is fixed, the operator retries the FAILED stage through the runtime's operator
+ * command (what `opstate retry` applies), recorded with the operator's name; the branch resumes,
+ * and every package reaches ARCHIVED (worker-A is crashed on the way, while it holds an archive).
  */
 const retryFailedStage: OperatorStep = {
   title: 'retry the failed stage',
   async run({ runtime, sample, cast, follow, out }) {
     const id = cast.failed() as string;
     const reason = 'the destination accepts sessions again';
+    cast.fix();
     out(`  $ opstate retry ${id} --operator ${DEMO_OPERATOR} --reason '${reason}'`);
     const t = await runtime.command(
       id,
@@ -59,7 +60,7 @@ const retryFailedStage: OperatorStep = {
     out(`  every package ARCHIVED ${seconds(systemClock.now() - started)} after the retry`);
     return {
       ok: view.status === OperationStatus.COMPLETED,
-      summary: `${what} FAILED for good on its first run and its branch stopped; retried by operator ${DEMO_OPERATOR}, it ${view.status} (attempt ${view.attempt}) and the branch went on to ARCHIVED`,
+      summary: `${what} FAILED for good and its branch stopped; retried by operator ${DEMO_OPERATOR}, it ${view.status} (attempt ${view.attempt}) and the branch went on to ARCHIVED`,
     };
   },
 };

@@ -30,8 +30,10 @@ export interface DemoCast {
   held(): string | undefined;
   /** Lets worker-A's stalled handler end once it is crashed. */
   gone(): void;
-  /** The operation whose first run failed for good, once it has. */
+  /** The operation that failed for good, once it has. */
   failed(): string | undefined;
+  /** Removes the cause of that failure: its next run goes through. */
+  fix(): void;
 }
 
 /** What the pipeline run, its operator steps and the follower share. */

@@ -114,7 +114,7 @@ describe('opstate demo', () => {
       'packages per derived state: raw_data_package 3 ARCHIVED; data_transfer_package 1 ARCHIVED',
     );
     expect(text).toMatch(
-      /a\) retry the failed stage: transfer [0-9a-f]{8} FAILED for good on its first run and its branch stopped; retried by operator alice, it COMPLETED \(attempt 2\) and the branch went on to ARCHIVED/,
+      /a\) retry the failed stage: transfer [0-9a-f]{8} FAILED for good and its branch stopped; retried by operator alice, it COMPLETED \(attempt 2\) and the branch went on to ARCHIVED/,
     );
 
     // The crash happened, and a recovery path (not a lucky completion) brought the work home.

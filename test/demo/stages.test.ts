@@ -143,7 +143,7 @@ describe("the demo's scripted handlers", () => {
   const ctx = (kind: OperationKind, id: string) =>
     ({ operation: { id, kind, attempt: 1, retryCount: 0 } }) as unknown as HandlerContext;
 
-  it('fail the first run of the chosen kind for good on whichever worker runs it, and let every later run through', async () => {
+  it('fail the first operation of the chosen kind for good on whichever worker runs it, until fixed, and let every other run through', async () => {
     const ran: string[] = [];
     const unpacked: unknown[] = [];
     const base = Object.fromEntries(
@@ -164,34 +164,43 @@ describe("the demo's scripted handlers", () => {
       ]),
     ) as unknown as Record<OperationKind, OperationHandler>;
     const scripted = scriptDemoHandlers({
-      failFirstRunOf: OperationKind.TRANSFER,
+      failFirstOf: OperationKind.TRANSFER,
       afterUnpack: async (outputs) => {
         unpacked.push(outputs);
       },
     });
     const workerA = scripted.wrap(base);
     const workerB = scripted.wrap(base);
+    const failureOf = (run: Promise<unknown>) =>
+      run.then(
+        () => undefined,
+        (err: unknown) => err,
+      );
 
     await workerA[OperationKind.RAW_DATA_PACKAGE](ctx(OperationKind.RAW_DATA_PACKAGE, 'p1'));
     expect(scripted.failed()).toBeUndefined();
-    // The first transfer, on worker-B, fails with an error the worker does not retry.
-    const failure = await workerB[OperationKind.TRANSFER](ctx(OperationKind.TRANSFER, 't1')).then(
-      () => undefined,
-      (err: unknown) => err,
+    // The first transfer, on worker-B, fails with an error the worker does not retry; run again
+    // on worker-A before the fix, it fails again; another transfer runs.
+    const failure = await failureOf(
+      workerB[OperationKind.TRANSFER](ctx(OperationKind.TRANSFER, 't1')),
     );
     expect(failure).toMatchObject({ message: SCRIPTED_FAILURE });
     expect(isRetryable(failure)).toBe(false);
     expect(scripted.failed()).toBe('t1');
-    // Its retry (on either worker) and any other transfer run the real handler.
-    await workerA[OperationKind.TRANSFER](ctx(OperationKind.TRANSFER, 't1'));
+    expect(
+      await failureOf(workerA[OperationKind.TRANSFER](ctx(OperationKind.TRANSFER, 't1'))),
+    ).toMatchObject({ message: SCRIPTED_FAILURE });
     await workerB[OperationKind.TRANSFER](ctx(OperationKind.TRANSFER, 't2'));
+    // Once fixed, its retry (on either worker) runs the real handler.
+    scripted.fix();
+    await workerA[OperationKind.TRANSFER](ctx(OperationKind.TRANSFER, 't1'));
     expect(scripted.failed()).toBe('t1');
     // An unpack hands its outputs on once its handler has written them.
     await workerA[OperationKind.UNPACK](ctx(OperationKind.UNPACK, 'u1'));
     expect(unpacked).toEqual([
       [{ artifactType: ArtifactType.RAW_DATA_PACKAGE, artifactId: 'u1', locationId: 'buffer' }],
     ]);
-    expect(ran).toEqual(['raw_data_package p1', 'transfer t1', 'transfer t2', 'unpack u1']);
+    expect(ran).toEqual(['raw_data_package p1', 'transfer t2', 'transfer t1', 'unpack u1']);
   });
 
   it("show an operator's retry on the path and as the recovery", () => {
