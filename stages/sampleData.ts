@@ -1,10 +1,16 @@
 import { mkdir, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { OperationKind } from '../machines/OperationKind.ts';
+import { defaultPipeline, type Pipeline } from '../machines/pipeline.ts';
 import { LocationType } from '../machines/routing.ts';
 import type { ArtifactRepository, DataLocation } from '../persistence/ArtifactRepository.ts';
 import { ArtifactType } from '../persistence/ArtifactType.ts';
+import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { sha256 } from './packageFormat.ts';
 import { checksumOf } from './storage.ts';
+
+/** The site `registerSampleData` registers its locations at unless told another. */
+export const SAMPLE_SITE = 'demo-site';
 
 /** The four locations of a small pipeline, each a local folder. */
 export interface SampleLocations {
@@ -64,7 +70,7 @@ export async function registerSampleData(
     locations?: SampleLocations;
   } = {},
 ): Promise<SampleData> {
-  const site = options.site ?? 'demo-site';
+  const site = options.site ?? SAMPLE_SITE;
   const prefix = options.namePrefix ?? '';
   const location = async (name: string, locationType: LocationType) => {
     const storageRoot = join(storageDir, name);
@@ -120,4 +126,38 @@ export async function registerSampleData(
     packages,
     artifacts: names,
   };
+}
+
+/**
+ * The entry stage of the sample: one packaging per package, at the source, consuming its files'
+ * source copies. What is submitted; a declared pipeline creates every later stage.
+ *
+ * @example
+ * ```ts
+ * await runtime.submitMany(samplePackaging(sample).map((p) => ({ ...p, by: 'demo' })));
+ * ```
+ */
+export function samplePackaging(sample: SampleData): CreateOperationInput[] {
+  return sample.packages.map((p) => ({
+    kind: OperationKind.RAW_DATA_PACKAGE,
+    fields: { rawDataPackageId: p.id, locationId: sample.locations.source.id },
+    inputs: [...p.fileCopyIds],
+  }));
+}
+
+/**
+ * The default pipeline over the sample's locations at `site` (one destination site): package and
+ * bundle at the source, transfer to the buffer, unpack there, archive each package into the
+ * long-term archive. The processing location is not in it: staging is on request.
+ *
+ * @example
+ * ```ts
+ * const runtime = await createRuntime({ pipeline: samplePipelineDefinition() });
+ * ```
+ */
+export function samplePipelineDefinition(site: string = SAMPLE_SITE): Pipeline {
+  return defaultPipeline({
+    source: { site, name: 'source' },
+    destinations: [{ buffer: { site, name: 'buffer' }, archive: { site, name: 'archive' } }],
+  });
 }

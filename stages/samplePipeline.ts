@@ -1,7 +1,7 @@
 import { OperationKind } from '../machines/OperationKind.ts';
 import type { PhysicalCopyRecord } from '../persistence/ArtifactRepository.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
-import type { SampleData } from './sampleData.ts';
+import { type SampleData, samplePackaging } from './sampleData.ts';
 
 /** One stage of the sample pipeline: the operations it creates from the previous stage's outputs. */
 export interface SampleStage {
@@ -14,10 +14,12 @@ const at = (copies: readonly PhysicalCopyRecord[], locationId: string) =>
   copies.filter((c) => c.locationId === locationId).map((c) => c.id);
 
 /**
- * The sample pipeline, every kind once in pipeline order: package the raw files at the source,
- * bundle the packages, transfer the bundle to the buffer, unpack it there, archive every package
- * from the buffer, stage one package from the archive to processing. Each stage consumes the
- * output copies of the one before (lineage through copies, never operation ids).
+ * The sample's stages sequenced by hand, every kind once in pipeline order: package the raw files
+ * at the source, bundle the packages, transfer the bundle to the buffer, unpack it there, archive
+ * every package from the buffer, stage one package from the archive to processing. Each stage
+ * consumes the output copies of the one before (lineage through copies, never operation ids).
+ * For a caller that submits every stage itself (the chaos workload); a declared pipeline
+ * (`samplePipelineDefinition`) creates every stage after packaging on its own, as the demo runs it.
  *
  * @example
  * ```ts
@@ -29,12 +31,7 @@ export const SAMPLE_PIPELINE: readonly SampleStage[] = Object.freeze([
   {
     title: 'packaging at the source',
     kind: OperationKind.RAW_DATA_PACKAGE,
-    inputs: (s) =>
-      s.packages.map((p) => ({
-        kind: OperationKind.RAW_DATA_PACKAGE,
-        fields: { rawDataPackageId: p.id, locationId: s.locations.source.id },
-        inputs: [...p.fileCopyIds],
-      })),
+    inputs: samplePackaging,
   },
   {
     title: 'bundling at the source',

@@ -2,23 +2,20 @@ import { rmSync } from 'node:fs';
 import { chmod, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
-import { crash } from '../../loops/drill.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
-import { shortId } from '../../machines/shortId.ts';
+import type { Pipeline, PipelineStage } from '../../machines/pipeline.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
-import type { PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
-import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
-import type { OperationInspection } from '../../persistence/inspectOperation.ts';
-import type { OperationRecord } from '../../persistence/OperationRecord.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../runtime/Runtime.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
-import { registerSampleData, type SampleData } from '../../stages/sampleData.ts';
-import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
+import {
+  registerSampleData,
+  type SampleData,
+  samplePipelineDefinition,
+} from '../../stages/sampleData.ts';
 import type { HandlerContext } from '../../worker/OperationHandler.ts';
-import type { Worker } from '../../worker/Worker.ts';
 import { defineCommand, type Io, optionsOf, UsageError } from '../Command.ts';
 import {
   openStatelyStream,
@@ -26,7 +23,17 @@ import {
   withInspectOptions,
 } from '../statelyInspection.ts';
 import { startDeletionDemo } from './demoDeletion.ts';
-import { reportLiveCopies, reportOperations, reportStatus, reportWarnings } from './demoOutcome.ts';
+import { scriptDemoHandlers } from './demoHandlers.ts';
+import { runOperatorSteps } from './demoOperatorSteps.ts';
+import {
+  describeCounts,
+  reportLiveCopies,
+  reportOperations,
+  reportPackages,
+  reportStatus,
+  reportWarnings,
+} from './demoOutcome.ts';
+import { type DemoCast, type DemoRun, followOperations, runUntilStopped } from './demoPipeline.ts';
 
 /** Small timers, in the order the runtime demands, so a crash is noticed within seconds. */
 const DEMO_TIMING: Partial<RuntimeTiming> = {
@@ -40,11 +47,6 @@ const DEMO_TIMING: Partial<RuntimeTiming> = {
   relayIntervalMs: 50,
   leaderPollMs: 250,
 };
-
-/** How long the pipeline may take before the demo gives up and reports what is stuck. */
-const DEADLINE_MS = 120_000;
-
-const TERMINAL = new Set<string>([OperationStatus.COMPLETED, OperationStatus.FAILED]);
 
 const seconds = (ms: number) => `${(ms / 1000).toFixed(1)} s`;
 
@@ -63,29 +65,33 @@ const aborted = (signal: AbortSignal) =>
  * The demo always runs embedded, even where `DATABASE_URL`/`NATS_URL` point at servers (it would
  * otherwise write its sample data there).
  */
-function createEmbeddedRuntime(dir: string, logger: ReturnType<typeof memoryLogger>) {
+function createEmbeddedRuntime(
+  dir: string,
+  logger: ReturnType<typeof memoryLogger>,
+  pipeline: Pipeline,
+) {
   return createRuntime({
     embedded: true,
     dataDir: join(dir, 'data'),
     prefix: 'opstate_demo',
     timing: DEMO_TIMING,
     logger,
+    // Its control plane runs the pipeline's pass while it leads: every stage after packaging.
+    pipeline,
   });
 }
 
-interface Stage {
-  readonly title: string;
-  readonly inputs: CreateOperationInput[];
-}
-
 const SUMMARY =
-  'Run the pipeline embedded, crash a worker part-way, show how every operation got home';
+  'Run the declared pipeline embedded: a stage fails and is retried, a worker crashes; show how every operation got home';
 
 /**
- * `opstate demo [--data-dir DIR]`: the whole pipeline, embedded (a private Postgres + the in-process
- * transport), with two workers, one of which is crashed part-way. Prints every operation's path
- * through the lifecycle and how it was recovered; exit 0 when all COMPLETED with no duplicate
- * copy.
+ * `opstate demo [--data-dir DIR]`: the declared pipeline (`samplePipelineDefinition`), embedded (a
+ * private Postgres + the in-process transport), with two workers. Only the packaging is submitted;
+ * the control plane's pass creates every later stage. The first transfer fails for good, an
+ * operator retries it, and worker-A is crashed part-way through the archives. Prints every
+ * operation's path through the lifecycle, who created it and how it was recovered, and each
+ * package's derived state; exit 0 when every operation COMPLETED, every package is ARCHIVED and no
+ * artifact has two live copies.
  *
  * @example
  * ```ts
@@ -157,11 +163,12 @@ async function demo(
   try {
     out('Opening the embedded database (creating it takes a few seconds; please wait)...');
     const opened = systemClock.now();
-    const runtime = await createEmbeddedRuntime(dir, logger);
+    const declared = samplePipelineDefinition();
+    const runtime = await createEmbeddedRuntime(dir, logger, declared);
     out(`  ready after ${seconds(systemClock.now() - opened)}, migrations applied.`);
     try {
       inspection?.follow(runtime.database);
-      return await pipeline(runtime, dir, keep, logger, out);
+      return await pipeline({ runtime, declared, dir, keep, logger }, out);
     } finally {
       await inspection?.stop();
       await runtime.close();
@@ -172,14 +179,15 @@ async function demo(
   }
 }
 
-/** Section 1: registers the sample's locations, packages, files and source copies. */
+/** Section 1: registers the sample's locations, packages, files and source copies, and shows the pipeline. */
 async function registerDemoData(
   runtime: Runtime,
+  pipeline: Pipeline,
   dir: string,
   out: (line?: string) => void,
 ): Promise<SampleData> {
   out();
-  out('1. Registering locations, packages, files and their source copies');
+  out('1. Registering locations, packages, files and their source copies; the declared pipeline');
   const sample = await registerSampleData(runtime.artifacts, join(dir, 'storage'));
   for (const l of Object.values(sample.locations)) {
     out(`  location ${l.name.padEnd(10)} (${l.locationType}) ${l.storageRoot}`);
@@ -189,23 +197,23 @@ async function registerDemoData(
     `  ${sample.packages.length} raw data packages (${sample.packages.map((p) => p.name).join(', ')}), ${files} raw data files with one source copy each,`,
   );
   out(`  1 data transfer package (${sample.dataTransferPackage.name})`);
+  out(
+    `  pipeline '${pipeline.name}' (defaultPipeline, one destination site), stages in run order:`,
+  );
+  for (const name of pipeline.order) {
+    const stage = pipeline.stages[name] as PipelineStage;
+    const where = stage.from === undefined ? `at ${stage.at}` : `${stage.from} → ${stage.at}`;
+    const after = stage.after === undefined ? 'the entry stage: submitted' : `after ${stage.after}`;
+    out(`    ${name.padEnd(10)} ${stage.kind.padEnd(22)} ${where.padEnd(20)} ${after}`);
+  }
   return sample;
 }
 
-/** The demo's two workers, the deleters beside them, and worker-A's crash. */
-interface DemoCast {
-  readonly workerA: Worker;
-  readonly workerB: Worker;
-  readonly deletion: Awaited<ReturnType<typeof startDeletionDemo>>;
-  /** The operation worker-A has written the archive object of and is stalled on, once it has. */
-  held(): string | undefined;
-  /** Lets worker-A's stalled handler end once it is crashed. */
-  gone(): void;
-}
-
 /**
- * Section 2: starts the control plane, the deletion demo and two workers serving every kind;
- * worker-A's archive storage stalls after writing the object, so it can be crashed there.
+ * Section 2: starts the control plane (which runs the pipeline's pass while it leads), the
+ * deletion demo and two workers serving every kind; worker-A's archive storage stalls after
+ * writing the object, so it can be crashed there, and the first transfer to run, on either
+ * worker, fails for good.
  */
 async function startDemoWorkers(
   runtime: Runtime,
@@ -230,136 +238,84 @@ async function startDemoWorkers(
   runtime.startControlPlane();
   const deletion = await startDeletionDemo(runtime, dir, sample, out);
   const { cipher } = deletion;
+  const scripted = scriptDemoHandlers({
+    failFirstOf: OperationKind.TRANSFER,
+    afterUnpack: (outputs) => deletion.holdUnpacked(outputs),
+  });
   const workerA = runtime.startWorker({
     kinds: OPERATION_KINDS,
     workerId: 'worker-A',
-    handlers: createStageHandlers({
-      storageRootOf,
-      database: runtime.database,
-      cipher,
-      faults: {
-        // worker-A's archive storage is slow to confirm a write: the object is on disk, the
-        // journal step not yet recorded, when the worker dies.
-        async afterStore(ctx: HandlerContext) {
-          reached.resolve(ctx.operation.id);
-          await Promise.race([gone.promise, aborted(ctx.signal)]);
-          throw new Error('worker-A is gone');
+    handlers: scripted.wrap(
+      createStageHandlers({
+        storageRootOf,
+        database: runtime.database,
+        cipher,
+        faults: {
+          // worker-A's archive storage is slow to confirm a write: the object is on disk, the
+          // journal step not yet recorded, when the worker dies.
+          async afterStore(ctx: HandlerContext) {
+            reached.resolve(ctx.operation.id);
+            await Promise.race([gone.promise, aborted(ctx.signal)]);
+            throw new Error('worker-A is gone');
+          },
         },
-      },
-    }),
+      }),
+    ),
   });
   const workerB = runtime.startWorker({
     kinds: OPERATION_KINDS,
     workerId: 'worker-B',
     concurrency: 1,
-    handlers: createStageHandlers({ storageRootOf, database: runtime.database, cipher }),
+    handlers: scripted.wrap(
+      createStageHandlers({ storageRootOf, database: runtime.database, cipher }),
+    ),
   });
   out(`  ${workerA.id}: its archive storage is slow to confirm writes`);
   out(`  ${workerB.id}: fast, one operation at a time`);
   out(
-    `  timers: heartbeat every ${DEMO_TIMING.heartbeatIntervalMs} ms, stale after ${DEMO_TIMING.heartbeatTimeoutMs} ms; reconciler floor ${DEMO_TIMING.reconcilerFloorMs} ms; broker ack-wait ${DEMO_TIMING.ackWaitMs} ms`,
+    `  the first ${OperationKind.TRANSFER} to run, on either worker, fails for good (a non-retryable error) until an operator fixes the cause`,
   );
-  return { workerA, workerB, deletion, held: () => held, gone: () => gone.resolve() };
-}
-
-/** Crashes worker-A once it holds, IN_PROGRESS, the operation it stalled on; true once crashed. */
-async function crashWhenHeld(
-  cast: DemoCast,
-  statuses: readonly OperationRecord[],
-  out: (line?: string) => void,
-): Promise<boolean> {
-  const { workerA, workerB } = cast;
-  const onA = statuses.find(
-    (s) =>
-      s.id === cast.held() && s.status === OperationStatus.IN_PROGRESS && s.workerId === workerA.id,
-  );
-  if (onA === undefined) return false;
   out(
-    `  ! ${onA.kind} ${shortId(onA.id)} is IN_PROGRESS on ${workerA.id}, which has written the archive object`,
+    `  timers: heartbeat every ${DEMO_TIMING.heartbeatIntervalMs} ms, stale after ${DEMO_TIMING.heartbeatTimeoutMs} ms; reconciler floor ${DEMO_TIMING.reconcilerFloorMs} ms; broker ack-wait ${DEMO_TIMING.ackWaitMs} ms; pipeline pass every ${DEMO_TIMING.schedulerIntervalMs} ms`,
   );
-  out('    but not yet recorded the step. Crashing worker-A now: its heartbeats stop, it');
-  out('    writes nothing more, and its delivery stays unsettled, as a killed process would.');
-  const crashing = crash(workerA);
-  cast.gone();
-  await crashing;
-  out(`    ${workerB.id} carries on; the control plane has to notice on its own.`);
-  return true;
-}
-
-/**
- * Section 3: each stage of the sample pipeline as one batch, waited on until every operation is
- * COMPLETED or FAILED (crashing worker-A on the way); the ids of every operation submitted and
- * whether every stage completed.
- */
-async function runStages(
-  runtime: Runtime,
-  sample: SampleData,
-  cast: DemoCast,
-  out: (line?: string) => void,
-): Promise<{ ids: string[]; ok: boolean }> {
-  out();
-  out('3. Running the pipeline, one stage after the other');
-  const deadline = systemClock.now() + DEADLINE_MS;
-  const ids: string[] = [];
-  let crashed = false;
-
-  const run = async (stage: Stage): Promise<OperationInspection[] | undefined> => {
-    const started = systemClock.now();
-    // One batch per stage: the scheduler claims it in one pass and the relay publishes it at once.
-    const stageIds = await runtime.submitMany(stage.inputs);
-    ids.push(...stageIds);
-    for (;;) {
-      const statuses = await Promise.all(stageIds.map((id) => runtime.store.load(id)));
-      if (statuses.every((s) => TERMINAL.has(s.status))) break;
-      if (systemClock.now() > deadline) {
-        out(`  ${stage.title}: still not finished after ${seconds(DEADLINE_MS)}; giving up`);
-        return undefined;
-      }
-      if (!crashed) crashed = await crashWhenHeld(cast, statuses, out);
-      await systemClock.sleep(100);
-    }
-    const views = await Promise.all(stageIds.map((id) => runtime.get(id)));
-    const counts = [...new Set(views.map((v) => v.status))].map(
-      (s) => `${views.filter((v) => v.status === s).length} ${s}`,
-    );
-    out(`  ${stage.title}: ${counts.join(', ')} (${seconds(systemClock.now() - started)})`);
-    return views.every((v) => v.status === OperationStatus.COMPLETED) ? views : undefined;
+  return {
+    workerA,
+    workerB,
+    deletion,
+    held: () => held,
+    gone: () => gone.resolve(),
+    failed: scripted.failed,
+    fix: scripted.fix,
   };
-
-  let ok = true;
-  let previous: PhysicalCopyRecord[] = [];
-  for (const stage of SAMPLE_PIPELINE) {
-    const inputs = stage.inputs(sample, previous).map((i) => ({ ...i, by: 'demo' }));
-    if (stage.kind === OperationKind.LONG_TERM_ARCHIVE) await cast.deletion.beforeArchive();
-    const views = await run({ title: `${stage.title} (${stage.kind}) x${inputs.length}`, inputs });
-    if (views === undefined) {
-      ok = false;
-      out('  The pipeline stopped: a stage did not complete (see below).');
-      break;
-    }
-    previous = views.flatMap((v) => [...v.outputs]);
-  }
-  if (!crashed) {
-    out(`  (${cast.workerA.id} never held an archive, so nothing was crashed this time.)`);
-  }
-  return { ids, ok };
 }
 
-async function pipeline(
-  runtime: Runtime,
-  dir: string,
-  keep: boolean,
-  logger: ReturnType<typeof memoryLogger>,
-  out: (line?: string) => void,
-): Promise<number> {
-  const sample = await registerDemoData(runtime, dir, out);
+/** What the demo runs in: the embedded runtime, the pipeline it runs, the data folder, the log. */
+interface DemoSetting {
+  readonly runtime: Runtime;
+  readonly declared: Pipeline;
+  readonly dir: string;
+  readonly keep: boolean;
+  readonly logger: ReturnType<typeof memoryLogger>;
+}
+
+async function pipeline(setting: DemoSetting, out: (line?: string) => void): Promise<number> {
+  const { runtime, declared, dir, keep, logger } = setting;
+  const sample = await registerDemoData(runtime, declared, dir, out);
   const locationName = new Map(Object.values(sample.locations).map((l) => [l.id, l.name]));
   const scene = { runtime, sample, locationName, out };
   const cast = await startDemoWorkers(runtime, dir, sample, out);
-  const stages = await runStages(runtime, sample, cast, out);
-  let ok = stages.ok;
-  const viewsOf = () => Promise.all(stages.ids.map((id) => runtime.get(id)));
+  const follow = followOperations(runtime, sample, cast, out);
+  const run: DemoRun = { runtime, sample, cast, follow, out };
+  const stopped = await runUntilStopped(run);
+  // The operator's steps (demoOperatorSteps.ts, OPERATOR_STEPS) run in order; the summary lists each.
+  const steps = stopped ? await runOperatorSteps(run) : [];
+  let ok = stopped && steps.every((s) => s.ok);
+
+  const viewsOf = () => Promise.all(follow.ids().map((id) => runtime.get(id)));
   await reportOperations(scene, await viewsOf());
+  out();
+  out('6. Packages, derived from their operations and copies (never stored)');
+  const counts = await reportPackages(scene, 'each package, its state, and why it is there');
   ok = (await reportLiveCopies(scene)) && ok;
   reportWarnings(logger, out);
   await reportStatus(runtime, out);
@@ -373,13 +329,29 @@ async function pipeline(
   const kindsDone = new Set(
     views.filter((v) => v.status === OperationStatus.COMPLETED).map((v) => v.kind),
   );
+  const byPipeline = views.filter((v) => v.transitions[0]?.by === `pipeline:${declared.name}`);
+  const retried = views.find((v) => v.id === cast.failed());
+  const archived =
+    counts.raw_data_package.ARCHIVED === sample.packages.length &&
+    counts.data_transfer_package.ARCHIVED === 1;
   ok &&= views.every((v) => v.status === OperationStatus.COMPLETED);
   ok &&= OPERATION_KINDS.every((k) => kindsDone.has(k));
+  ok &&= archived && retried?.status === OperationStatus.COMPLETED;
+  out();
+  out('Summary');
+  out(
+    `  operations: ${views.length}; ${byPipeline.length} created by the pipeline's pass, ${views.length - byPipeline.length} submitted (the packaging by demo, the staging on request)`,
+  );
+  out(`  packages per derived state: ${describeCounts(counts)}`);
+  out("  the operator's steps:");
+  for (const [i, s] of steps.entries()) {
+    out(`    ${String.fromCharCode(97 + i)}) ${s.title}: ${s.ok ? '' : 'NOT DONE: '}${s.summary}`);
+  }
   out();
   out(
     ok
-      ? `OK: all ${views.length} operations COMPLETED, every kind ran, no artifact has two live copies, every buffer copy was deleted after its verified archive with a receipt.`
-      : 'NOT OK: some operation did not complete, an artifact has two live copies, or a buffer deletion did not finish (see above).',
+      ? `OK: all ${views.length} operations COMPLETED, every kind ran, every package ARCHIVED, the failed stage resumed after its retry, no artifact has two live copies, every buffer copy was deleted after its verified archive with a receipt.`
+      : 'NOT OK: some operation did not complete, a package is not ARCHIVED, an artifact has two live copies, or a buffer deletion did not finish (see above).',
   );
   if (keep) {
     out(`Data kept in ${dir}: storage/ holds the files; to look again:`);

@@ -11,6 +11,7 @@ import { ArtifactType } from '../../persistence/ArtifactType.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { DeletionPolicyRepository } from '../../persistence/DeletionPolicyRepository.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
+import type { OutputCopy } from '../../persistence/publicRecords.ts';
 import { loadResumeRecord } from '../../persistence/resumeRecord.ts';
 import type { Runtime } from '../../runtime/Runtime.ts';
 import { replan } from '../../runtime/replan.ts';
@@ -159,7 +160,7 @@ async function replanFailed(
 }
 
 /**
- * Section 8: waits for every buffer deletion, reports each, lets go of the held file, re-plans
+ * Section 10: waits for every buffer deletion, reports each, lets go of the held file, re-plans
  * the kept one and reports again; true when every buffer copy was DELETED after a crash and a
  * takeover.
  */
@@ -171,7 +172,7 @@ async function reportDeletions(
 ): Promise<boolean> {
   const { runtime, sample, out } = scene;
   out();
-  out('8. Archive then delete: the buffer copies after their verified archives');
+  out('10. Archive then delete: the buffer copies after their verified archives');
   const first = await settled(
     scene,
     (s) => s === PhysicalCopyStatus.DELETED || s === PhysicalCopyStatus.DELETION_FAILED,
@@ -249,13 +250,20 @@ export async function startDeletionDemo(
     deletions: new DeletionRepository(runtime.database),
   };
   let held: { handle: FileHandle; path: string } | undefined;
+  let holding = false;
   return {
     cipher,
-    /** Before the archive stage: an analysis tool opens one buffered file and keeps it open. */
-    async beforeArchive() {
+    /**
+     * As the unpack writes the packages at the buffer, before it completes (so before any of them
+     * is archived): an analysis tool opens one file of one of them and keeps it open.
+     */
+    async holdUnpacked(outputs: readonly OutputCopy[]) {
       const pkg = sample.packages[1] ?? sample.packages[0];
-      const copy = (await bufferCopies(scene)).find((c) => c.artifactId === pkg?.id);
-      if (copy?.path == null) return;
+      const copy = outputs.find(
+        (c) => c.artifactId === pkg?.id && c.locationId === sample.locations.buffer.id,
+      );
+      if (holding || copy?.path == null) return;
+      holding = true;
       const path = join(copy.path, 'scan_0002.fits');
       held = { handle: await open(path, 'r'), path };
       out(`  an analysis tool (this process, pid ${process.pid}) now holds ${path} open`);

@@ -1,8 +1,16 @@
+import { systemClock } from '../../machines/Clock.ts';
+import { classifyPackageStep } from '../../machines/classifyPackageStep.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
+import { PACKAGE_STATES, PACKAGE_TYPES } from '../../machines/packageState.ts';
 import { shortId } from '../../machines/shortId.ts';
 import type { LogLevel, memoryLogger } from '../../observe/Logger.ts';
 import type { PhysicalCopyRecord } from '../../persistence/ArtifactRepository.ts';
 import type { OperationInspection } from '../../persistence/inspectOperation.ts';
+import {
+  countPackageStates,
+  type PackageStateCounts,
+} from '../../persistence/reads/countPackageStates.ts';
+import { selectPackage } from '../../persistence/reads/selectPackage.ts';
 import type { Runtime } from '../../runtime/Runtime.ts';
 import type { SampleData } from '../../stages/sampleData.ts';
 import { describePath, recoveryOf, stepsOf } from './demoReport.ts';
@@ -27,7 +35,7 @@ async function outputLine(scene: DemoScene, c: PhysicalCopyRecord): Promise<stri
     (x) => x.locationId === c.locationId,
   );
   const live = here.filter((x) => x.status !== 'DELETED');
-  // A buffer copy may already be gone: the deleter runs beside the pipeline (see 8.).
+  // A buffer copy may already be gone: the deleter runs beside the pipeline (see 10.).
   const deleted = live.length === 0 && here.some((x) => x.status === 'DELETED');
   const mark =
     live.length > 1 ? '  <-- DUPLICATE' : live.length === 0 && !deleted ? '  <-- MISSING' : '';
@@ -35,7 +43,7 @@ async function outputLine(scene: DemoScene, c: PhysicalCopyRecord): Promise<stri
 }
 
 /**
- * Section 4: each operation's path through the lifecycle, who recovered it, its journal steps,
+ * Section 5: each operation's path through the lifecycle, who recovered it, its journal steps,
  * its error if it FAILED, and each output copy.
  *
  * @example
@@ -49,7 +57,7 @@ export async function reportOperations(
 ): Promise<void> {
   const { out } = scene;
   out();
-  out('4. What happened to each operation');
+  out('5. What happened to each operation');
   for (const view of views) {
     const subject = nameOf(
       scene,
@@ -58,6 +66,7 @@ export async function reportOperations(
     out(
       `  ${view.kind.padEnd(22)} ${view.status.padEnd(9)} attempt ${view.attempt}  ${subject}  (operation ${shortId(view.id)})`,
     );
+    out(`    created   by ${view.transitions[0]?.by ?? '-'}`);
     describePath(view.transitions).forEach((line, i) => {
       out(`    ${i === 0 ? 'path     ' : '         '} ${line}`);
     });
@@ -71,7 +80,56 @@ export async function reportOperations(
 }
 
 /**
- * Section 5: live copies per artifact and location, grouped; false when an artifact has two live
+ * Each sample package's derived state with its step and why it waits there (as `opstate inspect
+ * <package>` says), then the packages per state (as `opstate status` counts them); the counts.
+ *
+ * @example
+ * ```ts
+ * const counts = await reportPackages(scene, 'each package as it stands');
+ * ```
+ */
+export async function reportPackages(
+  scene: Pick<DemoScene, 'runtime' | 'sample' | 'out'>,
+  title: string,
+): Promise<PackageStateCounts> {
+  const { runtime, sample, out } = scene;
+  out(`  ${title}:`);
+  let previous = '';
+  for (const p of [...sample.packages, sample.dataTransferPackage]) {
+    const record = await selectPackage(runtime.database, p.id);
+    if (record === undefined) {
+      out(`    ${p.name.padEnd(13)} not found`);
+      continue;
+    }
+    const step = classifyPackageStep(record.facts, systemClock.now());
+    // The packages of one bundle often wait for the same reason: say it once.
+    const why = step.why === previous ? 'as above' : step.why;
+    previous = step.why;
+    out(`    ${p.name.padEnd(13)} ${step.state.padEnd(12)} ${step.wait}: ${why}`);
+  }
+  const counts = await countPackageStates(runtime.database);
+  out(`    per state: ${describeCounts(counts)}`);
+  return counts;
+}
+
+/**
+ * The packages per derived state, the states they are in only: `raw_data_package 3 ARCHIVED;
+ * data_transfer_package 1 ARCHIVED`.
+ *
+ * @example
+ * ```ts
+ * out(describeCounts(await countPackageStates(database)));
+ * ```
+ */
+export function describeCounts(counts: PackageStateCounts): string {
+  return PACKAGE_TYPES.map((type) => {
+    const states = PACKAGE_STATES.filter((s) => counts[type][s] > 0);
+    return `${type} ${states.map((s) => `${counts[type][s]} ${s}`).join(', ') || 'none'}`;
+  }).join('; ');
+}
+
+/**
+ * Section 7: live copies per artifact and location, grouped; false when an artifact has two live
  * copies at one location.
  *
  * @example
@@ -82,7 +140,7 @@ export async function reportOperations(
 export async function reportLiveCopies(scene: DemoScene): Promise<boolean> {
   const { out } = scene;
   out();
-  out('5. Live copies per artifact and location (the database allows one; checked anyway)');
+  out('7. Live copies per artifact and location (the database allows one; checked anyway)');
   const perPlace = new Map<string, number>();
   for (const [id, a] of scene.sample.artifacts) {
     for (const c of await scene.runtime.artifacts.copiesOf(a.type, id)) {
@@ -114,7 +172,7 @@ export async function reportLiveCopies(scene: DemoScene): Promise<boolean> {
 }
 
 /**
- * Section 6: the runtime's warnings and errors, one line per message with a count and an example.
+ * Section 8: the runtime's warnings and errors, one line per message with a count and an example.
  *
  * @example
  * ```ts
@@ -127,7 +185,7 @@ export function reportWarnings(
 ): void {
   out();
   const notable = logger.lines.filter((l) => l.level === 'WARNING' || l.level === 'ERROR');
-  out(`6. Runtime warnings (${notable.length}; the rest of the runtime's log is kept quiet)`);
+  out(`8. Runtime warnings (${notable.length}; the rest of the runtime's log is kept quiet)`);
   const grouped = new Map<
     string,
     { level: LogLevel; n: number; fields: Record<string, unknown> }
@@ -143,7 +201,7 @@ export function reportWarnings(
 }
 
 /**
- * Section 7: the operation counts, as `opstate status` prints them, from the demo's runtime.
+ * Section 9: the operation counts, as `opstate status` prints them, from the demo's runtime.
  *
  * @example
  * ```ts
@@ -152,7 +210,7 @@ export function reportWarnings(
  */
 export async function reportStatus(runtime: Runtime, out: (line?: string) => void): Promise<void> {
   out();
-  out('7. Operation counts (as `opstate status` prints them)');
+  out('9. Operation counts (as `opstate status` prints them)');
   const status = createStatusCommand(
     async () => ({ ...runtime.database, close: async () => {} }),
     async () => ({

@@ -9,8 +9,9 @@ export function describePath(transitions: readonly TransitionEntry[]): string[] 
   let parts: string[] = [];
   for (const t of transitions) {
     let label: string = t.to;
-    if (t.event === 'RESET') label += ` (RESET by ${t.by}: ${t.reason ?? 'no reason given'})`;
-    else if (t.event === 'FAIL') label += ` (FAIL: ${t.reason ?? 'no reason given'})`;
+    if (t.event === 'RESET' || t.event === 'RETRY') {
+      label += ` (${t.event} by ${t.by}: ${t.reason ?? 'no reason given'})`;
+    } else if (t.event === 'FAIL') label += ` (FAIL: ${t.reason ?? 'no reason given'})`;
     else if (t.to === OperationStatus.IN_PROGRESS) label += ` (${t.by})`;
     parts.push(label);
     if (t.to === OperationStatus.PENDING && t.from !== null) {
@@ -26,6 +27,7 @@ export function describePath(transitions: readonly TransitionEntry[]): string[] 
 export function recoveryOf(transitions: readonly TransitionEntry[]): string {
   const paths = transitions.flatMap((t) => {
     if (t.event === 'RESET') return [isNamedActor(t.by) ? ACTOR_WORDS[t.by] : t.by];
+    if (t.event === 'RETRY') return [`retried by ${t.by} after it failed for good`];
     if (t.event === 'FAIL' && t.to === OperationStatus.PENDING) return ['retry after a failure'];
     return [];
   });

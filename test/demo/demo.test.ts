@@ -8,8 +8,9 @@ import { isSealed, loadArchiveCipher } from '../../stages/archiveCipher.ts';
 import { readPackage } from '../../stages/packageFormat.ts';
 
 /**
- * `opstate demo` (what `npm start` runs), in this process: the whole pipeline on the embedded database and the
- * in-process transport, with worker-A crashed part-way.
+ * `opstate demo` (what `npm start` runs), in this process: the declared pipeline on the embedded
+ * database and the in-process transport, only its entry stage submitted, one stage failed for good
+ * and retried by an operator, worker-A crashed part-way.
  */
 let dir: string | undefined;
 afterEach(async () => {
@@ -27,7 +28,7 @@ async function filesUnder(root: string): Promise<string[]> {
 }
 
 describe('opstate demo', () => {
-  it('completes every kind through a worker crash, with one live copy per artifact and location', async () => {
+  it('runs the declared pipeline from its entry stage through a failed-then-retried stage and a worker crash, every package ARCHIVED, one live copy per artifact and location', async () => {
     dir = await mkdtemp(join(tmpdir(), 'opstate-demo-test-'));
     await chmod(dir, 0o711); // as root, the embedded Postgres server runs as another user
     const lines: string[] = [];
@@ -49,6 +50,72 @@ describe('opstate demo', () => {
       summaries.every((l) => / COMPLETED attempt /.test(l)),
       text,
     ).toBe(true);
+
+    // Only the entry stage was submitted: every packaging was created by the demo, the staging
+    // by the operator's request, every other operation by the pipeline's pass.
+    const creators = summaries.map((l) => {
+      const next = lines[lines.indexOf(l) + 1] ?? '';
+      const by = /^ {4}created {3}by (\S+)$/.exec(next)?.[1];
+      return `${l.trim().split(/ +/)[0]} ${by}`;
+    });
+    expect(creators.filter((c) => c.endsWith(' pipeline:preservation')).sort(), text).toEqual([
+      'data_transfer_package pipeline:preservation',
+      'long_term_archive pipeline:preservation',
+      'long_term_archive pipeline:preservation',
+      'long_term_archive pipeline:preservation',
+      'transfer pipeline:preservation',
+      'unpack pipeline:preservation',
+    ]);
+    expect(creators.filter((c) => !c.endsWith(' pipeline:preservation')).sort(), text).toEqual([
+      'raw_data_package demo',
+      'raw_data_package demo',
+      'raw_data_package demo',
+      'staging operator:alice',
+    ]);
+
+    // One stage failed for good and stopped its branch: every package FAILED (derived), and no
+    // unpack existed until an operator retried it; the retry resumed the branch to ARCHIVED.
+    const retryAt = lines.findIndex((l) =>
+      /^ {2}\$ opstate retry [0-9a-f-]{36} --operator alice /.test(l),
+    );
+    expect(retryAt, text).toBeGreaterThan(0);
+    const beforeRetry = lines.slice(0, retryAt);
+    for (const name of ['obs-2024-001', 'obs-2024-002', 'obs-2024-003', 'dtp-2024-01']) {
+      expect(
+        beforeRetry.some((l) => new RegExp(`^ {4}${name} +FAILED +failed: `).test(l)),
+        `${name} FAILED before the retry in\n${text}`,
+      ).toBe(true);
+    }
+    expect(beforeRetry.join('\n')).toContain(
+      'per state: raw_data_package 3 FAILED; data_transfer_package 1 FAILED',
+    );
+    expect(beforeRetry.join('\n')).toMatch(
+      /transfer dtp-2024-01 FAILED \(attempt 1\): the destination refused/,
+    );
+    expect(
+      beforeRetry.filter((l) => /^ {2}\+ (unpack|long-term archive) /.test(l)),
+      text,
+    ).toEqual([]);
+    const transfer = summaries.find((l) => l.startsWith('  transfer '));
+    expect(transfer, text).toMatch(/ COMPLETED attempt 2 /);
+    expect(text).toMatch(
+      /IN_PROGRESS \(worker-[AB]\) → FAILED \(FAIL: the destination refused the session[^\n]*\) → PENDING \(RETRY by operator:alice \(demo\): /,
+    );
+    expect(text).toContain('recovery  retried by operator:alice (demo) after it failed for good');
+
+    // At the end every package is ARCHIVED, derived from its operations and copies.
+    for (const name of ['obs-2024-001', 'obs-2024-002', 'obs-2024-003', 'dtp-2024-01']) {
+      expect(
+        lines.slice(retryAt).some((l) => new RegExp(`^ {4}${name} +ARCHIVED +done: `).test(l)),
+        `${name} ARCHIVED in\n${text}`,
+      ).toBe(true);
+    }
+    expect(text).toContain(
+      'packages per derived state: raw_data_package 3 ARCHIVED; data_transfer_package 1 ARCHIVED',
+    );
+    expect(text).toMatch(
+      /a\) retry the failed stage: transfer [0-9a-f]{8} FAILED for good and its branch stopped; retried by operator alice, it COMPLETED \(attempt 2\) and the branch went on to ARCHIVED/,
+    );
 
     // The crash happened, and a recovery path (not a lucky completion) brought the work home.
     expect(text).toContain('Crashing worker-A now');
@@ -76,9 +143,14 @@ describe('opstate demo', () => {
 
     // The archive holds real packages, encrypted at rest, that decrypt and read back against their
     // manifests; the key never appears in the output; nothing half written was left behind.
+    // The pipeline's archive stage keys each object by its package's id.
     const archive = join(dir, 'storage', 'archive');
     const archived = await filesUnder(archive);
-    expect(archived).toEqual(['obs-2024-001.tar', 'obs-2024-002.tar', 'obs-2024-003.tar']);
+    expect(archived).toHaveLength(3);
+    for (const name of archived) {
+      expect(name).toMatch(/^raw_data_package\/[0-9a-f-]{36}\.tar$/);
+      expect(text).toContain(`archive ${name}`);
+    }
     const keyText = (await readFile(join(dir, 'archive.key'), 'utf8')).trim();
     expect(text).not.toContain(keyText);
     const cipher = loadArchiveCipher(join(dir, 'archive.key'));

@@ -5,12 +5,19 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { inspect } from 'node:util';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
+import { SCRIPTED_FAILURE, scriptDemoHandlers } from '../../cli/commands/demoHandlers.ts';
+import { describePath, recoveryOf } from '../../cli/commands/demoReport.ts';
+import { ArtifactType } from '../../machines/ArtifactType.ts';
+import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
+import type { TransitionEntry } from '../../persistence/JournalRepository.ts';
 import { isSealed, loadArchiveCipher, sealedKeyId } from '../../stages/archiveCipher.ts';
 import { checkMemberName } from '../../stages/memberName.ts';
 import { readPackage, sha256, writePackage } from '../../stages/packageFormat.ts';
 import { putOnce } from '../../stages/storage.ts';
 import { packTar, unpackTar } from '../../stages/tar.ts';
+import { isRetryable } from '../../worker/decideRun.ts';
+import type { HandlerContext, OperationHandler } from '../../worker/OperationHandler.ts';
 
 let dir: string;
 beforeEach(async () => {
@@ -129,5 +136,98 @@ describe('putOnce (create-if-absent)', () => {
       retryable: false,
     });
     expect((await readFile(path)).toString()).toBe('v1');
+  });
+});
+
+describe("the demo's scripted handlers", () => {
+  const ctx = (kind: OperationKind, id: string) =>
+    ({ operation: { id, kind, attempt: 1, retryCount: 0 } }) as unknown as HandlerContext;
+
+  it('fail the first operation of the chosen kind for good on whichever worker runs it, until fixed, and let every other run through', async () => {
+    const ran: string[] = [];
+    const unpacked: unknown[] = [];
+    const base = Object.fromEntries(
+      OPERATION_KINDS.map((k) => [
+        k,
+        (async (c) => {
+          ran.push(`${k} ${c.operation.id}`);
+          return {
+            outputs: [
+              {
+                artifactType: ArtifactType.RAW_DATA_PACKAGE,
+                artifactId: c.operation.id,
+                locationId: 'buffer',
+              },
+            ],
+          };
+        }) satisfies OperationHandler,
+      ]),
+    ) as unknown as Record<OperationKind, OperationHandler>;
+    const scripted = scriptDemoHandlers({
+      failFirstOf: OperationKind.TRANSFER,
+      afterUnpack: async (outputs) => {
+        unpacked.push(outputs);
+      },
+    });
+    const workerA = scripted.wrap(base);
+    const workerB = scripted.wrap(base);
+    const failureOf = (run: Promise<unknown>) =>
+      run.then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+
+    await workerA[OperationKind.RAW_DATA_PACKAGE](ctx(OperationKind.RAW_DATA_PACKAGE, 'p1'));
+    expect(scripted.failed()).toBeUndefined();
+    // The first transfer, on worker-B, fails with an error the worker does not retry; run again
+    // on worker-A before the fix, it fails again; another transfer runs.
+    const failure = await failureOf(
+      workerB[OperationKind.TRANSFER](ctx(OperationKind.TRANSFER, 't1')),
+    );
+    expect(failure).toMatchObject({ message: SCRIPTED_FAILURE });
+    expect(isRetryable(failure)).toBe(false);
+    expect(scripted.failed()).toBe('t1');
+    expect(
+      await failureOf(workerA[OperationKind.TRANSFER](ctx(OperationKind.TRANSFER, 't1'))),
+    ).toMatchObject({ message: SCRIPTED_FAILURE });
+    await workerB[OperationKind.TRANSFER](ctx(OperationKind.TRANSFER, 't2'));
+    // Once fixed, its retry (on either worker) runs the real handler.
+    scripted.fix();
+    await workerA[OperationKind.TRANSFER](ctx(OperationKind.TRANSFER, 't1'));
+    expect(scripted.failed()).toBe('t1');
+    // An unpack hands its outputs on once its handler has written them.
+    await workerA[OperationKind.UNPACK](ctx(OperationKind.UNPACK, 'u1'));
+    expect(unpacked).toEqual([
+      [{ artifactType: ArtifactType.RAW_DATA_PACKAGE, artifactId: 'u1', locationId: 'buffer' }],
+    ]);
+    expect(ran).toEqual(['raw_data_package p1', 'transfer t2', 'transfer t1', 'unpack u1']);
+  });
+
+  it("show an operator's retry on the path and as the recovery", () => {
+    const at = new Date(0);
+    const t = (
+      from: TransitionEntry['from'],
+      to: TransitionEntry['to'],
+      event: string,
+      by: string,
+      attempt: number,
+      reason: string | null = null,
+    ): TransitionEntry => ({ from, to, event, by, attempt, reason, at });
+    const history = [
+      t(null, 'PENDING', 'CREATE', 'pipeline:preservation', 1),
+      t('PENDING', 'SCHEDULED', 'SCHEDULE', 'scheduler', 1),
+      t('SCHEDULED', 'IN_PROGRESS', 'START', 'worker-A', 1),
+      t('IN_PROGRESS', 'FAILED', 'FAIL', 'worker-A', 1, 'refused'),
+      t('FAILED', 'PENDING', 'RETRY', 'operator:alice (demo)', 1, 'fixed'),
+      t('PENDING', 'SCHEDULED', 'SCHEDULE', 'scheduler', 2),
+      t('SCHEDULED', 'IN_PROGRESS', 'START', 'worker-B', 2),
+      t('IN_PROGRESS', 'COMPLETED', 'COMPLETE', 'worker-B', 2),
+    ];
+    expect(describePath(history)).toEqual([
+      'PENDING → SCHEDULED → IN_PROGRESS (worker-A) → FAILED (FAIL: refused) → PENDING (RETRY by operator:alice (demo): fixed)',
+      '→ SCHEDULED → IN_PROGRESS (worker-B) → COMPLETED',
+    ]);
+    expect(recoveryOf(history)).toBe('retried by operator:alice (demo) after it failed for good');
+    expect(recoveryOf(history.filter((h) => h.event !== 'RETRY'))).toBe('none needed');
   });
 });
