@@ -5,7 +5,7 @@
  * on stderr. Exits non-zero if any of them failed, after running the rest. `npm run figures` runs
  * it and writes docs/figures.md from those lines.
  *
- *   npm run bench                        # persistence, transport, e2e, peers, recovery, deletion, …, scheduler
+ *   npm run bench                        # persistence, transport, e2e, peers, recovery, deletion, …, scheduler, pipeline
  *   npm run bench -- e2e                 # only the named ones
  */
 import { spawn } from 'node:child_process';
@@ -21,6 +21,7 @@ const BENCHES = [
   'embedded',
   'dashboard',
   'scheduler',
+  'pipeline',
 ] as const;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
