@@ -5,7 +5,7 @@
  * on stderr. Exits non-zero if any of them failed, after running the rest. `npm run figures` runs
  * it and writes docs/figures.md from those lines.
  *
- *   npm run bench                        # persistence, transport, e2e, peers, recovery, deletion, …, scheduler, cluster
+ *   npm run bench                        # persistence, transport, e2e, peers, recovery, deletion, …, scheduler, cluster, pipeline
  *   npm run bench -- e2e                 # only the named ones
  */
 import { spawn } from 'node:child_process';
@@ -22,6 +22,7 @@ const BENCHES = [
   'dashboard',
   'scheduler',
   'cluster',
+  'pipeline',
 ] as const;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 

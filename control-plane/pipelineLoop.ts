@@ -49,8 +49,15 @@ export async function resolvePipelineLocations(
 
 /** Drills only: crash points of the pipeline pass (a hook may kill the process, `crashHere`). */
 export interface PipelineFaults {
-  /** The pass decided what to create from completions it read; nothing of it is written yet. */
-  beforeWrite?(stages: readonly string[]): void | Promise<void>;
+  /**
+   * The pass decided what to create from completions it read; nothing of it is written yet.
+   * `stages`: the stages it creates operations of; `creations`: each operation, by its stage and
+   * subject.
+   */
+  beforeWrite?(
+    stages: readonly string[],
+    creations: readonly { readonly stage: string; readonly subjectId: string }[],
+  ): void | Promise<void>;
 }
 
 /**
@@ -116,7 +123,10 @@ export function pipelinePass(deps: {
     const awaited = cursor.gaps(now);
     const afterId = awaited.length === 0 ? cursor.after : Math.min(...awaited) - 1;
     if (creations.length > 0)
-      await deps.faults?.beforeWrite?.([...new Set(creations.map((c) => c.stage))]);
+      await deps.faults?.beforeWrite?.(
+        [...new Set(creations.map((c) => c.stage))],
+        creations.map((c) => ({ stage: c.stage, subjectId: c.subjectId })),
+      );
     try {
       await createPipelineOperations(database, {
         name: pipeline.name,

@@ -20,14 +20,16 @@ export function opstateArgs(args: readonly string[]): string[] {
 }
 
 /**
- * The test and bench fixtures that spawned workers load as handlers modules, compiled by
- * `prepareBuiltProcesses`.
+ * The test and bench fixtures that spawned workers load as handlers modules, and the fixture
+ * processes tests start with plain `node` (no TypeScript loader to start up on every restart),
+ * compiled by `prepareBuiltProcesses`.
  */
 const FIXTURE_MODULES = [
   'test/actors/fixtures/handlers.ts',
   'test/archive/fixtures/stageWorker.ts',
   'bench/fixtures/noopHandlers.ts',
   'bench/fixtures/holdHandlers.ts',
+  'test/pipeline/fixtures/crashingPlane.ts',
 ];
 const isFixture = (rel: string) => rel.startsWith('test/') || rel.startsWith('bench/');
 

@@ -1,26 +1,28 @@
 import { type ChildProcess, spawn } from 'node:child_process';
-import { existsSync } from 'node:fs';
-import { mkdir, mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
-import { registerSampleData } from '../../stages/sampleData.ts';
+import { registerSampleData, type SampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { deploymentPerTest, waitFor } from '../actors/harness.ts';
 import { NATS_URL } from '../archive/world.ts';
-import { REPO_ROOT } from '../helpers/opstateCli.ts';
+import { handlersModule, REPO_ROOT } from '../helpers/opstateCli.ts';
 
 /**
- * The leader killed (SIGKILL) between each completion and the next stage's creation: a
- * control-plane process that dies before its pipeline pass writes each stage's first operations,
- * restarted each time, creates every stage exactly once.
+ * The leader killed (SIGKILL) between each completion and the creation it leads to: a
+ * control-plane process that dies before its pipeline pass writes each operation it creates,
+ * restarted each time, creates every operation exactly once. Two transfer packages (of two
+ * packages and of one), so each stage is created for a second subject while the first subject's
+ * operation of it exists, and one unpack's completion fans out to two archives, each created
+ * after a crash of its own.
  */
 const deploy = deploymentPerTest();
-const FIXTURE = join(REPO_ROOT, 'test', 'pipeline', 'fixtures', 'crashingPlane.ts');
-const STAGES = ['bundling', 'transfer-1', 'unpack-1', 'archive-1'];
+/** Compiled against the built package: a restart starts no TypeScript loader. */
+const FIXTURE = handlersModule(new URL('./fixtures/crashingPlane.ts', import.meta.url));
 
 let dir: string | undefined;
 let plane: ChildProcess | undefined;
@@ -57,15 +59,27 @@ async function keys(database: {
 }
 
 describe('the pipeline pass under a leader killed before each creation', () => {
-  it('creates each stage exactly once through a SIGKILL and a restart per stage', async () => {
+  it('creates each operation exactly once through a SIGKILL and a restart before each', async () => {
     const dep = await deploy();
     dir = await mkdtemp(join(tmpdir(), 'opstate-pipeline-crash-'));
     const markers = join(dir, 'markers');
     await mkdir(markers);
     const site = `pcrash-${Math.random().toString(16).slice(2, 8)}`;
     const rt = dep.runtime;
-    const sample = await registerSampleData(rt.artifacts, dir, { site, packageCount: 3 });
-    const roots = new Map(Object.values(sample.locations).map((l) => [l.id, l.storageRoot]));
+    const storage = join(dir, 'storage');
+    const first = await registerSampleData(rt.artifacts, storage, {
+      site,
+      packageCount: 2,
+      namePrefix: 'a-',
+    });
+    const second = await registerSampleData(rt.artifacts, storage, {
+      site,
+      packageCount: 1,
+      namePrefix: 'b-',
+      locations: first.locations,
+    });
+    const worlds: SampleData[] = [first, second];
+    const roots = new Map(Object.values(first.locations).map((l) => [l.id, l.storageRoot]));
     rt.startWorker({
       kinds: [...OPERATION_KINDS],
       handlers: createStageHandlers({
@@ -73,12 +87,19 @@ describe('the pipeline pass under a leader killed before each creation', () => {
         database: rt.database,
       }),
     });
+    // One crash before each operation after packaging: its stage and subject name the marker.
+    const expected = worlds
+      .flatMap((w) => [
+        ...['bundling', 'transfer-1', 'unpack-1'].map((s) => `${s}-${w.dataTransferPackage.id}`),
+        ...w.packages.map((p) => `archive-1-${p.id}`),
+      ])
+      .sort();
     let starts = 0;
     let killed = 0;
     const output: string[] = [];
     const start = () => {
       starts++;
-      const child = spawn(process.execPath, ['--import', 'tsx', FIXTURE], {
+      const child = spawn(process.execPath, [FIXTURE], {
         cwd: REPO_ROOT,
         env: {
           ...process.env,
@@ -104,27 +125,30 @@ describe('the pipeline pass under a leader killed before each creation', () => {
     };
     plane = start();
     await rt.submitMany(
-      (SAMPLE_PIPELINE[0]?.inputs(sample, []) ?? []).map((p) => ({ ...p, by: 'test' })),
+      worlds.flatMap((w) =>
+        (SAMPLE_PIPELINE[0]?.inputs(w, []) ?? []).map((p) => ({ ...p, by: 'test' })),
+      ),
     );
     await waitFor(
       async () =>
         (await keys(rt.database)).filter(
           (o) => o.kind === OperationKind.LONG_TERM_ARCHIVE && o.status === 'COMPLETED',
         ).length === 3,
-      '3 archives COMPLETED',
-      180_000,
+      `3 archives COMPLETED (plane printed: ${output.join('').slice(-2000)})`,
+      240_000,
     );
-    // Each stage's crash point fired, each killed the plane, and each restart went on.
-    expect(STAGES.filter((s) => existsSync(join(markers, s)))).toEqual(STAGES);
-    expect(killed).toBe(STAGES.length);
-    expect(starts).toBe(STAGES.length + 1);
+    // Each operation's crash point fired, each killed the plane, and each restart went on.
+    expect((await readdir(markers)).sort()).toEqual(expected);
+    expect(killed).toBe(expected.length);
+    expect(starts).toBe(expected.length + 1);
     const ops = await keys(rt.database);
     expect(new Set(ops.map((o) => o.key)).size).toBe(ops.length);
+    expect(ops.every((o) => o.status === 'COMPLETED')).toBe(true);
     const perKind = (kind: string) => ops.filter((o) => o.kind === kind).length;
     expect(perKind(OperationKind.RAW_DATA_PACKAGE)).toBe(3);
-    expect(perKind(OperationKind.DATA_TRANSFER_PACKAGE)).toBe(1);
-    expect(perKind(OperationKind.TRANSFER)).toBe(1);
-    expect(perKind(OperationKind.UNPACK)).toBe(1);
+    expect(perKind(OperationKind.DATA_TRANSFER_PACKAGE)).toBe(2);
+    expect(perKind(OperationKind.TRANSFER)).toBe(2);
+    expect(perKind(OperationKind.UNPACK)).toBe(2);
     expect(perKind(OperationKind.LONG_TERM_ARCHIVE)).toBe(3);
-  }, 240_000);
+  }, 300_000);
 });

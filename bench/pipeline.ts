@@ -1,0 +1,588 @@
+/**
+ * The default pipeline (one source, one destination) over many packages, on the real Postgres and
+ * the real NATS JetStream, against the same operations submitted by a caller, in the same run.
+ * Prints one JSON object per line: `{"name", "value", "unit"}`, with `"baseline"` and `"ratio"`
+ * where a figure with the pipeline is compared with the same figure without it.
+ *
+ *   node --import tsx bench/pipeline.ts      # or: npm run bench -- pipeline
+ *
+ * The world, registered once in a template database and copied (`create database … template`)
+ * for each run: OPSTATE_BENCH_PIPELINE_PACKAGES raw data packages (default 10,000) of one raw
+ * data file each, with its copy at the source, in data transfer packages of
+ * OPSTATE_BENCH_PIPELINE_PER_BUNDLE (default 10). Each run has a control plane, a worker of 32
+ * slots serving every kind and a caller, each a runtime of its own in this process, every
+ * statement each sends counted at its database object:
+ * - `pipeline`: the control plane runs `defaultPipeline`; the caller submits the packagings, the
+ *   leader's pass creates every later stage (bundling, transfer, unpack, long-term archive).
+ * - `caller`: no pipeline; the caller submits the packagings, waits for the stage to finish, reads
+ *   the copies it produced (one statement) and submits the next stage's operations with those
+ *   copies as inputs, stage after stage: the same operations, with the same fields and inputs.
+ * Handlers complete at once with the copies their kind must produce (no file is touched); the
+ * long-term archive runs opstate's archive protocol on a stand-in package (`archiveStandIn`, a
+ * local folder per run), as its output contract requires a VERIFIED archive record.
+ *
+ * Per run: its throughput (completions ÷ submit to last completion), each stage's throughput
+ * (its completions ÷ first CREATE to last COMPLETE of the stage, from the transition history),
+ * how long each stage's operations waited to be created once their input copies existed (median
+ * and 95th percentile of CREATE after the producing COMPLETE: the chaining's delay),
+ * and the cost of chaining: statements per completion (control plane, worker, caller, their sum),
+ * commits and buffer accesses per completion (pg_stat_database of the run's database, read once
+ * every connection to it is closed, the bench's own polls subtracted). The pipeline run's figures
+ * carry the caller run's as their baseline. WAL bytes are not printed: pg_current_wal_lsn counts
+ * the whole server, which other work shares. The bench's own polls of progress go over a
+ * connection of their own, not counted as anyone's statements.
+ *
+ * OPSTATE_BENCH_PIPELINE_ROUNDS (default 1) runs both that many times, each round starting with
+ * the one that went second in the round before.
+ *
+ * Env also: OPSTATE_BENCH_ADMIN_URL, NATS_URL (see lib/settings.ts).
+ */
+import { randomBytes } from 'node:crypto';
+import { rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import postgres from 'postgres';
+import { OPERATION_KINDS, OperationKind } from '../machines/OperationKind.ts';
+import { defaultPipeline } from '../machines/pipeline.ts';
+import { LocationType } from '../machines/routing.ts';
+import type { Logger } from '../observe/Logger.ts';
+import { ArtifactType } from '../persistence/ArtifactType.ts';
+import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
+import { DEFAULT_DATABASE_SCHEMA } from '../persistence/databaseSchema.ts';
+import { createRuntime, type Runtime, type RuntimeTiming } from '../runtime/Runtime.ts';
+import { archiveStandIn } from '../stages/archiveStandIn.ts';
+import { archiveStoreAt } from '../stages/registerArchiveStore.ts';
+import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import type { OperationHandler } from '../worker/OperationHandler.ts';
+import { print } from './lib/figure.ts';
+import { ADMIN_URL, envNumber, NATS_URL } from './lib/settings.ts';
+import { instrument, newCounter, type StatementCounter } from './lib/statementCounter.ts';
+
+const PACKAGES = envNumber('OPSTATE_BENCH_PIPELINE_PACKAGES', 10_000);
+const PER_BUNDLE = envNumber('OPSTATE_BENCH_PIPELINE_PER_BUNDLE', 10);
+const ROUNDS = envNumber('OPSTATE_BENCH_PIPELINE_ROUNDS', 1);
+const BUNDLES = Math.ceil(PACKAGES / PER_BUNDLE);
+/** Packaging and archive per package; bundling, transfer and unpack per bundle. */
+const OPERATIONS = 2 * PACKAGES + 3 * BUNDLES;
+const CONCURRENCY = 32;
+const CHUNK = 1000;
+const SITE = 'bench';
+const RUN = `${process.pid}_${randomBytes(3).toString('hex')}`;
+const DONE_TIMEOUT_MS = 1_800_000;
+const IDLE_MS = 1_000;
+
+/** Control-plane loops tuned for throughput, as the e2e and scheduler benches tune them. */
+const TIMING: Partial<RuntimeTiming> = {
+  schedulerIntervalMs: 10,
+  relayIntervalMs: 10,
+  leaderPollMs: 250,
+};
+
+/** The stages of the default pipeline with one destination, in order, by the kind each creates. */
+const STAGES = [
+  { stage: 'packaging', kind: OperationKind.RAW_DATA_PACKAGE },
+  { stage: 'bundling', kind: OperationKind.DATA_TRANSFER_PACKAGE },
+  { stage: 'transfer-1', kind: OperationKind.TRANSFER },
+  { stage: 'unpack-1', kind: OperationKind.UNPACK },
+  { stage: 'archive-1', kind: OperationKind.LONG_TERM_ARCHIVE },
+] as const;
+
+const quietLogger: Logger = {
+  log(level, message, fields) {
+    if (level !== 'WARNING' && level !== 'ERROR') return;
+    process.stderr.write(`[pipeline] ${level} ${message} ${JSON.stringify(fields ?? {})}\n`);
+  },
+};
+const say = (line: string) => process.stderr.write(`[pipeline] ${line}\n`);
+const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
+const admin = postgres(ADMIN_URL, { max: 2, onnotice: () => {} });
+const urlOf = (name: string) => {
+  const url = new URL(ADMIN_URL);
+  url.pathname = `/${name}`;
+  return url.toString();
+};
+const created: string[] = [];
+
+async function createDatabase(name: string, template?: string): Promise<string> {
+  await admin.unsafe(
+    `create database "${name}"${template === undefined ? '' : ` template "${template}"`}`,
+  );
+  created.push(name);
+  return urlOf(name);
+}
+
+/** What the template holds, as the caller knows it (it registered them). */
+interface World {
+  readonly source: string;
+  readonly buffer: string;
+  readonly archive: string;
+  readonly bundles: readonly string[];
+  readonly packages: readonly { id: string; bundle: string; fileCopy: string }[];
+}
+
+/** Registers the locations, packages, files and the files' source copies in the template. */
+async function fillTemplate(): Promise<{ template: string; world: World }> {
+  const template = `opstate_bench_pipe_${RUN}_world`;
+  const runtime = await createRuntime({
+    databaseUrl: await createDatabase(template),
+    logger: quietLogger,
+  });
+  try {
+    const a = runtime.artifacts;
+    const location = (name: string, locationType: LocationType) =>
+      a.addLocation({ site: SITE, name, locationType, storageRoot: `/bench/${name}` });
+    const source = (await location('source', LocationType.SOURCE)).id;
+    const buffer = (await location('buffer', LocationType.BUFFER)).id;
+    const archive = (await location('archive', LocationType.LONG_TERM_ARCHIVE)).id;
+    const bundles: string[] = [];
+    for (let b = 0; b < BUNDLES; b++) {
+      bundles.push(await a.addDataTransferPackage({ name: `dtp-${b}` }));
+    }
+    const started = performance.now();
+    const packages: { id: string; bundle: string; fileCopy: string }[] = [];
+    for (let from = 0; from < PACKAGES; from += 50) {
+      const batch = await Promise.all(
+        Array.from({ length: Math.min(50, PACKAGES - from) }, async (_, i) => {
+          const p = from + i;
+          const bundle = bundles[Math.floor(p / PER_BUNDLE)] as string;
+          const id = await a.addRawDataPackage({ name: `rdp-${p}`, dataTransferPackageId: bundle });
+          const checksum = `sha256:${p.toString(16).padStart(64, '0')}`;
+          const file = await a.addRawDataFile({
+            name: 'scan.fits',
+            rawDataPackageId: id,
+            checksum,
+            size: 1024,
+          });
+          const { copy } = await a.addCopy({
+            artifactType: ArtifactType.RAW_DATA_FILE,
+            artifactId: file,
+            locationId: source,
+            path: `/bench/source/rdp-${p}/scan.fits`,
+            checksum,
+            size: 1024,
+          });
+          return { id, bundle, fileCopy: copy.id };
+        }),
+      );
+      packages.push(...batch);
+    }
+    await runtime.database.execute('vacuum analyze');
+    say(
+      `${PACKAGES} packages in ${BUNDLES} transfer packages registered in ${((performance.now() - started) / 1000).toFixed(1)} s`,
+    );
+    return { template, world: { source, buffer, archive, bundles, packages } };
+  } finally {
+    await runtime.close();
+  }
+}
+
+type Arm = 'pipeline' | 'caller';
+
+/** What one run measured. */
+interface RunFigures {
+  readonly arm: Arm;
+  readonly seconds: number;
+  readonly completions: number;
+  readonly statements: Record<'plane' | 'worker' | 'caller', number>;
+  /** The control plane's statements per second before the first submission. */
+  readonly idle: number;
+  readonly commits: number;
+  readonly buffers: number;
+  readonly stages: readonly {
+    stage: string;
+    kind: string;
+    completions: number;
+    rate: number;
+    /** Milliseconds from the inputs' last producing COMPLETE to this stage's CREATE (null: packaging). */
+    delayP50: number | null;
+    delayP95: number | null;
+  }[];
+}
+
+/** The handlers: every kind completes at once with its required copies; archives run the protocol. */
+function handlersFor(worker: Runtime, storeRoot: string): Record<OperationKind, OperationHandler> {
+  const store = archiveStoreAt(storeRoot);
+  const noop: OperationHandler = async (ctx) => ({ outputs: await ctx.requiredOutputs() });
+  return Object.fromEntries(
+    OPERATION_KINDS.map((k) => [
+      k,
+      k === OperationKind.LONG_TERM_ARCHIVE
+        ? (ctx: Parameters<OperationHandler>[0]) => archiveStandIn(ctx, worker.database, store)
+        : noop,
+    ]),
+  ) as Record<OperationKind, OperationHandler>;
+}
+
+/** Submits `inputs` in chunks, as a caller with many operations does. */
+async function submitAll(caller: Runtime, inputs: readonly CreateOperationInput[]): Promise<void> {
+  for (let from = 0; from < inputs.length; from += CHUNK) {
+    await caller.submitMany(inputs.slice(from, from + CHUNK));
+  }
+}
+
+/** The caller's chaining: the copies of one artifact type at one location, in one statement. */
+async function presentCopies(
+  caller: Runtime,
+  artifactType: ArtifactType,
+  locationId: string,
+): Promise<Map<string, string>> {
+  const rows = await caller.database.execute<{ id: string; artifact_id: string }>(
+    `select id::text, artifact_id::text from physical_copy
+      where artifact_type = '${artifactType}' and location_id = '${locationId}' and status = 'PRESENT'`,
+  );
+  return new Map(rows.map((r) => [r.artifact_id, r.id]));
+}
+
+async function runArm(
+  arm: Arm,
+  template: string,
+  world: World,
+  round: number,
+): Promise<RunFigures> {
+  const name = `opstate_bench_pipe_${RUN}_${arm}_${round}`;
+  const url = await createDatabase(name, template);
+  const prefix = `bpipe_${RUN}_${arm}_${round}`;
+  const storeRoot = join(tmpdir(), `opstate-bench-pipeline-${RUN}-${arm}-${round}`);
+  const pipeline = defaultPipeline({
+    source: { site: SITE, name: 'source' },
+    destinations: [
+      { buffer: { site: SITE, name: 'buffer' }, archive: { site: SITE, name: 'archive' } },
+    ],
+  });
+  const open = (withPipeline: boolean) =>
+    createRuntime({
+      databaseUrl: url,
+      natsUrl: NATS_URL,
+      prefix,
+      timing: TIMING,
+      logger: quietLogger,
+      ...(withPipeline ? { pipeline } : {}),
+    });
+  const plane = await open(arm === 'pipeline');
+  const worker = await open(false);
+  const caller = await open(false);
+  const counters: Record<'plane' | 'worker' | 'caller', StatementCounter> = {
+    plane: newCounter(),
+    worker: newCounter(),
+    caller: newCounter(),
+  };
+  instrument(plane.database, counters.plane);
+  instrument(worker.database, counters.worker);
+  instrument(caller.database, counters.caller);
+  // The bench's own polls: a connection of their own, counted only to subtract their commits.
+  const poll = postgres(url, {
+    max: 1,
+    onnotice: () => {},
+    connection: { search_path: DEFAULT_DATABASE_SCHEMA },
+  });
+  let polls = 0;
+  const completedOf = async (kind: OperationKind) => {
+    polls++;
+    const [row] = await poll.unsafe(
+      `select count(*)::int as n from operation where kind = $1 and status = 'COMPLETED'`,
+      [kind],
+    );
+    return Number(row?.n);
+  };
+  const waitStage = async (kind: OperationKind, n: number) => {
+    const until = Date.now() + DONE_TIMEOUT_MS;
+    while ((await completedOf(kind)) < n) {
+      if (Date.now() > until) throw new Error(`${arm}: timed out waiting for ${n} ${kind}`);
+      await sleep(50);
+    }
+  };
+  const stats = async () => {
+    const [row] = await admin.unsafe(
+      `select (xact_commit + xact_rollback)::bigint as xacts, (blks_hit + blks_read)::bigint as blks
+         from pg_stat_database where datname = $1`,
+      [name],
+    );
+    return { xacts: Number(row?.xacts), buffers: Number(row?.blks) };
+  };
+  let closed = false;
+  const closeAll = async () => {
+    if (closed) return;
+    closed = true;
+    await caller.close();
+    await worker.close();
+    await plane.close();
+  };
+  try {
+    const control = plane.startControlPlane();
+    const until = Date.now() + 60_000;
+    while (!control.isLeader) {
+      if (Date.now() > until) throw new Error('control plane never became leader');
+      await sleep(20);
+    }
+    worker.startWorker({
+      kinds: [...OPERATION_KINDS],
+      handlers: handlersFor(worker, storeRoot),
+      concurrency: CONCURRENCY,
+    });
+    // What the control plane sends with nothing to do, over a second before the first submission.
+    const idleFrom = counters.plane.statements;
+    await sleep(IDLE_MS);
+    const idle = ((counters.plane.statements - idleFrom) * 1000) / IDLE_MS;
+    const from = {
+      plane: counters.plane.statements,
+      worker: counters.worker.statements,
+      caller: counters.caller.statements,
+    };
+    const before = await stats();
+    const pollsBefore = polls;
+    const started = performance.now();
+    const packaging = world.packages.map(
+      (p): CreateOperationInput => ({
+        kind: OperationKind.RAW_DATA_PACKAGE,
+        fields: { rawDataPackageId: p.id, locationId: world.source },
+        inputs: [p.fileCopy],
+      }),
+    );
+    await submitAll(caller, packaging);
+    if (arm === 'pipeline') {
+      await waitStage(OperationKind.LONG_TERM_ARCHIVE, PACKAGES);
+    } else {
+      // The caller chains the stages itself: each waits for the one before, then reads its copies.
+      await waitStage(OperationKind.RAW_DATA_PACKAGE, PACKAGES);
+      const packaged = await presentCopies(caller, ArtifactType.RAW_DATA_PACKAGE, world.source);
+      const members = new Map<string, string[]>();
+      for (const p of world.packages) {
+        members.set(p.bundle, [...(members.get(p.bundle) ?? []), packaged.get(p.id) as string]);
+      }
+      await submitAll(
+        caller,
+        world.bundles.map((b) => ({
+          kind: OperationKind.DATA_TRANSFER_PACKAGE,
+          fields: { dataTransferPackageId: b, locationId: world.source },
+          inputs: members.get(b) ?? [],
+        })),
+      );
+      await waitStage(OperationKind.DATA_TRANSFER_PACKAGE, BUNDLES);
+      const bundled = await presentCopies(caller, ArtifactType.DATA_TRANSFER_PACKAGE, world.source);
+      await submitAll(
+        caller,
+        world.bundles.map((b) => ({
+          kind: OperationKind.TRANSFER,
+          fields: {
+            dataTransferPackageId: b,
+            sourceLocationId: world.source,
+            destinationLocationId: world.buffer,
+          },
+          inputs: [bundled.get(b) as string],
+        })),
+      );
+      await waitStage(OperationKind.TRANSFER, BUNDLES);
+      const moved = await presentCopies(caller, ArtifactType.DATA_TRANSFER_PACKAGE, world.buffer);
+      await submitAll(
+        caller,
+        world.bundles.map((b) => ({
+          kind: OperationKind.UNPACK,
+          fields: { dataTransferPackageId: b, locationId: world.buffer },
+          inputs: [moved.get(b) as string],
+        })),
+      );
+      await waitStage(OperationKind.UNPACK, BUNDLES);
+      const unpacked = await presentCopies(caller, ArtifactType.RAW_DATA_PACKAGE, world.buffer);
+      await submitAll(
+        caller,
+        world.packages.map((p) => ({
+          kind: OperationKind.LONG_TERM_ARCHIVE,
+          fields: {
+            rawDataPackageId: p.id,
+            sourceLocationId: world.buffer,
+            destinationLocationId: world.archive,
+          },
+          inputs: [unpacked.get(p.id) as string],
+        })),
+      );
+      await waitStage(OperationKind.LONG_TERM_ARCHIVE, PACKAGES);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const statements = {
+      plane: counters.plane.statements - from.plane,
+      worker: counters.worker.statements - from.worker,
+      caller: counters.caller.statements - from.caller,
+    };
+    const ownPolls = polls - pollsBefore;
+    polls++;
+    const [totals] = await poll.unsafe(
+      `select count(*)::int as n, count(*) filter (where status = 'COMPLETED')::int as done
+         from operation`,
+    );
+    if (Number(totals?.n) !== OPERATIONS || Number(totals?.done) !== OPERATIONS) {
+      throw new Error(
+        `${arm}: ${totals?.done} of ${totals?.n} operations COMPLETED, ${OPERATIONS} expected`,
+      );
+    }
+    polls++;
+    const stageRows = await poll.unsafe(
+      `select o.kind, count(*) filter (where t.event = 'COMPLETE')::int as n,
+         extract(epoch from max(t.at) filter (where t.event = 'COMPLETE')
+                          - min(t.at) filter (where t.event = 'CREATE'))::float8 as span
+       from operation_transition t join operation o on o.id = t.operation_id
+       group by o.kind`,
+    );
+    const byKind = new Map(stageRows.map((r) => [String(r.kind), r]));
+    // How long each operation after packaging waited to be created once its inputs existed: its
+    // CREATE after the last COMPLETE of the operations that produced its input copies.
+    polls++;
+    const delayRows = await poll.unsafe(
+      `with d as (
+         select o.kind, o.id,
+           extract(epoch from min(c.at) - max(p.at))::float8 * 1000 as ms
+         from operation o
+         join operation_transition c on c.operation_id = o.id and c.event = 'CREATE'
+         join operation_input i on i.operation_id = o.id
+         join operation_output oo on oo.physical_copy_id = i.physical_copy_id
+         join operation_transition p on p.operation_id = oo.operation_id and p.event = 'COMPLETE'
+         where o.kind <> 'raw_data_package'
+         group by o.kind, o.id)
+       select kind, percentile_cont(0.5) within group (order by ms)::float8 as p50,
+         percentile_cont(0.95) within group (order by ms)::float8 as p95
+       from d group by kind`,
+    );
+    const delays = new Map(delayRows.map((r) => [String(r.kind), r]));
+    await closeAll();
+    // Every connection to the database is closed: each backend reported its counts on exit.
+    await sleep(200);
+    const after = await stats();
+    return {
+      arm,
+      seconds,
+      completions: OPERATIONS,
+      statements,
+      idle,
+      commits: after.xacts - before.xacts - ownPolls,
+      buffers: after.buffers - before.buffers,
+      stages: STAGES.map(({ stage, kind }) => {
+        const r = byKind.get(kind);
+        const n = Number(r?.n);
+        const d = delays.get(kind);
+        return {
+          stage,
+          kind,
+          completions: n,
+          rate: n / Math.max(0.001, Number(r?.span)),
+          delayP50: d === undefined ? null : Number(d.p50),
+          delayP95: d === undefined ? null : Number(d.p95),
+        };
+      }),
+    };
+  } finally {
+    await closeAll();
+    await poll.end();
+    await admin.unsafe(`drop database if exists "${name}" with (force)`);
+    await rm(storeRoot, { recursive: true, force: true });
+    const nats = await createJetStreamTransport({
+      insecureNats: true,
+      servers: NATS_URL,
+      prefix,
+    }).catch(() => undefined);
+    await nats?.destroy().catch(() => undefined);
+  }
+}
+
+const per = (x: number) => x / OPERATIONS;
+const common = {
+  packages: PACKAGES,
+  per_bundle: PER_BUNDLE,
+  operations: OPERATIONS,
+  concurrency: CONCURRENCY,
+  scheduler_interval_ms: TIMING.schedulerIntervalMs,
+};
+
+function printRound(p: RunFigures, c: RunFigures, round: number): void {
+  print({
+    name: 'pipeline_throughput',
+    value: p.completions / p.seconds,
+    unit: 'completions/s',
+    baseline: c.completions / c.seconds,
+    round,
+    ...common,
+    note: 'every operation of the run ÷ first submission to the last archive completed; baseline: the same operations, each stage submitted by a caller once the stage before finished (a barrier per stage), same run',
+  });
+  for (const [i, s] of p.stages.entries()) {
+    const b = c.stages[i] as RunFigures['stages'][number];
+    print({
+      name: 'pipeline_stage_throughput',
+      value: s.rate,
+      unit: 'completions/s',
+      baseline: b.rate,
+      stage: s.stage,
+      kind: s.kind,
+      completions: s.completions,
+      round,
+      ...common,
+      note: 'the stage’s completions ÷ its first CREATE to its last COMPLETE (transition history); with the pipeline the stages overlap, so a stage after packaging runs at the pace its inputs arrive; by the caller they follow each other',
+    });
+    if (s.delayP50 !== null && b.delayP50 !== null) {
+      print({
+        name: 'pipeline_stage_created_after_ms',
+        value: s.delayP50,
+        unit: 'ms (median)',
+        baseline: b.delayP50,
+        p95: Math.round(s.delayP95 ?? 0),
+        baseline_p95: Math.round(b.delayP95 ?? 0),
+        stage: s.stage,
+        kind: s.kind,
+        round,
+        ...common,
+        note: 'per operation of the stage: its CREATE after the last COMPLETE of the operations that produced its input copies (for a bundling, its last member’s packaging), from the transition history; baseline: the caller, which waits for the whole stage before it',
+      });
+    }
+  }
+  const sum = (r: RunFigures) => r.statements.plane + r.statements.worker + r.statements.caller;
+  print({
+    name: 'pipeline_statements_per_completion',
+    value: per(sum(p)),
+    unit: 'statements/completion',
+    baseline: per(sum(c)),
+    round,
+    ...common,
+    plane: Math.round(per(p.statements.plane) * 100) / 100,
+    worker: Math.round(per(p.statements.worker) * 100) / 100,
+    caller: Math.round(per(p.statements.caller) * 100) / 100,
+    baseline_plane: Math.round(per(c.statements.plane) * 100) / 100,
+    baseline_worker: Math.round(per(c.statements.worker) * 100) / 100,
+    baseline_caller: Math.round(per(c.statements.caller) * 100) / 100,
+    plane_idle_per_s: Math.round(p.idle),
+    baseline_plane_idle_per_s: Math.round(c.idle),
+    note: 'every statement the control plane, the worker and the caller sent from the first submission to the last completion (BEGIN and COMMIT included, leadership’s keep-alive not), counted in this process, ÷ completions; baseline: the caller chaining the same operations itself. Idle loop passes count: plane_idle_per_s is what each control plane sent per second with nothing to do, just before (the pipeline’s pass runs at the scheduler’s interval)',
+  });
+  print({
+    name: 'pipeline_commits_per_completion',
+    value: per(p.commits),
+    unit: 'commits/completion',
+    baseline: per(c.commits),
+    round,
+    ...common,
+    note: 'pg_stat_database xact_commit + xact_rollback of the run’s database from before the first submission until every connection closed, minus the bench’s own polls, ÷ completions',
+  });
+  print({
+    name: 'pipeline_buffers_per_completion',
+    value: per(p.buffers),
+    unit: 'buffers/completion',
+    baseline: per(c.buffers),
+    round,
+    ...common,
+    note: 'pg_stat_database blks_hit + blks_read of the run’s database over the same window (autovacuum and the bench’s polls included) ÷ completions',
+  });
+}
+
+try {
+  say(`${PACKAGES} packages, ${BUNDLES} transfer packages, ${OPERATIONS} operations per run`);
+  const { template, world } = await fillTemplate();
+  for (let round = 0; round < ROUNDS; round++) {
+    const order: Arm[] = round % 2 === 0 ? ['pipeline', 'caller'] : ['caller', 'pipeline'];
+    const runs = new Map<Arm, RunFigures>();
+    for (const arm of order) {
+      const r = await runArm(arm, template, world, round);
+      say(`round ${round} ${arm}: ${r.completions} completions in ${r.seconds.toFixed(1)} s`);
+      runs.set(arm, r);
+    }
+    printRound(runs.get('pipeline') as RunFigures, runs.get('caller') as RunFigures, round);
+  }
+} finally {
+  for (const name of created) await admin.unsafe(`drop database if exists "${name}" with (force)`);
+  await admin.end();
+}

@@ -1,0 +1,244 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { sql } from 'drizzle-orm';
+import { afterEach, describe, expect, it } from 'vitest';
+import { Rng } from '../../chaos/rng.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { countPackageStates } from '../../persistence/reads/countPackageStates.ts';
+import { listPackagesInState } from '../../persistence/reads/listPackagesInState.ts';
+import { registerSampleData, type SampleData } from '../../stages/sampleData.ts';
+import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
+import { pathProblems } from '../actors/drillChecks.ts';
+import { type Child, deploymentPerTest, FAST_TIMING, kill9, waitFor } from '../actors/harness.ts';
+import { handlersModule, REPO_ROOT } from '../helpers/opstateCli.ts';
+
+/**
+ * The default pipeline end to end with worker processes SIGKILLed at random: an `opstate
+ * control-plane --pipeline` process and three `opstate worker` processes running the reference
+ * stage handlers, on the real Postgres and NATS JetStream. Fifty packages in five transfer
+ * packages are submitted at packaging; the leader's pass creates every later stage. At seeded
+ * moments of the run (after a seeded number of completions), a worker (one holding work when
+ * there is one) is killed and started again, under its own id or a new one, as a supervisor
+ * would. In the end every package is ARCHIVED (derived, as `opstate status` counts it), one
+ * operation exists per (kind, subject, location), no artifact has two live copies at a location,
+ * and every operation's path is a lifecycle path with exactly one COMPLETE.
+ *
+ * `OPSTATE_DRILL_SEED` replays a run's choice of moments, victims and ids.
+ */
+const deploy = deploymentPerTest();
+const BUNDLES = 5;
+const PER_BUNDLE = 10;
+const PACKAGES = BUNDLES * PER_BUNDLE;
+const WORKERS = 3;
+const KILLS = 6;
+/** Packaging and archive per package; bundling, transfer and unpack per bundle. */
+const OPERATIONS = 2 * PACKAGES + 3 * BUNDLES;
+const STAGE_HANDLERS = handlersModule(join(REPO_ROOT, 'stages', 'handlers.ts'));
+const BUILT = pathToFileURL(join(REPO_ROOT, 'dist', 'index.js')).href;
+
+let dir: string | undefined;
+afterEach(async () => {
+  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+  dir = undefined;
+});
+
+/** Every operation as `kind|subject|target location`, the subject from its subtype row. */
+async function operationKeys(database: {
+  execute: (q: ReturnType<typeof sql>) => Promise<Record<string, unknown>[]>;
+}) {
+  const rows = await database.execute(sql`
+    select o.id::text as id, o.kind, o.status, o.target_location_id::text as location,
+      coalesce(r.raw_data_package_id, d.data_transfer_package_id, t.data_transfer_package_id,
+               u.data_transfer_package_id, a.raw_data_package_id)::text as subject
+    from operation o
+    left join packaging_operation r on r.operation_id = o.id
+    left join bundling_operation d on d.operation_id = o.id
+    left join transfer_operation t on t.operation_id = o.id
+    left join unpack_operation u on u.operation_id = o.id
+    left join long_term_archive_operation a on a.operation_id = o.id`);
+  return rows.map((r) => ({
+    id: String(r.id),
+    kind: String(r.kind),
+    status: String(r.status),
+    key: `${String(r.kind)}|${String(r.subject)}|${String(r.location)}`,
+  }));
+}
+
+describe('the default pipeline with workers killed at random', () => {
+  it('archives every package, each operation created once and completed once', async () => {
+    const seed = Number(process.env.OPSTATE_DRILL_SEED ?? Math.floor(Math.random() * 2 ** 31));
+    const rng = new Rng(seed);
+    const log: string[] = [`seed ${seed}`];
+    process.stdout.write(`pipeline drill: seed ${seed}\n`);
+    // As many dispatches out as the workers alive while one restarts have slots (two workers of
+    // four slots), so none waits in a queue long enough for the reconciler's floor to take it for lost; the
+    // floor covers a worker restarted under its own id, whose new heartbeat lists nothing.
+    const dep = await deploy({
+      ...FAST_TIMING,
+      maxScheduled: 8,
+      reconcilerFloorMs: 10_000,
+      ackWaitMs: 12_000,
+    });
+    const rt = dep.runtime;
+    dir = await mkdtemp(join(tmpdir(), 'opstate-pipeline-drill-'));
+    const site = `pdrill-${randomUUID().slice(0, 8)}`;
+    const module = join(dir, 'pipeline.mjs');
+    await writeFile(
+      module,
+      `import { defaultPipeline } from '${BUILT}';
+export const pipeline = defaultPipeline({
+  source: { site: '${site}', name: 'source' },
+  destinations: [{ buffer: { site: '${site}', name: 'buffer' }, archive: { site: '${site}', name: 'archive' } }],
+});
+`,
+    );
+    // Five transfer packages of ten packages, two small files each, at one set of locations.
+    const worlds: SampleData[] = [];
+    for (let b = 0; b < BUNDLES; b++) {
+      worlds.push(
+        await registerSampleData(rt.artifacts, join(dir, 'storage'), {
+          site,
+          packageCount: PER_BUNDLE,
+          filesPerPackage: 2,
+          namePrefix: `b${b}-`,
+          ...(worlds[0] === undefined ? {} : { locations: worlds[0].locations }),
+        }),
+      );
+    }
+
+    const plane = dep.spawnCli(['control-plane', '--pipeline', module]);
+    const workers = new Map<string, Child>();
+    const startWorker = (id: string) => {
+      const child = dep.spawnCli([
+        'worker',
+        '--kinds',
+        'all',
+        '--handlers',
+        STAGE_HANDLERS,
+        '--id',
+        id,
+        '--concurrency',
+        '4',
+      ]);
+      workers.set(id, child);
+      return child;
+    };
+    for (let i = 1; i <= WORKERS; i++) startWorker(`w-${i}`);
+    let nextId = WORKERS;
+
+    await rt.submitMany(
+      worlds.flatMap((w) =>
+        (SAMPLE_PIPELINE[0]?.inputs(w, []) ?? []).map((p) => ({ ...p, by: 'drill' })),
+      ),
+    );
+
+    // Completions so far; an operation that FAILED ends the drill at once, with its history.
+    const completed = async () => {
+      const [row] = await rt.database.execute(
+        sql`select count(*) filter (where status = 'COMPLETED')::int as n,
+              (array_agg(id::text) filter (where status = 'FAILED'))[1] as failed
+            from operation`,
+      );
+      if (row?.failed !== null && row?.failed !== undefined) {
+        const history = (await rt.get(String(row.failed))).transitions
+          .map((t) => `${t.from}>${t.event}(${t.by})>${t.to} ${t.reason ?? ''}`)
+          .join('\n');
+        throw new Error(`operation ${row.failed} FAILED (${log.join('; ')}):\n${history}`);
+      }
+      return Number(row?.n);
+    };
+    // The kills fall after seeded numbers of completions, spread over the whole run, so every
+    // stage runs with workers dying around it.
+    const moments = rng
+      .shuffle(Array.from({ length: OPERATIONS - 10 }, (_, i) => i + 1))
+      .slice(0, KILLS)
+      .sort((a, b) => a - b);
+    log.push(`kills after ${moments.join(', ')} completions`);
+    let holding = 0;
+    for (const moment of moments) {
+      await waitFor(
+        async () => (await completed()) >= moment,
+        `${moment} completions`,
+        120_000,
+        100,
+      );
+      const beats = await rt.transport.heartbeats.list();
+      const busy = new Set(beats.filter((b) => b.held.length > 0).map((b) => b.workerId));
+      const live = [...workers.keys()];
+      const candidates = live.filter((id) => busy.has(id));
+      const victim = rng.pick(candidates.length > 0 ? candidates : live) as string;
+      if (busy.has(victim)) holding++;
+      await kill9(workers.get(victim) as Child);
+      workers.delete(victim);
+      // A supervisor brings it back: under its own id (a fixed --id) or a new one.
+      const id = rng.next() < 0.5 ? victim : `w-${++nextId}`;
+      log.push(
+        `after ${moment}: killed ${victim}${busy.has(victim) ? ' (holding work)' : ''}, started ${id}`,
+      );
+      const replacement = startWorker(id);
+      // The next kill waits for it: two workers at least are alive or starting at any time.
+      await waitFor(() => replacement.printed('started for'), `worker ${id} to start`, 60_000);
+    }
+
+    const archived = async () =>
+      (await completed()) >= OPERATIONS &&
+      (await countPackageStates(rt.database)).raw_data_package.ARCHIVED === PACKAGES;
+    await waitFor(archived, `${PACKAGES} packages ARCHIVED (${log.join('; ')})`, 180_000, 250);
+    const context = log.join('\n');
+    process.stdout.write(`${context}\n`);
+
+    // Every package and every transfer package is ARCHIVED, as `opstate status` derives it.
+    const counts = await countPackageStates(rt.database);
+    expect(counts.raw_data_package.ARCHIVED, context).toBe(PACKAGES);
+    expect(counts.data_transfer_package.ARCHIVED, context).toBe(BUNDLES);
+    expect((await listPackagesInState(rt.database, 'ARCHIVED', { limit: 1000 })).rows).toHaveLength(
+      PACKAGES + BUNDLES,
+    );
+    // One operation per (kind, subject, location), and the number each stage should have.
+    const ops = await operationKeys(rt.database);
+    expect(ops.length, context).toBe(OPERATIONS);
+    expect(new Set(ops.map((o) => o.key)).size, context).toBe(ops.length);
+    const perKind = (kind: string) => ops.filter((o) => o.kind === kind).length;
+    expect(
+      [
+        OperationKind.RAW_DATA_PACKAGE,
+        OperationKind.DATA_TRANSFER_PACKAGE,
+        OperationKind.TRANSFER,
+        OperationKind.UNPACK,
+        OperationKind.LONG_TERM_ARCHIVE,
+      ].map(perKind),
+      context,
+    ).toEqual([PACKAGES, BUNDLES, BUNDLES, BUNDLES, PACKAGES]);
+    // Every path is a lifecycle path ending COMPLETED with exactly one COMPLETE.
+    expect(
+      await pathProblems(
+        rt.database,
+        ops.map((o) => o.id),
+      ),
+      context,
+    ).toEqual([]);
+    // No artifact has two live copies at one location.
+    const doubled = await rt.database.execute(sql`
+      select artifact_type, artifact_id::text, location_id::text, count(*)::int as n
+      from physical_copy where status <> 'DELETED'
+      group by artifact_type, artifact_id, location_id having count(*) > 1`);
+    expect(doubled, context).toEqual([]);
+    // The run did what it claims: every kill happened, and the control plane never died.
+    expect(moments).toHaveLength(KILLS);
+    expect(dep.children.filter((c) => c.proc.signalCode === 'SIGKILL')).toHaveLength(KILLS);
+    expect(plane.proc.exitCode, context).toBeNull();
+    // And the kills cost work its worker: operations were taken back from dead workers.
+    const resets = await rt.database.execute(sql`
+      select by, count(*)::int as n from operation_transition where event = 'RESET' group by by`);
+    process.stdout.write(
+      `${holding} of ${KILLS} kills hit a worker holding work; resets: ${resets.map((r) => `${r.by} ${r.n}`).join(', ')}\n`,
+    );
+    expect(
+      resets.reduce((n, r) => n + Number(r.n), 0),
+      context,
+    ).toBeGreaterThan(0);
+  }, 300_000);
+});
