@@ -81,10 +81,12 @@ async function streamNames(server: DeployNats): Promise<string[]> {
   const jsm = await jetstreamManager(nc);
   const names: string[] = [];
   for (const s of ['opstate_dispatch', 'KV_opstate_heartbeats']) {
-    if (await jsm.streams.info(s).then(
-      () => true,
-      () => false,
-    ))
+    if (
+      await jsm.streams.info(s).then(
+        () => true,
+        () => false,
+      )
+    )
       names.push(s);
   }
   return names;

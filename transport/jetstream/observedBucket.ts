@@ -1,7 +1,7 @@
 import {
-  type JetStreamClient,
   JetStreamApiCodes,
   JetStreamApiError,
+  type JetStreamClient,
   type JetStreamManager,
 } from '@nats-io/jetstream';
 import { type KV, Kvm } from '@nats-io/kv';
