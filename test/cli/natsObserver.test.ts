@@ -142,16 +142,38 @@ describe('the observer user of deploy/nats.conf (the dashboard and `opstate stat
     };
 
     // No control plane has run: the bucket is not there, and neither reader makes it.
-    const before = await status(env);
+    // A run that could not reach the broker at all (a request timing out on a busy machine) says
+    // so, and is tried again: the run that reached it is the one judged.
+    const reached = (r: { stderr: string }) => !/is unreachable|timeout|TIMEOUT/.test(r.stderr);
+    let before = { code: null as number | null, stdout: '', stderr: '' };
+    await waitFor(
+      async () => {
+        before = await status(env);
+        return reached(before);
+      },
+      'opstate status to reach NATS',
+      120_000,
+      250,
+    );
     expect(before.code, before.stderr).toBe(0);
     expect(before.stderr).toMatch(
       /heartbeats not read: the heartbeat bucket opstate_heartbeats does not exist on this NATS server: a control plane creates it/,
     );
     expect(JSON.parse(before.stdout).attention.heartbeatsVisible).toBe(false);
     const dashboard = await startDashboardProcess(env);
-    const missing = await fetch(`${dashboard.url}/api/workers`);
+    let missing = { status: 0, text: '' };
+    await waitFor(
+      async () => {
+        const r = await fetch(`${dashboard.url}/api/workers`);
+        missing = { status: r.status, text: await r.text() };
+        return reached({ stderr: missing.text });
+      },
+      'the dashboard to reach NATS',
+      120_000,
+      250,
+    );
     expect(missing.status).toBe(500);
-    expect(await missing.text()).toMatch(/heartbeat bucket opstate_heartbeats does not exist/);
+    expect(missing.text).toMatch(/heartbeat bucket opstate_heartbeats does not exist/);
     expect(await streamNames(nats)).toEqual([]);
 
     // A control plane creates the stream and the bucket; worker-b beats under its own user.
@@ -186,13 +208,14 @@ describe('the observer user of deploy/nats.conf (the dashboard and `opstate stat
     await worker.ready;
 
     // Both read worker-b's heartbeat now, as the observer.
+    let after = before;
     await waitFor(
       async () => {
-        const r = await status(env);
+        after = await status(env);
         return (
-          r.code === 0 &&
-          !r.stderr.includes('heartbeats not read') &&
-          JSON.stringify(JSON.parse(r.stdout).queues).includes('worker-b')
+          after.code === 0 &&
+          !after.stderr.includes('heartbeats not read') &&
+          JSON.stringify(JSON.parse(after.stdout).queues).includes('worker-b')
         );
       },
       'opstate status to read the heartbeat of worker-b as the observer',
@@ -209,8 +232,6 @@ describe('the observer user of deploy/nats.conf (the dashboard and `opstate stat
       100,
       dashboard.output,
     );
-    const after = await status(env);
-    expect(after.code, after.stderr).toBe(0);
     expect(JSON.parse(after.stdout).attention.heartbeatsVisible).toBe(true);
     for (const text of [before.stderr, after.stderr, dashboard.output()]) {
       expect(text).not.toMatch(/Permissions Violation/);
