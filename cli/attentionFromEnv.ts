@@ -29,8 +29,9 @@ export interface AttentionSource {
 /**
  * The attention source of a CLI process, from the one configuration (see `opstate config`): the
  * timers of `OPSTATE_TIMING` (as the control plane reads them) and, when `NATS_URL` is set, the
- * heartbeat bucket of `OPSTATE_PREFIX`, reached with the same NATS credentials and TLS as the
- * control plane and workers.
+ * heartbeat bucket of `OPSTATE_PREFIX`, read as an observer (nothing is created: a missing bucket
+ * is said, not made) with the configuration's NATS credentials and TLS (deploy/nats.conf's
+ * `observer` user).
  *
  * @example
  * ```ts
@@ -54,7 +55,9 @@ export async function attentionSourceFromEnv(
       timing,
       credentials: natsCredentialsOf(config),
       insecureNats: config.nats.insecure,
-      inboxPrefix: inboxPrefixOf(config.prefix, 'operator'),
+      inboxPrefix: inboxPrefixOf(config.prefix, 'observer'),
+      // It reads heartbeats and creates nothing: its NATS user may do no more.
+      observer: true,
     });
     return { timing, heartbeats: transport.heartbeats, close: () => transport.close() };
   } catch (err) {

@@ -24,6 +24,7 @@ import { LineageRepository } from '../persistence/LineageRepository.ts';
 import { migrate } from '../persistence/migrate.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { Database } from '../persistence/openDatabase.ts';
+import { observerRefusal } from '../transport/jetstream/observedBucket.ts';
 import type { Transport } from '../transport/Transport.ts';
 import { startWorker, type Worker } from '../worker/Worker.ts';
 import type { WorkerServeOptions } from '../worker/WorkerServing.ts';
@@ -104,7 +105,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     timing,
     prefix,
     inProcess: natsUrl === undefined,
-    ensuresConsumers: options.ensureTransport !== false,
+    ensuresConsumers: options.ensureTransport ?? options.natsObserver !== true,
     workers: new Set(),
     planes: new Set(),
     deleters: new Set(),
@@ -157,8 +158,14 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     },
     stage: (request) => stageFor({ database, clock, wake }, request, serviceName),
     release: (groupId, o) => releaseClaim(database, groupId, o?.by ?? serviceName),
-    startControlPlane: () => startPlane(shared),
-    startWorker: (workerOptions) => startTrackedWorker(shared, workerOptions),
+    startControlPlane: () => {
+      if (options.natsObserver === true) throw observerRefusal('run a control plane');
+      return startPlane(shared);
+    },
+    startWorker: (workerOptions) => {
+      if (options.natsObserver === true) throw observerRefusal('run a worker');
+      return startTrackedWorker(shared, workerOptions);
+    },
     startCopyDeleter(deleterOptions = {}) {
       const deleter = startCopyDeleter({ database, clock, logger, ...deleterOptions });
       shared.deleters.add(deleter);

@@ -86,6 +86,14 @@ export interface RuntimeOptions {
    */
   readonly ensureTransport?: boolean;
   /**
+   * Observe NATS only (default false): read heartbeats and create, change, publish or consume
+   * nothing there, as the dashboard does under its read-only NATS user (deploy/nats.conf). The
+   * stream and the bucket are not ensured (`ensureTransport` defaults to false); a heartbeat
+   * bucket that does not exist yet is a `TRANSPORT` error saying a control plane creates it, and
+   * starting a worker or a control plane on such a runtime fails with `CONFIG`.
+   */
+  readonly natsObserver?: boolean;
+  /**
    * Run embedded whatever the environment says: the embedded database in `dataDir` and the in-process transport,
    * ignoring `DATABASE_URL` and `NATS_URL` (the demo, tests of the embedded mode).
    */

@@ -101,6 +101,7 @@ export async function openServers(
               timing,
               credentials: natsCredentialsOf(config),
               insecureNats: config.nats.insecure,
+              ...(options.natsObserver === true ? { observer: true } : {}),
               ...(options.natsInboxPrefix === undefined
                 ? {}
                 : { inboxPrefix: options.natsInboxPrefix }),
@@ -114,7 +115,7 @@ export async function openServers(
               return opened;
             }),
           );
-    if (options.ensureTransport !== false) {
+    if (options.ensureTransport ?? options.natsObserver !== true) {
       await reach('NATS JetStream', () => transport.ensure(allRoutes()));
     }
     onWait?.(undefined);

@@ -89,7 +89,9 @@ export const dashboardCommand = defineCommand('dashboard', SUMMARY, (program, ct
           deadlines: config.deadlines,
           migrate: false,
           ...(o.insecureNats === true ? { insecureNats: true } : {}),
-          natsInboxPrefix: inboxPrefixOf(config.prefix, 'operator'),
+          natsInboxPrefix: inboxPrefixOf(config.prefix, 'observer'),
+          // It reads heartbeats and creates nothing on NATS (deploy/nats.conf's observer user).
+          natsObserver: true,
         });
         try {
           const inProcess = runtime.mode.transport === 'in-process';

@@ -164,8 +164,17 @@ export function createStatusCommand(
               values.insecureNats === true ? { insecureNats: true } : {},
             );
             const now = systemClock.now();
+            let warning = source.warning;
             const { attention, queues } = await (async () => {
-              const beats = source.heartbeats === null ? null : await source.heartbeats.list();
+              // A bucket not created yet (no control plane has run) or a broker gone since the
+              // connect: said, and judged without heartbeats, as when NATS cannot be reached.
+              const beats =
+                source.heartbeats === null
+                  ? null
+                  : await source.heartbeats.list().catch((err: unknown) => {
+                      warning = `heartbeats not read: ${err instanceof Error ? err.message : String(err)}`;
+                      return null;
+                    });
               const readers =
                 beats === null ? null : queueReaders(beats, now, source.timing.heartbeatTimeoutMs);
               return {
@@ -177,7 +186,7 @@ export function createStatusCommand(
                 ),
               };
             })().finally(() => source.close());
-            if (source.warning !== undefined) io.err(`opstate status: ${source.warning}`);
+            if (warning !== undefined) io.err(`opstate status: ${warning}`);
             if (values.json === true) {
               io.out(
                 JSON.stringify({

@@ -1,12 +1,16 @@
 import { execFile } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
 import { existsSync, readFileSync, statSync } from 'node:fs';
 import { promisify } from 'node:util';
 import { createUser } from '@nats-io/nkeys';
+import postgres from 'postgres';
 import { describe, expect, it } from 'vitest';
 import { parse } from 'yaml';
 import { createProgram } from '../../cli/Command.ts';
 import { loadCommands } from '../../cli/commands/index.ts';
 import { isOperationKind, type OperationKind } from '../../machines/OperationKind.ts';
+import { databaseRolesOf } from '../../persistence/databaseRoles.ts';
+import { databaseSchemaOf } from '../../persistence/databaseSchema.ts';
 import { urlHosts } from '../../persistence/databaseTls.ts';
 import { loadConfiguration, SETTINGS } from '../../runtime/Configuration.ts';
 import { resolveRuntimeTiming } from '../../runtime/Runtime.ts';
@@ -14,7 +18,8 @@ import { createJetStreamTransport } from '../../transport/jetstream/createJetStr
 import { inboxPrefixOf } from '../../transport/jetstream/inboxPrefix.ts';
 import { splitServers } from '../../transport/jetstream/natsCredentials.ts';
 import { startDeployNats } from '../helpers/deployNats.ts';
-import { REPO_ROOT } from '../helpers/opstateCli.ts';
+import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
+import { createTestDatabase, dropTestDatabase, findAdminUrl } from '../helpers/postgres.ts';
 import { makeTestCertificates } from '../helpers/tlsFiles.ts';
 
 /**
@@ -36,6 +41,7 @@ interface Service {
   restart?: string;
   entrypoint?: string[];
   secrets?: { source: string; target: string }[];
+  ports?: string[];
 }
 interface Compose {
   services: Record<string, Service>;
@@ -74,6 +80,74 @@ function permissionsOf(role: string): { publish: string[]; subscribe: string[] }
 
 /** The publish allow list of a role's user in deploy/nats.conf. */
 const allowedFor = (role: string) => permissionsOf(role).publish;
+
+/** What each opstate command runs as in Postgres (docs/database-roles.md). */
+function databaseRoleOf(s: Service): 'migrator' | 'runtime' | 'reader' {
+  const [command, ...args] = s.command ?? [];
+  if (command === 'migrate') return 'migrator';
+  if (command === 'dashboard' && !args.includes('--allow-actions')) return 'reader';
+  return 'runtime';
+}
+
+/** The services a service waits for, directly or through another. */
+function waitsFor(
+  all: Record<string, Service>,
+  name: string,
+  seen = new Set<string>(),
+): Set<string> {
+  for (const dep of Object.keys(all[name]?.depends_on ?? {})) {
+    if (seen.has(dep)) continue;
+    seen.add(dep);
+    waitsFor(all, dep, seen);
+  }
+  return seen;
+}
+
+/**
+ * Holds a compose file's database roles together: a one-shot `roles` service, as the Postgres
+ * superuser, runs deploy/postgres/create-roles.sh before anything else, setting each role's
+ * password from the variable that the DATABASE_URL of every service of that role carries; the
+ * migration runs as the migrator and grants (`--create-roles`) under the same prefix; every
+ * other opstate service waits for it and connects as its role.
+ */
+function checkDatabaseRoles(all: Record<string, Service>, runtime: [string, Service][]) {
+  const roles = all.roles as Service;
+  expect(roles.image).toBe('postgres:15');
+  expect(roles.restart).toBe('no');
+  expect(roles.healthcheck?.disable).toBe(true);
+  const env = roles.environment ?? {};
+  // As the superuser the Postgres image made, with its password.
+  const postgresEnv = Object.values(all).find((s) => s.environment?.POSTGRES_USER !== undefined)
+    ?.environment as Record<string, string>;
+  expect(env.PGUSER).toBe(postgresEnv.POSTGRES_USER);
+  expect(env.PGPASSWORD).toBe(postgresEnv.POSTGRES_PASSWORD);
+  expect(env.PGDATABASE).toBe(postgresEnv.POSTGRES_DB);
+  const prefix = env.OPSTATE_ROLE_PREFIX as string;
+  const names = databaseRolesOf(prefix);
+  const migrate = all.migrate as Service;
+  expect(migrate.command).toEqual(['migrate', '--create-roles']);
+  // `--create-roles` names the roles after the schema unless told: the same prefix.
+  expect(databaseSchemaOf(undefined)).toBe(prefix);
+  expect(migrate.depends_on?.roles?.condition).toBe('service_completed_successfully');
+  for (const [name, s] of runtime) {
+    const role = databaseRoleOf(s);
+    // The user before the password (a URL of several hosts is not one WHATWG URL).
+    const user = /^postgres:\/\/([^:@/]+)[:@]/.exec(String(s.environment?.DATABASE_URL))?.[1];
+    expect(user, `${name} connects as the ${role} role`).toBe(names[role]);
+    const variable = `OPSTATE_${role.toUpperCase()}_PASSWORD`;
+    expect(String(s.environment?.DATABASE_URL), name).toContain(`:\${${variable}:?`);
+    expect(env[variable], `roles sets the ${role} role's password from ${variable}`).toMatch(
+      new RegExp(`^\\$\\{${variable}:\\?`),
+    );
+    expect(String(s.environment?.DATABASE_URL)).not.toContain('POSTGRES_PASSWORD');
+    if (name !== 'migrate') {
+      expect([...waitsFor(all, name)], name).toEqual(expect.arrayContaining(['roles', 'migrate']));
+    }
+  }
+  expect(new Set(runtime.map(([, s]) => databaseRoleOf(s)))).toEqual(
+    new Set(['migrator', 'runtime', 'reader']),
+  );
+}
 
 /** The role whose NKey seed a service is given (the source of its `nats_seed` secret). */
 function roleOf(s: Service): string {
@@ -145,14 +219,19 @@ describe('Dockerfile', () => {
 });
 
 describe('docker-compose.yml', () => {
-  it('runs Postgres 15, NATS 2.9 with JetStream on its config file, the migration, two control planes and two workers', () => {
+  it('runs Postgres 15, NATS 2.9 with JetStream on its config file, the roles, the migration, two control planes, two workers and the dashboard', () => {
     expect(services.postgres?.image).toBe('postgres:15');
     expect(services.nats?.image).toMatch(/^nats:2\.9/);
     expect(services.nats?.command).toEqual(['-c', '/etc/nats/nats.conf', '-sd', '/data']);
     expect(natsConf).toMatch(/^jetstream: enabled$/m);
     expect(services.nats?.volumes).toContain('./deploy/nats.conf:/etc/nats/nats.conf:ro');
     expect(services.nats?.volumes?.some((v) => v.endsWith(':/data'))).toBe(true);
-    expect(services.migrate?.command).toEqual(['migrate']);
+    expect(services.migrate?.command).toEqual(['migrate', '--create-roles']);
+    expect(services.roles?.entrypoint).toEqual(['/usr/local/bin/create-roles.sh']);
+    expect(services.dashboard?.command?.[0]).toBe('dashboard');
+    // Read-only, on the host's loopback only.
+    expect(services.dashboard?.command).not.toContain('--allow-actions');
+    expect(services.dashboard?.ports).toEqual(['127.0.0.1:8090:8090']);
     expect(services['control-plane']?.command?.[0]).toBe('control-plane');
     expect(services['control-plane']?.deploy?.replicas).toBe(2);
     const workers = opstateServices.filter(([, s]) => s.command?.[0] === 'worker');
@@ -165,6 +244,7 @@ describe('docker-compose.yml', () => {
       'control-plane',
       'worker-a',
       'worker-b',
+      'dashboard',
     ]);
     for (const [name, s] of opstateServices) {
       const [command, ...args] = s.command ?? [];
@@ -193,16 +273,117 @@ describe('docker-compose.yml', () => {
       const timing = JSON.parse(s.environment?.OPSTATE_TIMING ?? '{}') as Record<string, number>;
       expect(() => resolveRuntimeTiming(timing)).not.toThrow();
       expect(s.environment?.OPSTATE_METRICS_PORT).toBe('9464');
-      expect(s.environment?.DATABASE_URL).toMatch(/^postgres:\/\/opstate:\$\{POSTGRES_PASSWORD:\?/);
+      expect(() => loadConfiguration(resolvedEnvironment(s)), name).not.toThrow();
     }
     for (const variable of Object.keys(services.nats?.environment ?? {})) {
       expect(natsConf).toContain(`$${variable}`);
     }
   });
 
-  it('checks the health of every long-running service; the one-shot migration is waited on to complete', () => {
+  it('runs the migration as the migrator, the control planes and workers as the runtime role and the dashboard as the reader, after a first step as the superuser creates them', async () => {
+    checkDatabaseRoles(services, opstateServices);
+    const script = services.roles?.volumes?.find((v) =>
+      v.endsWith(':/usr/local/bin/create-roles.sh:ro'),
+    );
+    expect(script).toBe('./deploy/postgres/create-roles.sh:/usr/local/bin/create-roles.sh:ro');
+    expect(statSync(`${REPO_ROOT}deploy/postgres/create-roles.sh`).mode & 0o111).toBe(0o111);
+    await promisify(execFile)('sh', ['-n', `${REPO_ROOT}deploy/postgres/create-roles.sh`]);
+  });
+
+  it('runs its roles step on the real Postgres: the migration then runs as the migrator, also on a schema an older deployment migrated as the superuser', async () => {
+    // Roles belong to the whole cluster: this run's own prefix, dropped at the end.
+    const prefix = `opstate_t${randomBytes(5).toString('hex')}`;
+    const names = databaseRolesOf(prefix);
+    const admin = new URL(await findAdminUrl());
+    const sql = postgres(admin.toString(), { max: 1, onnotice: () => {} });
+    const fresh = await createTestDatabase('opstate_rolesstep');
+    const older = await createTestDatabase('opstate_rolesstep');
+    const run = promisify(execFile);
+    const passwords = {
+      OPSTATE_MIGRATOR_PASSWORD: 'm-secret',
+      OPSTATE_RUNTIME_PASSWORD: 'r-secret',
+      OPSTATE_READER_PASSWORD: 'd-secret',
+    };
+    /** The roles service's script, as the superuser (the libpq variables compose sets). */
+    const rolesStep = (database: string) =>
+      run('sh', [`${REPO_ROOT}deploy/postgres/create-roles.sh`], {
+        env: {
+          ...process.env,
+          PGHOST: admin.hostname,
+          PGPORT: admin.port || '5432',
+          PGUSER: decodeURIComponent(admin.username),
+          PGPASSWORD: decodeURIComponent(admin.password),
+          PGDATABASE: database,
+          OPSTATE_ROLE_PREFIX: prefix,
+          ...passwords,
+        },
+      });
+    const opstate = async (args: string[], url: string) =>
+      (
+        await run(process.execPath, opstateArgs(args), {
+          cwd: REPO_ROOT,
+          env: { ...process.env, DATABASE_URL: url },
+        })
+      ).stdout;
+    const urlAs = (role: string, password: string, database: string) => {
+      const u = new URL(admin.toString());
+      u.username = role;
+      u.password = password;
+      u.pathname = `/${database}`;
+      return u.toString();
+    };
+    const owners = async (database: string) => {
+      const of = postgres(urlAs(names.migrator, passwords.OPSTATE_MIGRATOR_PASSWORD, database), {
+        max: 1,
+        onnotice: () => {},
+      });
+      try {
+        return (
+          await of`select distinct pg_get_userbyid(c.relowner) as owner from pg_class c
+                   join pg_namespace n on n.oid = c.relnamespace where n.nspname = 'opstate'
+                   union select distinct pg_get_userbyid(p.proowner) from pg_proc p
+                   join pg_namespace n on n.oid = p.pronamespace where n.nspname = 'opstate'
+                   union select pg_get_userbyid(nspowner) from pg_namespace where nspname = 'opstate'`
+        ).map((r) => r.owner as string);
+      } finally {
+        await of.end({ timeout: 5 });
+      }
+    };
+    try {
+      // An older deployment: everything migrated as the superuser.
+      await opstate(
+        ['migrate'],
+        urlAs(decodeURIComponent(admin.username), decodeURIComponent(admin.password), older.name),
+      );
+      for (const database of [fresh.name, older.name, older.name]) await rolesStep(database);
+      const [made] = await sql`select count(*)::int as n from pg_roles
+        where rolname in (${names.migrator}, ${names.runtime}, ${names.reader})
+          and rolcanlogin and not rolsuper and not rolcreaterole`;
+      expect(made?.n).toBe(3);
+      for (const database of [fresh.name, older.name]) {
+        const out = await opstate(
+          ['migrate', '--create-roles', '--role-prefix', prefix, '--json'],
+          urlAs(names.migrator, passwords.OPSTATE_MIGRATOR_PASSWORD, database),
+        );
+        expect(JSON.parse(out), database).toMatchObject({
+          schema: 'opstate',
+          roles: { ...names, created: [] },
+        });
+        expect(await owners(database), database).toEqual([names.migrator]);
+      }
+    } finally {
+      await dropTestDatabase(fresh);
+      await dropTestDatabase(older);
+      for (const role of [names.reader, names.runtime, names.migrator]) {
+        await sql.unsafe(`drop role if exists ${role}`);
+      }
+      await sql.end({ timeout: 5 });
+    }
+  });
+
+  it('checks the health of every long-running service; the one-shot roles and migration are waited on to complete', () => {
     for (const [name, s] of Object.entries(services)) {
-      if (name === 'migrate') {
+      if (name === 'migrate' || name === 'roles') {
         expect(s.healthcheck?.disable).toBe(true);
         continue;
       }
@@ -210,9 +391,13 @@ describe('docker-compose.yml', () => {
     }
     for (const [name, s] of opstateServices) {
       if (name === 'migrate') continue;
-      expect(s.healthcheck?.test?.join(' ')).toContain('127.0.0.1:9464/readyz');
+      expect(s.healthcheck?.test?.join(' ')).toContain(
+        name === 'dashboard' ? '127.0.0.1:8090/api/overview' : '127.0.0.1:9464/readyz',
+      );
       expect(s.depends_on).toBeDefined();
     }
+    // The dashboard only reads the heartbeat bucket: a ready control plane has made it.
+    expect(services.dashboard?.depends_on?.['control-plane']?.condition).toBe('service_healthy');
     expect(services['control-plane']?.depends_on?.migrate?.condition).toBe(
       'service_completed_successfully',
     );
@@ -230,7 +415,25 @@ describe('docker-compose.yml', () => {
       const consumers = allowed
         .filter((a) => a.startsWith('$JS.API.CONSUMER.MSG.NEXT.opstate_dispatch.'))
         .map((a) => a.split('.').at(-1));
-      if (s.command?.[0] === 'worker') {
+      if (s.command?.[0] === 'dashboard') {
+        // Reads the heartbeat bucket, on its own inbox; writes, creates and deletes nothing.
+        expect(role).toBe('observer');
+        expect(permissionsOf(role).subscribe).toEqual([
+          `${inboxPrefixOf('opstate', 'observer')}.>`,
+        ]);
+        expect(allowed).toEqual(
+          expect.arrayContaining([
+            '$JS.API.STREAM.INFO.KV_opstate_heartbeats',
+            '$JS.API.DIRECT.GET.KV_opstate_heartbeats.>',
+          ]),
+        );
+        for (const subject of allowed) {
+          expect(subject).toMatch(
+            /^\$JS\.API\.(INFO|STREAM\.INFO\.|DIRECT\.GET\.|STREAM\.MSG\.GET\.)/,
+          );
+          expect(subject).not.toContain('opstate_dispatch');
+        }
+      } else if (s.command?.[0] === 'worker') {
         const args = s.command;
         const kinds = (args[args.indexOf('--kinds') + 1] as string).split(',') as OperationKind[];
         // A site queue is one subject token (`<site>_<location>_…`), which no pattern can cut by
@@ -256,13 +459,10 @@ describe('docker-compose.yml', () => {
         ).toEqual([]);
       } else {
         expect(allowed).toContain('opstate.dispatch.>');
-        // Its replies and those of the dashboard and `opstate status`, which run as this user.
-        expect(permissionsOf(role).subscribe).toEqual(
-          expect.arrayContaining([
-            `${inboxPrefixOf('opstate', 'control-plane')}.>`,
-            `${inboxPrefixOf('opstate', 'operator')}.>`,
-          ]),
-        );
+        // Its own replies only: the dashboard and `opstate status` have a user of their own.
+        expect(permissionsOf(role).subscribe.filter((x) => x.startsWith('_INBOX'))).toEqual([
+          `${inboxPrefixOf('opstate', 'control-plane')}.>`,
+        ]);
       }
       // No user may read the replies of all (the client's default prefix).
       expect(permissionsOf(role).subscribe.filter((x) => x.startsWith('_INBOX.'))).toEqual([]);
@@ -320,7 +520,7 @@ describe('deploy/docker-compose.cluster.yml', () => {
       expect(() => resolveRuntimeTiming(config.timing ?? {})).not.toThrow();
       expect(splitServers(config.nats.url ?? '')).toEqual(nodes.map((n) => `nats://${n}:4222`));
       const url = config.database.url ?? '';
-      expect(url).toMatch(/^postgres:\/\/opstate:POSTGRES_PASSWORD-value@/);
+      expect(url).toMatch(new RegExp(`^postgres://opstate_${databaseRoleOf(s)}:OPSTATE_`));
       expect(urlHosts(url)).toEqual(['postgres-primary', 'postgres-standby']);
       expect(new URLSearchParams(url.slice(url.indexOf('?') + 1)).get('target_session_attrs')).toBe(
         'read-write',
@@ -359,7 +559,7 @@ describe('deploy/docker-compose.cluster.yml', () => {
         k.endsWith('_NKEY') ? createUser().getPublicKey() : v,
       ]),
     );
-    expect(Object.keys(env).filter((k) => k.endsWith('_NKEY'))).toHaveLength(3);
+    expect(Object.keys(env).filter((k) => k.endsWith('_NKEY'))).toHaveLength(4);
     const { stderr } = await promisify(execFile)(
       'nats-server',
       ['-c', inDeploy('nats-cluster.conf'), '-t', '-n', 'nats-1'],
@@ -402,19 +602,26 @@ describe('deploy/docker-compose.cluster.yml', () => {
     expect(standby.depends_on?.['postgres-primary']?.condition).toBe('service_healthy');
   });
 
-  it('starts in order: the migration on both Postgres hosts, the control planes on all three nodes, the workers on a ready control plane', () => {
+  it('starts in order: the roles on both Postgres hosts, the migration as the migrator, the control planes on all three nodes, the workers and the dashboard on a ready control plane', () => {
     for (const [name, s] of Object.entries(all)) {
-      if (name === 'migrate') expect(s.healthcheck?.disable).toBe(true);
+      if (name === 'migrate' || name === 'roles') expect(s.healthcheck?.disable).toBe(true);
       else expect(s.healthcheck?.test?.length, name).toBeGreaterThan(1);
     }
-    expect(Object.keys(all.migrate?.depends_on ?? {}).sort()).toEqual([
+    expect(Object.keys(all.roles?.depends_on ?? {}).sort()).toEqual([
       'postgres-primary',
       'postgres-standby',
     ]);
+    // On whichever host takes writes, as the runtime's URLs say.
+    expect(all.roles?.environment?.PGHOST).toBe('postgres-primary,postgres-standby');
+    expect(all.roles?.environment?.PGTARGETSESSIONATTRS).toBe('read-write');
+    expect(all.roles?.volumes).toEqual([
+      './postgres/create-roles.sh:/usr/local/bin/create-roles.sh:ro',
+    ]);
+    checkDatabaseRoles(all, runtime);
     const cp = all['control-plane']?.depends_on ?? {};
     expect(cp.migrate?.condition).toBe('service_completed_successfully');
     for (const node of nodes) expect(cp[node]?.condition, node).toBe('service_healthy');
-    for (const w of ['worker-a', 'worker-b']) {
+    for (const w of ['worker-a', 'worker-b', 'dashboard']) {
       expect(all[w]?.depends_on?.['control-plane']?.condition).toBe('service_healthy');
     }
   });

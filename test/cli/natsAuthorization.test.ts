@@ -125,7 +125,7 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
     const refusals = [
       inboxPrefixOf('opstate', 'worker', 'worker-b'),
       inboxPrefixOf('opstate', 'control-plane'),
-      inboxPrefixOf('opstate', 'operator'),
+      inboxPrefixOf('opstate', 'observer'),
       '_INBOX',
     ].map((inbox) => {
       const sub = spy.subscribe(`${inbox}.>`, {
@@ -164,7 +164,8 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
     );
 
     // `opstate status` reads the heartbeats with the credentials of the one configuration (here
-    // the control plane's): with them it judges by heartbeats, without them it says it could not.
+    // the observer's, its own user): with them it judges by heartbeats, without them it says it
+    // could not.
     const status = (env: Record<string, string>) =>
       new Promise<{ status: number | null; stdout: string; stderr: string }>((resolve) => {
         execFile(
@@ -180,7 +181,7 @@ describe('NATS with authorization on (deploy/nats.conf)', () => {
             resolve({ status: err === null ? 0 : (err.code as number | null), stdout, stderr }),
         );
       });
-    const withCredentials = await status(nats.controlPlane.env);
+    const withCredentials = await status(nats.observer.env);
     expect(withCredentials.status, withCredentials.stderr).toBe(0);
     expect(withCredentials.stderr).not.toContain('heartbeats not read');
     expect(JSON.parse(withCredentials.stdout).attention.heartbeatsVisible).toBe(true);

@@ -29,6 +29,8 @@ export interface DeployNats {
   readonly controlPlane: DeployNatsUser;
   readonly workerA: DeployNatsUser;
   readonly workerB: DeployNatsUser;
+  /** The dashboard's and `opstate status`'s user: reads heartbeats, changes nothing. */
+  readonly observer: DeployNatsUser;
   /** Every seed, to assert none reaches any output. */
   readonly secrets: readonly string[];
   close(): Promise<void>;
@@ -63,6 +65,7 @@ export async function startDeployNats(extraArgs: readonly string[] = []): Promis
   const controlPlane = await user('control-plane');
   const workerA = await user('worker-a');
   const workerB = await user('worker-b');
+  const observer = await user('observer');
   const server = await NatsServerProcess.create();
   try {
     await server.start({
@@ -71,6 +74,7 @@ export async function startDeployNats(extraArgs: readonly string[] = []): Promis
         OPSTATE_NATS_CONTROL_PLANE_NKEY: controlPlane.publicKey,
         OPSTATE_NATS_WORKER_A_NKEY: workerA.publicKey,
         OPSTATE_NATS_WORKER_B_NKEY: workerB.publicKey,
+        OPSTATE_NATS_OBSERVER_NKEY: observer.publicKey,
       },
     });
   } catch (err) {
@@ -84,7 +88,8 @@ export async function startDeployNats(extraArgs: readonly string[] = []): Promis
     controlPlane,
     workerA,
     workerB,
-    secrets: [controlPlane.seed, workerA.seed, workerB.seed],
+    observer,
+    secrets: [controlPlane.seed, workerA.seed, workerB.seed, observer.seed],
     async close() {
       await server.dispose();
       await rm(dir, { recursive: true, force: true });

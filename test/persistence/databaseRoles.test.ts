@@ -4,7 +4,10 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import postgres from 'postgres';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createInspectCommand } from '../../cli/commands/inspect.ts';
+import { createListCommand } from '../../cli/commands/list.ts';
 import { createMigrateCommand } from '../../cli/commands/migrate.ts';
+import { createStatusCommand } from '../../cli/commands/status.ts';
 import { startDashboard } from '../../dashboard/startDashboard.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError } from '../../machines/OpstateError.ts';
@@ -238,6 +241,41 @@ describe('database roles', () => {
     ]) {
       expect(await refusal(() => reader.execute(statement)), statement).toBe('42501');
     }
+  });
+
+  it('the reader role runs `opstate status`, `list` and `inspect`, as text and as JSON', async () => {
+    const world = await makeWorld(runtime);
+    const store = new OperationStore(runtime);
+    const id = await store.create(inputFor(OperationKind.TRANSFER, world));
+    // Each command closes the database it opened: every run gets its own, as the reader.
+    const asReader = () => openDatabase({ databaseUrl: as(roles.reader), max: 1 });
+    const noHeartbeats = async () => ({
+      timing: resolveRuntimeTiming({}),
+      heartbeats: null,
+      close: async () => {},
+    });
+    const run = async (command: ReturnType<typeof createListCommand>, args: string[]) => {
+      const out: string[] = [];
+      const err: string[] = [];
+      const code = await command.run(args, { out: (l) => out.push(l), err: (l) => err.push(l) });
+      expect(code, `${command.name} ${args.join(' ')}: ${err.join('\n')}`).toBe(0);
+      return out.join('\n');
+    };
+    const status = createStatusCommand(asReader, noHeartbeats);
+    const counts = JSON.parse(await run(status, ['--json'])) as {
+      operations: Record<string, Record<string, number>>;
+    };
+    expect(counts.operations.transfer?.PENDING).toBeGreaterThan(0);
+    expect(await run(status, [])).toMatch(/^transfer\s/m);
+    const list = createListCommand(asReader);
+    const listed = JSON.parse(await run(list, ['--kind', 'transfer', '--json'])) as {
+      id: string;
+    }[];
+    expect(listed.map((o) => o.id)).toContain(id);
+    expect(await run(list, ['--status', 'PENDING'])).toContain(id);
+    const inspect = createInspectCommand(asReader);
+    expect(JSON.parse(await run(inspect, [id, '--json']))).toMatchObject({ id, status: 'PENDING' });
+    expect(await run(inspect, [id])).toContain(id);
   });
 
   it('`opstate migrate --create-roles` as the migrator grants again, creating nothing once the roles exist', async () => {

@@ -32,6 +32,7 @@ import { JetStreamSubscription } from './JetStreamSubscription.ts';
 import { type JetStreamLimits, jetStreamLimits } from './jetStreamLimits.ts';
 import { MaxDeliveriesWatcher } from './MaxDeliveriesWatcher.ts';
 import type { NatsCredentials } from './natsCredentials.ts';
+import { observedBucket, observerRefusal } from './observedBucket.ts';
 import { publishInLanes } from './publishInLanes.ts';
 import { replicaRefusal, type StreamReplicas, streamReplicas } from './streamReplicas.ts';
 import { translateJetStreamError } from './translateJetStreamError.ts';
@@ -85,6 +86,14 @@ export interface JetStreamTransportOptions extends TransportOptions {
    * (`inboxPrefixOf`), so the server can let each subscribe to its own replies only.
    */
   readonly inboxPrefix?: string;
+  /**
+   * Observe only [false]: read the heartbeat bucket and never create or change anything (the
+   * dashboard and `opstate status`, whose NATS user may do no more). The bucket is bound, not
+   * created; one that does not exist is a retryable `TRANSPORT` error saying a control plane
+   * creates it. `ensure`, `publish`, `publishMany`, `consume` and heartbeat writes are refused
+   * with `CONFIG`.
+   */
+  readonly observer?: boolean;
 }
 
 /** The JetStream transport, plus the connection for tools and tests. */
@@ -343,7 +352,10 @@ export async function createJetStreamTransport(
     clock,
     watcher: new MaxDeliveriesWatcher(nc, jsm, names, hub, limits.maxMessageBytes, { clock }),
     subscriptions: new Set<JetStreamSubscription>(),
-    openBucket: lazyBucket(js, names, timing, replicas),
+    openBucket:
+      options.observer === true
+        ? observedBucket(js, jsm, names)
+        : lazyBucket(js, names, timing, replicas),
     flush: coalescedFlush(() => nc.flush()),
   };
   const status = watchStatus(parts);
@@ -356,27 +368,44 @@ export async function createJetStreamTransport(
       );
     }
   };
+  /** An observer's transport changes nothing on the server: refused before any request. */
+  const assertWriter = (what: string): void => {
+    if (options.observer === true) throw observerRefusal(what);
+  };
   const publish = (route: Route, message: DispatchMessage) => {
     assertOpen();
+    assertWriter('publish a dispatch');
     return publishOne(parts, route, message);
   };
+  const heartbeats = heartbeatsOf(parts);
 
   const transport: JetStreamTransport = {
     timing,
     connection: nc,
     acceptsAnonymous: anonymous,
-    heartbeats: heartbeatsOf(parts),
+    heartbeats:
+      options.observer === true
+        ? {
+            list: () => heartbeats.list(),
+            isAlive: (...args) => heartbeats.isAlive(...args),
+            beat: async () => assertWriter('write a heartbeat'),
+            claim: async () => assertWriter('claim a worker id'),
+            remove: async () => assertWriter('remove a heartbeat'),
+          }
+        : heartbeats,
     get openSubscriptions() {
       return parts.subscriptions.size;
     },
     async ensure(routes) {
       assertOpen();
+      assertWriter('create or update the dispatch stream, its consumers or the heartbeat bucket');
       await ensureRoutes(parts, routes);
     },
     publish,
     publishMany: (items) => publishInLanes(items, limits.publishWindow, publish),
     consume(route, opts, handler) {
       assertOpen();
+      assertWriter('consume dispatches');
       return consumeRoute(parts, route, opts, handler);
     },
     async unsettled() {
@@ -393,6 +422,7 @@ export async function createJetStreamTransport(
       return closing;
     },
     async destroy() {
+      assertWriter('delete the dispatch stream or the heartbeat bucket');
       try {
         await jsm.streams.delete(names.stream).catch(() => false);
         await jsm.streams.delete(`KV_${names.heartbeatBucket}`).catch(() => false);
