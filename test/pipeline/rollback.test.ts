@@ -3,13 +3,16 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
+import { printPackage } from '../../cli/commands/printPackage.ts';
 import { ArtifactType } from '../../machines/ArtifactType.ts';
+import { classifyPackageStep } from '../../machines/classifyPackageStep.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { defaultPipeline, definePipeline, type Pipeline } from '../../machines/pipeline.ts';
 import { LocationType } from '../../machines/routing.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
 import { DeletionPolicyRepository } from '../../persistence/DeletionPolicyRepository.ts';
+import { type PackageRecord, selectPackage } from '../../persistence/reads/selectPackage.ts';
 import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData, type SampleData } from '../../stages/sampleData.ts';
@@ -344,6 +347,16 @@ describe('rollback up the lineage', () => {
       )?.id;
     expect(otherArchive(after)).toBe(otherArchive(before));
     expect(await liveCopies(rt)).toEqual(copiesBefore);
+    // The package reads ARCHIVED again, from what runs now; inspect lists the rollback.
+    const record = (await selectPackage(rt.database, first)) as PackageRecord;
+    const step = classifyPackageStep(record.facts, Date.now());
+    expect(step.state).toBe('ARCHIVED');
+    expect(record.rollbacks).toMatchObject([
+      { id, stage: 'transfer-1', requestedBy: 'rollback-test', redone: 3 },
+    ]);
+    const lines: string[] = [];
+    printPackage(record, step, { out: (l) => lines.push(l), err: () => undefined });
+    expect(lines.join('\n')).toContain(`to 'transfer-1' by rollback-test, 3 operations redone`);
   }, 240_000);
 
   it('refuses a rollback that would leave a package with no copy outside what it supersedes (its archive copy, once the policy removed the source copy the archive reads), naming both copies; nothing changes', async () => {
