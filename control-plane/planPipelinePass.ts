@@ -16,6 +16,8 @@ export interface PipelineCreation {
   readonly stage: string;
   readonly subjectId: string;
   readonly input: CreateOperationInput;
+  /** The rollback the completion it follows was created for (carried down the chain), if any. */
+  readonly rollbackId: string | null;
 }
 
 /** The key a stage's operation is unique on while live: (kind, subject, target location). */
@@ -121,6 +123,7 @@ export function planPipelinePass(input: {
         creations.push({
           stage: name,
           subjectId: c.subjectId,
+          rollbackId: op.rollbackId ?? null,
           // Built per kind by `fieldsOf`; the store checks them against the kind's table again.
           input: {
             kind: next.kind,

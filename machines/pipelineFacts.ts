@@ -20,6 +20,8 @@ export interface CompletedOperation {
   /** Its subtype fields by camelCase key. */
   readonly fields: Readonly<Record<string, string | null>>;
   readonly outputs: readonly StageOutput[];
+  /** The rollback it was created for, if any: the stages that follow it are created for it too. */
+  readonly rollbackId?: string | null;
 }
 
 /** For a raw data package: its data transfer package and every member's PRESENT copy at a location. */

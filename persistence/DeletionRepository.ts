@@ -105,7 +105,8 @@ export class DeletionRepository {
 
   /**
    * PRESENT copies at a location type the policy cleans, consumed by a long-term-archive operation
-   * that COMPLETED more than the grace period ago with a VERIFIED archive, and held by no active
+   * that COMPLETED more than the grace period ago with a VERIFIED archive and that no rollback
+   * superseded, and held by no active
    * claim: candidates for SCHEDULE_DELETION (whose guard still decides). Read from the deleters'
    * work list (`deletion_candidate`: copies of verified archives not yet DELETED, by location
    * type), so a pass costs what is left to clean, not the archive history.
@@ -125,7 +126,7 @@ export class DeletionRepository {
         'o',
         'd.archive_operation_id',
         'o.id, o.finished_at',
-        sql`o.kind = 'long_term_archive' and o.status = 'COMPLETED'
+        sql`o.kind = 'long_term_archive' and o.status = 'COMPLETED' and o.superseded_by is null
           and o.finished_at <= now() - ${policy.graceSeconds}::int * interval '1 second'`,
       )} on true
       join ${byKey('physical_copy', 'c', 'd.physical_copy_id', 'c.id', sql`c.status = 'PRESENT' and c.path is not null`)} on true

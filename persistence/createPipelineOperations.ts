@@ -15,6 +15,8 @@ import { insertOperations } from './sql/insertOperations.ts';
 export interface PipelineOperation {
   readonly subjectId: string;
   readonly input: CreateOperationInput;
+  /** The rollback it is created for (it follows a re-run's completion), if any. */
+  readonly rollbackId?: string | null;
 }
 
 /**
@@ -52,10 +54,15 @@ export async function createPipelineOperations(
       // Marked in the same transaction: the shared insert stays the one every create runs (and
       // that a database migrated before this column still takes). The key is checked here.
       if (ids.length > 0) {
-        const marks = ids.map((id, n) => ({ id, subject: pass.operations[n]?.subjectId }));
+        const marks = ids.map((id, n) => ({
+          id,
+          subject: pass.operations[n]?.subjectId,
+          rollback: pass.operations[n]?.rollbackId ?? null,
+        }));
         await tx.execute(sql`
-          update operation o set pipeline_subject_id = m.subject
-            from jsonb_to_recordset(${JSON.stringify(marks)}::jsonb) as m(id uuid, subject uuid)
+          update operation o set pipeline_subject_id = m.subject, rollback_id = m.rollback
+            from jsonb_to_recordset(${JSON.stringify(marks)}::jsonb)
+              as m(id uuid, subject uuid, rollback uuid)
             where o.id = m.id`);
       }
       await tx.execute(sql`

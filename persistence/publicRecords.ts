@@ -245,6 +245,65 @@ export interface ReleasedClaim {
   readonly releasedBy: string;
 }
 
+/** A rollback up a pipeline's lineage, as `runtime.rollback` takes it. */
+export interface RollbackRequest {
+  /** The raw data package's or data transfer package's id. */
+  readonly artifact: string;
+  /** The stage of the pipeline to redo from (it and every later stage are redone). */
+  readonly to: string;
+  /** Who asks, recorded on the rollback and its operations (default: the runtime's `serviceName`). */
+  readonly by?: string;
+  /** Decide and return the plan, change nothing. */
+  readonly dryRun?: boolean;
+}
+
+/** A rollback decided (and, unless `dryRun`, done): what it redoes and what it created. */
+export interface PipelineRollback {
+  /** The `pipeline_rollback` row's id; null on a dry run. */
+  readonly rollbackId: string | null;
+  readonly dryRun: boolean;
+  readonly pipeline: string;
+  readonly artifact: {
+    readonly type: 'raw_data_package' | 'data_transfer_package';
+    readonly id: string;
+  };
+  /** The target stage. */
+  readonly stage: string;
+  /** The target stage and every later stage, in run order: each runs again once. */
+  readonly stages: readonly string[];
+  readonly by: string;
+  readonly at: Date;
+  /** The operations redone, marked superseded by the rollback (unless dry). */
+  readonly redone: readonly {
+    readonly stage: string;
+    readonly operationId: string;
+    readonly kind: string;
+    readonly status: string;
+    readonly subjectId: string;
+  }[];
+  /**
+   * The target stage's new operations (PENDING), created with the rollback; their ids are null on
+   * a dry run. Each later stage's operation is created by the pipeline's pass from the re-run.
+   */
+  readonly created: readonly {
+    readonly stage: string;
+    readonly operationId: string | null;
+    readonly kind: string;
+    readonly subjectId: string;
+    readonly inputs: readonly string[];
+  }[];
+  /** The copies the redone operations produced: the re-run produces each again. */
+  readonly superseded: readonly {
+    readonly copyId: string;
+    readonly artifactType: string;
+    readonly artifactId: string;
+    /** `site/name`. */
+    readonly location: string;
+    readonly status: string;
+    readonly stage: string;
+  }[];
+}
+
 /**
  * The stage-specific fields of each kind, by its value. Written out here so that the published
  * types need no database types; `subtypeFields.ts` holds them equal to the kind's subtype table

@@ -21,7 +21,9 @@ import type {
   OperationInspection,
   OutputCopy,
   PhysicalCopyRecord,
+  PipelineRollback,
   ReleasedClaim,
+  RollbackRequest,
   StagedOnRequest,
   StageRequest,
 } from '../persistence/publicRecords.ts';
@@ -162,6 +164,19 @@ export interface Runtime {
    * holds no claim (already released) is `BAD_INPUT`; either changes nothing.
    */
   release(groupId: string, options?: { readonly by?: string }): Promise<ReleasedClaim>;
+  /**
+   * Rolls a raw data package or data transfer package back to a stage of the runtime's pipeline
+   * (`createRuntime({ pipeline })`): in one transaction, a rollback row (who, when, the plan), the
+   * operations of that stage and every later stage in the artifact's lineage marked superseded,
+   * and the stage's operations created again (PENDING), each carrying the rollback's id; the
+   * pipeline's pass creates every later stage again, once, from the re-run. Deletes nothing.
+   * `dryRun` returns the plan and writes nothing. Recorded as by `request.by`, else the runtime's
+   * `serviceName`. Refused with nothing written: `BAD_INPUT` (unknown stage, no uuid, a stage the
+   * artifact never reached), `NOT_FOUND` (no such package), `CONFLICT` (an operation to redo is
+   * live), `UNSAFE` (the re-run would read a copy that is gone; the message names it), `CONFIG`
+   * (no pipeline).
+   */
+  rollback(request: RollbackRequest): Promise<PipelineRollback>;
   /** Contends for leadership and runs the control-plane loops while leader. */
   startControlPlane(): ControlPlane;
   startWorker<K extends OperationKind>(options: StartWorkerOptions<K>): Worker;

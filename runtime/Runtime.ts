@@ -34,6 +34,7 @@ import { applyOperatorCommand } from './operatorCommand.ts';
 import type { ControlPlane, Runtime as PublicRuntime } from './PublicRuntime.ts';
 import type { RuntimeOptions } from './RuntimeOptions.ts';
 import { type RuntimeTiming, resolveRuntimeTiming } from './RuntimeTiming.ts';
+import { rollbackFor } from './rollbackOnRequest.ts';
 import { resolveServiceName } from './serviceName.ts';
 import { releaseClaim, stageFor } from './stagingOnRequest.ts';
 
@@ -158,6 +159,8 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     },
     stage: (request) => stageFor({ database, clock, wake }, request, serviceName),
     release: (groupId, o) => releaseClaim(database, groupId, o?.by ?? serviceName),
+    rollback: (request) =>
+      rollbackFor({ database, clock, wake, pipeline: options.pipeline }, request, serviceName),
     startControlPlane: () => {
       if (options.natsObserver === true) throw observerRefusal('run a control plane');
       return startPlane(shared);

@@ -20,6 +20,7 @@ const LOADERS: ReadonlyMap<string, () => Promise<Command>> = new Map([
   ['cancel', async () => (await import('./operatorCommands.ts')).cancelCommand],
   ['stage', async () => (await import('./stage.ts')).stageCommand],
   ['release', async () => (await import('./stage.ts')).releaseCommand],
+  ['rollback', async () => (await import('./rollback.ts')).rollbackCommand],
   ['breaker', async () => (await import('./breaker.ts')).breakerCommand],
   ['limit', async () => (await import('./limit.ts')).limitCommand],
   ['archive', async () => (await import('./archive.ts')).archiveCommand],

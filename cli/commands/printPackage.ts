@@ -11,7 +11,7 @@ export function operationsInOrder(record: PackageRecord): PackageRecord['facts']
 
 /**
  * `opstate inspect <package id> --json`: `{type, id, name, state, step: {kind, operationId,
- * location, wait, why}, transferPackage, members, files, filesTotal, operations, copies,
+ * location, wait, why}, transferPackage, members, files, filesTotal, operations, copies, rollbacks,
  * pipelineCursor}`.
  */
 export function packageJson(record: PackageRecord, step: PackageClassification): unknown {
@@ -36,6 +36,7 @@ export function packageJson(record: PackageRecord, step: PackageClassification):
       lastError: o.lastError,
     })),
     copies: record.copies,
+    rollbacks: record.rollbacks,
     pipelineCursor: record.facts.pipelineCursor,
   };
 }
@@ -78,6 +79,14 @@ export function printPackage(record: PackageRecord, step: PackageClassification,
     io.out(
       `    ${o.id}  ${o.kind.padEnd(21)}  ${o.status.padEnd(11)}  #${o.attempt}  ${names.get(o.subjectId) ?? o.subjectId} @ ${o.target ?? '-'}${error}`,
     );
+  }
+  if (record.rollbacks.length > 0) {
+    io.out(`  rollbacks (${record.rollbacks.length}): their superseded operations are not listed`);
+    for (const r of record.rollbacks) {
+      io.out(
+        `    ${r.id}  ${r.at.toISOString()}  ${names.get(r.artifactId) ?? r.artifactId} to '${r.stage}' by ${r.requestedBy}, ${r.redone} operations redone`,
+      );
+    }
   }
   io.out(`  copies (${record.copies.length})`);
   for (const c of record.copies) {

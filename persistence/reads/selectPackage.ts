@@ -39,6 +39,19 @@ export interface PackageRecord {
     readonly rawDataPackageId: string;
   }[];
   readonly filesTotal: number;
+  /**
+   * The rollbacks of the package or its transfer package, oldest first. The operations they
+   * superseded are left out of `facts` (the state is derived from what runs now).
+   */
+  readonly rollbacks: readonly {
+    readonly id: string;
+    readonly artifactId: string;
+    readonly stage: string;
+    readonly requestedBy: string;
+    readonly at: Date;
+    /** How many operations it superseded. */
+    readonly redone: number;
+  }[];
 }
 
 /** Files listed per package page; the rest are counted. */
@@ -59,7 +72,7 @@ async function operationsOf(
       case when o.status = 'COMPLETED' then (select max(t.id) from operation_transition t
         where t.operation_id = o.id and t.to_status = 'COMPLETED') end as completed_transition
     from ${familyOperations(packages, bundles, { staging: true })} s
-    join operation o on o.id = s.operation_id
+    join operation o on o.id = s.operation_id and o.superseded_by is null
     left join data_location l on l.id = o.target_location_id
     left join circuit_breaker b on o.status = 'PENDING' and b.kind = o.kind
       and b.location_id = o.target_location_id and b.state <> 'CLOSED'
@@ -156,7 +169,7 @@ export async function selectPackage(
   }));
   const members = type === 'raw_data_package' ? [id] : all.map((m) => m.id);
   const bundles = dtp === null ? [] : [dtp];
-  const [operations, copies, files, [count], [cursor]] = await Promise.all([
+  const [operations, copies, files, [count], [cursor], rollbacks] = await Promise.all([
     operationsOf(exec, members, bundles),
     exec.execute(sql`
       select c.id, c.artifact_type, c.artifact_id, c.location_id, c.status, c.path, l.site, l.name
@@ -168,6 +181,10 @@ export async function selectPackage(
     exec.execute(sql`select count(*)::int as n from raw_data_file
       where raw_data_package_id = any(${uuidArray(members)})`),
     exec.execute(sql`select min(after_id) as after_id from pipeline_cursor`),
+    exec.execute(sql`select id, artifact_id, stage, requested_by, created_at,
+        jsonb_array_length(plan->'redone') as redone
+      from pipeline_rollback where artifact_id = any(${uuidArray([id, ...bundles])})
+      order by created_at, id`),
   ]);
   const copyRows = copies.map(toCopy);
   return {
@@ -194,5 +211,13 @@ export async function selectPackage(
       rawDataPackageId: String(r.raw_data_package_id),
     })),
     filesTotal: Number(count?.n ?? 0),
+    rollbacks: rollbacks.map((r) => ({
+      id: String(r.id),
+      artifactId: String(r.artifact_id),
+      stage: String(r.stage),
+      requestedBy: String(r.requested_by),
+      at: toDate(r.created_at) as Date,
+      redone: Number(r.redone),
+    })),
   };
 }

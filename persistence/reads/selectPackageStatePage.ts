@@ -62,11 +62,12 @@ export async function selectPackageStatePage(
     exec.execute(sql`
       select s.subject, o.id, o.kind, o.status, o.target_location_id
       from ${familyOperations(packages, bundles, { staging: false })} s
-      join operation o on o.id = s.operation_id`),
+      join operation o on o.id = s.operation_id and o.superseded_by is null`),
     // The only copies the state reads: each completed archive's copy at its archive location.
     exec.execute(sql`select c.artifact_id, c.location_id, c.status
       from long_term_archive_operation a
       join operation o on o.id = a.operation_id and o.status = 'COMPLETED'
+        and o.superseded_by is null
       join physical_copy c on c.artifact_type = 'raw_data_package'
         and c.artifact_id = a.raw_data_package_id and c.location_id = o.target_location_id
         and c.status <> 'DELETED'

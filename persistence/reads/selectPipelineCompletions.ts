@@ -9,7 +9,8 @@ import { SUBTYPE_SPEC } from '../subtypeFields.ts';
 /**
  * A page of the transition history past `after` (and the `gaps` asked for again), with the
  * operations its COMPLETE transitions completed: kind, target location, the source location of a
- * move, and their output copies. `ids` are every transition id read, for the cursor.
+ * move, their output copies and the rollback each was created for. An operation a rollback
+ * superseded is left out: its completion no longer starts anything. `ids` are every transition id read, for the cursor.
  *
  * @example
  * ```ts
@@ -32,8 +33,9 @@ export async function selectPipelineCompletions(
   if (done.length === 0) return { ids, completed: [] };
   const list = uuidArray(done);
   const ops = await exec.execute(sql`
-    select id, kind, target_location_id from operation
-    where id = any(${list}::uuid[]) and status = 'COMPLETED' and target_location_id is not null`);
+    select id, kind, target_location_id, rollback_id from operation
+    where id = any(${list}::uuid[]) and status = 'COMPLETED' and target_location_id is not null
+      and superseded_by is null`);
   const moves = Object.values(SUBTYPE_SPEC).filter((s) => s.byKey.has('sourceLocationId'));
   const sources = new Map<string, string>();
   for (const spec of moves) {
@@ -73,6 +75,7 @@ export async function selectPipelineCompletions(
         targetLocationId: String(o.target_location_id),
         fields: source === undefined ? {} : { sourceLocationId: source },
         outputs: outputs.get(id) ?? [],
+        rollbackId: o.rollback_id == null ? null : String(o.rollback_id),
       },
     ];
   });

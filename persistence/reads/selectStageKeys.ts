@@ -11,8 +11,9 @@ export interface StageKeyQuery {
 }
 
 /**
- * Which of `keys` an operation exists for, in any status (created by a pipeline or submitted):
- * each as `kind|subject|location` (`stageKey`).
+ * Which of `keys` an operation exists for, in any status (created by a pipeline or submitted), not
+ * counting one a rollback superseded (its stage is to be created again): each as
+ * `kind|subject|location` (`stageKey`).
  *
  * @example
  * ```ts
@@ -35,7 +36,8 @@ export async function selectStageKeys(
       select distinct s.${sql.raw(subject.column)} as subject_id, o.target_location_id
       from jsonb_to_recordset(${JSON.stringify(wanted)}::jsonb) as w(s uuid, l uuid)
       join ${sql.raw(spec.table)} s on s.${sql.raw(subject.column)} = w.s
-      join operation o on o.id = s.operation_id and o.kind = ${kind} and o.target_location_id = w.l`);
+      join operation o on o.id = s.operation_id and o.kind = ${kind} and o.target_location_id = w.l
+        and o.superseded_by is null`);
     for (const r of rows)
       found.add(`${kind}|${String(r.subject_id)}|${String(r.target_location_id)}`);
   }

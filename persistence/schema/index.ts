@@ -42,4 +42,4 @@ export {
   rawDataFilePhysicalCopy,
   rawDataPackagePhysicalCopy,
 } from './physicalCopy.ts';
-export { pipelineCursor } from './pipeline.ts';
+export { pipelineCursor, pipelineRollback } from './pipeline.ts';

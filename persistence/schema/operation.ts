@@ -24,6 +24,7 @@ import { LocationType, OperationType } from '../../machines/routing.ts';
 import { dataLocation } from './artifacts.ts';
 import { oneOf } from './checks.ts';
 import { physicalCopy } from './physicalCopy.ts';
+import { pipelineRollback } from './pipeline.ts';
 
 /**
  * N co-created operations. Its status is derived from its children (`deriveGroupStatus`), never
@@ -102,6 +103,13 @@ export const operation = pgTable(
      * one live operation.
      */
     pipelineSubjectId: uuid('pipeline_subject_id'),
+    /**
+     * The rollback that redoes this operation: from then on the pipeline's pass neither reads its
+     * completion nor counts it as existing, so the stage is created again (once) from the re-run.
+     */
+    supersededBy: uuid('superseded_by').references(() => pipelineRollback.id),
+    /** The rollback that caused this operation (its target stage, or a later one the pass created). */
+    rollbackId: uuid('rollback_id').references(() => pipelineRollback.id),
   },
   (t) => [
     unique('operation_id_kind_key').on(t.id, t.kind),
@@ -160,6 +168,7 @@ export const operation = pgTable(
       .on(t.kind, t.targetLocationId)
       .where(sql`status in ('SCHEDULED', 'IN_PROGRESS')`),
     index('operation_group_idx').on(t.groupId).where(sql`group_id is not null`),
+    index('operation_rollback_idx').on(t.rollbackId).where(sql`rollback_id is not null`),
     // A pipeline's exactly-once: at most one live operation per (kind, subject, location) among
     // those a pipeline created. A second insert (a leader that lost its lease, a pass repeated
     // after a crash) is refused by the database whatever the code decided.

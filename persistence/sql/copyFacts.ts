@@ -31,8 +31,10 @@ export interface CopyFactsRow {
  * before a decision and the write that lands it, so both see the facts the same way:
  * - `c`: the copy, its location type, and `max_failures` from the deletion policy;
  * - `arch`: live copies of the same artifact at long-term-archive locations produced by a COMPLETED
- *   archive operation, with that operation's last verification, locked `FOR SHARE` so that a
- *   concurrent change of the archive copy waits for (or defeats) this statement;
+ *   archive operation that no rollback superseded (a superseded archive vouches for nothing until
+ *   its re-run verifies the copy again), with that operation's last verification, locked
+ *   `FOR SHARE` so that a concurrent change of the archive copy waits for (or defeats) this
+ *   statement;
  * - `f`: the facts: the verified archive (same digest as this copy), why none counts, the active
  *   retention claims, members already removed, the current deletion's lease and receipt.
  */
@@ -52,7 +54,7 @@ export function copyFactsCtes(copyId: SQL): SQL {
         and a.id <> c.id and a.status = 'PRESENT'
       join data_location al on al.id = a.location_id and al.location_type = 'long_term_archive'
       join operation_output x on x.physical_copy_id = a.id
-      join ${byKey('operation', 'o', 'x.operation_id', 'o.id', sql`o.kind = 'long_term_archive' and o.status = 'COMPLETED'`)} on true
+      join ${byKey('operation', 'o', 'x.operation_id', 'o.id', sql`o.kind = 'long_term_archive' and o.status = 'COMPLETED' and o.superseded_by is null`)} on true
       left join lateral (
         select r.state, r.object_sha256, r.content_sha256 from archive_record r
         where r.operation_id = o.id and r.state in ('VERIFIED', 'VERIFY_FAILED')

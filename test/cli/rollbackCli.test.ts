@@ -1,0 +1,214 @@
+import { execFile } from 'node:child_process';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { main } from '../../cli/main.ts';
+import { inspectOperation } from '../../persistence/inspectOperation.ts';
+import { migrate } from '../../persistence/migrate.ts';
+import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
+import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { archivedPackage } from '../persistence/copyFixtures.ts';
+import { makeWorld, tableCounts, type World } from '../persistence/fixtures.ts';
+
+/**
+ * `opstate rollback` as an operator types it, on the real Postgres: a one-stage pipeline module
+ * (archive from the buffer into the long-term archive) over a package whose archive completed. The
+ * plan it prints, `--dry-run` changing nothing, who the database records, and the exit codes (0; 1
+ * for an unknown package; 2 for an unknown stage, an id that is no uuid, a missing --pipeline).
+ */
+let testDb: TestDatabase;
+let database: Database;
+let w: World;
+let dir: string;
+let module: string;
+
+beforeAll(async () => {
+  testDb = await createTestDatabase();
+  database = await openDatabase({ databaseUrl: testDb.url });
+  await migrate(database);
+  w = await makeWorld(database);
+  dir = await mkdtemp(join(tmpdir(), 'opstate-rollback-cli-'));
+  module = join(dir, 'pipeline.mjs');
+  const built = pathToFileURL(join(REPO_ROOT, 'dist', 'index.js')).href;
+  await writeFile(
+    module,
+    `import { definePipeline, OperationKind } from '${built}';
+export const pipeline = definePipeline({
+  name: 'archiving',
+  locations: {
+    buffer: { site: '${w.buffer.site}', name: '${w.buffer.name}' },
+    lta: { site: '${w.archive.site}', name: '${w.archive.name}' },
+  },
+  stages: { archive: { kind: OperationKind.LONG_TERM_ARCHIVE, from: 'buffer', at: 'lta' } },
+});
+`,
+  );
+});
+afterAll(async () => {
+  await database?.close();
+  if (testDb !== undefined) await dropTestDatabase(testDb);
+  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+});
+
+interface Result {
+  code: number;
+  stdout: string;
+  stderr: string;
+}
+
+const env = () => ({ DATABASE_URL: testDb.url, OPSTATE_OPERATOR: 'alice' });
+
+/** `opstate <args>` spawned as a user runs it. */
+function spawned(args: string[]): Promise<Result> {
+  return new Promise((resolve) => {
+    execFile(
+      process.execPath,
+      opstateArgs(args),
+      { cwd: REPO_ROOT, env: { ...process.env, ...env() } },
+      (err, stdout, stderr) => {
+        const code = err === null ? 0 : Number((err as { code?: number }).code ?? 1);
+        resolve({ code, stdout: stdout.trim(), stderr: stderr.trim() });
+      },
+    );
+  });
+}
+
+/** `opstate <args>` in this process (the same `main`), with the environment set for the call. */
+async function inProcess(args: string[]): Promise<Result> {
+  const vars = env();
+  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
+  Object.assign(process.env, vars);
+  const out: string[] = [];
+  const err: string[] = [];
+  try {
+    const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l) });
+    return { code, stdout: out.join('\n').trim(), stderr: err.join('\n').trim() };
+  } finally {
+    for (const [k, v] of Object.entries(saved)) {
+      if (v === undefined) delete process.env[k];
+      else process.env[k] = v;
+    }
+  }
+}
+
+async function rows() {
+  const [r] = await database.execute(`select
+    (select count(*) from pipeline_rollback)::int as rollbacks,
+    (select count(*) from operation where superseded_by is not null)::int as superseded`);
+  return { ...(await tableCounts(database)), ...r };
+}
+
+describe('opstate rollback', () => {
+  it('prints the plan on --dry-run and changes nothing; without it, supersedes the archive and creates it again, recorded as the operator', async () => {
+    const p = await archivedPackage(database, w, 'verified');
+    const before = await rows();
+    const dry = await inProcess([
+      'rollback',
+      p.pkg,
+      '--to',
+      'archive',
+      '--pipeline',
+      module,
+      '--dry-run',
+    ]);
+    expect(dry.code, dry.stderr).toBe(0);
+    expect(dry.stdout).toContain(
+      `dry run (nothing changed): rollback of raw_data_package ${p.pkg} to 'archive' (pipeline 'archiving')`,
+    );
+    expect(dry.stdout).toContain(
+      `supersedes ${p.operationId} (COMPLETED); would create one for ${p.pkg} (PENDING)`,
+    );
+    expect(dry.stdout).toContain(
+      `  ${p.archiveCopy?.id} raw_data_package ${p.pkg} at ${w.archive.site}/${w.archive.name} (PRESENT), from archive`,
+    );
+    expect(dry.stdout).toContain(
+      'would be recorded as by operator:alice; run it again without --dry-run',
+    );
+    expect(await rows()).toEqual(before);
+
+    const r = await spawned(['rollback', p.pkg, '--to', 'archive', '--pipeline', module, '--json']);
+    expect(r.code, r.stderr).toBe(0);
+    const done = JSON.parse(r.stdout);
+    expect(done).toMatchObject({
+      dryRun: false,
+      pipeline: 'archiving',
+      artifact: { type: 'raw_data_package', id: p.pkg },
+      stage: 'archive',
+      stages: ['archive'],
+      by: 'operator:alice',
+      redone: [{ stage: 'archive', operationId: p.operationId, status: 'COMPLETED' }],
+      superseded: [{ copyId: p.archiveCopy?.id, status: 'PRESENT', stage: 'archive' }],
+    });
+    const created = done.created[0].operationId as string;
+    const op = await inspectOperation(database, created);
+    expect(op).toMatchObject({ status: 'PENDING', kind: 'long_term_archive' });
+    expect(op.transitions[0]?.by).toBe('operator:alice');
+    expect(op.inputs.map((c) => c.id)).toEqual([p.buffer.id]);
+    const [marks] = await database.execute(`select
+      (select rollback_id::text from operation where id = '${created}') as caused,
+      (select superseded_by::text from operation where id = '${p.operationId}') as superseded,
+      (select requested_by from pipeline_rollback where id = '${done.rollbackId}') as requested_by`);
+    expect(marks).toEqual({
+      caused: done.rollbackId,
+      superseded: done.rollbackId,
+      requested_by: 'operator:alice',
+    });
+  });
+
+  it('refuses bad input with exit 2, an unknown package with exit 1, a live stage with exit 1; nothing changes', async () => {
+    const p = await archivedPackage(database, w, 'verified');
+    const before = await rows();
+    const unknownStage = await inProcess([
+      'rollback',
+      p.pkg,
+      '--to',
+      'transfer',
+      '--pipeline',
+      module,
+    ]);
+    expect(unknownStage.code).toBe(2);
+    expect(unknownStage.stderr).toContain(
+      "pipeline 'archiving' has no stage 'transfer'; its stages: archive [BAD_INPUT]",
+    );
+    const notUuid = await inProcess(['rollback', 'pkg-1', '--to', 'archive', '--pipeline', module]);
+    expect(notUuid.code).toBe(2);
+    expect(notUuid.stderr).toContain('must be a raw data package');
+    const unknown = await inProcess([
+      'rollback',
+      '0190c3d2-7a4e-4b8e-9f10-2a3b4c5d6e7f',
+      '--to',
+      'archive',
+      '--pipeline',
+      module,
+    ]);
+    expect(unknown.code).toBe(1);
+    expect(unknown.stderr).toContain('[NOT_FOUND]');
+    const noPipeline = await inProcess(['rollback', p.pkg, '--to', 'archive']);
+    expect(noPipeline.code).toBe(2);
+    expect(noPipeline.stderr).toContain("required option '--pipeline <module>'");
+    const missing = await inProcess([
+      'rollback',
+      p.pkg,
+      '--to',
+      'archive',
+      '--pipeline',
+      join(dir, 'none.mjs'),
+    ]);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toContain('none.mjs does not exist');
+    expect(await rows()).toEqual(before);
+
+    // Once rolled back, the new archive is PENDING: a second rollback is refused until it settles.
+    expect(
+      (await inProcess(['rollback', p.pkg, '--to', 'archive', '--pipeline', module])).code,
+    ).toBe(0);
+    const settled = await rows();
+    const again = await inProcess(['rollback', p.pkg, '--to', 'archive', '--pipeline', module]);
+    expect(again.code).toBe(1);
+    expect(again.stderr).toMatch(/of stage 'archive' is PENDING; .*\[CONFLICT\]/);
+    expect(await rows()).toEqual(settled);
+  });
+});
