@@ -7,7 +7,14 @@ import {
   toOperationRecord,
 } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
-import { admitWithinLimits, FLOW_LIMITED, FULL_SCOPES, NOT_FULL } from './admitWithinLimits.ts';
+import {
+  admitWithinLimits,
+  FLOW_LIMITED,
+  flowScopes,
+  NOT_FULL,
+  NOT_TIGHT,
+  OPEN,
+} from './admitWithinLimits.ts';
 
 const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
 
@@ -48,37 +55,49 @@ export async function selectDueForUpdate(
   // last ANALYZE, read and sorted every PENDING row to take the first few hundred: each claim cost
   // as much as the backlog was long. So sorting is off for the claim's transaction, and JIT with
   // it: the penalty that steers the planner away from a sort would otherwise make any plan that
-  // must sort look costly enough to compile (hundreds of milliseconds). Rows a range locks beyond
-  // what the cut keeps stay PENDING and are released at commit.
+  // must sort look costly enough to compile (hundreds of milliseconds). Sequential scans are off
+  // too: on a small or freshly grown table the planner took one for the probes that tell whether
+  // any work waits outside the tight flow-limit scopes, reading the whole table once per probe
+  // where the index answers each with a page or two. Rows a range locks beyond what the cut keeps
+  // stay PENDING and are released at commit.
   await tx.execute(
-    sql`select set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`,
+    sql`select set_config('enable_sort', 'off', true), set_config('enable_seqscan', 'off', true),
+      set_config('jit', 'off', true)`,
   );
   const cutoff = new Date(now.getTime() - starvationAgeMs).toISOString();
-  const due = (when: SQL, order: SQL) => sql`select * from (
+  const breakerAdmits =
+    sql.raw(`(b.state is null or b.state = 'CLOSED' or (b.state = 'HALF_OPEN' and not exists (
+          select 1 from operation p
+          where p.kind = o.kind and p.target_location_id = o.target_location_id and ${LIVE})))`);
+  const due = (when: SQL, order: SQL, take: SQL, limited: SQL) => sql`
       select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id,
         b.state as breaker_state,
-        ${FLOW_LIMITED} as flow_limited
+        ${limited} as flow_limited
       from operation o
       left join circuit_breaker b on b.kind = o.kind and b.location_id = o.target_location_id
-      where o.status = 'PENDING' and ${when}
-        and (b.state is null or b.state = 'CLOSED' or (b.state = 'HALF_OPEN' and not exists (
-          select 1 from operation p
-          where p.kind = o.kind and p.target_location_id = o.target_location_id and ${sql.raw(LIVE)})))
-        and ${NOT_FULL}
+      where o.status = 'PENDING' and ${when} and ${breakerAdmits}
       order by ${order}
-      limit ${limit}
-      for update of o skip locked) due`;
+      limit ${take}
+      for update of o skip locked`;
   const inDueOrder = sql`o.not_before asc nulls first, o.created_at`;
+  const inPriorityOrder = sql`o.priority desc nulls last, ${inDueOrder}`;
+  const dueNow = sql`(o.not_before is null or o.not_before <= ${now.toISOString()}::timestamptz)`;
+  const ranged = (when: SQL, order: SQL) =>
+    sql`select * from (${due(when, order, sql`${limit}`, FLOW_LIMITED)}) due`;
   const rows = await tx.execute(sql`
-    with ${FULL_SCOPES}
-    ${due(sql`o.not_before is null and o.created_at <= ${cutoff}::timestamptz`, inDueOrder)}
+    with ${flowScopes(limit)}
+    ${ranged(sql`o.not_before is null and o.created_at <= ${cutoff}::timestamptz and ${NOT_FULL}`, inDueOrder)}
     union all
-    ${due(sql`o.not_before <= ${cutoff}::timestamptz`, inDueOrder)}
+    ${ranged(sql`o.not_before <= ${cutoff}::timestamptz and ${NOT_FULL}`, inDueOrder)}
     union all
-    ${due(
-      sql`(o.not_before is null or o.not_before <= ${now.toISOString()}::timestamptz)`,
-      sql`o.priority desc nulls last, ${inDueOrder}`,
-    )}`);
+    ${ranged(sql`${dueNow} and ${NOT_TIGHT} and ${OPEN}`, inPriorityOrder)}
+    union all
+    select due.* from flow_tight t cross join lateral (${due(
+      sql`o.target_location_id = t.location_id and o.kind = t.kind and ${dueNow}`,
+      inPriorityOrder,
+      sql`t.room`,
+      sql`true`,
+    )}) due`);
   const batch = inClaimOrder(rows, Date.parse(cutoff)).slice(0, limit);
   const probed = batch.some((r) => r.breaker_state === 'HALF_OPEN')
     ? await admitProbes(tx, batch)
