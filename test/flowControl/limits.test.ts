@@ -264,7 +264,12 @@ describe('flow limits, enforced by the claim on Postgres', () => {
     const w = await makeWorld(database);
     await limits.set({ location: w.archive.id, max: 0 });
     await limits.set({ location: w.buffer.id, max: 1 });
-    const parked = () => inputFor(OperationKind.LONG_TERM_ARCHIVE, w);
+    // Priorities spread, so that a read in claim order meets the parked rows all over the table.
+    const parked = (_: unknown, n: number) => ({
+      ...inputFor(OperationKind.LONG_TERM_ARCHIVE, w),
+      priority: ((n * 37) % 201) - 100,
+    });
+    const last = { ...inputFor(OperationKind.TRANSFER, w), priority: -100 };
     try {
       const claimMeasured = async () => {
         const buffers: number[] = [];
@@ -276,12 +281,12 @@ describe('flow limits, enforced by the claim on Postgres', () => {
       };
       // The parked archives come first in claim order: a read in that order meets them first.
       await store.createMany(Array.from({ length: 100 }, parked));
-      const [t1] = await store.createMany([inputFor(OperationKind.TRANSFER, w)]);
+      const [t1] = await store.createMany([last]);
       const few = await claimMeasured();
       expect(few.claimed.map((c) => c.id)).toEqual([t1]);
       await store.apply(t1 as string, { type: 'CANCEL', reason: 'finished' });
       await store.createMany(Array.from({ length: 1900 }, parked));
-      const [t2] = await store.createMany([inputFor(OperationKind.TRANSFER, w)]);
+      const [t2] = await store.createMany([last]);
       await database.execute('analyze operation');
       const many = await claimMeasured();
       expect(many.claimed.map((c) => c.id)).toEqual([t2]);
