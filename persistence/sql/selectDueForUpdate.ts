@@ -33,10 +33,12 @@ const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
  * that lock (two more statements, only then). Reads the backlog in due order through its index and
  * stops at `limit`, however long the backlog is.
  *
- * Flow limits cap the live operations of a (kind, location) or of a location: rows of a scope that
- * is already full are skipped as a breaker's are, and when the batch holds rows of a location with
- * any limit, `admitWithinLimits` keeps those that fit, counting under the limits' row locks (two
- * more statements, only then). `heldBack` counts the locked rows it left PENDING.
+ * Flow limits cap the live operations of a (kind, location) or of a location. A scope with less
+ * room than `limit` (a full one among them) is read on its own off `operation_pending_scope_idx`,
+ * in claim order, for as many rows as it has room for and no more: a full scope's backlog is
+ * neither read nor locked (`flowScopes`). When the batch holds rows of a location with any limit,
+ * `admitWithinLimits` keeps those that fit, counting under the limits' row locks (two more
+ * statements, only then). `heldBack` counts the locked rows it left PENDING.
  */
 export async function selectDueForUpdate(
   tx: Executor,
@@ -44,11 +46,13 @@ export async function selectDueForUpdate(
   limit: number,
   starvationAgeMs: number = DEFAULT_STARVATION_AGE_MS,
 ): Promise<{ due: OperationRecord[]; heldBack: number }> {
-  // Due rows come off two indexes in their order, in three bounded ranges, each stopping at
-  // `limit`: the starved ones off operation_due_idx (never tried, by creation, created before the
-  // cutoff; backed off until a time before the cutoff, by not_before), and every due one off
-  // operation_priority_due_idx (by priority, then as the due index orders them). Their rows, each
-  // once, are put in claim order and cut to `limit`. The priority range reads past the rows of a
+  // Due rows come off three indexes in their order, in four bounded ranges: the starved ones off
+  // operation_due_idx (never tried, by creation, created before the cutoff; backed off until a
+  // time before the cutoff, by not_before), every scope but the full ones; every due one outside
+  // the tight flow-limit scopes off operation_priority_due_idx (by priority, then as the due index
+  // orders them), each stopping at `limit`; and each tight scope's own off
+  // operation_pending_scope_idx, in the same order, stopping at its room. Their rows, each once,
+  // are put in claim order and cut to `limit`. The priority range reads past the rows of a
   // higher priority that wait for a time still ahead (a delayed start, a retry's backoff): those
   // are few unless much high-priority work is delayed. Left to itself the planner, unable to see
   // that most due rows pass the breaker and limit filters or how big a backlog arrived since the
