@@ -72,17 +72,23 @@ export async function claimDue(
     if (fence !== undefined && written.length < writes.length && !(await fenceHolds(tx, fence))) {
       throw notLeader(fence);
     }
-    const claimed = written.map((w): ClaimedOperation => {
+    // In claim order (the order of `due`), whatever order the write returned its rows in.
+    const writtenById = new Map(written.map((w) => [w.id, w]));
+    const claimed = writes.flatMap((planned): ClaimedOperation[] => {
+      const w = writtenById.get(planned.id);
+      if (w === undefined) return [];
       const p = byId.get(w.id) as { write: TransitionWrite; kind: OperationKind; route: Route };
-      return {
-        id: w.id,
-        kind: p.kind,
-        route: p.route,
-        attempt: p.write.attempt,
-        version: w.version,
-        outboxId: w.outboxId,
-        payload: p.write.ob_payload as OutboxPayload,
-      };
+      return [
+        {
+          id: w.id,
+          kind: p.kind,
+          route: p.route,
+          attempt: p.write.attempt,
+          version: w.version,
+          outboxId: w.outboxId,
+          payload: p.write.ob_payload as OutboxPayload,
+        },
+      ];
     });
     return { claimed, refused, heldBack };
   });

@@ -23,7 +23,7 @@ export interface FlowLimitLoad {
  * Every flow limit with its in-use count (SCHEDULED + IN_PROGRESS in its scope, as the claim counts
  * them) and its waiting count (PENDING in its scope), ordered by location then kind, the
  * every-kind limit first. Both counts come off the partial indexes of live and of PENDING
- * operations by (kind, target location), one range per kind, so they cost what runs and waits at
+ * operations by (target location, kind), one range per kind, so they cost what runs and waits at
  * the limited locations, not the whole table.
  *
  * @example

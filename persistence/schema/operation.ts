@@ -159,13 +159,22 @@ export const operation = pgTable(
     index('operation_pending_due_idx')
       .on(sql`greatest(not_before, status_changed_at)`, t.id)
       .where(sql`status = 'PENDING'`),
-    // PENDING work per (kind, target): what a circuit breaker that is not CLOSED parks.
-    index('operation_pending_target_idx')
-      .on(t.kind, t.targetLocationId)
+    // PENDING work per (target, kind), each scope by priority then in due order: the claim reads
+    // a flow-limit scope with little room from here, as many rows as it has room for, and never
+    // the backlog of a full one; counts of what a breaker or a limit parks read it too.
+    index('operation_pending_scope_idx')
+      .on(
+        t.targetLocationId,
+        t.kind,
+        t.priority.desc(),
+        t.notBefore.asc().nullsFirst(),
+        t.createdAt,
+      )
       .where(sql`status = 'PENDING'`),
-    // Live work per (kind, target): a half-open circuit breaker admits one probe at a time.
+    // Live work per (target, kind): a half-open circuit breaker admits one probe at a time, and
+    // the claim counts what runs at the locations that have a flow limit (one range each).
     index('operation_target_live_idx')
-      .on(t.kind, t.targetLocationId)
+      .on(t.targetLocationId, t.kind)
       .where(sql`status in ('SCHEDULED', 'IN_PROGRESS')`),
     index('operation_group_idx').on(t.groupId).where(sql`group_id is not null`),
     index('operation_rollback_idx').on(t.rollbackId).where(sql`rollback_id is not null`),

@@ -1,53 +1,101 @@
-import { sql } from 'drizzle-orm';
+import { type SQL, sql } from 'drizzle-orm';
+import { OPERATION_KINDS } from '../../machines/OperationKind.ts';
 import type { Executor, Row } from '../openDatabase.ts';
 import { uuidArray } from './selectOperations.ts';
 
 /** The live statuses a flow limit counts (text for SQL, from the caller's own code). */
 export const LIVE_STATUSES = `status in ('SCHEDULED', 'IN_PROGRESS')`;
 
+const KINDS = `array[${OPERATION_KINDS.map((k) => `'${k}'`).join(', ')}]::text[]`;
+
 /**
- * A statement fragment naming the scopes that are full right now (live work at or above their
- * limit), for the due selection to skip their rows before it locks any: `flow_skip`, one row of
- * three arrays — `locations` (full location-wide), `scopes` (full `location|kind` pairs) and
- * `limited` (every location with any limit). It reads a snapshot taken before the claim's locks,
- * so it only saves work: the admission below decides. The live work of the limited locations is
- * counted once, by (location, kind) (`flow_live`), and each limit sums its scope from those counts:
- * a count per limit read every live operation once per limit (100 limits over 1,000 live
- * operations: 52,700 buffers a claim). The due read tests each row against the arrays, computed
- * once per statement: an anti-join on a table of full scopes was planned as a nested loop that
- * walked every full scope for every due row read, and a subquery per row for `limited` cost an
- * index probe and a heap fetch per row; together most of a limited claim's time.
+ * A statement fragment that sorts the flow-limit scopes for the due selection of a batch of
+ * `batch`, from a snapshot taken before the claim's locks (so it only saves work: the admission
+ * below decides). The live work of the limited locations is counted once, by (location, kind)
+ * (`flow_live`), and each limit sums its scope from those counts into its room (`flow_room`): a
+ * count per limit read every live operation once per limit (100 limits over 1,000 live
+ * operations: 52,700 buffers a claim). Then `flow_skip`, one row of arrays and a flag:
+ *
+ * - `locations`, `scopes`: the full location-wide limits and the full `location|kind` pairs, whose
+ *   rows the starved ranges skip;
+ * - `tight_locations`, `tight_scopes`: the limits with less room than the batch (the full ones
+ *   among them). Their rows are read scope by scope (`flow_tight`), never by the ranges that read
+ *   the whole backlog in order;
+ * - `limited`: every location with any limit;
+ * - `open`: whether any PENDING row can be outside the tight scopes (there are none, or a row
+ *   has no target location, or one is PENDING in a (location, kind) outside them: a probe of
+ *   `operation_pending_scope_idx` per such pair until one is found). When not, the priority range
+ *   is not read at all, so a backlog behind full limits is not read past.
+ *
+ * `flow_tight` lists each tight (location, kind) scope with what it may take: the least room of
+ * the limits over it (and the batch), every kind of a tight location-wide limit, the scopes with
+ * no room left out. The due read takes at most that many rows of each off
+ * `operation_pending_scope_idx`, so it locks no row its scope has no room for; only the kinds of
+ * one location under a location-wide limit can together take more than its room (each is given
+ * the location's room), and the admission holds the rest back.
+ *
+ * The due read tests each row against the arrays, computed once per statement: an anti-join on a
+ * table of full scopes was planned as a nested loop that walked every full scope for every due
+ * row read, and a subquery per row for `limited` cost an index probe and a heap fetch per row.
  */
-export const FULL_SCOPES = sql.raw(`flow_live as materialized (
+export function flowScopes(batch: number): SQL {
+  const b = String(Math.trunc(batch));
+  return sql.raw(`flow_live as materialized (
     select p.target_location_id as location_id, p.kind, count(*) as n from operation p
     where p.${LIVE_STATUSES}
       and p.target_location_id = any(array(select location_id from flow_limit))
     group by p.target_location_id, p.kind),
-  flow_full as materialized (
-    select f.location_id, f.kind from flow_limit f
+  flow_room as materialized (
+    select f.location_id, f.kind, f.max_live - coalesce(sum(l.n), 0) as room from flow_limit f
     left join flow_live l on l.location_id = f.location_id and (f.kind is null or l.kind = f.kind)
-    group by f.location_id, f.kind, f.max_live
-    having f.max_live <= coalesce(sum(l.n), 0)),
+    group by f.location_id, f.kind, f.max_live),
   flow_skip as materialized (
-    select
-      coalesce((select array_agg(x.location_id) from flow_full x where x.kind is null),
-        '{}') as locations,
-      coalesce((select array_agg(x.location_id::text || '|' || x.kind) from flow_full x
-        where x.kind is not null), '{}') as scopes,
-      array(select distinct f.location_id from flow_limit f) as limited)`);
+    select x.*, (cardinality(x.tight_locations) + cardinality(x.tight_scopes) = 0
+        or exists (select 1 from operation o
+          where o.status = 'PENDING' and o.target_location_id is null)
+        or exists (select 1 from data_location d cross join unnest(${KINDS}) k(kind)
+          where d.id <> all(x.tight_locations)
+            and (d.id::text || '|' || k.kind) <> all(x.tight_scopes)
+            and (select true from operation o where o.status = 'PENDING'
+              and o.target_location_id = d.id and o.kind = k.kind limit 1))) as open
+    from (select
+      coalesce((select array_agg(r.location_id) from flow_room r
+        where r.kind is null and r.room <= 0), '{}') as locations,
+      coalesce((select array_agg(r.location_id::text || '|' || r.kind) from flow_room r
+        where r.kind is not null and r.room <= 0), '{}') as scopes,
+      coalesce((select array_agg(r.location_id) from flow_room r
+        where r.kind is null and r.room < ${b}), '{}') as tight_locations,
+      coalesce((select array_agg(r.location_id::text || '|' || r.kind) from flow_room r
+        where r.kind is not null and r.room < ${b}), '{}') as tight_scopes,
+      array(select distinct f.location_id from flow_limit f) as limited) x),
+  flow_tight as materialized (
+    select s.location_id, s.kind, least(w.room, k.room, ${b}) as room from (
+      select r.location_id, unnest(${KINDS}) as kind from flow_room r
+      where r.kind is null and r.room < ${b}
+      union
+      select r.location_id, r.kind from flow_room r where r.kind is not null and r.room < ${b}) s
+    left join flow_room w on w.location_id = s.location_id and w.kind is null
+    left join flow_room k on k.location_id = s.location_id and k.kind = s.kind
+    where least(w.room, k.room, ${b}) > 0)`);
+}
 
 /**
- * Conditions on a due row `o` against `flow_skip`: `FLOW_LIMITED` (its location has a limit) and
- * `NOT_FULL` (no scope of it is full; a row without a target location is in none). Each array is
- * read once per statement (an InitPlan).
+ * Conditions on a due row `o` against `flow_skip`: `FLOW_LIMITED` (its location has a limit),
+ * `NOT_FULL` (no scope of it is full) and `NOT_TIGHT` (no scope of it is tight: read by the
+ * ranges over the whole backlog, not scope by scope). A row without a target location is in no
+ * scope. Each array is read once per statement (an InitPlan).
  */
 export const FLOW_LIMITED = sql.raw(
   `coalesce(o.target_location_id = any((select limited from flow_skip)::uuid[]), false)`,
 );
-export const NOT_FULL =
-  sql.raw(`coalesce(o.target_location_id <> all((select locations from flow_skip)::uuid[])
-          and (o.target_location_id::text || '|' || o.kind) <> all((select scopes from flow_skip)::text[]),
+const outside = (locations: string, scopes: string) =>
+  sql.raw(`coalesce(o.target_location_id <> all((select ${locations} from flow_skip)::uuid[])
+          and (o.target_location_id::text || '|' || o.kind) <> all((select ${scopes} from flow_skip)::text[]),
         true)`);
+export const NOT_FULL = outside('locations', 'scopes');
+export const NOT_TIGHT = outside('tight_locations', 'tight_scopes');
+/** True when the priority range can find a row outside the tight scopes (see `flowScopes`). */
+export const OPEN = sql.raw(`(select open from flow_skip)`);
 
 /** True for a due row whose target location has any flow limit (the due selection says so). */
 const isLimited = (r: Row) => r.flow_limited === true || r.flow_limited === 't';

@@ -7,7 +7,14 @@ import {
   toOperationRecord,
 } from '../OperationRecord.ts';
 import type { Executor, Row } from '../openDatabase.ts';
-import { admitWithinLimits, FLOW_LIMITED, FULL_SCOPES, NOT_FULL } from './admitWithinLimits.ts';
+import {
+  admitWithinLimits,
+  FLOW_LIMITED,
+  flowScopes,
+  NOT_FULL,
+  NOT_TIGHT,
+  OPEN,
+} from './admitWithinLimits.ts';
 
 const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
 
@@ -26,10 +33,12 @@ const LIVE = `p.status in ('SCHEDULED', 'IN_PROGRESS')`;
  * that lock (two more statements, only then). Reads the backlog in due order through its index and
  * stops at `limit`, however long the backlog is.
  *
- * Flow limits cap the live operations of a (kind, location) or of a location: rows of a scope that
- * is already full are skipped as a breaker's are, and when the batch holds rows of a location with
- * any limit, `admitWithinLimits` keeps those that fit, counting under the limits' row locks (two
- * more statements, only then). `heldBack` counts the locked rows it left PENDING.
+ * Flow limits cap the live operations of a (kind, location) or of a location. A scope with less
+ * room than `limit` (a full one among them) is read on its own off `operation_pending_scope_idx`,
+ * in claim order, for as many rows as it has room for and no more: a full scope's backlog is
+ * neither read nor locked (`flowScopes`). When the batch holds rows of a location with any limit,
+ * `admitWithinLimits` keeps those that fit, counting under the limits' row locks (two more
+ * statements, only then). `heldBack` counts the locked rows it left PENDING.
  */
 export async function selectDueForUpdate(
   tx: Executor,
@@ -37,48 +46,62 @@ export async function selectDueForUpdate(
   limit: number,
   starvationAgeMs: number = DEFAULT_STARVATION_AGE_MS,
 ): Promise<{ due: OperationRecord[]; heldBack: number }> {
-  // Due rows come off two indexes in their order, in three bounded ranges, each stopping at
-  // `limit`: the starved ones off operation_due_idx (never tried, by creation, created before the
-  // cutoff; backed off until a time before the cutoff, by not_before), and every due one off
-  // operation_priority_due_idx (by priority, then as the due index orders them). Their rows, each
-  // once, are put in claim order and cut to `limit`. The priority range reads past the rows of a
+  // Due rows come off three indexes in their order, in four bounded ranges: the starved ones off
+  // operation_due_idx (never tried, by creation, created before the cutoff; backed off until a
+  // time before the cutoff, by not_before), every scope but the full ones; every due one outside
+  // the tight flow-limit scopes off operation_priority_due_idx (by priority, then as the due index
+  // orders them), each stopping at `limit`; and each tight scope's own off
+  // operation_pending_scope_idx, in the same order, stopping at its room. Their rows, each once,
+  // are put in claim order and cut to `limit`. The priority range reads past the rows of a
   // higher priority that wait for a time still ahead (a delayed start, a retry's backoff): those
   // are few unless much high-priority work is delayed. Left to itself the planner, unable to see
   // that most due rows pass the breaker and limit filters or how big a backlog arrived since the
   // last ANALYZE, read and sorted every PENDING row to take the first few hundred: each claim cost
   // as much as the backlog was long. So sorting is off for the claim's transaction, and JIT with
   // it: the penalty that steers the planner away from a sort would otherwise make any plan that
-  // must sort look costly enough to compile (hundreds of milliseconds). Rows a range locks beyond
-  // what the cut keeps stay PENDING and are released at commit.
+  // must sort look costly enough to compile (hundreds of milliseconds). Sequential scans are off
+  // too: on a small or freshly grown table the planner took one for the probes that tell whether
+  // any work waits outside the tight flow-limit scopes, reading the whole table once per probe
+  // where the index answers each with a page or two. Rows a range locks beyond what the cut keeps
+  // stay PENDING and are released at commit.
   await tx.execute(
-    sql`select set_config('enable_sort', 'off', true), set_config('jit', 'off', true)`,
+    sql`select set_config('enable_sort', 'off', true), set_config('enable_seqscan', 'off', true),
+      set_config('jit', 'off', true)`,
   );
   const cutoff = new Date(now.getTime() - starvationAgeMs).toISOString();
-  const due = (when: SQL, order: SQL) => sql`select * from (
+  const breakerAdmits =
+    sql.raw(`(b.state is null or b.state = 'CLOSED' or (b.state = 'HALF_OPEN' and not exists (
+          select 1 from operation p
+          where p.kind = o.kind and p.target_location_id = o.target_location_id and ${LIVE})))`);
+  const due = (when: SQL, order: SQL, take: SQL, limited: SQL) => sql`
       select ${sql.raw(OPERATION_COLUMNS)}, o.target_location_id,
         b.state as breaker_state,
-        ${FLOW_LIMITED} as flow_limited
+        ${limited} as flow_limited
       from operation o
       left join circuit_breaker b on b.kind = o.kind and b.location_id = o.target_location_id
-      where o.status = 'PENDING' and ${when}
-        and (b.state is null or b.state = 'CLOSED' or (b.state = 'HALF_OPEN' and not exists (
-          select 1 from operation p
-          where p.kind = o.kind and p.target_location_id = o.target_location_id and ${sql.raw(LIVE)})))
-        and ${NOT_FULL}
+      where o.status = 'PENDING' and ${when} and ${breakerAdmits}
       order by ${order}
-      limit ${limit}
-      for update of o skip locked) due`;
+      limit ${take}
+      for update of o skip locked`;
   const inDueOrder = sql`o.not_before asc nulls first, o.created_at`;
+  const inPriorityOrder = sql`o.priority desc nulls last, ${inDueOrder}`;
+  const dueNow = sql`(o.not_before is null or o.not_before <= ${now.toISOString()}::timestamptz)`;
+  const ranged = (when: SQL, order: SQL) =>
+    sql`select * from (${due(when, order, sql`${limit}`, FLOW_LIMITED)}) due`;
   const rows = await tx.execute(sql`
-    with ${FULL_SCOPES}
-    ${due(sql`o.not_before is null and o.created_at <= ${cutoff}::timestamptz`, inDueOrder)}
+    with ${flowScopes(limit)}
+    ${ranged(sql`o.not_before is null and o.created_at <= ${cutoff}::timestamptz and ${NOT_FULL}`, inDueOrder)}
     union all
-    ${due(sql`o.not_before <= ${cutoff}::timestamptz`, inDueOrder)}
+    ${ranged(sql`o.not_before <= ${cutoff}::timestamptz and ${NOT_FULL}`, inDueOrder)}
     union all
-    ${due(
-      sql`(o.not_before is null or o.not_before <= ${now.toISOString()}::timestamptz)`,
-      sql`o.priority desc nulls last, ${inDueOrder}`,
-    )}`);
+    ${ranged(sql`${dueNow} and ${NOT_TIGHT} and ${OPEN}`, inPriorityOrder)}
+    union all
+    select due.* from flow_tight t cross join lateral (${due(
+      sql`o.target_location_id = t.location_id and o.kind = t.kind and ${dueNow}`,
+      inPriorityOrder,
+      sql`t.room`,
+      sql`true`,
+    )}) due`);
   const batch = inClaimOrder(rows, Date.parse(cutoff)).slice(0, limit);
   const probed = batch.some((r) => r.breaker_state === 'HALF_OPEN')
     ? await admitProbes(tx, batch)

@@ -221,8 +221,90 @@ describe('flow limits, enforced by the claim on Postgres', () => {
     const { claimed, heldBack } = await store.claimDue(100);
     expect(claimed.filter((c) => c.kind === OperationKind.TRANSFER)).toHaveLength(1);
     expect(claimed.filter((c) => c.kind === OperationKind.UNPACK)).toHaveLength(2);
-    expect(heldBack).toBe(5);
+    // Each scope is read for its room only: one transfer, and three unpacks (each kind under the
+    // location-wide limit is given the location's room), of which the admission holds one back.
+    expect(heldBack).toBe(1);
     expect(await liveAt(database, w.buffer.id)).toBe(3);
+  });
+
+  it('a scope with less room than the batch: its rows read for that room only, highest priority first', async () => {
+    await settle();
+    const w = await makeWorld(database);
+    await limits.set({ location: w.buffer.id, kind: OperationKind.TRANSFER, max: 3 });
+    try {
+      const priorities = [0, 5, -5, 50, 0, 5, 50, 0, -100, 20, 0, 5];
+      const made = await store.createMany(
+        priorities.map((priority) => ({ ...inputFor(OperationKind.TRANSFER, w), priority })),
+      );
+      const inClaimOrder = made
+        .map((id, n) => ({ id, n, priority: priorities[n] as number }))
+        .sort((a, b) => b.priority - a.priority || a.n - b.n)
+        .map((m) => m.id);
+      const first = await store.claimDue(100);
+      // No row beyond the room was locked: nothing held back.
+      expect(first.heldBack).toBe(0);
+      expect(first.claimed.map((c) => c.id).sort()).toEqual(inClaimOrder.slice(0, 3).sort());
+      // Full now: the next pass takes nothing and locks nothing.
+      expect(await store.claimDue(100)).toMatchObject({ claimed: [], heldBack: 0 });
+      // Two finish: the next two in claim order start.
+      for (const c of first.claimed.slice(0, 2)) {
+        await store.apply(c.id, { type: 'CANCEL', reason: 'finished' });
+      }
+      const second = await store.claimDue(100);
+      expect(second.heldBack).toBe(0);
+      expect(second.claimed.map((c) => c.id).sort()).toEqual(inClaimOrder.slice(3, 5).sort());
+      expect(await liveAt(database, w.buffer.id, OperationKind.TRANSFER)).toBe(3);
+    } finally {
+      await limits.clear({ location: w.buffer.id, kind: OperationKind.TRANSFER });
+    }
+  });
+
+  it('a full scope’s backlog is not read: the claim costs the same behind 100 parked rows or 2,000', async () => {
+    await settle();
+    const w = await makeWorld(database);
+    await limits.set({ location: w.archive.id, max: 0 });
+    await limits.set({ location: w.buffer.id, max: 1 });
+    // Priorities spread, so that a read in claim order meets the parked rows all over the table.
+    const parked = (_: unknown, n: number) => ({
+      ...inputFor(OperationKind.LONG_TERM_ARCHIVE, w),
+      priority: ((n * 37) % 201) - 100,
+    });
+    const last = { ...inputFor(OperationKind.TRANSFER, w), priority: -100 };
+    try {
+      const claimMeasured = async () => {
+        const buffers: number[] = [];
+        const { claimed } = await new OperationStore(
+          measuringBuffers(database, 'flow_room', buffers),
+        ).claimDue(256);
+        expect(buffers).toHaveLength(1);
+        return { buffers: buffers[0] as number, claimed };
+      };
+      // The parked archives come first in claim order: a read in that order meets them first.
+      await store.createMany(Array.from({ length: 100 }, parked));
+      const [t1] = await store.createMany([last]);
+      const few = await claimMeasured();
+      expect(few.claimed.map((c) => c.id)).toEqual([t1]);
+      await store.apply(t1 as string, { type: 'CANCEL', reason: 'finished' });
+      await store.createMany(Array.from({ length: 1900 }, parked));
+      const [t2] = await store.createMany([last]);
+      await database.execute('analyze operation');
+      const many = await claimMeasured();
+      expect(many.claimed.map((c) => c.id)).toEqual([t2]);
+      expect(await pendingAt(database, w.archive.id)).toBe(2000);
+      // Reading past the parked backlog cost a heap fetch per row: 1,900 buffers more at least.
+      // What may grow is the depth of the index each probe descends (a page per level).
+      expect(many.buffers).toBeLessThan(few.buffers + 500);
+      await store.apply(t2 as string, { type: 'CANCEL', reason: 'finished' });
+    } finally {
+      await limits.clear({ location: w.archive.id });
+      await limits.clear({ location: w.buffer.id });
+      const rows = await database.execute<{ id: string }>(
+        `select id from operation where status = 'PENDING' and target_location_id = '${w.archive.id}'`,
+      );
+      await store.applyMany(
+        rows.map((r) => ({ id: String(r.id), event: { type: 'CANCEL', reason: 'test over' } })),
+      );
+    }
   });
 
   it('a full scope holds back its own location only: due work without a target location is claimed', async () => {
@@ -316,7 +398,7 @@ describe('flow limits, enforced by the claim on Postgres', () => {
     const claimMeasured = async () => {
       const buffers: number[] = [];
       const { claimed } = await new OperationStore(
-        measuringBuffers(database, 'flow_full', buffers),
+        measuringBuffers(database, 'flow_room', buffers),
       ).claimDue(1);
       expect(claimed).toHaveLength(1);
       expect(buffers).toHaveLength(1);

@@ -3,6 +3,7 @@ import { createSubmitCommand } from '../../cli/commands/submit.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError } from '../../machines/OpstateError.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import { FlowLimitRepository } from '../../persistence/FlowLimitRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
@@ -78,6 +79,38 @@ describe('priorities in the claim, on Postgres', () => {
     // With an age of five, the low one has starved: it goes first, then priority again.
     expect(await claimOne(5 * MINUTE)).toEqual([low]);
     expect(await claimOne(5 * MINUTE)).toEqual([mid]);
+  });
+
+  it('under a flow limit with less room than the batch: the starved first, then by priority, FIFO within one', async () => {
+    const { clock, store, w } = await fresh('2032-03-01T00:00:00Z');
+    const limits = new FlowLimitRepository(database);
+    await limits.set({ location: w.buffer.id, kind: OperationKind.TRANSFER, max: 2 });
+    try {
+      const input = inputFor(OperationKind.TRANSFER, w);
+      const low = await store.create({ ...input, priority: -100 });
+      await clock.advance(10 * MINUTE);
+      const made: string[] = [];
+      for (const priority of [0, 10, 0, 100, 10, 0]) {
+        await clock.advance(1000);
+        made.push(await store.create({ ...input, priority }));
+      }
+      const [p0, p10, q0, p100, q10, r0] = made;
+      /** Claims what the limit lets start, then lets all of it finish. */
+      const pass = async () => {
+        const { claimed } = await store.claimDue(100, undefined, { starvationAgeMs: 5 * MINUTE });
+        for (const c of claimed) await store.apply(c.id, { type: 'CANCEL', reason: 'ran' });
+        return claimed.map((c) => c.id).sort();
+      };
+      // The low one has waited past the starvation age: it goes first, with the highest priority.
+      expect(await pass()).toEqual([low, p100].sort());
+      expect(await pass()).toEqual([p10, q10].sort());
+      // Of three at priority 0, the two created first.
+      expect(await pass()).toEqual([p0, q0].sort());
+      expect(await pass()).toEqual([r0]);
+      expect(await pass()).toEqual([]);
+    } finally {
+      await limits.clear({ location: w.buffer.id, kind: OperationKind.TRANSFER });
+    }
   });
 
   it('refuses a priority out of range or not whole, and writes nothing; --priority too', async () => {
