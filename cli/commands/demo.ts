@@ -235,7 +235,6 @@ async function startDemoWorkers(
     workerId: 'worker-A',
     handlers: createStageHandlers({
       storageRootOf,
-      database: runtime.database,
       cipher,
       faults: {
         // worker-A's archive storage is slow to confirm a write: the object is on disk, the
@@ -252,7 +251,7 @@ async function startDemoWorkers(
     kinds: OPERATION_KINDS,
     workerId: 'worker-B',
     concurrency: 1,
-    handlers: createStageHandlers({ storageRootOf, database: runtime.database, cipher }),
+    handlers: createStageHandlers({ storageRootOf, cipher }),
   });
   out(`  ${workerA.id}: its archive storage is slow to confirm writes`);
   out(`  ${workerB.id}: fast, one operation at a time`);

@@ -148,6 +148,7 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
         },
         signal: new AbortController().signal,
         inspect: () => inspectOperation(database, id),
+        withDatabase: <T>(_what: string, run: (db: Database) => Promise<T>) => run(database),
       } as unknown as HandlerContext;
     }
 
@@ -212,7 +213,7 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
       const key = `raw_data_package/${pkg}.tar`;
       const foreign = bytesOf('someone else', 4_096);
       const theirs = await store().putIfAbsent(key, [foreign]);
-      const err = await archiveStandIn(contextOf(id, 1, new Map()), database, store()).catch(
+      const err = await archiveStandIn(contextOf(id, 1, new Map()), store()).catch(
         (e: unknown) => e,
       );
       expect(err).toBeInstanceOf(OpstateError);
@@ -230,7 +231,7 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
 
     it('an archive through the stage completes with its VERIFIED record; verify and restore reach it through the registry', async () => {
       const { id } = await runningArchive();
-      const { outputs } = await archiveStandIn(contextOf(id, 1, new Map()), database, store());
+      const { outputs } = await archiveStandIn(contextOf(id, 1, new Map()), store());
       expect(await statesOf(id)).toEqual([
         ArchiveState.PLANNED,
         ArchiveState.UPLOADED,
@@ -276,7 +277,7 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
         await expect(
           runArchiveProtocol(
             contextOf(id, 1, journal),
-            { database, faults: { [point]: () => Promise.reject(dies) } },
+            { faults: { [point]: () => Promise.reject(dies) } },
             store(),
             key,
             source,
@@ -287,7 +288,7 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
         await nextAttempt(id, 2);
         const resumed = await runArchiveProtocol(
           contextOf(id, 2, journal),
-          { database },
+          {},
           store(),
           key,
           source,

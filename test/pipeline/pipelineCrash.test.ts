@@ -70,7 +70,6 @@ describe('the pipeline pass under a leader killed before each creation', () => {
       kinds: [...OPERATION_KINDS],
       handlers: createStageHandlers({
         storageRootOf: (id) => roots.get(id) as string,
-        database: rt.database,
       }),
     });
     let starts = 0;
