@@ -179,10 +179,11 @@ async function archivedCopy(world: World, n: number) {
     operation: { id: op, kind: OperationKind.LONG_TERM_ARCHIVE, attempt: 1, retryCount: 0 },
     step: <T>(_name: string, fn: () => Promise<T>) => fn(),
     signal: new AbortController().signal,
+    withDatabase: <T>(_what: string, run: (db: Database) => Promise<T>) => run(world.opened),
   } as unknown as HandlerContext;
   const { plan, uploaded } = await runArchiveProtocol(
     ctx,
-    { database: world.opened },
+    {},
     archiveStoreAt(lta.storageRoot),
     `raw_data_package/${pkg}.tar`,
     { read: () => readPackageSource(copy), detail: { sourceCopyId: copy.id }, name: folder },

@@ -42,7 +42,7 @@ runtime.startWorker({
   kinds: [OperationKind.LONG_TERM_ARCHIVE],
   handlers: {
     // Plan, put if absent, read back, verify, record: every step journaled, none repeated.
-    [OperationKind.LONG_TERM_ARCHIVE]: defineArchiveStage({ database: runtime.database }),
+    [OperationKind.LONG_TERM_ARCHIVE]: defineArchiveStage(),
   },
 });
 const id = await runtime.submit({

@@ -99,7 +99,10 @@ export class ArchiveRecordRepository {
 
   /**
    * Appends a transition of the running attempt: refused with `STALE_ATTEMPT` unless the
-   * operation is IN_PROGRESS at `attempt`.
+   * operation is IN_PROGRESS at `attempt`. An attempt appends each state once: the same append run
+   * again (after an outage took the reply of one that committed) returns the row it wrote instead
+   * of adding a second, even if the operation has moved on since; another row of that state for
+   * the attempt, with other content, is a `CONFLICT` and changes nothing.
    *
    * @example
    * ```ts
@@ -118,6 +121,8 @@ export class ArchiveRecordRepository {
     if (!STATES.has(input.state)) {
       throw new OpstateError(OpstateErrorCode.BAD_INPUT, `unknown archive state ${input.state}`);
     }
+    const mine = sql`a.operation_id = ${id}::uuid and a.attempt = ${input.attempt}::int
+      and a.state = ${input.state}`;
     const [row] = await this.database.execute(sql`
       with o as (select id, status, attempt from operation where id = ${id}::uuid),
       ins as (
@@ -126,13 +131,36 @@ export class ArchiveRecordRepository {
         select o.id, ${input.attempt}::int, ${generationOf(id)}, ${input.state}, ${input.by},
           ${this.values(input)}
         from o where o.status = 'IN_PROGRESS' and o.attempt = ${input.attempt}::int
+        on conflict (operation_id, attempt, state) where attempt is not null do nothing
         returning *
       )${revokeCte(id)}
-      select (select row_to_json(ins) from ins) as inserted, (select row_to_json(o) from o) as op`);
+      select (select row_to_json(ins) from ins) as inserted, (select row_to_json(o) from o) as op,
+        (select row_to_json(a) from archive_record a where ${mine}) as existing,
+        (select (a.archive_key, a.object_version, a.object_sha256, a.content_sha256, a.size,
+            a.encrypted, a.key_id, a.manifest, a.detail) is not distinct from (${this.values(input)})
+          from archive_record a where ${mine}) as same`);
     const inserted = row?.inserted as Row | null;
     if (inserted) return toEntry(inserted);
+    const existing = row?.existing as Row | null;
+    if (existing) {
+      if (row?.same === true) return toEntry(existing);
+      throw new OpstateError(
+        OpstateErrorCode.CONFLICT,
+        `archive record ${input.state} refused: attempt ${input.attempt} of operation ${id} already appended ${input.state} (row ${existing.id}) with other content; an attempt appends each state once`,
+        { details: { id, attempt: input.attempt, state: input.state, row: Number(existing.id) } },
+      );
+    }
     const op = row?.op as { status: string; attempt: number } | null;
     if (op === null) throw notFound(id);
+    if (op.status === 'IN_PROGRESS' && op.attempt === input.attempt) {
+      // The key was taken by a concurrent append of the same state, committed after this
+      // statement's snapshot: not this attempt's to decide again.
+      throw new OpstateError(
+        OpstateErrorCode.CONFLICT,
+        `archive record ${input.state} refused: attempt ${input.attempt} of operation ${id} appended ${input.state} concurrently; an attempt appends each state once`,
+        { details: { id, attempt: input.attempt, state: input.state } },
+      );
+    }
     throw new OpstateError(
       OpstateErrorCode.STALE_ATTEMPT,
       `archive record ${input.state} refused: operation ${id} is ${op.status} at attempt ${op.attempt}, not IN_PROGRESS at attempt ${input.attempt}`,

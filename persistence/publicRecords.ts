@@ -17,6 +17,16 @@ import type { LocationType, Route } from '../machines/routing.ts';
 import type { SnapshotEnvelope } from '../machines/snapshotEnvelope.ts';
 import type { UnreadableValue } from './UnreadableValue.ts';
 
+/**
+ * The runtime's database connection, as the public API hands it on (`runtime.database`, to
+ * `startDashboard`; a handler's `ctx.withDatabase`): what it runs on, and closing it. The runtime
+ * closes its own on `close()`.
+ */
+export interface DatabaseHandle {
+  readonly dialect: 'postgres' | 'pglite';
+  close(): Promise<void>;
+}
+
 /** A copy an operation produced: one artifact at one location. */
 export interface OutputCopy {
   readonly artifactType: ArtifactType;

@@ -10,6 +10,7 @@ import type { Logger } from '../observe/Logger.ts';
 import type {
   AppliedTransition,
   CreateOperationInput,
+  DatabaseHandle,
   DataLocation,
   FlowLimit,
   FlowLimitInput,
@@ -31,14 +32,7 @@ import type { Transport } from '../transport/Transport.ts';
 import type { RunningWorker, WorkerServeOptions } from '../worker/WorkerServing.ts';
 import type { RuntimeTiming } from './RuntimeTiming.ts';
 
-/**
- * The runtime's database connection, as the public API hands it on (to `startDashboard`): what
- * it runs on, and closing it. The runtime closes its own on `close()`.
- */
-export interface DatabaseHandle {
-  readonly dialect: 'postgres' | 'pglite';
-  close(): Promise<void>;
-}
+export type { DatabaseHandle } from '../persistence/publicRecords.ts';
 
 /** Registers locations, raw data files, packages and their copies (`runtime.artifacts`). */
 export interface Artifacts {

@@ -3,7 +3,6 @@ import type { PhysicalCopyRecord } from '../persistence/ArtifactRepository.ts';
 import type { ArtifactType } from '../persistence/ArtifactType.ts';
 import type { OperationInspection } from '../persistence/inspectOperation.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
-import type { Database } from '../persistence/openDatabase.ts';
 import type { HandlerContext } from '../worker/OperationHandler.ts';
 import type { ArchiveStore } from './ArchiveStore.ts';
 import type { ArchiveCipher } from './archiveCipher.ts';
@@ -41,8 +40,6 @@ export interface StageEnvironment {
    * scheme of the location's storage root (`archiveStoreAt`; a path is a local folder).
    */
   archiveStoreOf?(locationId: string): ArchiveStore | Promise<ArchiveStore>;
-  /** Where the archive handler appends its archive record (the resume record of the batch). */
-  readonly database: Database;
   /** Encrypts archives at rest when given (see `archiveCipherFromEnv`). */
   readonly cipher?: ArchiveCipher;
   /** Drills only: crash points of the archive handler. */

@@ -2,7 +2,8 @@
  * The reference stage handlers as a module for `opstate worker --handlers`, built to
  * `dist/stages/handlers.js`: what a team copies to start its own. Every kind is served; each
  * location's `storageRoot` is a local folder (mount it at the same path on every worker). The
- * storage roots an operation needs are read from the configured database when it starts.
+ * storage roots an operation needs are read from the worker's database when it starts
+ * (`ctx.withDatabase`, which waits out an outage).
  *
  *   opstate worker --kinds all --handlers dist/stages/handlers.js
  */
@@ -10,13 +11,11 @@
 import { OPERATION_KINDS, type OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
-import { type Database, openDatabase } from '../persistence/openDatabase.ts';
-import { databaseOptionsOf, loadConfiguration } from '../runtime/Configuration.ts';
+import type { Database } from '../persistence/openDatabase.ts';
 import type { HandlerContext, OperationHandler } from '../worker/OperationHandler.ts';
 import { archiveCipherFromEnv } from './archiveCipher.ts';
 import { createStageHandlers } from './createStageHandlers.ts';
 
-let database: Promise<Database> | undefined;
 /** Archives are encrypted at rest with the key in `OPSTATE_ARCHIVE_KEY_FILE`, when it is set. */
 const cipher = archiveCipherFromEnv();
 
@@ -29,20 +28,16 @@ async function storageRoots(ctx: HandlerContext): Promise<Map<string, string>> {
       if (typeof value === 'string') ids.add(value);
     }
   }
-  const locations = await new ArtifactRepository(await databaseOf()).locationsById([...ids]);
+  const locations = await ctx.withDatabase('reading the locations of', (database) =>
+    new ArtifactRepository(database as Database).locationsById([...ids]),
+  );
   return new Map(locations.map((l) => [l.id, l.storageRoot]));
-}
-
-function databaseOf(): Promise<Database> {
-  database ??= openDatabase({ ...databaseOptionsOf(loadConfiguration()), max: 2 });
-  return database;
 }
 
 function handlerFor(kind: OperationKind): OperationHandler {
   return async (ctx) => {
     const roots = await storageRoots(ctx);
     const table = createStageHandlers({
-      database: await databaseOf(),
       ...(cipher === undefined ? {} : { cipher }),
       storageRootOf(id) {
         const root = roots.get(id);
@@ -65,10 +60,3 @@ const handlers = Object.fromEntries(OPERATION_KINDS.map((k) => [k, handlerFor(k)
   OperationHandler
 >;
 export default handlers;
-
-/** Called by the worker when it stops: closes the module's database connection. */
-export async function close(): Promise<void> {
-  const open = database;
-  database = undefined;
-  if (open !== undefined) await (await open).close();
-}

@@ -70,12 +70,17 @@ export interface Uploaded {
   readonly outcome: 'created' | 'identical';
 }
 
-/** What the archive protocol needs from where it runs. */
+/**
+ * What the archive protocol needs from where it runs. The archive record is appended through the
+ * worker's own database (`ctx.withDatabase`), so it rides a Postgres outage as the rest of the
+ * attempt does.
+ */
 export interface ArchiveStageEnvironment {
-  /** Where the archive record is appended. */
-  readonly database: Database;
-  /** The store of an archive location (`StageEnvironment.archiveStoreOf`). */
-  archiveStoreOf(locationId: string): ArchiveStore | Promise<ArchiveStore>;
+  /**
+   * The store of an archive location (`StageEnvironment.archiveStoreOf`), for the attempt `ctx`
+   * (which may read the location through `ctx.withDatabase`).
+   */
+  archiveStoreOf(locationId: string, ctx: HandlerContext): ArchiveStore | Promise<ArchiveStore>;
   /** Seals archives at rest when given (see `archiveCipherFromEnv`). */
   readonly cipher?: ArchiveCipher;
   /** Drills only: crash points. */
@@ -225,8 +230,8 @@ async function verifyStep(run: Run, plan: ArchivePlan, uploaded: Uploaded): Prom
 
 /**
  * The archive protocol, the same around every store, as three durable steps of the attempt, each
- * also appended to the batch's archive record (`ArchiveState`), which is what a restart resumes
- * from:
+ * also appended to the batch's archive record (`ArchiveState`, through `ctx.withDatabase`: a
+ * Postgres outage is waited out, not failed), which is what a restart resumes from:
  * - `plan` (PLANNED): read the source — every file without following symlinks, checked against its
  *   manifest and record — and record the key, the package digest and every member's name, size,
  *   sha256 and identity;
@@ -246,19 +251,29 @@ async function verifyStep(run: Run, plan: ArchivePlan, uploaded: Uploaded): Prom
  */
 export async function runArchiveProtocol(
   ctx: HandlerContext,
-  env: Pick<ArchiveStageEnvironment, 'database' | 'cipher' | 'faults'>,
+  env: Pick<ArchiveStageEnvironment, 'cipher' | 'faults'>,
   store: ArchiveStore,
   key: string,
   source: ArchiveSource,
 ): Promise<{ plan: ArchivePlan; uploaded: Uploaded }> {
-  const records = new ArchiveRecordRepository(env.database);
   const { id: operationId, attempt } = ctx.operation;
   const run: Run = {
     ctx,
     store,
     cipher: env.cipher,
     faults: env.faults,
-    record: (state, fields) => records.append({ operationId, attempt, state, by, ...fields }),
+    // The worker's database, through an outage: an append run again after its reply was lost
+    // finds the row it wrote (one row per state and attempt).
+    record: (state, fields) =>
+      ctx.withDatabase(`appending ${state} to the archive record of`, (database) =>
+        new ArchiveRecordRepository(database as Database).append({
+          operationId,
+          attempt,
+          state,
+          by,
+          ...fields,
+        }),
+      ),
   };
   const plan = await planStep(run, key, source);
   ctx.signal.throwIfAborted();
@@ -291,7 +306,7 @@ export function longTermArchiveHandler(env: ArchiveStageEnvironment): OperationH
     const packageId = fieldOf(view, 'rawDataPackageId');
     const archiveId = fieldOf(view, 'destinationLocationId');
     const copy = inputOf(view, ArtifactType.RAW_DATA_PACKAGE, fieldOf(view, 'sourceLocationId'));
-    const store = await env.archiveStoreOf(archiveId);
+    const store = await env.archiveStoreOf(archiveId, ctx);
     const source: ArchiveSource = {
       read: () => readPackageSource(copy),
       detail: { sourceCopyId: copy.id, sourcePath: copy.path },

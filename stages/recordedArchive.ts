@@ -94,3 +94,26 @@ export async function loadRecordedArchive(
     manifest,
   };
 }
+
+/**
+ * The long-term archive operation that produced an archive copy (a COMPLETED one, linked to the
+ * copy as its output), or undefined for a copy no archive operation produced (registered by hand).
+ *
+ * @example
+ * ```ts
+ * const operationId = await archiveOperationOf(database, archiveCopy.id);
+ * ```
+ */
+export async function archiveOperationOf(
+  database: Database,
+  copyId: string,
+): Promise<string | undefined> {
+  const [row] = await database.execute(sql`
+    select x.operation_id from operation_output x
+    join operation o on o.id = x.operation_id
+      and o.kind = ${OperationKind.LONG_TERM_ARCHIVE} and o.status = 'COMPLETED'
+    where x.physical_copy_id = ${checkId(copyId)}::uuid
+    order by o.created_at, o.id
+    limit 1`);
+  return row === undefined ? undefined : String(row.operation_id);
+}

@@ -64,6 +64,7 @@ export function archiveStoreAt(storageRoot: string, clock: Clock = systemClock):
     throw new OpstateError(
       OpstateErrorCode.CONFIG,
       `storage root '${storageRoot}' names archive store '${scheme}', which is not registered here (registered: ${[...factories.keys()].join(', ')}); call registerArchiveStore('${scheme}', factory) in the module that starts the worker or the handlers module`,
+      { details: { unregisteredScheme: scheme, registered: [...factories.keys()] } },
     );
   }
   return factory(storageRoot, { clock });

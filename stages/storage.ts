@@ -181,6 +181,19 @@ export async function readCopy(copy: PhysicalCopyRecord, cipher?: ArchiveCipher)
     }
     data = cipher.open(data);
   }
+  return matchingRecord(copy, data, copy.path);
+}
+
+/**
+ * `data` when it is what the copy's record says (its checksum and size, where recorded), else a
+ * non-retryable `BAD_INPUT` naming `where` it was read.
+ *
+ * @example
+ * ```ts
+ * const plain = matchingRecord(archiveCopy, openArchiveObject(read, cipher), read.location);
+ * ```
+ */
+export function matchingRecord(copy: PhysicalCopyRecord, data: Buffer, where: string): Buffer {
   const digest = checksumOf(sha256(data));
   if (
     (copy.checksum !== null && copy.checksum !== digest) ||
@@ -188,7 +201,7 @@ export async function readCopy(copy: PhysicalCopyRecord, cipher?: ArchiveCipher)
   ) {
     throw new OpstateError(
       OpstateErrorCode.BAD_INPUT,
-      `${copy.path} does not match its copy record (recorded ${copy.checksum}, ${copy.size} bytes; found ${digest}, ${data.length} bytes)`,
+      `${where} does not match its copy record (recorded ${copy.checksum}, ${copy.size} bytes; found ${digest}, ${data.length} bytes)`,
       { details: { copyId: copy.id } },
     );
   }

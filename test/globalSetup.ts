@@ -1,9 +1,20 @@
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { STAND_IN_ARCHIVE_DIR_ENV } from '../stages/archiveStandIn.ts';
 import { prepareBuiltProcesses } from './helpers/opstateCli.ts';
 
 /**
  * Before any test: the processes tests start run the built package, so `dist/` is rebuilt when a
  * source changed since the last build, and the fixture handlers modules are compiled against it.
+ * The stand-in archives of the run (`archiveStandIn`, in the tests and in every process they
+ * start, which inherit the variable) go to a folder of the run's own, removed when it ends.
  */
-export default async function setup(): Promise<void> {
+export default async function setup(): Promise<() => Promise<void>> {
   await prepareBuiltProcesses((line) => process.stdout.write(`${line}\n`));
+  const standIns = await mkdtemp(join(tmpdir(), 'opstate-stand-in-archives-'));
+  process.env[STAND_IN_ARCHIVE_DIR_ENV] = standIns;
+  return async () => {
+    await rm(standIns, { recursive: true, force: true });
+  };
 }

@@ -4,6 +4,7 @@
  */
 import type { OperationKind } from '../machines/OperationKind.ts';
 import type {
+  DatabaseHandle,
   InputRelations,
   OperationInspection,
   OutputCopy,
@@ -69,6 +70,21 @@ export interface HandlerContext {
    * ```
    */
   requiredOutputs(): Promise<readonly OutputCopy[]>;
+  /**
+   * Runs `statement` on the worker's own database (as `runtime.database`: the connection opstate's
+   * own stages write with, e.g. the archive record `defineArchiveStage` appends), waiting out a
+   * Postgres outage — a restart, a failover — as `step`, `inspect` and the worker's own writes do,
+   * until the attempt is aborted. `what` names the statement in the log lines that say it waits.
+   * After an outage took its reply, `statement` runs again, so it must be idempotent: a write that
+   * committed must be found, not repeated.
+   *
+   * @example
+   * ```ts
+   * const entry = await ctx.withDatabase('appending to the archive record of', (database) =>
+   *   new ArchiveRecordRepository(database as Database).append(row));
+   * ```
+   */
+  withDatabase<T>(what: string, statement: (database: DatabaseHandle) => Promise<T>): Promise<T>;
 }
 
 /** What a handler returns: the copies it produced, created with the completion. */

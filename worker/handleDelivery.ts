@@ -380,6 +380,8 @@ function handlerContext(w: WorkerCore, op: OperationView, lease: Lease): Handler
     inspect: () => read('inspecting operation', inspectOperation),
     relations: () => read('relations of operation', inputRelations),
     requiredOutputs: () => read('required outputs of operation', requiredOutputsOf),
+    withDatabase: (what, statement) =>
+      throughOutage(w, `${what} operation ${op.id}`, () => statement(w.store.database), lease),
   };
 }
 

@@ -4,6 +4,7 @@ import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { checkId } from '../../persistence/applyEvents.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+import type { ArchiveStore } from '../../stages/ArchiveStore.ts';
 import { archiveCipherFromEnv } from '../../stages/archiveCipher.ts';
 import { openArchiveObject, readArchiveObject } from '../../stages/archiveObject.ts';
 import { loadRecordedArchive } from '../../stages/recordedArchive.ts';
@@ -11,11 +12,34 @@ import { archiveStoreAt } from '../../stages/registerArchiveStore.ts';
 import { restorePackage } from '../../stages/restoreArchive.ts';
 import { deletedNotHeld, verifyArchive } from '../../stages/verifyArchive.ts';
 import { argumentsOf, type Command, defineCommand, type Io, optionsOf } from '../Command.ts';
+import {
+  ARCHIVE_STORE_MODULES_ENV,
+  loadArchiveStores,
+  storeModulesOf,
+} from '../loadArchiveStores.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
+
+/**
+ * The store a storage root names; a scheme no module registered in this process is a `CONFIG`
+ * error that says how to load the module that registers it.
+ */
+function storeAt(storageRoot: string): ArchiveStore {
+  try {
+    return archiveStoreAt(storageRoot);
+  } catch (err) {
+    const scheme = err instanceof OpstateError ? err.details.unregisteredScheme : undefined;
+    if (typeof scheme !== 'string') throw err;
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `storage root '${storageRoot}' names archive store '${scheme}', which no module registered here (registered: ${String(err instanceof OpstateError ? err.details.registered : '')}); pass --store-module <module> (or set ${ARCHIVE_STORE_MODULES_ENV}) naming a .js or .mjs module that exports archiveStores = { '${scheme}': factory }`,
+      { details: { unregisteredScheme: scheme } },
+    );
+  }
+}
 
 async function verify(database: Database, id: string, json: boolean, io: Io): Promise<number> {
   const recorded = await loadRecordedArchive(database, id);
-  const store = archiveStoreAt(recorded.storageRoot);
+  const store = storeAt(recorded.storageRoot);
   const v = await verifyArchive(store, recorded.expected, archiveCipherFromEnv());
   await new ArchiveRecordRepository(database).recordVerification({
     operationId: id,
@@ -80,7 +104,7 @@ async function restore(
   io: Io,
 ): Promise<number> {
   const recorded = await loadRecordedArchive(database, id);
-  const store = archiveStoreAt(recorded.storageRoot);
+  const store = storeAt(recorded.storageRoot);
   const read = await readArchiveObject(store, recorded.expected.key);
   const plain = openArchiveObject(read, archiveCipherFromEnv());
   const members = await restorePackage(plain, recorded.manifest, resolve(to));
@@ -187,7 +211,10 @@ async function rekeyDryRun(database: Database, json: boolean, io: Io): Promise<n
  * appended to the archive record (VERIFIED or VERIFY_FAILED; a failure stops every deletion that
  * relies on the archive). `opstate archive restore <id> --to DIR` restores the package through the
  * same store (decrypting with `OPSTATE_ARCHIVE_KEY_FILE`) into an empty folder and checks every
- * restored member's size and sha256: a rehearsal to run during an incident. `opstate archive
+ * restored member's size and sha256: a rehearsal to run during an incident. Both reach the
+ * object through the store the archive location's storage root names: the local folder store,
+ * `sftp:`, or a store a module registers (`--store-module <module>` or
+ * `OPSTATE_ARCHIVE_STORE_MODULES`, loaded first: see `loadArchiveStores`). `opstate archive
  * rekey --dry-run` lists, per key id, the archives each key sealed (from the records) and those no
  * configured key opens (exit 1 when any); a rewrite under the new key is not implemented.
  *
@@ -196,6 +223,15 @@ async function rekeyDryRun(database: Database, json: boolean, io: Io): Promise<n
  * await createArchiveCommand(() => Promise.resolve(database)).run(['verify', id], io);
  * ```
  */
+const collect = (value: string, previous: string[] = []) => [...previous, value];
+const STORE_MODULE_HELP =
+  'load an archive store module first: a .js/.mjs module exporting archiveStores = { scheme: factory } (repeatable; also OPSTATE_ARCHIVE_STORE_MODULES, comma-separated)';
+
+/** Registers the stores of every module named by `--store-module` and the environment. */
+async function loadStoreModules(fromOption: readonly string[] | undefined): Promise<void> {
+  for (const module of storeModulesOf(fromOption, process.env)) await loadArchiveStores(module);
+}
+
 export function createArchiveCommand(open: DatabaseOpener = databaseFromEnv): Command {
   const summary =
     'Verify or restore a long-term archive independently of any worker; report what each key sealed';
@@ -206,18 +242,16 @@ export function createArchiveCommand(open: DatabaseOpener = databaseFromEnv): Co
       .description('Re-read the stored archive: exit 0 when it holds, 1 with every difference')
       .argument('<operation-id>', 'the long-term-archive operation')
       .option('--json', 'print the verification as one JSON object')
+      .option('--store-module <module>', STORE_MODULE_HELP, collect)
       .action(
         ctx.action(async (cmd) => {
           const [id] = argumentsOf(cmd) as [string];
+          const o = optionsOf<{ json?: boolean; storeModule?: string[] }>(cmd);
           checkId(id);
+          await loadStoreModules(o.storeModule);
           const database = await open({ io: ctx.io });
           try {
-            return await verify(
-              database,
-              id,
-              optionsOf<{ json?: boolean }>(cmd).json === true,
-              ctx.io,
-            );
+            return await verify(database, id, o.json === true, ctx.io);
           } finally {
             await database.close();
           }
@@ -229,11 +263,13 @@ export function createArchiveCommand(open: DatabaseOpener = databaseFromEnv): Co
       .argument('<operation-id>', 'the long-term-archive operation')
       .requiredOption('--to <dir>', 'an empty or new folder')
       .option('--json', 'print the restore as one JSON object')
+      .option('--store-module <module>', STORE_MODULE_HELP, collect)
       .action(
         ctx.action(async (cmd) => {
           const [id] = argumentsOf(cmd) as [string];
-          const o = optionsOf<{ to: string; json?: boolean }>(cmd);
+          const o = optionsOf<{ to: string; json?: boolean; storeModule?: string[] }>(cmd);
           checkId(id);
+          await loadStoreModules(o.storeModule);
           const database = await open({ io: ctx.io });
           try {
             return await restore(database, id, o.to, o.json === true, ctx.io);

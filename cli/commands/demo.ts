@@ -248,7 +248,6 @@ async function startDemoWorkers(
     handlers: scripted.wrap(
       createStageHandlers({
         storageRootOf,
-        database: runtime.database,
         cipher,
         faults: {
           // worker-A's archive storage is slow to confirm a write: the object is on disk, the
@@ -267,7 +266,7 @@ async function startDemoWorkers(
     workerId: 'worker-B',
     concurrency: 1,
     handlers: scripted.wrap(
-      createStageHandlers({ storageRootOf, database: runtime.database, cipher }),
+      createStageHandlers({ storageRootOf, cipher }),
     ),
   });
   out(`  ${workerA.id}: its archive storage is slow to confirm writes`);

@@ -11,6 +11,7 @@ import {
   text,
   timestamp,
   unique,
+  uniqueIndex,
   uuid,
 } from 'drizzle-orm/pg-core';
 import { ARCHIVE_STATES, MEMBER_OUTCOMES } from '../../machines/ArchiveState.ts';
@@ -24,6 +25,8 @@ import { physicalCopy } from './physicalCopy.ts';
  * plan generation), the archive identity (key, object version, whole-object digest), the content
  * digest of the package, and, at `PLANNED`, the source manifest. Deletion-side rows name their
  * deletion. Never holds a key or a credential: `key_id` is a fingerprint that cannot be reversed.
+ * An attempt appends each archive-side state once (`archive_record_attempt_state_key`), so an
+ * append retried after an outage took its reply finds its row instead of adding a second.
  */
 export const archiveRecord = pgTable(
   'archive_record',
@@ -53,6 +56,9 @@ export const archiveRecord = pgTable(
   },
   (t) => [
     index('archive_record_operation_idx').on(t.operationId, t.id),
+    uniqueIndex('archive_record_attempt_state_key')
+      .on(t.operationId, t.attempt, t.state)
+      .where(sql`attempt is not null`),
     check('archive_record_state_check', oneOf(t.state, ARCHIVE_STATES)),
   ],
 );

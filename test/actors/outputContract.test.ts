@@ -49,7 +49,7 @@ const archive: OperationHandler = async (ctx) => {
         },
       ],
     };
-  return archiveStandIn(ctx, dep.runtime.database);
+  return archiveStandIn(ctx);
 };
 
 const unpack: OperationHandler = async (ctx) => {

@@ -116,10 +116,11 @@ describe('a Postgres restart', () => {
       30_000,
     );
     await cluster.stop('fast');
-    // Whichever of its database calls meets the outage first (a journal step's record, or the
-    // read of what it must produce once its hold ends), the handler waits it out in place.
+    // Whichever of its database calls meets the outage first (a journal step's record, or, once
+    // its hold ends, the archive stage's read of the operation or an append to its archive
+    // record), the handler waits it out in place.
     await waitFor(
-      () => first.printed(`of operation ${id}) unreachable; waiting`),
+      () => first.printed(`operation ${id}) unreachable; waiting`),
       'the first worker to wait out the outage in its handler',
       30_000,
     );

@@ -66,7 +66,7 @@ describe('ctx.step in a worker handler', () => {
             });
           }
           // A long-term archive completes only through the archive protocol (its VERIFIED record).
-          return archiveStandIn(ctx, runtime.database);
+          return archiveStandIn(ctx);
         },
       },
     });

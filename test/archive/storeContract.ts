@@ -17,6 +17,7 @@ import type { ArchiveStore } from '../../stages/ArchiveStore.ts';
 import { storeArchive } from '../../stages/archiveObject.ts';
 import { archiveStandIn } from '../../stages/archiveStandIn.ts';
 import { runArchiveProtocol } from '../../stages/longTermArchive.ts';
+import { stagingHandler } from '../../stages/staging.ts';
 import { standInSource } from '../../stages/standInSource.ts';
 import type { HandlerContext } from '../../worker/OperationHandler.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
@@ -148,6 +149,7 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
         },
         signal: new AbortController().signal,
         inspect: () => inspectOperation(database, id),
+        withDatabase: <T>(_what: string, run: (db: Database) => Promise<T>) => run(database),
       } as unknown as HandlerContext;
     }
 
@@ -212,7 +214,7 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
       const key = `raw_data_package/${pkg}.tar`;
       const foreign = bytesOf('someone else', 4_096);
       const theirs = await store().putIfAbsent(key, [foreign]);
-      const err = await archiveStandIn(contextOf(id, 1, new Map()), database, store()).catch(
+      const err = await archiveStandIn(contextOf(id, 1, new Map()), store()).catch(
         (e: unknown) => e,
       );
       expect(err).toBeInstanceOf(OpstateError);
@@ -230,7 +232,7 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
 
     it('an archive through the stage completes with its VERIFIED record; verify and restore reach it through the registry', async () => {
       const { id } = await runningArchive();
-      const { outputs } = await archiveStandIn(contextOf(id, 1, new Map()), database, store());
+      const { outputs } = await archiveStandIn(contextOf(id, 1, new Map()), store());
       expect(await statesOf(id)).toEqual([
         ArchiveState.PLANNED,
         ArchiveState.UPLOADED,
@@ -276,7 +278,7 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
         await expect(
           runArchiveProtocol(
             contextOf(id, 1, journal),
-            { database, faults: { [point]: () => Promise.reject(dies) } },
+            { faults: { [point]: () => Promise.reject(dies) } },
             store(),
             key,
             source,
@@ -287,7 +289,7 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
         await nextAttempt(id, 2);
         const resumed = await runArchiveProtocol(
           contextOf(id, 2, journal),
-          { database },
+          {},
           store(),
           key,
           source,
@@ -309,6 +311,46 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
         ]);
       },
     );
+
+    it('a staging reads the archive through the store its location names and extracts it', async () => {
+      const { id, pkg } = await runningArchive();
+      const { outputs } = await archiveStandIn(contextOf(id, 1, new Map()), store());
+      const ops = new OperationStore(database);
+      await ops.complete(id, 1, outputs);
+      const [archived] = await database.execute<{ id: string; checksum: string }>(
+        `select id, checksum from physical_copy where artifact_id = '${pkg}' and location_id = '${archiveId}'`,
+      );
+      const staging = await ops.create({
+        kind: OperationKind.STAGING,
+        fields: {
+          rawDataPackageId: pkg,
+          sourceLocationId: archiveId,
+          destinationLocationId: w.processing.id,
+        },
+        inputs: [String(archived?.id)],
+      });
+      await ops.apply(staging, { type: 'SCHEDULE' });
+      await ops.apply(staging, { type: 'START', attempt: 1, workerId: 'contract' });
+      const processingRoot = join(restoreRoot, `processing-${staging}`);
+      // No archiveStoreOf: the archive location's store is the one its storage root names.
+      const roots = new Map([
+        [archiveId, under.storageRoot],
+        [w.processing.id, processingRoot],
+      ]);
+      const handler = stagingHandler({ storageRootOf: (loc) => roots.get(loc) as string });
+      const result = await handler(contextOf(staging, 1, new Map()));
+      const folder = join(processingRoot, pkg);
+      expect(result?.outputs).toEqual([
+        expect.objectContaining({
+          locationId: w.processing.id,
+          path: folder,
+          checksum: archived?.checksum,
+        }),
+      ]);
+      expect(await readdir(folder)).toEqual(['data.bin']);
+      expect(await readFile(join(folder, 'data.bin'), 'utf8')).toBe(`package ${pkg}`);
+      expect((await ops.complete(staging, 1, result?.outputs ?? [])).copiesCreated).toBe(1);
+    });
 
     it('the protocol finds its own earlier object identical, and a store that loses a put is caught', async () => {
       const key = `contract/${randomUUID()}/again.tar`;

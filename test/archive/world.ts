@@ -143,7 +143,6 @@ export async function startArchiveWorld(): Promise<ArchiveWorld> {
     startArchiver(env = {}) {
       const handlers = createStageHandlers({
         storageRootOf: (id) => roots.get(id) as string,
-        database: runtime.database,
         ...env,
       });
       runtime.startWorker({

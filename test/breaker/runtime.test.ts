@@ -53,7 +53,7 @@ async function deployment(breakerCooldownMs: number) {
       throw Object.assign(new Error(`archive ${down.id} unreachable`), { retryable: false });
     }
     // A long-term archive completes only through the archive protocol (its VERIFIED record).
-    return archiveStandIn(ctx, runtime.database);
+    return archiveStandIn(ctx);
   };
   const plane = runtime.startControlPlane();
   await waitFor(() => plane.isLeader, 'leadership');

@@ -65,7 +65,7 @@ const worker = runtime.startWorker({
   handlers: {
     // No source on disk here: a stand-in package goes through the archive protocol, whose VERIFIED
     // record a long-term archive needs to complete.
-    [OperationKind.LONG_TERM_ARCHIVE]: (ctx) => archiveStandIn(ctx, runtime.database),
+    [OperationKind.LONG_TERM_ARCHIVE]: (ctx) => archiveStandIn(ctx),
   },
 });
 const id = await runtime.submit({

@@ -501,9 +501,10 @@ describe('persistence on Postgres', () => {
 /**
  * Runs `write` with today's store on a database migrated only part of the way: the columns the
  * store reads and writes that later migrations add (`operation.deadline_ms`, 0011;
- * `operation.route_site` and `route_location`, 0012; `operation.priority`, 0013) are there for the writes and dropped after,
- * so the upgrade that follows starts from the older schema with the rows an older release would
- * have written.
+ * `operation.route_site` and `route_location`, 0012; `operation.priority`, 0013), and the unique
+ * key its archive-record appends name (`archive_record_attempt_state_key`, 0018), are there for
+ * the writes and dropped after, so the upgrade that follows starts from the older schema with the
+ * rows an older release would have written.
  */
 async function withLaterColumns<T>(
   db: Database,
@@ -516,9 +517,13 @@ async function withLaterColumns<T>(
   ],
 ): Promise<T> {
   for (const c of later) await db.execute(`alter table operation add column ${c}`);
+  await db.execute(
+    'create unique index archive_record_attempt_state_key on archive_record (operation_id, attempt, state) where attempt is not null',
+  );
   try {
     return await write();
   } finally {
+    await db.execute('drop index archive_record_attempt_state_key');
     for (const c of later) {
       await db.execute(`alter table operation drop column ${c.split(' ')[0]}`);
     }

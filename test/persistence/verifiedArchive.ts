@@ -28,7 +28,8 @@ export async function verifiedArchiveOutput(
     step: <T>(_name: string, fn: () => Promise<T>) => fn(),
     signal: new AbortController().signal,
     inspect: () => inspectOperation(database, operationId),
+    withDatabase: <T>(_what: string, run: (db: Database) => Promise<T>) => run(database),
   } as unknown as HandlerContext;
-  const { outputs } = await archiveStandIn(ctx, database);
+  const { outputs } = await archiveStandIn(ctx);
   return outputs[0] as OutputCopy;
 }

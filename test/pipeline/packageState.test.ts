@@ -115,7 +115,6 @@ describe('package state while the pipeline runs', () => {
       handlers: createStageHandlers({
         storageRootOf: (id) =>
           (Object.values(loc).find((l) => l.id === id) as { storageRoot: string }).storageRoot,
-        database: rt.database,
       }),
     });
     const packaging = SAMPLE_PIPELINE[0]?.inputs(sample, []) ?? [];

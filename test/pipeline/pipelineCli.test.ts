@@ -44,7 +44,6 @@ export const pipeline = defaultPipeline({
       kinds: [...OPERATION_KINDS],
       handlers: createStageHandlers({
         storageRootOf: (id) => roots.get(id) as string,
-        database: rt.database,
       }),
     });
     await rt.submitMany(

@@ -84,7 +84,6 @@ describe('the pipeline pass under a leader killed before each creation', () => {
       kinds: [...OPERATION_KINDS],
       handlers: createStageHandlers({
         storageRootOf: (id) => roots.get(id) as string,
-        database: rt.database,
       }),
     });
     // One crash before each operation after packaging: its stage and subject name the marker.

@@ -83,7 +83,6 @@ describe('a runtime with a pipeline', () => {
       kinds: [...OPERATION_KINDS],
       handlers: createStageHandlers({
         storageRootOf: (id) => roots.get(id) as string,
-        database: rt.database,
       }),
     });
     const packaging = SAMPLE_PIPELINE[0]?.inputs(sample, []) ?? [];
