@@ -200,14 +200,14 @@ interface RunFigures {
 }
 
 /** The handlers: every kind completes at once with its required copies; archives run the protocol. */
-function handlersFor(worker: Runtime, storeRoot: string): Record<OperationKind, OperationHandler> {
+function handlersFor(storeRoot: string): Record<OperationKind, OperationHandler> {
   const store = archiveStoreAt(storeRoot);
   const noop: OperationHandler = async (ctx) => ({ outputs: await ctx.requiredOutputs() });
   return Object.fromEntries(
     OPERATION_KINDS.map((k) => [
       k,
       k === OperationKind.LONG_TERM_ARCHIVE
-        ? (ctx: Parameters<OperationHandler>[0]) => archiveStandIn(ctx, worker.database, store)
+        ? (ctx: Parameters<OperationHandler>[0]) => archiveStandIn(ctx, store)
         : noop,
     ]),
   ) as Record<OperationKind, OperationHandler>;
@@ -316,7 +316,7 @@ async function runArm(
     }
     worker.startWorker({
       kinds: [...OPERATION_KINDS],
-      handlers: handlersFor(worker, storeRoot),
+      handlers: handlersFor(storeRoot),
       concurrency: CONCURRENCY,
     });
     // What the control plane sends with nothing to do, over a second before the first submission.

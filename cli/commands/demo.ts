@@ -265,9 +265,7 @@ async function startDemoWorkers(
     kinds: OPERATION_KINDS,
     workerId: 'worker-B',
     concurrency: 1,
-    handlers: scripted.wrap(
-      createStageHandlers({ storageRootOf, cipher }),
-    ),
+    handlers: scripted.wrap(createStageHandlers({ storageRootOf, cipher })),
   });
   out(`  ${workerA.id}: its archive storage is slow to confirm writes`);
   out(`  ${workerB.id}: fast, one operation at a time`);

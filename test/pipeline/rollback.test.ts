@@ -103,10 +103,7 @@ async function start(shape: 'full' | 'transfer' | 'direct', packageCount: number
   const plane = rt.startControlPlane();
   rt.startWorker({
     kinds: [...OPERATION_KINDS],
-    handlers: createStageHandlers({
-      storageRootOf: (id) => roots.get(id) as string,
-      database: rt.database,
-    }),
+    handlers: createStageHandlers({ storageRootOf: (id) => roots.get(id) as string }),
   });
   const packaging = SAMPLE_PIPELINE[0]?.inputs(sample, []) ?? [];
   await rt.submitMany(packaging.map((p) => ({ ...p, by: 'test' })));
