@@ -50,6 +50,7 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly RowPrivilege[]
   physical_copy: READ_WRITE,
   physical_copy_transition: READ_APPEND,
   pipeline_cursor: READ_WRITE,
+  pipeline_rollback: READ_APPEND,
   raw_data_file: READ_WRITE,
   raw_data_file_physical_copy: READ_APPEND,
   raw_data_package: READ_WRITE,

@@ -178,6 +178,7 @@ describe('database roles', () => {
         'physical_copy_transition',
         'copy_deletion_outcome',
         'copy_deletion_receipt',
+        'pipeline_rollback',
       ]),
     );
     const columns = await migrator.execute<{ table: string; column: string }>(
