@@ -119,14 +119,7 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
     // interval later (a failed pass is logged by the worker's own timer, which tries again).
     for (const w of shared.workers) void w.discover().catch(() => undefined);
   };
-  const withDefaults = (input: CreateOperationInput): CreateOperationInput => {
-    const maxRetries = input.maxRetries ?? options.maxRetries;
-    return {
-      ...input,
-      by: input.by ?? serviceName,
-      ...(maxRetries === undefined ? {} : { maxRetries }),
-    };
-  };
+  const withDefaults = submissionDefaults(options.maxRetries, serviceName);
   return {
     database,
     store,
@@ -182,6 +175,21 @@ export async function createRuntime(options: RuntimeOptions = {}): Promise<Runti
       stopLogging();
       await database.close();
     },
+  };
+}
+
+/** Fills what a submission leaves out: the runtime's service as its submitter, its retry budget. */
+function submissionDefaults(
+  maxRetriesByDefault: number | undefined,
+  serviceName: string,
+): (input: CreateOperationInput) => CreateOperationInput {
+  return (input) => {
+    const maxRetries = input.maxRetries ?? maxRetriesByDefault;
+    return {
+      ...input,
+      by: input.by ?? serviceName,
+      ...(maxRetries === undefined ? {} : { maxRetries }),
+    };
   };
 }
 

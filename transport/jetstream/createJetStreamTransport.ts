@@ -14,6 +14,7 @@ import type {
   ConsumeOptions,
   DeliveryHandler,
   DispatchMessage,
+  Heartbeats,
   PublishResult,
   Subscription,
   Transport,
@@ -166,6 +167,26 @@ function watchStatus(parts: Parts): { stop: () => void; done: Promise<void> } {
     }
   })();
   return { stop: () => statuses.stop?.(), done };
+}
+
+/** An observer's heartbeats: read as any other's; every write refused before a request. */
+function readOnly(heartbeats: Heartbeats, refuse: (what: string) => void): Heartbeats {
+  return {
+    list: () => heartbeats.list(),
+    isAlive: (...args) => heartbeats.isAlive(...args),
+    beat: async () => refuse('write a heartbeat'),
+    claim: async () => refuse('claim a worker id'),
+    remove: async () => refuse('remove a heartbeat'),
+  };
+}
+
+/** The dispatches in the stream not yet settled, read from its consumers' state. */
+async function readUnsettled({ jsm, names, limits }: Parts) {
+  try {
+    return await unsettledDispatches(jsm, names.stream, limits.maxMessageBytes);
+  } catch (err) {
+    throw translateJetStreamError(err, 'read unsettled dispatches', { stream: names.stream });
+  }
 }
 
 /** The heartbeat store on the bucket; workers are listed from the bucket stream's subjects. */
@@ -383,16 +404,7 @@ export async function createJetStreamTransport(
     timing,
     connection: nc,
     acceptsAnonymous: anonymous,
-    heartbeats:
-      options.observer === true
-        ? {
-            list: () => heartbeats.list(),
-            isAlive: (...args) => heartbeats.isAlive(...args),
-            beat: async () => assertWriter('write a heartbeat'),
-            claim: async () => assertWriter('claim a worker id'),
-            remove: async () => assertWriter('remove a heartbeat'),
-          }
-        : heartbeats,
+    heartbeats: options.observer === true ? readOnly(heartbeats, assertWriter) : heartbeats,
     get openSubscriptions() {
       return parts.subscriptions.size;
     },
@@ -408,13 +420,7 @@ export async function createJetStreamTransport(
       assertWriter('consume dispatches');
       return consumeRoute(parts, route, opts, handler);
     },
-    async unsettled() {
-      try {
-        return await unsettledDispatches(jsm, names.stream, limits.maxMessageBytes);
-      } catch (err) {
-        throw translateJetStreamError(err, 'read unsettled dispatches', { stream: names.stream });
-      }
-    },
+    unsettled: () => readUnsettled(parts),
     onEvent: (listener) => hub.on(listener),
     stats: () => hub.stats(),
     close() {
