@@ -233,14 +233,83 @@ async function presentCopies(
   return new Map(rows.map((r) => [r.artifact_id, r.id]));
 }
 
+type Role = 'plane' | 'worker' | 'caller';
+
+/** The bench's own connection to a run's database, counting its queries to subtract their commits. */
+interface Probe {
+  readonly sql: postgres.Sql;
+  queries: number;
+}
+
+/** One run's database, runtimes, statement counters and probe, as `openRun` made them. */
+interface Run {
+  readonly arm: Arm;
+  /** The run's database, a copy of the template. */
+  readonly database: string;
+  readonly prefix: string;
+  /** Where the archive stand-in writes its packages. */
+  readonly storeRoot: string;
+  readonly plane: Runtime;
+  readonly worker: Runtime;
+  readonly caller: Runtime;
+  readonly counters: Record<Role, StatementCounter>;
+  readonly probe: Probe;
+  /** Closes the three runtimes, once however often it is called. */
+  readonly closeRuntimes: () => Promise<void>;
+}
+
+/**
+ * One run of `arm` on a fresh copy of the template: serve every kind, submit the packagings, wait
+ * for the last archive (chaining the stages by the caller in the `caller` arm), then measure.
+ */
 async function runArm(
   arm: Arm,
   template: string,
   world: World,
   round: number,
 ): Promise<RunFigures> {
-  const name = `opstate_bench_pipe_${RUN}_${arm}_${round}`;
-  const url = await createDatabase(name, template);
+  const run = await openRun(arm, template, round);
+  try {
+    await startServing(run);
+    const idle = await idleStatementsPerSecond(run.counters.plane);
+    const from = statementsOf(run.counters);
+    const before = await databaseStats(run.database);
+    const probesBefore = run.probe.queries;
+    const started = performance.now();
+    await submitAll(run.caller, packagingsOf(world));
+    if (arm === 'pipeline') {
+      await waitStage(run, OperationKind.LONG_TERM_ARCHIVE, PACKAGES);
+    } else {
+      await chainByCaller(run, world);
+    }
+    const seconds = (performance.now() - started) / 1000;
+    const statements = statementsSince(run.counters, from);
+    const ownPolls = run.probe.queries - probesBefore;
+    await expectEveryOperationCompleted(run);
+    const stages = await stageFigures(run);
+    const after = await statsOnceClosed(run);
+    return {
+      arm,
+      seconds,
+      completions: OPERATIONS,
+      statements,
+      idle,
+      commits: after.xacts - before.xacts - ownPolls,
+      buffers: after.buffers - before.buffers,
+      stages,
+    };
+  } finally {
+    await tearDown(run);
+  }
+}
+
+/**
+ * Copies the template into the run's database and opens on it a control plane (running the
+ * default pipeline in the `pipeline` arm), a worker and a caller, each counted, and the probe.
+ */
+async function openRun(arm: Arm, template: string, round: number): Promise<Run> {
+  const database = `opstate_bench_pipe_${RUN}_${arm}_${round}`;
+  const url = await createDatabase(database, template);
   const prefix = `bpipe_${RUN}_${arm}_${round}`;
   const storeRoot = join(tmpdir(), `opstate-bench-pipeline-${RUN}-${arm}-${round}`);
   const pipeline = defaultPipeline({
@@ -261,7 +330,7 @@ async function runArm(
   const plane = await open(arm === 'pipeline');
   const worker = await open(false);
   const caller = await open(false);
-  const counters: Record<'plane' | 'worker' | 'caller', StatementCounter> = {
+  const counters: Record<Role, StatementCounter> = {
     plane: newCounter(),
     worker: newCounter(),
     caller: newCounter(),
@@ -270,216 +339,271 @@ async function runArm(
   instrument(worker.database, counters.worker);
   instrument(caller.database, counters.caller);
   // The bench's own polls: a connection of their own, counted only to subtract their commits.
-  const poll = postgres(url, {
-    max: 1,
-    onnotice: () => {},
-    connection: { search_path: DEFAULT_DATABASE_SCHEMA },
-  });
-  let polls = 0;
-  const completedOf = async (kind: OperationKind) => {
-    polls++;
-    const [row] = await poll.unsafe(
-      `select count(*)::int as n from operation where kind = $1 and status = 'COMPLETED'`,
-      [kind],
-    );
-    return Number(row?.n);
-  };
-  const waitStage = async (kind: OperationKind, n: number) => {
-    const until = Date.now() + DONE_TIMEOUT_MS;
-    while ((await completedOf(kind)) < n) {
-      if (Date.now() > until) throw new Error(`${arm}: timed out waiting for ${n} ${kind}`);
-      await sleep(50);
-    }
-  };
-  const stats = async () => {
-    const [row] = await admin.unsafe(
-      `select (xact_commit + xact_rollback)::bigint as xacts, (blks_hit + blks_read)::bigint as blks
-         from pg_stat_database where datname = $1`,
-      [name],
-    );
-    return { xacts: Number(row?.xacts), buffers: Number(row?.blks) };
+  const probe: Probe = {
+    sql: postgres(url, {
+      max: 1,
+      onnotice: () => {},
+      connection: { search_path: DEFAULT_DATABASE_SCHEMA },
+    }),
+    queries: 0,
   };
   let closed = false;
-  const closeAll = async () => {
+  const closeRuntimes = async () => {
     if (closed) return;
     closed = true;
     await caller.close();
     await worker.close();
     await plane.close();
   };
-  try {
-    const control = plane.startControlPlane();
-    const until = Date.now() + 60_000;
-    while (!control.isLeader) {
-      if (Date.now() > until) throw new Error('control plane never became leader');
-      await sleep(20);
-    }
-    worker.startWorker({
-      kinds: [...OPERATION_KINDS],
-      handlers: handlersFor(storeRoot),
-      concurrency: CONCURRENCY,
-    });
-    // What the control plane sends with nothing to do, over a second before the first submission.
-    const idleFrom = counters.plane.statements;
-    await sleep(IDLE_MS);
-    const idle = ((counters.plane.statements - idleFrom) * 1000) / IDLE_MS;
-    const from = {
-      plane: counters.plane.statements,
-      worker: counters.worker.statements,
-      caller: counters.caller.statements,
-    };
-    const before = await stats();
-    const pollsBefore = polls;
-    const started = performance.now();
-    const packaging = world.packages.map(
-      (p): CreateOperationInput => ({
-        kind: OperationKind.RAW_DATA_PACKAGE,
-        fields: { rawDataPackageId: p.id, locationId: world.source },
-        inputs: [p.fileCopy],
-      }),
-    );
-    await submitAll(caller, packaging);
-    if (arm === 'pipeline') {
-      await waitStage(OperationKind.LONG_TERM_ARCHIVE, PACKAGES);
-    } else {
-      // The caller chains the stages itself: each waits for the one before, then reads its copies.
-      await waitStage(OperationKind.RAW_DATA_PACKAGE, PACKAGES);
-      const packaged = await presentCopies(caller, ArtifactType.RAW_DATA_PACKAGE, world.source);
-      const members = new Map<string, string[]>();
-      for (const p of world.packages) {
-        members.set(p.bundle, [...(members.get(p.bundle) ?? []), packaged.get(p.id) as string]);
-      }
-      await submitAll(
-        caller,
-        world.bundles.map((b) => ({
-          kind: OperationKind.DATA_TRANSFER_PACKAGE,
-          fields: { dataTransferPackageId: b, locationId: world.source },
-          inputs: members.get(b) ?? [],
-        })),
-      );
-      await waitStage(OperationKind.DATA_TRANSFER_PACKAGE, BUNDLES);
-      const bundled = await presentCopies(caller, ArtifactType.DATA_TRANSFER_PACKAGE, world.source);
-      await submitAll(
-        caller,
-        world.bundles.map((b) => ({
-          kind: OperationKind.TRANSFER,
-          fields: {
-            dataTransferPackageId: b,
-            sourceLocationId: world.source,
-            destinationLocationId: world.buffer,
-          },
-          inputs: [bundled.get(b) as string],
-        })),
-      );
-      await waitStage(OperationKind.TRANSFER, BUNDLES);
-      const moved = await presentCopies(caller, ArtifactType.DATA_TRANSFER_PACKAGE, world.buffer);
-      await submitAll(
-        caller,
-        world.bundles.map((b) => ({
-          kind: OperationKind.UNPACK,
-          fields: { dataTransferPackageId: b, locationId: world.buffer },
-          inputs: [moved.get(b) as string],
-        })),
-      );
-      await waitStage(OperationKind.UNPACK, BUNDLES);
-      const unpacked = await presentCopies(caller, ArtifactType.RAW_DATA_PACKAGE, world.buffer);
-      await submitAll(
-        caller,
-        world.packages.map((p) => ({
-          kind: OperationKind.LONG_TERM_ARCHIVE,
-          fields: {
-            rawDataPackageId: p.id,
-            sourceLocationId: world.buffer,
-            destinationLocationId: world.archive,
-          },
-          inputs: [unpacked.get(p.id) as string],
-        })),
-      );
-      await waitStage(OperationKind.LONG_TERM_ARCHIVE, PACKAGES);
-    }
-    const seconds = (performance.now() - started) / 1000;
-    const statements = {
-      plane: counters.plane.statements - from.plane,
-      worker: counters.worker.statements - from.worker,
-      caller: counters.caller.statements - from.caller,
-    };
-    const ownPolls = polls - pollsBefore;
-    polls++;
-    const [totals] = await poll.unsafe(
-      `select count(*)::int as n, count(*) filter (where status = 'COMPLETED')::int as done
-         from operation`,
-    );
-    if (Number(totals?.n) !== OPERATIONS || Number(totals?.done) !== OPERATIONS) {
-      throw new Error(
-        `${arm}: ${totals?.done} of ${totals?.n} operations COMPLETED, ${OPERATIONS} expected`,
-      );
-    }
-    polls++;
-    const stageRows = await poll.unsafe(
-      `select o.kind, count(*) filter (where t.event = 'COMPLETE')::int as n,
-         extract(epoch from max(t.at) filter (where t.event = 'COMPLETE')
-                          - min(t.at) filter (where t.event = 'CREATE'))::float8 as span
-       from operation_transition t join operation o on o.id = t.operation_id
-       group by o.kind`,
-    );
-    const byKind = new Map(stageRows.map((r) => [String(r.kind), r]));
-    // How long each operation after packaging waited to be created once its inputs existed: its
-    // CREATE after the last COMPLETE of the operations that produced its input copies.
-    polls++;
-    const delayRows = await poll.unsafe(
-      `with d as (
-         select o.kind, o.id,
-           extract(epoch from min(c.at) - max(p.at))::float8 * 1000 as ms
-         from operation o
-         join operation_transition c on c.operation_id = o.id and c.event = 'CREATE'
-         join operation_input i on i.operation_id = o.id
-         join operation_output oo on oo.physical_copy_id = i.physical_copy_id
-         join operation_transition p on p.operation_id = oo.operation_id and p.event = 'COMPLETE'
-         where o.kind <> 'raw_data_package'
-         group by o.kind, o.id)
-       select kind, percentile_cont(0.5) within group (order by ms)::float8 as p50,
-         percentile_cont(0.95) within group (order by ms)::float8 as p95
-       from d group by kind`,
-    );
-    const delays = new Map(delayRows.map((r) => [String(r.kind), r]));
-    await closeAll();
-    // Every connection to the database is closed: each backend reported its counts on exit.
-    await sleep(200);
-    const after = await stats();
-    return {
-      arm,
-      seconds,
-      completions: OPERATIONS,
-      statements,
-      idle,
-      commits: after.xacts - before.xacts - ownPolls,
-      buffers: after.buffers - before.buffers,
-      stages: STAGES.map(({ stage, kind }) => {
-        const r = byKind.get(kind);
-        const n = Number(r?.n);
-        const d = delays.get(kind);
-        return {
-          stage,
-          kind,
-          completions: n,
-          rate: n / Math.max(0.001, Number(r?.span)),
-          delayP50: d === undefined ? null : Number(d.p50),
-          delayP95: d === undefined ? null : Number(d.p95),
-        };
-      }),
-    };
-  } finally {
-    await closeAll();
-    await poll.end();
-    await admin.unsafe(`drop database if exists "${name}" with (force)`);
-    await rm(storeRoot, { recursive: true, force: true });
-    const nats = await createJetStreamTransport({
-      insecureNats: true,
-      servers: NATS_URL,
-      prefix,
-    }).catch(() => undefined);
-    await nats?.destroy().catch(() => undefined);
+  return {
+    arm,
+    database,
+    prefix,
+    storeRoot,
+    plane,
+    worker,
+    caller,
+    counters,
+    probe,
+    closeRuntimes,
+  };
+}
+
+/** Starts the control plane, waits for it to lead, then starts the worker on every kind. */
+async function startServing(run: Run): Promise<void> {
+  const control = run.plane.startControlPlane();
+  const until = Date.now() + 60_000;
+  while (!control.isLeader) {
+    if (Date.now() > until) throw new Error('control plane never became leader');
+    await sleep(20);
   }
+  run.worker.startWorker({
+    kinds: [...OPERATION_KINDS],
+    handlers: handlersFor(run.storeRoot),
+    concurrency: CONCURRENCY,
+  });
+}
+
+/** What the control plane sends with nothing to do, over a second before the first submission. */
+async function idleStatementsPerSecond(plane: StatementCounter): Promise<number> {
+  const idleFrom = plane.statements;
+  await sleep(IDLE_MS);
+  return ((plane.statements - idleFrom) * 1000) / IDLE_MS;
+}
+
+function statementsOf(counters: Record<Role, StatementCounter>): Record<Role, number> {
+  return {
+    plane: counters.plane.statements,
+    worker: counters.worker.statements,
+    caller: counters.caller.statements,
+  };
+}
+
+function statementsSince(
+  counters: Record<Role, StatementCounter>,
+  from: Record<Role, number>,
+): Record<Role, number> {
+  const now = statementsOf(counters);
+  return {
+    plane: now.plane - from.plane,
+    worker: now.worker - from.worker,
+    caller: now.caller - from.caller,
+  };
+}
+
+/** Commits and buffer accesses of one database so far (pg_stat_database, over the admin connection). */
+async function databaseStats(database: string): Promise<{ xacts: number; buffers: number }> {
+  const [row] = await admin.unsafe(
+    `select (xact_commit + xact_rollback)::bigint as xacts, (blks_hit + blks_read)::bigint as blks
+       from pg_stat_database where datname = $1`,
+    [database],
+  );
+  return { xacts: Number(row?.xacts), buffers: Number(row?.blks) };
+}
+
+/** Closes the runtimes, then reads the database's counts, which each backend reported on exit. */
+async function statsOnceClosed(run: Run): Promise<{ xacts: number; buffers: number }> {
+  await run.closeRuntimes();
+  await sleep(200);
+  return databaseStats(run.database);
+}
+
+/** A query of the bench's own, over the probe and counted. */
+function probeQuery(run: Run, query: string, parameters?: postgres.ParameterOrJSON<never>[]) {
+  run.probe.queries++;
+  return run.probe.sql.unsafe(query, parameters);
+}
+
+/** Waits until `n` operations of `kind` are COMPLETED. */
+async function waitStage(run: Run, kind: OperationKind, n: number): Promise<void> {
+  const completed = async () => {
+    const [row] = await probeQuery(
+      run,
+      `select count(*)::int as n from operation where kind = $1 and status = 'COMPLETED'`,
+      [kind],
+    );
+    return Number(row?.n);
+  };
+  const until = Date.now() + DONE_TIMEOUT_MS;
+  while ((await completed()) < n) {
+    if (Date.now() > until) throw new Error(`${run.arm}: timed out waiting for ${n} ${kind}`);
+    await sleep(50);
+  }
+}
+
+/** One packaging per package, of its file's source copy. */
+function packagingsOf(world: World): CreateOperationInput[] {
+  return world.packages.map((p) => ({
+    kind: OperationKind.RAW_DATA_PACKAGE,
+    fields: { rawDataPackageId: p.id, locationId: world.source },
+    inputs: [p.fileCopy],
+  }));
+}
+
+/** The caller chains the stages itself: each waits for the one before, then reads its copies. */
+async function chainByCaller(run: Run, world: World): Promise<void> {
+  const { caller } = run;
+  await waitStage(run, OperationKind.RAW_DATA_PACKAGE, PACKAGES);
+  const packaged = await presentCopies(caller, ArtifactType.RAW_DATA_PACKAGE, world.source);
+  await submitAll(caller, bundlingsOf(world, packaged));
+  await waitStage(run, OperationKind.DATA_TRANSFER_PACKAGE, BUNDLES);
+  const bundled = await presentCopies(caller, ArtifactType.DATA_TRANSFER_PACKAGE, world.source);
+  await submitAll(caller, transfersOf(world, bundled));
+  await waitStage(run, OperationKind.TRANSFER, BUNDLES);
+  const moved = await presentCopies(caller, ArtifactType.DATA_TRANSFER_PACKAGE, world.buffer);
+  await submitAll(caller, unpacksOf(world, moved));
+  await waitStage(run, OperationKind.UNPACK, BUNDLES);
+  const unpacked = await presentCopies(caller, ArtifactType.RAW_DATA_PACKAGE, world.buffer);
+  await submitAll(caller, archivesOf(world, unpacked));
+  await waitStage(run, OperationKind.LONG_TERM_ARCHIVE, PACKAGES);
+}
+
+/** One bundling per transfer package, of its members' packaged copies (by package id). */
+function bundlingsOf(world: World, packaged: Map<string, string>): CreateOperationInput[] {
+  const members = new Map<string, string[]>();
+  for (const p of world.packages) {
+    members.set(p.bundle, [...(members.get(p.bundle) ?? []), packaged.get(p.id) as string]);
+  }
+  return world.bundles.map((b) => ({
+    kind: OperationKind.DATA_TRANSFER_PACKAGE,
+    fields: { dataTransferPackageId: b, locationId: world.source },
+    inputs: members.get(b) ?? [],
+  }));
+}
+
+/** One transfer per transfer package, source to buffer, of its bundled copy (by bundle id). */
+function transfersOf(world: World, bundled: Map<string, string>): CreateOperationInput[] {
+  return world.bundles.map((b) => ({
+    kind: OperationKind.TRANSFER,
+    fields: {
+      dataTransferPackageId: b,
+      sourceLocationId: world.source,
+      destinationLocationId: world.buffer,
+    },
+    inputs: [bundled.get(b) as string],
+  }));
+}
+
+/** One unpack per transfer package at the buffer, of its moved copy (by bundle id). */
+function unpacksOf(world: World, moved: Map<string, string>): CreateOperationInput[] {
+  return world.bundles.map((b) => ({
+    kind: OperationKind.UNPACK,
+    fields: { dataTransferPackageId: b, locationId: world.buffer },
+    inputs: [moved.get(b) as string],
+  }));
+}
+
+/** One long-term archive per package, buffer to archive, of its unpacked copy (by package id). */
+function archivesOf(world: World, unpacked: Map<string, string>): CreateOperationInput[] {
+  return world.packages.map((p) => ({
+    kind: OperationKind.LONG_TERM_ARCHIVE,
+    fields: {
+      rawDataPackageId: p.id,
+      sourceLocationId: world.buffer,
+      destinationLocationId: world.archive,
+    },
+    inputs: [unpacked.get(p.id) as string],
+  }));
+}
+
+/** Throws unless the run holds exactly the expected operations, every one COMPLETED. */
+async function expectEveryOperationCompleted(run: Run): Promise<void> {
+  const [totals] = await probeQuery(
+    run,
+    `select count(*)::int as n, count(*) filter (where status = 'COMPLETED')::int as done
+       from operation`,
+  );
+  if (Number(totals?.n) !== OPERATIONS || Number(totals?.done) !== OPERATIONS) {
+    throw new Error(
+      `${run.arm}: ${totals?.done} of ${totals?.n} operations COMPLETED, ${OPERATIONS} expected`,
+    );
+  }
+}
+
+/** Each stage's completions, throughput and creation delay, from the transition history. */
+async function stageFigures(run: Run): Promise<RunFigures['stages']> {
+  const stageRows = await probeQuery(
+    run,
+    `select o.kind, count(*) filter (where t.event = 'COMPLETE')::int as n,
+       extract(epoch from max(t.at) filter (where t.event = 'COMPLETE')
+                        - min(t.at) filter (where t.event = 'CREATE'))::float8 as span
+     from operation_transition t join operation o on o.id = t.operation_id
+     group by o.kind`,
+  );
+  const byKind = new Map(stageRows.map((r) => [String(r.kind), r]));
+  const delays = await creationDelays(run);
+  return STAGES.map(({ stage, kind }) => {
+    const r = byKind.get(kind);
+    const n = Number(r?.n);
+    const d = delays.get(kind);
+    return {
+      stage,
+      kind,
+      completions: n,
+      rate: n / Math.max(0.001, Number(r?.span)),
+      delayP50: d === undefined ? null : Number(d.p50),
+      delayP95: d === undefined ? null : Number(d.p95),
+    };
+  });
+}
+
+/**
+ * How long each operation after packaging waited to be created once its inputs existed: its
+ * CREATE after the last COMPLETE of the operations that produced its input copies, by kind
+ * (median and 95th percentile, milliseconds).
+ */
+async function creationDelays(run: Run): Promise<Map<string, postgres.Row>> {
+  const delayRows = await probeQuery(
+    run,
+    `with d as (
+       select o.kind, o.id,
+         extract(epoch from min(c.at) - max(p.at))::float8 * 1000 as ms
+       from operation o
+       join operation_transition c on c.operation_id = o.id and c.event = 'CREATE'
+       join operation_input i on i.operation_id = o.id
+       join operation_output oo on oo.physical_copy_id = i.physical_copy_id
+       join operation_transition p on p.operation_id = oo.operation_id and p.event = 'COMPLETE'
+       where o.kind <> 'raw_data_package'
+       group by o.kind, o.id)
+     select kind, percentile_cont(0.5) within group (order by ms)::float8 as p50,
+       percentile_cont(0.95) within group (order by ms)::float8 as p95
+     from d group by kind`,
+  );
+  return new Map(delayRows.map((r) => [String(r.kind), r]));
+}
+
+/** Closes everything the run opened and removes its database, archive store and NATS streams. */
+async function tearDown(run: Run): Promise<void> {
+  await run.closeRuntimes();
+  await run.probe.sql.end();
+  await admin.unsafe(`drop database if exists "${run.database}" with (force)`);
+  await rm(run.storeRoot, { recursive: true, force: true });
+  const nats = await createJetStreamTransport({
+    insecureNats: true,
+    servers: NATS_URL,
+    prefix: run.prefix,
+  }).catch(() => undefined);
+  await nats?.destroy().catch(() => undefined);
 }
 
 const per = (x: number) => x / OPERATIONS;
