@@ -290,7 +290,8 @@ export class NatsServerProcess {
       { stdio: 'ignore', env: { ...process.env, ...options.env } },
     );
     this.#child = child;
-    await waitFor(() => reachable(this.port), `nats-server on port ${this.port}`, 15_000, 50);
+    // Generous: on a busy machine a server's start (its store's recovery included) takes seconds.
+    await waitFor(() => reachable(this.port), `nats-server on port ${this.port}`, 60_000, 50);
   }
 
   /** The running server's process id (its CPU time is read from /proc by the benches). */
@@ -335,7 +336,11 @@ export class NatsServerProcess {
 
 /** What a server's monitoring endpoint says of the JetStream cluster (`/jsz`). */
 interface Jsz {
-  readonly meta_cluster?: { readonly leader?: string };
+  readonly meta_cluster?: {
+    readonly leader?: string;
+    /** The leader's view of its followers (the leader alone reports them). */
+    readonly replicas?: readonly { readonly name: string; readonly current?: boolean }[];
+  };
   readonly account_details?: readonly {
     readonly stream_detail?: readonly {
       readonly name: string;
@@ -402,13 +407,23 @@ export class NatsClusterProcess {
     ];
   }
 
-  /** Starts every node, then waits until the cluster has a JetStream meta leader. */
+  /**
+   * Starts every node, then waits until the cluster has a JetStream meta leader that sees every
+   * other node as a current peer: before that, a stream of three replicas finds "no suitable
+   * peers for placement" (seen on a busy machine, where the last node joins seconds later).
+   */
   async start(): Promise<void> {
     await Promise.all(this.nodes.map((n, i) => n.start({ args: this.args(i) })));
+    const followers = this.nodes.length - 1;
     await waitFor(
-      async () => (await this.metaLeader()) !== undefined,
-      'a JetStream meta leader',
-      30_000,
+      async () =>
+        (await this.ask('', (jsz) => {
+          const meta = jsz.meta_cluster;
+          const current = (meta?.replicas ?? []).filter((r) => r.current === true).length;
+          return current >= followers ? meta?.leader : undefined;
+        })) !== undefined,
+      `a JetStream meta leader with ${followers} current peers`,
+      90_000,
       100,
     );
   }
