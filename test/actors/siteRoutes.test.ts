@@ -179,8 +179,16 @@ describe('routes by site and location', () => {
 
   it('dispatches queued under the legacy names before the upgrade are moved to their site queues and complete, none lost', async () => {
     // A short duplicate window: the move's first publish is dropped as a duplicate of the
-    // original one, and the legacy copy is handed back and moved once the window has passed.
-    const { dep, a, b, worker } = await world({ ...FAST_TIMING, duplicateWindowMs: 2_000 });
+    // original one, and the legacy copy is handed back and moved once the window has passed. The
+    // operations are SCHEDULED before the workers and the control plane start, which takes
+    // seconds on a busy machine: a reconciler floor well past that keeps the reconciler from
+    // resetting them first (its reset, not the move, would then bring them to attempt 2).
+    const { dep, a, b, worker } = await world({
+      ...FAST_TIMING,
+      duplicateWindowMs: 2_000,
+      reconcilerFloorMs: 60_000,
+      ackWaitMs: 90_000,
+    });
     const ids = [await archiveAt(dep, a), await archiveAt(dep, b), await archiveAt(dep, a)];
     // As an older release left them: SCHEDULED, each dispatch on the legacy queue only.
     for (const id of ids) await dep.runtime.store.apply(id, { type: 'SCHEDULE' });
