@@ -8,6 +8,7 @@ import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
 import type { Pipeline, PipelineStage } from '../../machines/pipeline.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
+import { selectRollbackOutcomes } from '../../persistence/reads/selectRollbackOutcomes.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../runtime/Runtime.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import {
@@ -32,7 +33,6 @@ import {
   reportPackages,
   reportStatus,
   reportWarnings,
-  rollbacksOf,
 } from './demoOutcome.ts';
 import { type DemoCast, type DemoRun, followOperations, runUntilStopped } from './demoPipeline.ts';
 
@@ -338,7 +338,7 @@ async function pipeline(setting: DemoSetting, out: (line?: string) => void): Pro
     counts.data_transfer_package.ARCHIVED === 1;
   // The rollback happened, whole: every operation it redoes is superseded and has a re-run that
   // carries its id and COMPLETED (one per redone operation: nothing twice, nothing missing).
-  const rollbacks = await rollbacksOf(runtime);
+  const rollbacks = await selectRollbackOutcomes(runtime.database);
   const superseded = rollbacks.reduce((n, r) => n + r.superseded, 0);
   ok &&= views.every((v) => v.status === OperationStatus.COMPLETED);
   ok &&= OPERATION_KINDS.every((k) => kindsDone.has(k));

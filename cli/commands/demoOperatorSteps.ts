@@ -5,7 +5,7 @@ import { OperationKind } from '../../machines/OperationKind.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
 import { shortId } from '../../machines/shortId.ts';
 import { countPackageStates } from '../../persistence/reads/countPackageStates.ts';
-import { rollbacksOf } from './demoOutcome.ts';
+import { selectRollbackOutcomes } from '../../persistence/reads/selectRollbackOutcomes.ts';
 import { type DemoRun, seconds, settled } from './demoPipeline.ts';
 import { describeRollback } from './rollback.ts';
 
@@ -136,7 +136,8 @@ const rollBack: OperatorStep = {
     out(
       `    rollback ${r.rollbackId}: ${r.redone.length} operations superseded, ${r.created.length} created by ${r.by}; the pass creates the rest from the re-run:`,
     );
-    const mine = async () => (await rollbacksOf(runtime)).find((x) => x.id === r.rollbackId);
+    const mine = async () =>
+      (await selectRollbackOutcomes(runtime.database)).find((x) => x.id === r.rollbackId);
     const started = systemClock.now();
     const home = await follow.until('the re-run ARCHIVED', async (ops) => {
       if (!settled(ops) || ((await mine())?.caused ?? 0) < r.redone.length) return false;

@@ -1,4 +1,3 @@
-import { sql } from 'drizzle-orm';
 import { systemClock } from '../../machines/Clock.ts';
 import { classifyPackageStep } from '../../machines/classifyPackageStep.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
@@ -12,6 +11,7 @@ import {
   type PackageStateCounts,
 } from '../../persistence/reads/countPackageStates.ts';
 import { selectPackage } from '../../persistence/reads/selectPackage.ts';
+import { selectRollbackMarks } from '../../persistence/reads/selectRollbackOutcomes.ts';
 import type { Runtime } from '../../runtime/Runtime.ts';
 import type { SampleData } from '../../stages/sampleData.ts';
 import { describePath, recoveryOf, stepsOf } from './demoReport.ts';
@@ -43,66 +43,6 @@ async function outputLine(scene: DemoScene, c: PhysicalCopyRecord): Promise<stri
   return `    output    ${c.artifactType} ${nameOf(scene, c.artifactId)} at ${scene.locationName.get(c.locationId)}: ${deleted ? 'deleted after its verified archive' : `${live.length} live cop${live.length === 1 ? 'y' : 'ies'}`}${mark}`;
 }
 
-/** A rollback of the demo, and what became of it. */
-export interface DemoRollback {
-  readonly id: string;
-  readonly stage: string;
-  readonly by: string;
-  /** How many operations its plan redoes. */
-  readonly redone: number;
-  /** How many operations are marked superseded by it. */
-  readonly superseded: number;
-  /** How many operations carry its id (the target's, created with it; the later ones, by the pass). */
-  readonly caused: number;
-  /** How many of those COMPLETED. */
-  readonly completed: number;
-}
-
-/**
- * The rollbacks recorded, oldest first, each with the operations it superseded and caused.
- *
- * @example
- * ```ts
- * const [r] = await rollbacksOf(runtime);
- * const whole = r?.caused === r?.redone;
- * ```
- */
-export async function rollbacksOf(runtime: Runtime): Promise<DemoRollback[]> {
-  const rows = await runtime.database.execute(sql`
-    select r.id::text, r.stage, r.requested_by,
-      jsonb_array_length(r.plan->'redone')::int as redone,
-      (select count(*) from operation o where o.superseded_by = r.id)::int as superseded,
-      (select count(*) from operation o where o.rollback_id = r.id)::int as caused,
-      (select count(*) from operation o where o.rollback_id = r.id and o.status = 'COMPLETED')::int
-        as completed
-    from pipeline_rollback r order by r.created_at, r.id`);
-  return rows.map((r) => ({
-    id: String(r.id),
-    stage: String(r.stage),
-    by: String(r.requested_by),
-    redone: Number(r.redone),
-    superseded: Number(r.superseded),
-    caused: Number(r.caused),
-    completed: Number(r.completed),
-  }));
-}
-
-/** Each operation a rollback touched: the rollback it carries, the one that superseded it. */
-async function rollbackMarks(runtime: Runtime) {
-  const rows = await runtime.database.execute(sql`
-    select id::text, rollback_id::text, superseded_by::text from operation
-    where rollback_id is not null or superseded_by is not null`);
-  return new Map(
-    rows.map((r) => [
-      String(r.id),
-      {
-        rollbackId: r.rollback_id == null ? null : String(r.rollback_id),
-        supersededBy: r.superseded_by == null ? null : String(r.superseded_by),
-      },
-    ]),
-  );
-}
-
 /**
  * Section 5: each operation's path through the lifecycle, who recovered it, the rollback it is a
  * re-run of or was superseded by, its journal steps, its error if it FAILED, and each output copy.
@@ -119,7 +59,7 @@ export async function reportOperations(
   const { out } = scene;
   out();
   out('5. What happened to each operation');
-  const marks = await rollbackMarks(scene.runtime);
+  const marks = await selectRollbackMarks(scene.runtime.database);
   for (const view of views) {
     const subject = nameOf(
       scene,
