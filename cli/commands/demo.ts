@@ -8,6 +8,7 @@ import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
 import type { Pipeline, PipelineStage } from '../../machines/pipeline.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
+import { selectRollbackOutcomes } from '../../persistence/reads/selectRollbackOutcomes.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../runtime/Runtime.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import {
@@ -88,10 +89,11 @@ const SUMMARY =
  * `opstate demo [--data-dir DIR]`: the declared pipeline (`samplePipelineDefinition`), embedded (a
  * private Postgres + the in-process transport), with two workers. Only the packaging is submitted;
  * the control plane's pass creates every later stage. The first transfer fails for good, an
- * operator retries it, and worker-A is crashed part-way through the archives. Prints every
+ * operator retries it, and worker-A is crashed part-way through the archives; the operator then
+ * stages a package on request and rolls the transfer package back to its transfer. Prints every
  * operation's path through the lifecycle, who created it and how it was recovered, and each
- * package's derived state; exit 0 when every operation COMPLETED, every package is ARCHIVED and no
- * artifact has two live copies.
+ * package's derived state; exit 0 when every operation COMPLETED, every package is ARCHIVED, the
+ * rollback's re-run ran once per operation it redoes and no artifact has two live copies.
  *
  * @example
  * ```ts
@@ -331,14 +333,28 @@ async function pipeline(setting: DemoSetting, out: (line?: string) => void): Pro
   const archived =
     counts.raw_data_package.ARCHIVED === sample.packages.length &&
     counts.data_transfer_package.ARCHIVED === 1;
+  // The rollback happened, whole: every operation it redoes is superseded and has a re-run that
+  // carries its id and COMPLETED (one per redone operation: nothing twice, nothing missing).
+  const rollbacks = await selectRollbackOutcomes(runtime.database);
+  const superseded = rollbacks.reduce((n, r) => n + r.superseded, 0);
   ok &&= views.every((v) => v.status === OperationStatus.COMPLETED);
   ok &&= OPERATION_KINDS.every((k) => kindsDone.has(k));
   ok &&= archived && retried?.status === OperationStatus.COMPLETED;
+  ok &&=
+    rollbacks.length === 1 &&
+    rollbacks.every(
+      (r) => r.superseded === r.redone && r.caused === r.redone && r.completed === r.caused,
+    );
   out();
   out('Summary');
   out(
-    `  operations: ${views.length}; ${byPipeline.length} created by the pipeline's pass, ${views.length - byPipeline.length} submitted (the packaging by demo, the staging on request)`,
+    `  operations: ${views.length}, ${superseded} of them superseded by a rollback; ${byPipeline.length} created by the pipeline's pass, ${views.length - byPipeline.length} submitted (the packaging by demo; the staging on request and the rollback's transfer by the operator)`,
   );
+  for (const r of rollbacks) {
+    out(
+      `  rollback ${r.id} to '${r.stage}' by ${r.by}: ${r.superseded} operations superseded, ${r.caused} created again carrying its id, ${r.completed} COMPLETED`,
+    );
+  }
   out(`  packages per derived state: ${describeCounts(counts)}`);
   out("  the operator's steps:");
   for (const [i, s] of steps.entries()) {
@@ -347,8 +363,8 @@ async function pipeline(setting: DemoSetting, out: (line?: string) => void): Pro
   out();
   out(
     ok
-      ? `OK: all ${views.length} operations COMPLETED, every kind ran, every package ARCHIVED, the failed stage resumed after its retry, no artifact has two live copies, every buffer copy was deleted after its verified archive with a receipt.`
-      : 'NOT OK: some operation did not complete, a package is not ARCHIVED, an artifact has two live copies, or a buffer deletion did not finish (see above).',
+      ? `OK: all ${views.length} operations COMPLETED, every kind ran, every package ARCHIVED, the failed stage resumed after its retry, the rollback's re-run ran once per redone operation, no artifact has two live copies, every buffer copy was deleted after its verified archive with a receipt.`
+      : "NOT OK: some operation did not complete, a package is not ARCHIVED, the rollback's re-run is not whole, an artifact has two live copies, or a buffer deletion did not finish (see above).",
   );
   if (keep) {
     out(`Data kept in ${dir}: storage/ holds the files; to look again:`);

@@ -160,8 +160,8 @@ async function replanFailed(
 }
 
 /**
- * Section 10: waits for every buffer deletion, reports each, lets go of the held file, re-plans
- * the kept one and reports again; true when every buffer copy was DELETED after a crash and a
+ * Section 10: waits for every buffer deletion, reports each; unless an operator did so already
+ * (`letGo`), lets go of the held file, re-plans the kept one and reports again; true when every buffer copy was DELETED after a crash and a
  * takeover.
  */
 async function reportDeletions(
@@ -182,24 +182,29 @@ async function reportDeletions(
     return false;
   }
   const nameOf = (id: string) => sample.artifacts.get(id)?.name ?? shortId(id);
-  for (const c of first) await describeDeletion(scene, c.id, nameOf(c.artifactId));
-  if (held !== undefined) {
-    await held.handle.close();
-    out(`  the analysis tool closes ${held.path}; after review an operator re-plans:`);
-  }
-  await replanFailed(
-    scene,
-    first.filter((c) => c.status === PhysicalCopyStatus.DELETION_FAILED),
-    archiveIds,
-  );
-  const second = await settled(scene, (s) => s === PhysicalCopyStatus.DELETED);
-  let deleted = 0;
-  let kept = 0;
-  out('  after the re-plan:');
-  for (const c of second ?? (await bufferCopies(scene))) {
-    const n = await describeDeletion(scene, c.id, nameOf(c.artifactId));
-    deleted += n.deleted;
-    kept += n.kept;
+  const describeAll = async (copies: readonly { id: string; artifactId: string }[]) => {
+    let deleted = 0;
+    let kept = 0;
+    for (const c of copies) {
+      const n = await describeDeletion(scene, c.id, nameOf(c.artifactId));
+      deleted += n.deleted;
+      kept += n.kept;
+    }
+    return { deleted, kept };
+  };
+  let { deleted, kept } = await describeAll(first);
+  const failed = first.filter((c) => c.status === PhysicalCopyStatus.DELETION_FAILED);
+  // An operator may have let go and re-planned already (see `letGo`): then all is DELETED here.
+  let second: typeof first | undefined = first;
+  if (held !== undefined || failed.length > 0) {
+    if (held !== undefined) {
+      await held.handle.close();
+      out(`  the analysis tool closes ${held.path}; after review an operator re-plans:`);
+    }
+    await replanFailed(scene, failed, archiveIds);
+    second = await settled(scene, (s) => s === PhysicalCopyStatus.DELETED);
+    out('  after the re-plan:');
+    ({ deleted, kept } = await describeAll(second ?? (await bufferCopies(scene))));
   }
   const resumed = (
     await Promise.all((await bufferCopies(scene)).map((c) => scene.copies.history(c.id)))
@@ -267,6 +272,30 @@ export async function startDeletionDemo(
       const path = join(copy.path, 'scan_0002.fits');
       held = { handle: await open(path, 'r'), path };
       out(`  an analysis tool (this process, pid ${process.pid}) now holds ${path} open`);
+    },
+    /**
+     * Before a rollback that re-runs the unpack (which writes every member's buffer copy again,
+     * and whose re-run archives only a PRESENT one): waits for every buffer deletion to end, lets
+     * go of the held file, re-plans the kept deletion and waits until every buffer copy is
+     * DELETED; true once it is.
+     */
+    async letGo(archiveIds: readonly string[]): Promise<boolean> {
+      const ended = await settled(
+        scene,
+        (s) => s === PhysicalCopyStatus.DELETED || s === PhysicalCopyStatus.DELETION_FAILED,
+      );
+      if (ended === undefined) return false;
+      if (held !== undefined) {
+        await held.handle.close();
+        out(`  the analysis tool closes ${held.path}; after review an operator re-plans:`);
+        held = undefined;
+      }
+      await replanFailed(
+        scene,
+        ended.filter((c) => c.status === PhysicalCopyStatus.DELETION_FAILED),
+        archiveIds,
+      );
+      return (await settled(scene, (s) => s === PhysicalCopyStatus.DELETED)) !== undefined;
     },
     /** After the pipeline: wait for every buffer deletion, report, re-plan the kept one. */
     report: (archiveIds: readonly string[]): Promise<boolean> =>

@@ -1,10 +1,13 @@
 import { OPERATOR } from '../../machines/actors.ts';
 import { systemClock } from '../../machines/Clock.ts';
 import { STEP_LABEL } from '../../machines/classifyPackageStep.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
 import { OperationStatus } from '../../machines/operationMachine.ts';
 import { shortId } from '../../machines/shortId.ts';
 import { countPackageStates } from '../../persistence/reads/countPackageStates.ts';
+import { selectRollbackOutcomes } from '../../persistence/reads/selectRollbackOutcomes.ts';
 import { type DemoRun, seconds, settled } from './demoPipeline.ts';
+import { describeRollback } from './rollback.ts';
 
 /** What an operator step did: whether it held, and one line for the demo's summary. */
 export interface StepOutcome {
@@ -95,6 +98,67 @@ const stageOnRequest: OperatorStep = {
   },
 };
 
+/** The stage the demo's rollback redoes from. */
+export const ROLLBACK_STAGE = 'transfer-1';
+
+/**
+ * An operator rolls the data transfer package back to its transfer, so its transfer, unpack and
+ * every member's archive run again: the dry run's plan first (what it redoes, the copies it
+ * supersedes), then the rollback, then its re-run followed until every package is ARCHIVED again.
+ * The transfer reads the bundle's source copy, which the deletion policy keeps. Not one raw data
+ * package: to its archive is refused (`UNSAFE`: the policy deleted the buffer copy the archive
+ * reads), and from an earlier stage the unpack's re-run writes every member's buffer copy again
+ * while only that package is archived again, so its bundle-mates' new buffer copies would wait
+ * for a deletion no archive vouches for. The re-run unpacks at the buffer, so the buffer settles
+ * first (`letGo`): no copy mid-deletion, none kept by a failed one (the pass archives a PRESENT
+ * copy only).
+ */
+const rollBack: OperatorStep = {
+  title: `roll the transfer package back to '${ROLLBACK_STAGE}'`,
+  async run({ runtime, sample, cast, follow, out }) {
+    const pkg = sample.dataTransferPackage;
+    // A rollback's `by` is a submitter name, as `opstate rollback --operator alice` records it.
+    const by = `${OPERATOR}:${DEMO_OPERATOR}`;
+    const what = `${pkg.name} back to '${ROLLBACK_STAGE}'`;
+    const archives = (await Promise.all(follow.ids().map((i) => runtime.get(i))))
+      .filter((v) => v.kind === OperationKind.LONG_TERM_ARCHIVE)
+      .map((v) => v.id);
+    out('  the re-run unpacks at the buffer again, so first every buffer deletion ends:');
+    if (!(await cast.deletion.letGo(archives))) {
+      return { ok: false, summary: `${what}: the buffer deletions did not all end DELETED` };
+    }
+    const args = `${pkg.id} --to ${ROLLBACK_STAGE} --pipeline <module> --operator ${DEMO_OPERATOR}`;
+    out(`  $ opstate rollback ${args} --dry-run`);
+    const plan = await runtime.rollback({ artifact: pkg.id, to: ROLLBACK_STAGE, by, dryRun: true });
+    for (const l of describeRollback(plan).split('\n')) out(`    ${l}`);
+    out(`  $ opstate rollback ${args}`);
+    const r = await runtime.rollback({ artifact: pkg.id, to: ROLLBACK_STAGE, by });
+    out(
+      `    rollback ${r.rollbackId}: ${r.redone.length} operations superseded, ${r.created.length} created by ${r.by}; the pass creates the rest from the re-run:`,
+    );
+    const mine = async () =>
+      (await selectRollbackOutcomes(runtime.database)).find((x) => x.id === r.rollbackId);
+    const started = systemClock.now();
+    const home = await follow.until('the re-run ARCHIVED', async (ops) => {
+      if (!settled(ops) || ((await mine())?.caused ?? 0) < r.redone.length) return false;
+      const states = await countPackageStates(runtime.database);
+      return (
+        states.raw_data_package.ARCHIVED === sample.packages.length &&
+        states.data_transfer_package.ARCHIVED === 1
+      );
+    });
+    if (!home) return { ok: false, summary: `${what}: the re-run did not reach ARCHIVED` };
+    out(
+      `  every package ARCHIVED again ${seconds(systemClock.now() - started)} after the rollback`,
+    );
+    const done = await mine();
+    return {
+      ok: done?.caused === r.redone.length && done.completed === done.caused,
+      summary: `${what} by operator ${DEMO_OPERATOR} (rollback ${r.rollbackId}): ${r.redone.length} operations redone (${r.stages.join(', ')}), ${r.superseded.length} copies superseded; ${done?.completed} of ${done?.caused} new operations COMPLETED and every package is ARCHIVED again`,
+    };
+  },
+};
+
 /**
  * What the operator does, in order, once the pipeline has stopped at its failed stage. A further
  * step is one more entry.
@@ -102,6 +166,7 @@ const stageOnRequest: OperatorStep = {
 export const OPERATOR_STEPS: readonly OperatorStep[] = Object.freeze([
   retryFailedStage,
   stageOnRequest,
+  rollBack,
 ]);
 
 /**

@@ -11,6 +11,7 @@ import {
   type PackageStateCounts,
 } from '../../persistence/reads/countPackageStates.ts';
 import { selectPackage } from '../../persistence/reads/selectPackage.ts';
+import { selectRollbackMarks } from '../../persistence/reads/selectRollbackOutcomes.ts';
 import type { Runtime } from '../../runtime/Runtime.ts';
 import type { SampleData } from '../../stages/sampleData.ts';
 import { describePath, recoveryOf, stepsOf } from './demoReport.ts';
@@ -43,8 +44,8 @@ async function outputLine(scene: DemoScene, c: PhysicalCopyRecord): Promise<stri
 }
 
 /**
- * Section 5: each operation's path through the lifecycle, who recovered it, its journal steps,
- * its error if it FAILED, and each output copy.
+ * Section 5: each operation's path through the lifecycle, who recovered it, the rollback it is a
+ * re-run of or was superseded by, its journal steps, its error if it FAILED, and each output copy.
  *
  * @example
  * ```ts
@@ -58,6 +59,7 @@ export async function reportOperations(
   const { out } = scene;
   out();
   out('5. What happened to each operation');
+  const marks = await selectRollbackMarks(scene.runtime.database);
   for (const view of views) {
     const subject = nameOf(
       scene,
@@ -71,6 +73,11 @@ export async function reportOperations(
       out(`    ${i === 0 ? 'path     ' : '         '} ${line}`);
     });
     out(`    recovery  ${recoveryOf(view.transitions)}`);
+    const mark = marks.get(view.id);
+    if (mark?.rollbackId != null) out(`    rollback  re-run of rollback ${mark.rollbackId}`);
+    if (mark?.supersededBy != null) {
+      out(`    rollback  superseded by rollback ${mark.supersededBy}: redone, out of the chain`);
+    }
     if (view.steps.length > 0) out(`    steps     ${stepsOf(view)}`);
     if (view.lastError !== null && view.status === OperationStatus.FAILED) {
       out(`    error     ${view.lastError.message}`);

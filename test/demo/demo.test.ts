@@ -10,7 +10,8 @@ import { readPackage } from '../../stages/packageFormat.ts';
 /**
  * `opstate demo` (what `npm start` runs), in this process: the declared pipeline on the embedded
  * database and the in-process transport, only its entry stage submitted, one stage failed for good
- * and retried by an operator, worker-A crashed part-way.
+ * and retried by an operator, worker-A crashed part-way, then a package staged on request and the
+ * transfer package rolled back to its transfer.
  */
 let dir: string | undefined;
 afterEach(async () => {
@@ -28,7 +29,7 @@ async function filesUnder(root: string): Promise<string[]> {
 }
 
 describe('opstate demo', () => {
-  it('runs the declared pipeline from its entry stage through a failed-then-retried stage and a worker crash, every package ARCHIVED, one live copy per artifact and location', async () => {
+  it('runs the declared pipeline from its entry stage through a failed-then-retried stage, a worker crash and a rollback, every package ARCHIVED, one live copy per artifact and location', async () => {
     dir = await mkdtemp(join(tmpdir(), 'opstate-demo-test-'));
     await chmod(dir, 0o711); // as root, the embedded Postgres server runs as another user
     const lines: string[] = [];
@@ -58,12 +59,13 @@ describe('opstate demo', () => {
       const by = /^ {4}created {3}by (\S+)$/.exec(next)?.[1];
       return `${l.trim().split(/ +/)[0]} ${by}`;
     });
+    // The rollback's transfer was created by the operator with it, its unpack and archives by the
+    // pass again: the superseded operations are counted too.
     expect(creators.filter((c) => c.endsWith(' pipeline:preservation')).sort(), text).toEqual([
       'data_transfer_package pipeline:preservation',
-      'long_term_archive pipeline:preservation',
-      'long_term_archive pipeline:preservation',
-      'long_term_archive pipeline:preservation',
+      ...Array(6).fill('long_term_archive pipeline:preservation'),
       'transfer pipeline:preservation',
+      'unpack pipeline:preservation',
       'unpack pipeline:preservation',
     ]);
     expect(creators.filter((c) => !c.endsWith(' pipeline:preservation')).sort(), text).toEqual([
@@ -71,6 +73,7 @@ describe('opstate demo', () => {
       'raw_data_package demo',
       'raw_data_package demo',
       'staging operator:alice',
+      'transfer operator:alice',
     ]);
 
     // One stage failed for good and stopped its branch: every package FAILED (derived), and no
@@ -115,6 +118,56 @@ describe('opstate demo', () => {
     );
     expect(text).toMatch(
       /a\) retry the failed stage: transfer [0-9a-f]{8} FAILED for good and its branch stopped; retried by operator alice, it COMPLETED \(attempt 2\) and the branch went on to ARCHIVED/,
+    );
+
+    // The rollback happened: the transfer package back to 'transfer-1', its plan printed dry
+    // first; each redone operation (the transfer, the unpack, every member's archive) superseded,
+    // and run again once by an operation carrying the rollback's id, the transfer created by the
+    // operator and the rest by the pass; every package ARCHIVED again.
+    const dryAt = lines.findIndex((l) =>
+      /^ {2}\$ opstate rollback \S+ --to transfer-1 .* --dry-run$/.test(l),
+    );
+    expect(dryAt, text).toBeGreaterThan(retryAt);
+    expect(lines[dryAt + 1], text).toMatch(
+      /^ {4}dry run \(nothing changed\): rollback of data_transfer_package [0-9a-f-]{36} to 'transfer-1'/,
+    );
+    expect(lines[dryAt + 2], text).toBe('    redo, in order: transfer-1, unpack-1, archive-1');
+    const rolled =
+      /^ {4}rollback ([0-9a-f-]{36}): 5 operations superseded, 1 created by operator:alice;/.exec(
+        lines.find((l) => /^ {4}rollback [0-9a-f-]{36}: /.test(l)) ?? '',
+      );
+    expect(rolled, text).not.toBeNull();
+    const rollbackId = rolled?.[1] as string;
+    /** The lines that describe one operation in section 5, from its summary line on. */
+    const blockOf = (l: string) => {
+      const at = lines.indexOf(l);
+      const end = lines.findIndex((x, i) => i > at && (x === '' || summaries.includes(x)));
+      return lines.slice(at, end);
+    };
+    const marked = (mark: string) =>
+      summaries
+        .filter((l) => blockOf(l).includes(`    rollback  ${mark}`))
+        .map((l) => creators[summaries.indexOf(l)])
+        .sort();
+    expect(marked(`re-run of rollback ${rollbackId}`), text).toEqual([
+      ...Array(3).fill('long_term_archive pipeline:preservation'),
+      'transfer operator:alice',
+      'unpack pipeline:preservation',
+    ]);
+    expect(marked(`superseded by rollback ${rollbackId}: redone, out of the chain`), text).toEqual([
+      ...Array(3).fill('long_term_archive pipeline:preservation'),
+      'transfer pipeline:preservation',
+      'unpack pipeline:preservation',
+    ]);
+    expect(text).toContain(
+      `rollback ${rollbackId} to 'transfer-1' by operator:alice: 5 operations superseded, 5 created again carrying its id, 5 COMPLETED`,
+    );
+    const rolledAt = lines.findIndex((l) => l.startsWith(`    rollback ${rollbackId}: `));
+    expect(lines.slice(rolledAt).some((l) => /^ {2}every package ARCHIVED again /.test(l))).toBe(
+      true,
+    );
+    expect(text).toContain(
+      `c) roll the transfer package back to 'transfer-1': dtp-2024-01 back to 'transfer-1' by operator alice (rollback ${rollbackId}): 5 operations redone (transfer-1, unpack-1, archive-1), 7 copies superseded; 5 of 5 new operations COMPLETED and every package is ARCHIVED again`,
     );
 
     // The crash happened, and a recovery path (not a lucky completion) brought the work home.
@@ -178,7 +231,9 @@ describe('opstate demo', () => {
     expect(text).toMatch(/DELETION_IN_PROGRESS \(RESUME by deleter-B\) → DELETED/);
     expect(text).toMatch(/kept scan_0002\.fits \(plan 1\): open by process \d+ \(node\)/);
     expect(text).toMatch(
-      /summary: 12 member\(s\) deleted, 1 kept along the way .* every buffer copy DELETED with one receipt/,
+      // Four members (the manifest and three files) in each of six buffer copies: the first
+      // unpack's three and the three the rollback's unpack wrote again.
+      /summary: 24 member\(s\) deleted, 1 kept along the way .* every buffer copy DELETED with one receipt/,
     );
     expect(text).toContain('→ SOURCE_REVALIDATED → DELETED → RECEIPTED');
     expect(text).toContain('next safe action: done: source deleted with a receipt');
