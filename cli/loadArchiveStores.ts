@@ -1,9 +1,8 @@
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { OpstateError } from '../machines/OpstateError.ts';
 import type { ArchiveStoreFactory } from '../stages/ArchiveStore.ts';
 import { registerArchiveStore } from '../stages/registerArchiveStore.ts';
 import { UsageError } from './Command.ts';
+import { importModule } from './importModule.ts';
 
 /** The variable naming store modules for `opstate archive verify` and `restore`, comma-separated. */
 export const ARCHIVE_STORE_MODULES_ENV = 'OPSTATE_ARCHIVE_STORE_MODULES';
@@ -45,23 +44,10 @@ export function storeModulesOf(
  * ```
  */
 export async function loadArchiveStores(path: string): Promise<string[]> {
-  let mod: { default?: unknown; archiveStores?: unknown };
-  try {
-    mod = (await import(pathToFileURL(resolve(path)).href)) as typeof mod;
-  } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    if (code === 'ERR_UNKNOWN_FILE_EXTENSION') {
-      throw new UsageError(
-        `${path} is not JavaScript; compile it to .js or .mjs and pass that file`,
-      );
-    }
-    if (code === 'ERR_MODULE_NOT_FOUND' && String((err as Error).message).includes(resolve(path))) {
-      throw new UsageError(
-        `${path} does not exist; pass the path of a .js or .mjs archive store module`,
-      );
-    }
-    throw err;
-  }
+  const mod = await importModule<{ default?: unknown; archiveStores?: unknown }>(
+    path,
+    'archive store module',
+  );
   const exported = mod.archiveStores ?? mod.default;
   const entries =
     typeof exported === 'object' && exported !== null ? Object.entries(exported) : undefined;

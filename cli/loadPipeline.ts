@@ -1,8 +1,7 @@
-import { resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { OpstateError } from '../machines/OpstateError.ts';
 import { definePipeline, type Pipeline, type PipelineSpec } from '../machines/pipeline.ts';
 import { UsageError } from './Command.ts';
+import { importModule } from './importModule.ts';
 
 /**
  * A pipeline module (`opstate control-plane --pipeline <module>`): JavaScript (`.js`/`.mjs`) that
@@ -16,23 +15,10 @@ import { UsageError } from './Command.ts';
  * ```
  */
 export async function loadPipeline(path: string): Promise<Pipeline> {
-  let mod: { default?: unknown; pipeline?: unknown };
-  try {
-    mod = (await import(pathToFileURL(resolve(path)).href)) as typeof mod;
-  } catch (err) {
-    const code = (err as { code?: unknown }).code;
-    if (code === 'ERR_UNKNOWN_FILE_EXTENSION') {
-      throw new UsageError(
-        `${path} is not JavaScript; compile it to .js or .mjs and pass that file`,
-      );
-    }
-    if (code === 'ERR_MODULE_NOT_FOUND' && String((err as Error).message).includes(resolve(path))) {
-      throw new UsageError(
-        `${path} does not exist; pass the path of a .js or .mjs pipeline module`,
-      );
-    }
-    throw err;
-  }
+  const mod = await importModule<{ default?: unknown; pipeline?: unknown }>(
+    path,
+    'pipeline module',
+  );
   const exported = mod.pipeline ?? mod.default;
   if (typeof exported !== 'object' || exported === null) {
     throw new UsageError(

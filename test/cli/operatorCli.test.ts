@@ -1,11 +1,10 @@
-import { execFile } from 'node:child_process';
 import { chmod, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { main } from '../../cli/main.ts';
 import { deploymentPerTest, HANDLERS, NATS_URL, waitFor } from '../actors/harness.ts';
-import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
+import { runCliInProcess, spawnCli } from '../helpers/runCli.ts';
 
 /**
  * The operator's CLI, spawned as a user runs it: register what the pipeline works on, submit,
@@ -18,45 +17,8 @@ afterEach(async () => {
   dir = undefined;
 });
 
-interface Result {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
-function opstate(args: string[], env: Record<string, string>): Promise<Result> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      opstateArgs(args),
-      { cwd: REPO_ROOT, env: { ...process.env, ...env } },
-      (err, stdout, stderr) => {
-        const code = err === null ? 0 : Number((err as { code?: number }).code ?? 1);
-        resolve({ code, stdout: stdout.trim(), stderr: stderr.trim() });
-      },
-    );
-  });
-}
-
-/**
- * `opstate <args>` in this process (the same `main` the spawned CLI runs), with the environment
- * set for the call: the cheap way to run the follow-up commands of a flow proved by processes.
- */
-async function inProcess(args: string[], env: Record<string, string>): Promise<Result> {
-  const saved = Object.fromEntries(Object.keys(env).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, env);
-  const out: string[] = [];
-  const err: string[] = [];
-  try {
-    const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l) });
-    return { code, stdout: out.join('\n').trim(), stderr: err.join('\n').trim() };
-  } finally {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
-}
+const opstate = spawnCli;
+const inProcess = runCliInProcess;
 
 async function ok(
   args: string[],

@@ -1,13 +1,11 @@
-import { execFile } from 'node:child_process';
 import { hostname } from 'node:os';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { main } from '../../cli/main.ts';
 import { GroupRepository } from '../../persistence/GroupRepository.ts';
 import { inspectOperation } from '../../persistence/inspectOperation.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
-import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { runCliInProcess, spawnCli } from '../helpers/runCli.ts';
 import { archivedPackage } from '../persistence/copyFixtures.ts';
 import { makeWorld, tableCounts, type World } from '../persistence/fixtures.ts';
 
@@ -30,46 +28,13 @@ afterAll(async () => {
   if (testDb !== undefined) await dropTestDatabase(testDb);
 });
 
-interface Result {
-  code: number;
-  stdout: string;
-  stderr: string;
-}
-
 const env = () => ({ DATABASE_URL: testDb.url, OPSTATE_OPERATOR: 'alice' });
 
 /** `opstate <args>` spawned as a user runs it. */
-function spawned(args: string[]): Promise<Result> {
-  return new Promise((resolve) => {
-    execFile(
-      process.execPath,
-      opstateArgs(args),
-      { cwd: REPO_ROOT, env: { ...process.env, ...env() } },
-      (err, stdout, stderr) => {
-        const code = err === null ? 0 : Number((err as { code?: number }).code ?? 1);
-        resolve({ code, stdout: stdout.trim(), stderr: stderr.trim() });
-      },
-    );
-  });
-}
+const spawned = (args: string[]) => spawnCli(args, env());
 
 /** `opstate <args>` in this process (the same `main`), with the environment set for the call. */
-async function inProcess(args: string[]): Promise<Result> {
-  const vars = env();
-  const saved = Object.fromEntries(Object.keys(vars).map((k) => [k, process.env[k]]));
-  Object.assign(process.env, vars);
-  const out: string[] = [];
-  const err: string[] = [];
-  try {
-    const code = await main(args, { out: (l) => out.push(l), err: (l) => err.push(l) });
-    return { code, stdout: out.join('\n').trim(), stderr: err.join('\n').trim() };
-  } finally {
-    for (const [k, v] of Object.entries(saved)) {
-      if (v === undefined) delete process.env[k];
-      else process.env[k] = v;
-    }
-  }
-}
+const inProcess = (args: string[]) => runCliInProcess(args, env());
 
 async function groupRows() {
   const [r] = await database.execute(`select count(*)::int as n,
