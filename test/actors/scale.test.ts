@@ -11,7 +11,16 @@ const N = 1_000;
 describe('many operations over several worker processes', () => {
   it(`${N} archives over 4 worker processes: every one COMPLETED exactly once, one copy each`, async () => {
     // As many dispatches in flight as the workers have slots: nothing waits in the queue long.
-    const dep = await deploy({ ...FAST_TIMING, maxScheduled: 64 });
+    // On a busy machine (the whole suite beside it) a dispatch still waited over 8 s for a slot of
+    // a starved worker, which the drills' 8 s reconciler floor took for abandoned work: this test
+    // is about exactly-once over processes, so the reconciler waits as long as it would for work
+    // a worker is merely slow to take.
+    const dep = await deploy({
+      ...FAST_TIMING,
+      maxScheduled: 64,
+      reconcilerFloorMs: 60_000,
+      ackWaitMs: 90_000,
+    });
     dep.runtime.startControlPlane();
     const workers = await Promise.all(
       [0, 1, 2, 3].map(() => dep.readyWorker({}, ['--concurrency', '16'])),
