@@ -45,7 +45,6 @@ import postgres from 'postgres';
 import { OPERATION_KINDS, OperationKind } from '../machines/OperationKind.ts';
 import { defaultPipeline } from '../machines/pipeline.ts';
 import { LocationType } from '../machines/routing.ts';
-import type { Logger } from '../observe/Logger.ts';
 import { ArtifactType } from '../persistence/ArtifactType.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { DEFAULT_DATABASE_SCHEMA } from '../persistence/databaseSchema.ts';
@@ -54,8 +53,9 @@ import { archiveStandIn } from '../stages/archiveStandIn.ts';
 import { archiveStoreAt } from '../stages/registerArchiveStore.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
 import type { OperationHandler } from '../worker/OperationHandler.ts';
+import { benchDatabases, benchLog } from './lib/benchDatabases.ts';
 import { print } from './lib/figure.ts';
-import { ADMIN_URL, envNumber, NATS_URL } from './lib/settings.ts';
+import { envNumber, NATS_URL } from './lib/settings.ts';
 import { instrument, newCounter, type StatementCounter } from './lib/statementCounter.ts';
 
 const PACKAGES = envNumber('OPSTATE_BENCH_PIPELINE_PACKAGES', 10_000);
@@ -87,29 +87,11 @@ const STAGES = [
   { stage: 'archive-1', kind: OperationKind.LONG_TERM_ARCHIVE },
 ] as const;
 
-const quietLogger: Logger = {
-  log(level, message, fields) {
-    if (level !== 'WARNING' && level !== 'ERROR') return;
-    process.stderr.write(`[pipeline] ${level} ${message} ${JSON.stringify(fields ?? {})}\n`);
-  },
-};
-const say = (line: string) => process.stderr.write(`[pipeline] ${line}\n`);
+const { quietLogger, say } = benchLog('pipeline');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const admin = postgres(ADMIN_URL, { max: 2, onnotice: () => {} });
-const urlOf = (name: string) => {
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  return url.toString();
-};
-const created: string[] = [];
-
-async function createDatabase(name: string, template?: string): Promise<string> {
-  await admin.unsafe(
-    `create database "${name}"${template === undefined ? '' : ` template "${template}"`}`,
-  );
-  created.push(name);
-  return urlOf(name);
-}
+const databases = benchDatabases();
+const { admin } = databases;
+const createDatabase = databases.create;
 
 /** What the template holds, as the caller knows it (it registered them). */
 interface World {
@@ -707,6 +689,5 @@ try {
     printRound(runs.get('pipeline') as RunFigures, runs.get('caller') as RunFigures, round);
   }
 } finally {
-  for (const name of created) await admin.unsafe(`drop database if exists "${name}" with (force)`);
-  await admin.end();
+  await databases.dropAll();
 }

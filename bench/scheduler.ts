@@ -36,20 +36,19 @@
  */
 import { type SQL, sql } from 'drizzle-orm';
 import { PgDialect } from 'drizzle-orm/pg-core';
-import postgres from 'postgres';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
-import type { Logger } from '../observe/Logger.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { FlowLimitRepository } from '../persistence/FlowLimitRepository.ts';
 import { OperationStore } from '../persistence/OperationStore.ts';
 import { type Database, type Executor, openDatabase } from '../persistence/openDatabase.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../runtime/Runtime.ts';
 import { createJetStreamTransport } from '../transport/jetstream/createJetStreamTransport.ts';
+import { benchDatabases, benchLog } from './lib/benchDatabases.ts';
 import { cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.ts';
 import { databaseBuffers, reportStats } from './lib/databaseBuffers.ts';
 import { print } from './lib/figure.ts';
-import { ADMIN_URL, envNumber, NATS_URL } from './lib/settings.ts';
+import { envNumber, NATS_URL } from './lib/settings.ts';
 import { instrument, newCounter } from './lib/statementCounter.ts';
 
 const PENDING = envNumber('OPSTATE_BENCH_SCHED_PENDING', 100_000);
@@ -71,30 +70,11 @@ const TIMING: Partial<RuntimeTiming> = {
   leaderPollMs: 250,
 };
 
-/** WARNING and ERROR lines go to stderr; the rest would only cost time. */
-const quietLogger: Logger = {
-  log(level, message, fields) {
-    if (level !== 'WARNING' && level !== 'ERROR') return;
-    process.stderr.write(`[scheduler] ${level} ${message} ${JSON.stringify(fields ?? {})}\n`);
-  },
-};
-const say = (line: string) => process.stderr.write(`[scheduler] ${line}\n`);
+const { quietLogger, say } = benchLog('scheduler');
 const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
-const admin = postgres(ADMIN_URL, { max: 2, onnotice: () => {} });
-const urlOf = (name: string) => {
-  const url = new URL(ADMIN_URL);
-  url.pathname = `/${name}`;
-  return url.toString();
-};
-const created: string[] = [];
-
-async function createDatabase(name: string, template?: string): Promise<string> {
-  await admin.unsafe(
-    `create database "${name}"${template === undefined ? '' : ` template "${template}"`}`,
-  );
-  created.push(name);
-  return urlOf(name);
-}
+const databases = benchDatabases();
+const { admin } = databases;
+const createDatabase = databases.create;
 
 /** Where the transfers go: one source elsewhere and `LOCATIONS` buffers at the bench's site. */
 interface World {
@@ -585,6 +565,5 @@ try {
   if (PENDING > 0) await benchClaimPass();
   if (E2E_OPS > 0) await benchEndToEnd();
 } finally {
-  for (const name of created) await admin.unsafe(`drop database if exists "${name}" with (force)`);
-  await admin.end();
+  await databases.dropAll();
 }
