@@ -6,7 +6,7 @@ import type { OperationStatus } from '../../machines/operationMachine.ts';
 import type { PackageCopy, PackageType } from '../../machines/packageState.ts';
 import { checkId } from '../applyEvents.ts';
 import { toDate } from '../OperationRecord.ts';
-import type { Executor, Row } from '../openDatabase.ts';
+import type { Database, Executor, Row } from '../openDatabase.ts';
 import { familyOperations, uuidArray } from '../sql/familyOperations.ts';
 
 /** A copy of a package of the family, as a package's page lists it. */
@@ -140,10 +140,20 @@ function toCopy(r: Row): PackageCopyRow {
  * ```
  */
 export async function selectPackage(
-  exec: Executor,
+  exec: Executor | Database,
   packageId: string,
 ): Promise<PackageRecord | undefined> {
   const id = checkId(packageId, 'package id');
+  // One snapshot for every part: read apart, an archive that completed between the read of the
+  // copies and the read of the operations would look COMPLETED without its copy.
+  if (!('transaction' in exec)) return readPackage(exec, id);
+  return exec.transaction(async (tx) => {
+    await tx.execute(sql`set transaction isolation level repeatable read, read only`);
+    return readPackage(tx, id);
+  });
+}
+
+async function readPackage(exec: Executor, id: string): Promise<PackageRecord | undefined> {
   const [head] = await exec.execute(sql`
     select 'raw_data_package' as type, p.id, p.name, d.id as dtp, d.name as dtp_name
       from raw_data_package p left join data_transfer_package d on d.id = p.data_transfer_package_id
