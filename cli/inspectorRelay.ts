@@ -220,7 +220,9 @@ export async function startInspectorRelay(options: {
       const clients = [...wss.clients];
       const gone = clients.map((c) => new Promise<void>((r) => c.once('close', () => r())));
       for (const client of clients) client.close(1001, 'opstate stopped');
-      await Promise.race([Promise.all(gone), systemClock.sleep(1_000)]);
+      const bound = new AbortController();
+      await Promise.race([Promise.all(gone), systemClock.sleep(1_000, bound.signal)]);
+      bound.abort(); // a pending timer would hold the process for the rest of the second
       for (const client of wss.clients) client.terminate();
       await new Promise<void>((resolve) => wss.close(() => resolve()));
       server.closeAllConnections();

@@ -323,7 +323,12 @@ async function closeParts(parts: Parts, status: { stop: () => void; done: Promis
   parts.watcher.stop();
   status.stop();
   if (parts.options.connection === undefined && !nc.isClosed()) {
-    await Promise.race([nc.flush(), systemClock.sleep(2000)]).catch(() => {});
+    // The bound on the flush is cancelled once it answers: a pending 2 s timer kept every
+    // process that closed its runtime alive for those 2 s before it could exit.
+    const bound = new AbortController();
+    await Promise.race([nc.flush(), systemClock.sleep(2000, bound.signal)])
+      .catch(() => {})
+      .finally(() => bound.abort());
     await nc.close();
   }
   await status.done.catch(() => {});
