@@ -8,7 +8,9 @@ import {
   OPERATION_KINDS,
   type OperationKind,
 } from '../../machines/OperationKind.ts';
+import type { Runtime } from '../../runtime/Runtime.ts';
 import type { OperationHandler } from '../../worker/OperationHandler.ts';
+import type { Worker } from '../../worker/Worker.ts';
 import type { WorkerFaults } from '../../worker/WorkerFaults.ts';
 import { defineCommand, type Io, optionsOf, UsageError, wholeNumber } from '../Command.ts';
 import { openProcessRuntime } from '../processRuntime.ts';
@@ -138,34 +140,53 @@ async function runWorker(values: WorkerOptions, io: Io): Promise<number> {
   const { server } = proc;
   // Listening for SIGINT/SIGTERM before the ready line: a supervisor may signal as soon as it reads it.
   const stopping = untilSignal();
-  io.out(
-    `worker ${worker.id} started for ${kinds.join(', ')}${values.site === undefined ? '' : ` at site ${values.site}`} (${runtime.mode.database}, ${runtime.mode.transport})${server === undefined ? '' : `; metrics on port ${server.port}`}`,
-  );
-  if (values.deleteCopies === true) {
-    const deleter = runtime.startCopyDeleter({
-      id: `${worker.id}-deleter`,
-      ...(values.deleterLeaseMs === undefined ? {} : { leaseMs: values.deleterLeaseMs }),
-      ...(values.deleterIntervalMs === undefined ? {} : { intervalMs: values.deleterIntervalMs }),
-      ...withFaults(values.faults === true ? faults : undefined),
-    });
-    io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
-  }
-  // A live process already running under this id, or an unknown site or location, refuses this
-  // one (CONFIG, exit 2).
-  const refused = worker.ready.then(
-    () => new Promise<never>(() => {}),
-    (err: unknown) => err,
-  );
-  const outcome = await Promise.race([stopping, refused]);
-  if (typeof outcome !== 'string') {
+  // The ready line is printed once the worker reads its queues: its id claimed, its consumers in
+  // place. A live process already running under this id, or an unknown site or location, refuses
+  // this one instead (CONFIG, exit 2), and no ready line is printed.
+  const start = await Promise.race([
+    stopping,
+    worker.ready.then(
+      () => ({ ok: true as const }),
+      (err: unknown) => ({ ok: false as const, err }),
+    ),
+  ]);
+  if (typeof start !== 'string' && !start.ok) {
     await proc.close();
     await close?.();
-    throw outcome;
+    throw start.err;
   }
+  if (typeof start !== 'string') announce(values, { kinds, runtime, worker, server, faults }, io);
+  const outcome = typeof start === 'string' ? start : await stopping;
   io.out(`${outcome}: stopping worker ${worker.id}`);
   await proc.close();
   await close?.();
   return 0;
+}
+
+/** The worker's ready line, and the deleter it runs beside it with --delete-copies. */
+function announce(
+  values: WorkerOptions,
+  started: {
+    kinds: readonly string[];
+    runtime: Runtime;
+    worker: Worker;
+    server: { port: number } | undefined;
+    faults: HandlersModule['faults'];
+  },
+  io: Io,
+): void {
+  const { kinds, runtime, worker, server, faults } = started;
+  io.out(
+    `worker ${worker.id} started for ${kinds.join(', ')}${values.site === undefined ? '' : ` at site ${values.site}`} (${runtime.mode.database}, ${runtime.mode.transport})${server === undefined ? '' : `; metrics on port ${server.port}`}`,
+  );
+  if (values.deleteCopies !== true) return;
+  const deleter = runtime.startCopyDeleter({
+    id: `${worker.id}-deleter`,
+    ...(values.deleterLeaseMs === undefined ? {} : { leaseMs: values.deleterLeaseMs }),
+    ...(values.deleterIntervalMs === undefined ? {} : { intervalMs: values.deleterIntervalMs }),
+    ...withFaults(values.faults === true ? faults : undefined),
+  });
+  io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
 }
 
 /** `opstate worker --kinds a,b --handlers ./handlers.js`: runs handlers for those kinds. */
