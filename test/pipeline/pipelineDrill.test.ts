@@ -126,6 +126,30 @@ export const pipeline = defaultPipeline({
       workers.set(id, child);
       return child;
     };
+    /**
+     * Starts a worker as a supervisor restarts one: under its dead predecessor's id, it is refused
+     * (exit 2, the id in use) until that heartbeat goes stale, and is started again until it runs.
+     */
+    const supervised = async (id: string) => {
+      for (;;) {
+        const child = startWorker(id);
+        let code: number | null | undefined;
+        void child.exited.then((c) => {
+          code = c;
+        });
+        await waitFor(
+          () => child.printed('started for') || code !== undefined,
+          `worker ${id} to start`,
+          60_000,
+        );
+        if (child.printed('started for')) return;
+        const text = child.output.join('\n');
+        if (code !== 2 || !text.includes('is in use')) {
+          throw new Error(`worker ${id} exited with ${String(code)}:\n${text}`);
+        }
+        log.push(`${id} refused while its predecessor's heartbeat was fresh`);
+      }
+    };
     for (let i = 1; i <= WORKERS; i++) startWorker(`w-${i}`);
     let nextId = WORKERS;
 
@@ -178,9 +202,8 @@ export const pipeline = defaultPipeline({
       log.push(
         `after ${moment}: killed ${victim}${busy.has(victim) ? ' (holding work)' : ''}, started ${id}`,
       );
-      const replacement = startWorker(id);
       // The next kill waits for it: two workers at least are alive or starting at any time.
-      await waitFor(() => replacement.printed('started for'), `worker ${id} to start`, 60_000);
+      await supervised(id);
     }
 
     const archived = async () =>
