@@ -186,6 +186,7 @@ describe('routes by site and location', () => {
     const { dep, a, b, worker } = await world({
       ...FAST_TIMING,
       duplicateWindowMs: 2_000,
+      heartbeatTimeoutMs: 20_000,
       reconcilerFloorMs: 60_000,
       ackWaitMs: 90_000,
     });
@@ -211,8 +212,11 @@ describe('routes by site and location', () => {
     expect(await failures(dep, ids)).toEqual([]);
     for (const id of ids) {
       const view = await dep.runtime.get(id);
-      // One attempt: moved, not reset and dispatched again.
-      expect(view.attempt).toBe(1);
+      // The moved dispatch itself was started: attempt 1, never reset and dispatched again
+      // before it ran. (A later reset of a started attempt, by a heartbeat that arrived late on
+      // a busy machine, is another path's work and not what this test is about.)
+      const first = view.transitions.find((t) => t.event === 'START');
+      expect(first?.attempt, JSON.stringify(view.transitions)).toBe(1);
     }
     await waitFor(
       async () => (await legacyDepth(dep)) === 0,
