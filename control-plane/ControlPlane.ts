@@ -8,7 +8,9 @@ import { DEFAULT_STARVATION_AGE_MS } from '../machines/priority.ts';
 import { DEFAULT_DISCOVERY_INTERVAL_MS } from '../machines/routing.ts';
 import type { Logger } from '../observe/Logger.ts';
 import { writeLines } from '../observe/LogLine.ts';
+import type { ActiveOperation } from '../persistence/ActiveOperation.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
+import { activePages } from '../persistence/reads/activePages.ts';
 import type { Transport, WorkerHeartbeat } from '../transport/Transport.ts';
 import { type BreakerRepository, startCircuitBreakerLoop } from './CircuitBreaker.ts';
 import type { ControlPlaneTiming } from './ControlPlaneTiming.ts';
@@ -225,11 +227,12 @@ async function strandedPass(
   // More than one beat: a worker that received a dispatch just before a look lists it by then.
   const graceMs = Math.ceil(1.5 * transport.timing.heartbeatIntervalMs);
   const lookMs = strandedLookMs(timeoutMs, graceMs);
-  const waiting = unlistedScheduled(
-    beats,
-    await store.listActiveOlderThan(new Date(now - lookMs)),
-    now - lookMs,
-  );
+  // Only SCHEDULED ones can be stranded, and every page of them: long-running IN_PROGRESS
+  // operations, older still, would otherwise fill the page and hide them.
+  const waiting: ActiveOperation[] = [];
+  for await (const page of activePages(store, new Date(now - lookMs), { status: 'SCHEDULED' })) {
+    waiting.push(...unlistedScheduled(beats, page, now - lookMs));
+  }
   if (waiting.length === 0) {
     seen.clear();
     return;
@@ -286,13 +289,14 @@ function reconcilerLoop(shell: Shell): Loop {
     intervalMs: timing.reconcilerIntervalMs,
     pass: async () => {
       const now = clock.now();
-      const old = await store.listActiveOlderThan(
-        new Date(now - transport.timing.reconcilerFloorMs),
-      );
-      if (old.length === 0) return false;
-      const beats = await transport.heartbeats.list();
-      const resets = planReconcilerResets({ now, timing: transport.timing, beats, old });
-      for (const r of resets) await applyReset(shell, r);
+      // Every page, oldest first: with a page's worth of healthy long-running operations in
+      // flight, one lost behind them is still found. The heartbeats are read again per page.
+      const before = new Date(now - transport.timing.reconcilerFloorMs);
+      for await (const old of activePages(store, before)) {
+        const beats = await transport.heartbeats.list();
+        const resets = planReconcilerResets({ now, timing: transport.timing, beats, old });
+        for (const r of resets) await applyReset(shell, r);
+      }
       return false;
     },
   });

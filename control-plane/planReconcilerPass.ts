@@ -1,6 +1,5 @@
 import type { PlannedReset } from '../loops/PlannedReset.ts';
 import type { ActiveOperation } from '../persistence/ActiveOperation.ts';
-import { holdsAlive } from '../transport/HeartbeatKey.ts';
 import type { WorkerHeartbeat } from '../transport/Transport.ts';
 
 /**
@@ -8,7 +7,7 @@ import type { WorkerHeartbeat } from '../transport/Transport.ts';
  * those no fresh heartbeat holds at their current attempt (a dispatch lost on its way, a worker
  * whose heartbeat was purged) get a RESET by `reconciler`, fenced on that attempt, with one
  * WARNING naming the operation and why. An IN_PROGRESS one counts as held only by the heartbeat of
- * the worker that started it (`holdsAlive` with the recorded worker), so a fresh heartbeat of
+ * the worker that started it (as `holdsAlive` with the recorded worker), so a fresh heartbeat of
  * another worker that lists it does not pin it. One a live worker holds is left alone, however
  * old (a long-running operation is not lost).
  *
@@ -26,13 +25,14 @@ export function planReconcilerResets(input: {
 }): PlannedReset[] {
   const { now, timing, beats } = input;
   const at = new Date(now).toISOString();
+  const holders = liveHolders(beats, now, timing.heartbeatTimeoutMs);
   const resets: PlannedReset[] = [];
   for (const op of input.old) {
     if (now - op.since.getTime() < timing.reconcilerFloorMs) continue;
+    const held = holders.get(holdKey(op.kind, op.id, op.attempt));
+    // IN_PROGRESS: only the heartbeat of the worker that started it vouches for it.
     const holder = op.status === 'IN_PROGRESS' ? (op.workerId ?? undefined) : undefined;
-    if (holdsAlive(beats, now, timing.heartbeatTimeoutMs, op.kind, op.id, op.attempt, holder)) {
-      continue;
-    }
+    if (held !== undefined && (holder === undefined || held.has(holder))) continue;
     const age = Math.round((now - op.since.getTime()) / 1000);
     const reason = `${op.status} for ${age} s (floor ${timing.reconcilerFloorMs / 1000} s) with no live worker holding it`;
     resets.push({
@@ -56,4 +56,28 @@ export function planReconcilerResets(input: {
     });
   }
   return resets;
+}
+
+const holdKey = (kind: string, id: string, attempt: number) => `${kind}|${id}|${attempt}`;
+
+/**
+ * The workers whose fresh heartbeat lists each (kind, operation, attempt), built once per pass:
+ * asking every heartbeat about every operation costs the square of the number in flight.
+ */
+function liveHolders(
+  beats: readonly WorkerHeartbeat[],
+  now: number,
+  timeoutMs: number,
+): Map<string, Set<string>> {
+  const holders = new Map<string, Set<string>>();
+  for (const b of beats) {
+    if (now - b.at >= timeoutMs) continue;
+    for (const h of b.held) {
+      const key = holdKey(h.kind, h.operationId, h.attempt);
+      const workers = holders.get(key) ?? new Set<string>();
+      workers.add(b.workerId);
+      holders.set(key, workers);
+    }
+  }
+  return holders;
 }

@@ -31,6 +31,23 @@ export interface ActiveOperation extends InProgressOperation {
   readonly scheduledAt: Date | null;
   /** started_at when IN_PROGRESS, else scheduled_at: what the floor is measured from. */
   readonly since: Date;
+  /** Where the row stands in the oldest-first order, exactly: the next page starts after it. */
+  readonly position: ActivePosition;
+}
+
+/** A row's place in `listActiveOlderThan`'s order: its `since` to the microsecond, and its id. */
+export interface ActivePosition {
+  /** `since` as Postgres prints it (a Date would drop the microseconds). */
+  readonly since: string;
+  readonly id: string;
+}
+
+/** Which page of `listActiveOlderThan` to read. */
+export interface ActivePage {
+  /** Only rows after this position (the last row of the page before). */
+  readonly after?: ActivePosition;
+  /** Only operations in this status (default: SCHEDULED and IN_PROGRESS). */
+  readonly status?: 'SCHEDULED' | 'IN_PROGRESS';
 }
 
 /**

@@ -3,7 +3,12 @@ import type { Deadlines } from '../machines/deadlines.ts';
 import type { OpstateError } from '../machines/OpstateError.ts';
 import type { OperationEvent } from '../machines/operationMachine.ts';
 import type { RoutedLocation } from '../machines/routing.ts';
-import type { ActiveOperation, InProgressOperation, RunningAttempt } from './ActiveOperation.ts';
+import type {
+  ActiveOperation,
+  ActivePage,
+  InProgressOperation,
+  RunningAttempt,
+} from './ActiveOperation.ts';
 import {
   type AppliedTransition,
   type ApplyItem,
@@ -336,15 +341,21 @@ export class OperationStore {
   }
 
   /**
-   * SCHEDULED / IN_PROGRESS operations whose current phase began before `before`, for the reconciler.
+   * SCHEDULED / IN_PROGRESS operations whose current phase began before `before`, oldest first, a
+   * page of at most `limit`, for the reconciler and the monitor. A pass reads every page
+   * (`page.after`: the last row's `position`); one page alone would show it only the oldest.
    *
    * @example
    * ```ts
    * const suspects = await store.listActiveOlderThan(new Date(clock.now() - floorMs));
    * ```
    */
-  async listActiveOlderThan(before: Date, limit = 1000): Promise<ActiveOperation[]> {
-    return selectActiveOlderThan(this.database, before, limit);
+  async listActiveOlderThan(
+    before: Date,
+    limit = 1000,
+    page: ActivePage = {},
+  ): Promise<ActiveOperation[]> {
+    return selectActiveOlderThan(this.database, before, limit, page);
   }
 
   /**

@@ -14,6 +14,7 @@ import { logTransportEvents } from '../observe/logTransportEvents.ts';
 import { ObservedOperationStore } from '../observe/ObservedOperationStore.ts';
 import { createPinoLogger } from '../observe/pinoLogger.ts';
 import { composeObservers, loggingObserver } from '../observe/RuntimeObserver.ts';
+import type { ActiveOperation } from '../persistence/ActiveOperation.ts';
 import { ArtifactRepository } from '../persistence/ArtifactRepository.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
 import { FlowLimitRepository } from '../persistence/FlowLimitRepository.ts';
@@ -24,6 +25,7 @@ import { LineageRepository } from '../persistence/LineageRepository.ts';
 import { migrate } from '../persistence/migrate.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { Database } from '../persistence/openDatabase.ts';
+import { activePages } from '../persistence/reads/activePages.ts';
 import { observerRefusal } from '../transport/jetstream/observedBucket.ts';
 import type { Transport } from '../transport/Transport.ts';
 import { startWorker, type Worker } from '../worker/Worker.ts';
@@ -300,9 +302,10 @@ async function redispatchScheduled(
   logger: Logger,
   clock: Clock,
 ) {
-  const scheduled = (await store.listActiveOlderThan(new Date(clock.now()), 100_000)).filter(
-    (o) => o.status === 'SCHEDULED',
-  );
+  const scheduled: ActiveOperation[] = [];
+  for await (const page of activePages(store, new Date(clock.now()), { status: 'SCHEDULED' })) {
+    scheduled.push(...page);
+  }
   if (scheduled.length === 0) return;
   const records = await store.loadMany(scheduled.map((o) => o.id));
   const items = [...records.values()].map((r) => ({

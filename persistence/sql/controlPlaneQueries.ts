@@ -1,7 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
-import type { ActiveOperation, InProgressOperation } from '../ActiveOperation.ts';
+import type { ActiveOperation, ActivePage, InProgressOperation } from '../ActiveOperation.ts';
 import { toDate } from '../OperationRecord.ts';
 import type { Executor } from '../openDatabase.ts';
 import type { TallyDrift } from '../StatusCounts.ts';
@@ -20,21 +20,37 @@ export async function selectInProgress(exec: Executor): Promise<InProgressOperat
   }));
 }
 
-/** SCHEDULED / IN_PROGRESS operations whose current phase began before `before`. */
+/**
+ * SCHEDULED / IN_PROGRESS operations (or those of one `status`) whose current phase began before
+ * `before`, oldest first, at most `limit`, after `after` (the `position` of the last row of the
+ * page before): the keyset is (since, id), so a page boundary neither skips nor repeats a row.
+ */
 export async function selectActiveOlderThan(
   exec: Executor,
   before: Date,
   limit: number,
+  options: ActivePage = {},
 ): Promise<ActiveOperation[]> {
+  const statuses = options.status === undefined ? ['SCHEDULED', 'IN_PROGRESS'] : [options.status];
+  const after =
+    options.after === undefined
+      ? sql``
+      : sql`and (since, id) > (${options.after.since}::timestamptz, ${options.after.id}::uuid)`;
   const rows = await exec.execute(sql`
-    select id, kind, status, attempt, scheduled_at, started_at, worker_id,
-      coalesce(case when status = 'IN_PROGRESS' then started_at else scheduled_at end, created_at)
-        as since
-    from operation
-    where status in ('SCHEDULED', 'IN_PROGRESS')
-      and coalesce(case when status = 'IN_PROGRESS' then started_at else scheduled_at end,
-                   created_at) < ${before.toISOString()}::timestamptz
-    order by since
+    select id, kind, status, attempt, scheduled_at, started_at, worker_id, since,
+      since::text as since_exact
+    from (
+      select id, kind, status, attempt, scheduled_at, started_at, worker_id,
+        coalesce(case when status = 'IN_PROGRESS' then started_at else scheduled_at end, created_at)
+          as since
+      from operation
+      where status in (${sql.join(
+        statuses.map((s) => sql`${s}`),
+        sql`, `,
+      )})
+    ) active
+    where since < ${before.toISOString()}::timestamptz ${after}
+    order by since, id
     limit ${limit}`);
   return rows.map((r) => ({
     id: String(r.id),
@@ -45,6 +61,7 @@ export async function selectActiveOlderThan(
     startedAt: toDate(r.started_at),
     since: toDate(r.since) as Date,
     workerId: r.worker_id == null ? null : String(r.worker_id),
+    position: { since: String(r.since_exact), id: String(r.id) },
   }));
 }
 

@@ -448,6 +448,7 @@ describe('reconciler decisions', () => {
     scheduledAt: null,
     workerId: status === 'IN_PROGRESS' ? 'w-1' : null,
     since: new Date(NOW - ageMs),
+    position: { since: new Date(NOW - ageMs).toISOString(), id: 'x' },
   });
   const rows: [string, ActiveOperation, WorkerHeartbeat[], boolean][] = [
     [

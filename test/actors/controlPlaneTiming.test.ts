@@ -69,15 +69,31 @@ function memoryStore(clock: SimulatedClock) {
     },
     loadMany: async (ids) =>
       new Map(ids.flatMap((id) => (rows.has(id) ? [[id, asRecord(rows.get(id) as Row)]] : []))),
-    listActiveOlderThan: async (before) =>
-      [...rows.values()]
-        .filter((r) => (r.status === 'SCHEDULED' || r.status === 'IN_PROGRESS') && r.since < before)
+    // The SQL's order and pages: oldest first by (since, id), after the position given.
+    listActiveOlderThan: async (before, limit = 1000, page = {}) => {
+      const key = (since: string, id: string) => `${since}|${id}`;
+      const after = page.after === undefined ? '' : key(page.after.since, page.after.id);
+      return [...rows.values()]
+        .filter(
+          (r) =>
+            (page.status === undefined
+              ? r.status === 'SCHEDULED' || r.status === 'IN_PROGRESS'
+              : r.status === page.status) &&
+            r.since < before &&
+            key(r.since.toISOString(), r.id) > after,
+        )
+        .sort((a, b) =>
+          key(a.since.toISOString(), a.id) < key(b.since.toISOString(), b.id) ? -1 : 1,
+        )
+        .slice(0, limit)
         .map((r) => ({
           ...asRecord(r),
           startedAt: null,
           scheduledAt: null,
           since: r.since,
-        })),
+          position: { since: r.since.toISOString(), id: r.id },
+        }));
+    },
     // The SQL's rule: IN_PROGRESS and START at least a deadline ago.
     listPastDeadline: async (now, deadlines) =>
       [...rows.values()]
@@ -228,6 +244,23 @@ describe('reconciler on a simulated clock', () => {
     expect(d.logger.lines.filter((l) => l.level === 'WARNING').map((l) => l.message)).toEqual([
       'reconciler reset operation',
     ]);
+    await d.loops.stop();
+    await d.transport.close();
+  });
+
+  it('finds a lost operation behind more than a page of long-running ones a live worker holds', async () => {
+    const d = deployment();
+    // 1,100 held by w-1 (over one 1,000-row page, all older), then one whose worker's key is gone.
+    const held = Array.from({ length: 1_100 }, (_, i) => `held-${String(i).padStart(4, '0')}`);
+    for (const id of held) d.add(id, 'IN_PROGRESS', 'w-1');
+    await d.clock.advance(1_000);
+    d.add('lost', 'IN_PROGRESS', 'w-gone');
+    for (let s = 0; s < 80; s++) {
+      await d.beat('w-1', held);
+      await d.clock.advance(1_000);
+    }
+    expect(d.resets.map((r) => [r.id, r.by])).toEqual([['lost', 'reconciler']]);
+    expect(d.rows.get('held-1099')).toMatchObject({ status: 'IN_PROGRESS', attempt: 1 });
     await d.loops.stop();
     await d.transport.close();
   });

@@ -6,11 +6,13 @@ import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { OPERATION_STATUSES } from '../../machines/operationMachine.ts';
 import { LocationType, queueName } from '../../machines/routing.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import type { ActiveOperation } from '../../persistence/ActiveOperation.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import type { OperationRecord } from '../../persistence/OperationRecord.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
+import { activePages } from '../../persistence/reads/activePages.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
 import { millisOf, TIME_ORDERED_ID } from '../helpers/timeOrderedIds.ts';
 import { inputFor, MIGRATIONS, makeWorld, tableCounts } from './fixtures.ts';
@@ -838,6 +840,42 @@ export function storeSuite(backend: SuiteBackend): void {
     for (const kind of OPERATION_KINDS)
       expect(Object.keys(after[kind])).toEqual([...OPERATION_STATUSES]);
     expect(after.unpack.IN_PROGRESS - before.unpack.IN_PROGRESS).toBe(1);
+  });
+
+  it('active older than a time, page by page: each row once in (since, id) order, one status on request, ties split across pages', async () => {
+    const now = new Date('2031-05-02T00:00:00Z');
+    const store = new OperationStore(db(), { clock: readingTime(() => now) });
+    const w = await makeWorld(db());
+    // Seven operations scheduled at one instant (their since ties), three of them started.
+    const ids: string[] = [];
+    for (let i = 0; i < 7; i++) {
+      const id = await store.create(inputFor(OperationKind.UNPACK, w));
+      await store.apply(id, { type: 'SCHEDULE' });
+      if (i < 3) await store.apply(id, { type: 'START', attempt: 1, workerId: `w-${i}` });
+      ids.push(id);
+    }
+    const before = new Date('2031-05-02T00:00:01Z');
+    const mine = (ops: ActiveOperation[]) => ops.filter((o) => ids.includes(o.id));
+    const read = async (only: { status?: 'SCHEDULED' | 'IN_PROGRESS' }) => {
+      const pages: string[][] = [];
+      for await (const page of activePages(store, before, only, 2)) {
+        expect(page.length).toBeLessThanOrEqual(2);
+        pages.push(mine(page).map((o) => o.id));
+      }
+      return pages;
+    };
+    const all = (await read({})).flat();
+    expect(all).toEqual([...ids].sort());
+    const one = await store.listActiveOlderThan(before, 1000);
+    expect(mine(one).map((o) => o.id)).toEqual(all);
+    expect((await read({ status: 'SCHEDULED' })).flat()).toEqual(ids.slice(3).sort());
+    expect((await read({ status: 'IN_PROGRESS' })).flat()).toEqual(ids.slice(0, 3).sort());
+    // A page starts strictly after the position it is given.
+    const [first, second] = await store.listActiveOlderThan(before, 2);
+    const next = await store.listActiveOlderThan(before, 2, {
+      after: (first as ActiveOperation).position,
+    });
+    expect(next[0]?.id).toBe(second?.id);
   });
 
   it('an operation keeps its own deadline; the deadline query lists attempts IN_PROGRESS past theirs, own or their kind’s, from their START', async () => {
