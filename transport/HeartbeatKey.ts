@@ -31,11 +31,13 @@ export function workerHeartbeatKey(workerId: string): string {
 }
 
 /**
- * The most bytes a heartbeat value may take (64 KiB: about 1,100 held operations with ids of 36
- * characters). A worker never writes more (`heldThatFits`), the bucket refuses larger puts, and a
- * reader refuses a larger value it finds (`readWorkerHeartbeat`).
+ * The most bytes a heartbeat value may take (512 KiB: about 9,700 held operations with ids of 36
+ * characters, 54 bytes each). A worker never writes more (`heldThatFits`), the bucket refuses
+ * larger puts, and a reader refuses a larger value it finds (`readWorkerHeartbeat`). It stays
+ * under nats-server's default `max_payload` (1 MiB). At 64 KiB a worker of 2,500 slots (10,000 in
+ * flight over four workers) could list fewer than half of what it held, and handed the rest back.
  */
-export const MAX_HEARTBEAT_BYTES = 64 * 1024;
+export const MAX_HEARTBEAT_BYTES = 512 * 1024;
 
 const INSTANCE = /^[A-Za-z0-9_-]{1,64}$/;
 

@@ -3,6 +3,7 @@ import { systemClock } from '../../machines/Clock.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
+import { MAX_HEARTBEAT_BYTES } from '../../transport/HeartbeatKey.ts';
 import { createInProcessTransport } from '../../transport/inprocess/createInProcessTransport.ts';
 import { startWorkerHeartbeat } from '../../worker/WorkerHeartbeat.ts';
 
@@ -48,17 +49,19 @@ describe('the worker heartbeat', () => {
     const logger = memoryLogger();
     const hb = startWorkerHeartbeat({ workerId: 'w-big', transport, clock: systemClock, logger });
     const long = (i: number) => op(`${'x'.repeat(100)}-${String(i).padStart(6, '0')}`);
+    // About 120 bytes each: N of them run over the cap.
+    const N = Math.ceil(MAX_HEARTBEAT_BYTES / 100);
     try {
       await hb.claimed;
-      for (let i = 0; i < 1000; i++) hb.hold(long(i), touch);
-      await expect(hb.cover(long(999).operationId)).rejects.toMatchObject({
+      for (let i = 0; i < N; i++) hb.hold(long(i), touch);
+      await expect(hb.cover(long(N - 1).operationId)).rejects.toMatchObject({
         code: OpstateErrorCode.CONFIG,
         message: expect.stringMatching(/lower the worker's concurrency/),
       });
       const [beat] = await transport.heartbeats.list();
       const listed = beat?.held.length ?? 0;
       expect(listed).toBeGreaterThan(0);
-      expect(listed).toBeLessThan(1000);
+      expect(listed).toBeLessThan(N);
       // Those held longest are listed; covering one of them resolves.
       expect(beat?.held[0]).toEqual(long(0));
       await hb.cover(long(0).operationId);
@@ -66,7 +69,7 @@ describe('the worker heartbeat', () => {
         /more operations than one heartbeat/.test(l.message),
       );
       expect(warnings).toHaveLength(1);
-      expect(warnings[0]?.fields).toMatchObject({ workerId: 'w-big', held: 1000, listed });
+      expect(warnings[0]?.fields).toMatchObject({ workerId: 'w-big', held: N, listed });
     } finally {
       await hb.stop({ remove: true });
       await transport.close();

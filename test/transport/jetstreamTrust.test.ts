@@ -105,7 +105,7 @@ describe('heartbeat size cap (real KV)', () => {
     transport.onEvent((e) => events.push(e));
     try {
       const kv = await new Kvm(transport.connection).open(`${prefix}_heartbeats`);
-      const held = `["unpack","op-x",1],`.repeat(3300);
+      const held = `["unpack","op-x",1],`.repeat(Math.ceil(MAX_HEARTBEAT_BYTES / 20) + 1);
       const big = `{"held":[${held}["unpack","op-y",1]]}`;
       expect(big.length).toBeGreaterThan(MAX_HEARTBEAT_BYTES);
       expect(big.length).toBeLessThan(MAX_HEARTBEAT_BYTES + 1024);
@@ -120,7 +120,7 @@ describe('heartbeat size cap (real KV)', () => {
       expect(refused.map((e) => e.key).sort()).toEqual(['worker.bad', 'worker.evil']);
       expect(refused.find((e) => e.key === 'worker.evil')).toMatchObject({
         size: big.length,
-        reason: expect.stringMatching(/over the 65536-byte cap/),
+        reason: expect.stringMatching(new RegExp(`over the ${MAX_HEARTBEAT_BYTES}-byte cap`)),
       });
     } finally {
       await transport.destroy();
@@ -139,11 +139,11 @@ describe('heartbeat size cap (real KV)', () => {
     try {
       await new Kvm(first.connection).create(`${prefix}_heartbeats`, { history: 1 });
       const kv = await new Kvm(first.connection).open(`${prefix}_heartbeats`);
-      await kv.put('worker.huge', 'x'.repeat(200_000)); // accepted: no cap yet
+      await kv.put('worker.huge', 'x'.repeat(MAX_HEARTBEAT_BYTES + 100_000)); // accepted: no cap yet
       await first.ensure([]);
-      await expect(kv.put('worker.huge', 'x'.repeat(200_000))).rejects.toThrow(
-        /maximum message size|message size exceeds/i,
-      );
+      await expect(
+        kv.put('worker.huge', 'x'.repeat(MAX_HEARTBEAT_BYTES + 100_000)),
+      ).rejects.toThrow(/maximum message size|message size exceeds/i);
     } finally {
       await first.destroy();
     }
