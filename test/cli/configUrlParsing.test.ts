@@ -67,6 +67,15 @@ const natsUrlArb = fc.oneof(
   fc.string({ unit: 'binary', maxLength: 60 }).map((url) => ({ url, passwords: [] as string[] })),
 );
 
+/** The password percent-decoded, or as it is when it holds a `%` that decodes to nothing. */
+function decodedOrAsIs(p: string): string {
+  try {
+    return decodeURIComponent(p);
+  } catch {
+    return p;
+  }
+}
+
 function load(env: Record<string, string>): Configuration | OpstateError {
   return parseOrRefuse(() => loadConfiguration(env), CONFIG);
 }
@@ -145,7 +154,7 @@ describe('NATS_URL', () => {
           expect(shown).not.toContain(p);
           // The logger keeps out the password as a URL parser reads it, which holds this one.
           expect(
-            secretsOf(config).some((s) => s.includes(p) || s.includes(decodeURIComponent(p))),
+            secretsOf(config).some((s) => s.includes(p) || s.includes(decodedOrAsIs(p))),
           ).toBe(true);
         }
       }),

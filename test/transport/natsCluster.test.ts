@@ -108,7 +108,8 @@ describe('replicas on a three-node cluster (private nats-servers)', () => {
   beforeAll(async () => {
     cluster = await NatsClusterProcess.create();
     await cluster.start();
-  }, 60_000);
+    // start() waits up to 90 s for a meta leader with current peers (slow on a busy machine).
+  }, 150_000);
   afterAll(async () => {
     await cluster?.dispose();
   });
