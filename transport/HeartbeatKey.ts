@@ -31,8 +31,8 @@ export function workerHeartbeatKey(workerId: string): string {
 }
 
 /**
- * The most bytes a heartbeat value may take (512 KiB: about 9,700 held operations with ids of 36
- * characters, 54 bytes each). A worker never writes more (`heldThatFits`), the bucket refuses
+ * The most bytes a heartbeat value may take (512 KiB: about 8,300 to 9,700 held operations with
+ * ids of 36 characters, 54 to 63 bytes each by the kind's name). A worker never writes more (`heldThatFits`), the bucket refuses
  * larger puts, and a reader refuses a larger value it finds (`readWorkerHeartbeat`). It stays
  * under nats-server's default `max_payload` (1 MiB). At 64 KiB a worker of 2,500 slots (10,000 in
  * flight over four workers) could list fewer than half of what it held, and handed the rest back.
