@@ -101,7 +101,7 @@ export async function stageOnRequest(
     const source = await selectStagingSource(tx, packageId);
     if (source === undefined) {
       throw bad(
-        `raw data package ${packageId} has no verified archive copy to stage from (a PRESENT copy at a long-term-archive location whose archive operation COMPLETED and was last VERIFIED); archive it first, or verify its archive (opstate archive verify)`,
+        `raw data package ${packageId} has no verified archive copy to stage from (a PRESENT copy at a long-term-archive location whose archive operation COMPLETED, was last VERIFIED and is not redone by a rollback); archive it first, verify its archive (opstate archive verify), or wait for a rollback's re-run to archive it again`,
         { package: packageId },
       );
     }

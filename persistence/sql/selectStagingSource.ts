@@ -11,9 +11,10 @@ export interface StagingSource {
 
 /**
  * The package's archive copy a staging reads: a PRESENT copy of the raw data package at a
- * long-term-archive location, produced by a COMPLETED archive operation whose last verification is
- * VERIFIED and whose content digest is the copy's checksum (the same test the deletion path applies
- * to an archive it relies on), the oldest first. Locked `FOR SHARE` in the caller's transaction, so
+ * long-term-archive location, produced by a COMPLETED archive operation that no rollback
+ * superseded, whose last verification is VERIFIED and whose content digest is the copy's checksum
+ * (the same test the deletion path applies to an archive it relies on), the oldest first. An
+ * archive a rollback redoes vouches for nothing until its re-run verifies again. Locked `FOR SHARE` in the caller's transaction, so
  * the copy cannot change between this read and the claim taken on it.
  *
  * @example
@@ -31,7 +32,7 @@ export async function selectStagingSource(
     join data_location l on l.id = a.location_id and l.location_type = 'long_term_archive'
     join operation_output x on x.physical_copy_id = a.id
     join operation o on o.id = x.operation_id
-      and o.kind = 'long_term_archive' and o.status = 'COMPLETED'
+      and o.kind = 'long_term_archive' and o.status = 'COMPLETED' and o.superseded_by is null
     join lateral (
       select r.state, r.content_sha256 from archive_record r
       where r.operation_id = o.id and r.state in ('VERIFIED', 'VERIFY_FAILED')

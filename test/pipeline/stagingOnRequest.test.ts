@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ArchiveState } from '../../machines/ArchiveState.ts';
 import { systemClock } from '../../machines/Clock.ts';
@@ -190,6 +191,32 @@ describe('opstate stage: a staging group whose retention claim the deletion path
     expect(after.inputs).toBe((before.inputs as number) + 1);
     expect(after.groups).toBe((before.groups as number) + 1);
     expect(after.active).toBe((before.active as number) + 1);
+  });
+
+  it('never reads an archive a rollback redoes: refused while it is the only one, another verified archive read instead', async () => {
+    const p = await archivedPackage(database, w, 'verified');
+    // What a rollback to the archive stage writes in its transaction: its record, and the archive
+    // operation marked as redone by it (its re-run not yet complete).
+    const rollbackId = randomUUID();
+    await database.execute(`insert into pipeline_rollback
+        (id, pipeline, artifact_type, artifact_id, stage, requested_by, plan)
+      values ('${rollbackId}', 'preservation', 'raw_data_package', '${p.pkg}', 'archive',
+        'operator:alice', '{}')`);
+    await database.execute(
+      `update operation set superseded_by = '${rollbackId}' where id = '${p.operationId}'`,
+    );
+    const before = await everything();
+    const err = await refusal(stage({ package: p.pkg, to: w.processing.id }));
+    expect(err.code).toBe(OpstateErrorCode.BAD_INPUT);
+    expect(err.message).toMatch(/has no verified archive copy to stage from/);
+    expect(err.message).toMatch(/not redone by a rollback/);
+    expect(await everything()).toEqual(before);
+    // A second verified archive, at another location, is the one read.
+    await archiveAgain(p, `rb-${p.pkg.slice(0, 8)}`);
+    const s = await stage({ package: p.pkg, to: w.processing.id });
+    const op = await inspectOperation(database, s.operationId);
+    expect(op.inputs.map((c) => c.id)).not.toContain(p.archiveCopy?.id);
+    expect(op.fields).toMatchObject({ sourceLocationId: expect.not.stringMatching(w.archive.id) });
   });
 
   it('holds the staged copy too once the staging completes, until the release', async () => {
