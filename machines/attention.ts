@@ -88,6 +88,43 @@ export interface AttentionItem {
   readonly since: string;
   /** Why it is on the list and what to do, in one sentence. */
   readonly why: string;
+  /** A FAILED stage of a declared pipeline: the packages whose branch it stops. */
+  readonly waiting?: FailedHold;
+}
+
+/**
+ * What waits on a pipeline stage that failed for good: the packages whose later stages the
+ * pipeline does not create until it is retried, and the artifact it acts on.
+ */
+export interface FailedHold {
+  /** How many raw data packages wait on it. */
+  readonly packages: number;
+  /** The data transfer package whose members wait (a bundling, transfer or unpack, or a packaging of a member). */
+  readonly dataTransferPackageId: string | null;
+  /** The raw data package it acts on (a packaging or a long-term archive). */
+  readonly rawDataPackageId: string | null;
+}
+
+/**
+ * A FAILED item with what waits on it: `waiting` set, and its `why` saying so.
+ *
+ * @example
+ * ```ts
+ * withHold(item, { packages: 10, dataTransferPackageId: 'dtp-1', rawDataPackageId: null }).why;
+ * // 'FAILED at attempt 3: disk full; retry it once the cause is fixed; 10 packages wait on it (data transfer package dtp-1): …'
+ * ```
+ */
+export function withHold(item: AttentionItem, hold: FailedHold): AttentionItem {
+  const whose =
+    hold.dataTransferPackageId !== null
+      ? `data transfer package ${hold.dataTransferPackageId}`
+      : `raw data package ${hold.rawDataPackageId ?? 'unknown'}`;
+  const count = hold.packages === 1 ? '1 package waits' : `${hold.packages} packages wait`;
+  return {
+    ...item,
+    waiting: hold,
+    why: `${item.why}; ${count} on it (${whose}): the pipeline creates none of their later stages until it is retried`,
+  };
 }
 
 /** The timers the rules measure against (a runtime's, so the list agrees with its recovery). */

@@ -11,11 +11,13 @@ import {
   classifyOperation,
   classifyQueue,
   type HeartbeatFacts,
+  withHold,
 } from '../machines/attention.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import { type QueueReaders, readersOf } from '../machines/queueReaders.ts';
 import { queueName } from '../machines/routing.ts';
 import type { Executor } from './openDatabase.ts';
+import { selectFailedHolds } from './reads/selectFailedHolds.ts';
 import { selectQueueDepths } from './reads/selectQueueDepths.ts';
 import {
   ATTENTION_COUNT_CAP,
@@ -195,7 +197,14 @@ export async function loadAttention(
     },
     [AttentionCategory.FAILED]: async () => {
       const rows = await selectFailed(exec, page);
-      const items = ofOperations(AttentionCategory.FAILED, rows);
+      const holds = await selectFailedHolds(
+        exec,
+        rows.map((r) => r.id),
+      );
+      const items = ofOperations(AttentionCategory.FAILED, rows).map((i) => {
+        const hold = holds.get(i.subject.id);
+        return hold === undefined ? i : withHold(i, hold);
+      });
       return { items, total: counts[AttentionCategory.FAILED], next: token(rows, limit) };
     },
     [AttentionCategory.BREAKER_OPEN]: async () => {
