@@ -1,4 +1,4 @@
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdir, mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { sql } from 'drizzle-orm';
@@ -7,7 +7,9 @@ import { resolvePipelineLocations } from '../../control-plane/pipelineLoop.ts';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { defaultPipeline } from '../../machines/pipeline.ts';
+import { LocationType } from '../../machines/routing.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
+import { countPackageStates } from '../../persistence/reads/countPackageStates.ts';
 import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
@@ -141,6 +143,99 @@ describe('a runtime with a pipeline', () => {
     const again = await operations(rt);
     expect(again.map((o) => o.key).sort()).toEqual(ops.map((o) => o.key).sort());
   }, 180_000);
+
+  it('two destinations: each bundle transferred, unpacked and archived at both sites, and a package ARCHIVED only once both hold its archive', async () => {
+    db = await createTestDatabase('opstate_pipe2');
+    dir = await mkdtemp(join(tmpdir(), 'opstate-pipeline-'));
+    const tag = Math.random().toString(16).slice(2, 8);
+    const [site, far] = [`pipe-${tag}`, `far-${tag}`];
+    const pipeline = defaultPipeline({
+      source: { site, name: 'source' },
+      destinations: [
+        { buffer: { site, name: 'buffer' }, archive: { site, name: 'archive' } },
+        { buffer: { site: far, name: 'buffer' }, archive: { site: far, name: 'archive' } },
+      ],
+    });
+    const rt = await createRuntime({
+      databaseUrl: db.url,
+      natsUrl: NATS_URL,
+      prefix: uniquePrefix('pipe2').replaceAll('.', '_'),
+      // The far transfer waits unserved for the first half: the reconciler must not take it back.
+      timing: { ...ARCHIVE_TIMING, reconcilerFloorMs: 240_000, ackWaitMs: 300_000 },
+      logger: memoryLogger(),
+      pipeline,
+    });
+    runtime = rt;
+    const sample = await registerSampleData(rt.artifacts, dir, { site, packageCount: 3 });
+    const farLocations = await Promise.all(
+      [LocationType.BUFFER, LocationType.LONG_TERM_ARCHIVE].map(async (locationType) => {
+        const name = locationType === LocationType.BUFFER ? 'buffer' : 'archive';
+        const storageRoot = join(dir as string, far, name);
+        await mkdir(storageRoot, { recursive: true });
+        return rt.artifacts.addLocation({ site: far, name, locationType, storageRoot });
+      }),
+    );
+    const roots = new Map(
+      [...Object.values(sample.locations), ...farLocations].map((l) => [l.id, l.storageRoot]),
+    );
+    const [farBuffer, farArchive] = farLocations as [
+      (typeof farLocations)[0],
+      (typeof farLocations)[0],
+    ];
+    rt.startControlPlane();
+    const handlers = createStageHandlers({ storageRootOf: (id) => roots.get(id) as string });
+    // Only the source site's worker at first: the far site's queues wait.
+    const near = rt.startWorker({ kinds: [...OPERATION_KINDS], handlers, site });
+    await near.ready;
+    await rt.submitMany(
+      (SAMPLE_PIPELINE[0]?.inputs(sample, []) ?? []).map((p) => ({ ...p, by: 'test' })),
+    );
+    const archivedAt = async (locationId: string) =>
+      (await operations(rt)).filter(
+        (o) =>
+          o.kind === OperationKind.LONG_TERM_ARCHIVE &&
+          o.status === 'COMPLETED' &&
+          o.key.endsWith(`|${locationId}`),
+      ).length;
+    await waitFor(
+      async () => (await archivedAt(sample.locations.archive.id)) === 3,
+      '3 archives COMPLETED at the source site',
+      120_000,
+    );
+    // Archived at one destination of two: not ARCHIVED; the far transfer waits, created once.
+    const halfway = await countPackageStates(rt.database);
+    expect(halfway.raw_data_package.ARCHIVED).toBe(0);
+    expect(halfway.raw_data_package.TRANSFERRING).toBe(3);
+    const farTransfers = (await operations(rt)).filter(
+      (o) => o.kind === OperationKind.TRANSFER && o.key.endsWith(`|${farBuffer.id}`),
+    );
+    expect(farTransfers).toHaveLength(1);
+    expect(['PENDING', 'SCHEDULED']).toContain(farTransfers[0]?.status);
+
+    // The far site's worker comes: the branch there goes on to its archives.
+    rt.startWorker({ kinds: [...OPERATION_KINDS], handlers, site: far });
+    await waitFor(
+      async () => (await archivedAt(farArchive.id)) === 3,
+      '3 archives COMPLETED at the far site',
+      120_000,
+    );
+    const ops = await operations(rt);
+    const perKind = (kind: string) => ops.filter((o) => o.kind === kind).length;
+    expect(
+      [
+        OperationKind.RAW_DATA_PACKAGE,
+        OperationKind.DATA_TRANSFER_PACKAGE,
+        OperationKind.TRANSFER,
+        OperationKind.UNPACK,
+        OperationKind.LONG_TERM_ARCHIVE,
+      ].map(perKind),
+    ).toEqual([3, 1, 2, 2, 6]);
+    expect(ops.every((o) => o.status === 'COMPLETED')).toBe(true);
+    expect(new Set(ops.map((o) => o.key)).size).toBe(ops.length);
+    const done = await countPackageStates(rt.database);
+    expect(done.raw_data_package.ARCHIVED).toBe(3);
+    expect(done.data_transfer_package.ARCHIVED).toBe(1);
+  }, 300_000);
 
   it('refuses a pipeline naming a location that is not registered with CONFIG, naming the stage and location', async () => {
     db = await createTestDatabase('opstate_pipe');
