@@ -18,6 +18,8 @@ export interface PipelineCreation {
   readonly input: CreateOperationInput;
   /** The rollback the completion it follows was created for (carried down the chain), if any. */
   readonly rollbackId: string | null;
+  /** The completed operation it follows: a rollback that redoes it before the write drops it. */
+  readonly causeId: string;
 }
 
 /** The key a stage's operation is unique on while live: (kind, subject, target location). */
@@ -124,6 +126,7 @@ export function planPipelinePass(input: {
           stage: name,
           subjectId: c.subjectId,
           rollbackId: op.rollbackId ?? null,
+          causeId: op.id,
           // Built per kind by `fieldsOf`; the store checks them against the kind's table again.
           input: {
             kind: next.kind,

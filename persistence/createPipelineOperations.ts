@@ -7,9 +7,10 @@ import {
 } from './CreateOperationInput.ts';
 import { SqlState, sqlStateOf } from './databaseError.ts';
 import { fenceHolds, type LeaseFence, notLeader } from './LeaseFence.ts';
-import type { Database } from './openDatabase.ts';
+import type { Database, Executor } from './openDatabase.ts';
 import { selectRoutedLocations } from './reads/selectRoutedLocations.ts';
 import { insertOperations } from './sql/insertOperations.ts';
+import { uuidArray } from './sql/selectOperations.ts';
 
 /** One operation a pipeline pass creates, with the subject it is keyed on. */
 export interface PipelineOperation {
@@ -17,6 +18,8 @@ export interface PipelineOperation {
   readonly input: CreateOperationInput;
   /** The rollback it is created for (it follows a re-run's completion), if any. */
   readonly rollbackId?: string | null;
+  /** The completed operation it follows (locked FOR SHARE by the write). */
+  readonly causeId?: string;
 }
 
 /**
@@ -44,20 +47,21 @@ export async function createPipelineOperations(
 ): Promise<string[]> {
   const inputs = pass.operations.map((o) => o.input);
   const locations = await selectRoutedLocations(database, inputs.map(routedLocationId));
-  const rows = pass.operations.map((o) => toOperationInsert(o.input, pass.now, locations));
   try {
     return await database.transaction(async (tx) => {
       if (pass.fence !== undefined && !(await fenceHolds(tx, pass.fence))) {
         throw notLeader(pass.fence);
       }
+      const operations = await withoutRedone(tx, pass.operations);
+      const rows = operations.map((o) => toOperationInsert(o.input, pass.now, locations));
       const ids = await insertOperations(tx, rows);
       // Marked in the same transaction: the shared insert stays the one every create runs (and
       // that a database migrated before this column still takes). The key is checked here.
       if (ids.length > 0) {
         const marks = ids.map((id, n) => ({
           id,
-          subject: pass.operations[n]?.subjectId,
-          rollback: pass.operations[n]?.rollbackId ?? null,
+          subject: operations[n]?.subjectId,
+          rollback: operations[n]?.rollbackId ?? null,
         }));
         await tx.execute(sql`
           update operation o set pipeline_subject_id = m.subject, rollback_id = m.rollback
@@ -85,4 +89,27 @@ export async function createPipelineOperations(
     }
     throw err;
   }
+}
+
+/**
+ * The operations whose cause no rollback has redone, their causes locked `FOR SHARE` until the
+ * write commits. A rollback marks what it redoes `FOR UPDATE`: one committed first is seen here
+ * (the completion it redoes creates nothing, the re-run's will), and one that comes after waits
+ * for this write and then reads what it created, so it redoes that too.
+ */
+async function withoutRedone(
+  tx: Executor,
+  operations: readonly PipelineOperation[],
+): Promise<readonly PipelineOperation[]> {
+  const causes = [...new Set(operations.flatMap((o) => (o.causeId ? [o.causeId] : [])))];
+  if (causes.length === 0) return operations;
+  // Every cause locked, redone or not: a lock on the redone ones only would let a rollback of
+  // another mark it between this read and the commit.
+  const rows = await tx.execute(sql`
+    select id::text, superseded_by is not null as redone from operation
+    where id = any(${uuidArray(causes)}::uuid[])
+    order by id for share`);
+  const redone = new Set(rows.filter((r) => r.redone === true).map((r) => String(r.id)));
+  if (redone.size === 0) return operations;
+  return operations.filter((o) => o.causeId === undefined || !redone.has(o.causeId));
 }

@@ -67,12 +67,18 @@ export async function selectRollbackFacts(
         ? []
         : [artifact.bundleId]
       : [artifact.id];
-  const ops = await exec.execute(sql`
+  const family = sql`
     select o.id, o.kind, o.status, f.subject, o.target_location_id, o.superseded_by, o.created_at
     from ${familyOperations(packages, bundles, { staging: false })} f
     join operation o on o.id = f.operation_id
-    order by o.id
-    ${options.lock ? sql`for update of o` : sql``}`);
+    order by o.id`;
+  if (options.lock) {
+    // Locked first, then read again: an operation a pipeline pass created from one of these while
+    // the lock waited for it (its write holds its cause FOR SHARE) committed after the locking
+    // statement's snapshot, and only a later statement sees it.
+    await exec.execute(sql`${family} for update of o`);
+  }
+  const ops = await exec.execute(family);
   const ids = ops.map((o) => String(o.id));
   const list = uuidArray(ids);
   const fields = new Map<string, Record<string, string | null>>();

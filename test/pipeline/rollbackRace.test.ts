@@ -1,0 +1,132 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { routedLocationId, toOperationInsert } from '../../persistence/CreateOperationInput.ts';
+import { createPipelineOperations } from '../../persistence/createPipelineOperations.ts';
+import { migrate } from '../../persistence/migrate.ts';
+import { OperationStore } from '../../persistence/OperationStore.ts';
+import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { selectRollbackFacts } from '../../persistence/reads/selectRollbackFacts.ts';
+import { selectRoutedLocations } from '../../persistence/reads/selectRoutedLocations.ts';
+import { insertOperations } from '../../persistence/sql/insertOperations.ts';
+import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { waitFor } from '../helpers/waitFor.ts';
+import { inputFor, makeWorld, type World } from '../persistence/fixtures.ts';
+
+/**
+ * A rollback and a pipeline pass that race on one completion, on the real Postgres, each held
+ * open in its own transaction at the moment that matters: whichever commits first, the stage
+ * after the completion is either not created (the rollback came first) or created and then seen
+ * by the rollback, which redoes it too (the pass came first). Never created unseen.
+ */
+let testDb: TestDatabase;
+let database: Database;
+let store: OperationStore;
+
+beforeAll(async () => {
+  testDb = await createTestDatabase('opstate_rollback_race');
+  database = await openDatabase({ databaseUrl: testDb.url });
+  await migrate(database);
+  store = new OperationStore(database);
+});
+afterAll(async () => {
+  await database?.close();
+  if (testDb !== undefined) await dropTestDatabase(testDb);
+});
+
+/** A transfer of the world's bundle, COMPLETED: the completion the next stage follows. */
+async function completedTransfer(w: World): Promise<string> {
+  const id = await store.create(inputFor(OperationKind.TRANSFER, w));
+  await store.apply(id, { type: 'SCHEDULE' });
+  await store.apply(id, { type: 'START', attempt: 1, workerId: 'w-1' });
+  await store.complete(id, 1, [
+    { artifactType: 'data_transfer_package', artifactId: w.dtp, locationId: w.buffer.id },
+  ]);
+  return id;
+}
+
+/** Runs `body` in a transaction held open until the returned `commit` is called. */
+function heldOpen(body: (tx: Database) => Promise<void>) {
+  let commit: () => void = () => {};
+  const released = new Promise<void>((r) => {
+    commit = r;
+  });
+  let ready: () => void = () => {};
+  const inside = new Promise<void>((r) => {
+    ready = r;
+  });
+  const done = database.transaction(async (tx) => {
+    await body(tx as unknown as Database);
+    ready();
+    await released;
+  });
+  return { inside, commit: () => commit(), done };
+}
+
+/** Whether some statement of this database waits on a row lock. */
+const someoneWaits = async () => {
+  const [row] = await database.execute(`select count(*)::int as n from pg_stat_activity
+    where datname = current_database() and wait_event_type = 'Lock'`);
+  return Number(row?.n) > 0;
+};
+
+const operationsOf = async (kind: OperationKind) =>
+  (await database.execute(`select id::text from operation where kind = '${kind}'`)).map((r) =>
+    String(r.id),
+  );
+
+describe('a rollback racing the pass that creates the next stage', () => {
+  it('the rollback commits first: the pass, waiting on the completion, creates nothing from it', async () => {
+    const w = await makeWorld(database);
+    const transfer = await completedTransfer(w);
+    const rollback = '0190c3d2-0000-7000-8000-0000000000b1';
+    await database.execute(`insert into pipeline_rollback
+        (id, pipeline, artifact_type, artifact_id, stage, requested_by, plan)
+      values ('${rollback}', 'p1', 'data_transfer_package', '${w.dtp}', 'transfer', 'alice', '{}')`);
+    const marking = heldOpen(async (tx) => {
+      await tx.execute(
+        `update operation set superseded_by = '${rollback}' where id = '${transfer}'`,
+      );
+    });
+    await marking.inside;
+    const pass = createPipelineOperations(database, {
+      name: 'p1',
+      operations: [
+        { subjectId: w.dtp, input: inputFor(OperationKind.UNPACK, w), causeId: transfer },
+      ],
+      afterId: 7,
+      now: new Date(),
+    });
+    await waitFor(someoneWaits, 'the pass to wait on the completion', 20_000);
+    marking.commit();
+    await marking.done;
+    expect(await pass).toEqual([]);
+    expect(await operationsOf(OperationKind.UNPACK)).toEqual([]);
+    const [cursor] = await database.execute(
+      `select after_id::int as n from pipeline_cursor where name = 'p1'`,
+    );
+    expect(cursor?.n).toBe(7);
+  });
+
+  it('the pass commits first: the rollback, waiting on the family, reads the stage it created', async () => {
+    const w = await makeWorld(database);
+    const transfer = await completedTransfer(w);
+    const input = inputFor(OperationKind.UNPACK, w);
+    const locations = await selectRoutedLocations(database, [routedLocationId(input)]);
+    let created = '';
+    // The pass's write, held open: its cause locked FOR SHARE, the unpack inserted.
+    const writing = heldOpen(async (tx) => {
+      await tx.execute(`select id from operation where id = '${transfer}' for share`);
+      const [id] = await insertOperations(tx, [toOperationInsert(input, new Date(), locations)]);
+      created = id ?? '';
+    });
+    await writing.inside;
+    const facts = database.transaction((tx) => selectRollbackFacts(tx, w.dtp, { lock: true }));
+    await waitFor(someoneWaits, 'the rollback to wait on the family', 20_000);
+    writing.commit();
+    await writing.done;
+    const ids = (await facts)?.operations.map((o) => o.id) ?? [];
+    expect(ids).toContain(transfer);
+    expect(created).not.toBe('');
+    expect(ids).toContain(created);
+  });
+});
