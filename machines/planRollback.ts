@@ -161,6 +161,37 @@ function goneInput(
   );
 }
 
+/** Copy statuses of a deletion begun and not ended well: a re-run must not take such a copy. */
+const DELETING: ReadonlySet<string> = new Set([
+  'DELETION_SCHEDULED',
+  'DELETION_IN_PROGRESS',
+  'DELETION_FAILED',
+]);
+
+/**
+ * Refuses a rollback whose re-run would take, as its output, a copy whose deletion has begun or
+ * failed: the unique live copy at that location is that one, so the re-run would produce it
+ * "again" half deleted, and the pipeline (which reads PRESENT copies only) would stop there.
+ */
+function outputBeingDeleted(facts: RollbackFacts, to: string, copy: SupersededCopy): OpstateError {
+  const what =
+    copy.status === 'DELETION_FAILED'
+      ? 'its deletion failed: resolve it first (the copy is on the attention list)'
+      : 'it is being deleted: wait for the deletion to end';
+  return new OpstateError(
+    OpstateErrorCode.CONFLICT,
+    `rolling back ${facts.artifact.type} ${facts.artifact.id} to '${to}' would have '${copy.stage}' produce ${describe(copy)} again, which is ${copy.status}; ${what}, then roll back; nothing was changed`,
+    {
+      details: {
+        artifact: facts.artifact.id,
+        stage: copy.stage,
+        copyId: copy.id,
+        status: copy.status,
+      },
+    },
+  );
+}
+
 /**
  * Decides a rollback of an artifact (a raw data package or data transfer package) to a stage of
  * its pipeline: the stage and every later stage are redone. Their operations in the artifact's
@@ -169,9 +200,9 @@ function goneInput(
  * from the newest one's fields and inputs, and the pipeline's pass creates each later stage once
  * from the re-run's completions. Refused, naming what is wrong: `BAD_INPUT` for a stage the
  * pipeline does not have, one before a transfer package's first stage, or one the artifact never
- * reached; `CONFLICT` when an operation to redo is live (it must settle first); `UNSAFE` when the
- * re-run would read a copy that is gone, which would leave that artifact with nothing to produce
- * it again from.
+ * reached; `CONFLICT` when an operation to redo is live (it must settle first) or a copy it would
+ * produce again is being deleted or failed its deletion; `UNSAFE` when the re-run would read a
+ * copy that is gone, which would leave that artifact with nothing to produce it again from.
  *
  * @example
  * ```ts
@@ -252,6 +283,8 @@ export function planRollback(input: {
       superseded.push({ ...c, stage: r.stage, producedBy: o.id });
     }
   }
+  const deleting = superseded.find((c) => DELETING.has(c.status));
+  if (deleting !== undefined) throw outputBeingDeleted(facts, to, deleting);
   // One new operation per subject of the target stage, as its newest operation was made.
   const newestOf = (subjectId: string): RollbackOperation =>
     targetOps
