@@ -43,6 +43,8 @@ export interface RollbackFacts {
         readonly id: string;
         /** The data transfer package it is bundled in, if any. */
         readonly bundleId: string | null;
+        /** Every raw data package of that bundle, itself among them (none without a bundle). */
+        readonly bundleMembers: readonly string[];
       }
     | {
         readonly type: typeof ArtifactType.DATA_TRANSFER_PACKAGE;
@@ -90,6 +92,11 @@ export interface RollbackPlan {
   readonly redone: readonly RedoneOperation[];
   readonly creates: readonly RollbackCreation[];
   readonly superseded: readonly SupersededCopy[];
+  /**
+   * The raw data packages besides the one rolled back whose stages are redone: its bundle's other
+   * members, once a stage of the bundle is redone (empty otherwise).
+   */
+  readonly widened: readonly string[];
 }
 
 const LIVE: ReadonlySet<string> = new Set(['PENDING', 'SCHEDULED', 'IN_PROGRESS']);
@@ -118,15 +125,38 @@ function ofStage(
   return stage.from === undefined || op.fields.sourceLocationId === locations.get(stage.from);
 }
 
-/** The subjects a stage acts on within the artifact's family. */
-function subjectsOf(stage: PipelineStage, facts: RollbackFacts): readonly string[] {
+/**
+ * The subjects a stage acts on within the artifact's family. A raw data package's own stages act
+ * on it alone, except those after a stage of its bundle (`widened`): a bundle's stage produces
+ * every member again (an unpack writes each member's buffer copy), so each member's later stages
+ * are redone too, or the members' new copies would be read by no archive.
+ */
+function subjectsOf(
+  stage: PipelineStage,
+  facts: RollbackFacts,
+  widened: boolean,
+): readonly string[] {
   const subject = STAGE_ARTIFACTS[stage.kind].subject;
   const a = facts.artifact;
   if (a.type === ArtifactType.RAW_DATA_PACKAGE) {
-    if (subject === ArtifactType.RAW_DATA_PACKAGE) return [a.id];
+    if (subject === ArtifactType.RAW_DATA_PACKAGE) {
+      return widened && a.bundleMembers.length > 0 ? a.bundleMembers : [a.id];
+    }
     return a.bundleId === null ? [] : [a.bundleId];
   }
   return subject === ArtifactType.DATA_TRANSFER_PACKAGE ? [a.id] : a.members;
+}
+
+/** Per stage of `stages` (run order), whether a stage of the bundle comes before it. */
+function afterBundleStage(pipeline: Pipeline, stages: readonly string[]): Map<string, boolean> {
+  const after = new Map<string, boolean>();
+  let seen = false;
+  for (const name of stages) {
+    after.set(name, seen);
+    const kind = (pipeline.stages[name] as PipelineStage).kind;
+    if (STAGE_ARTIFACTS[kind].subject === ArtifactType.DATA_TRANSFER_PACKAGE) seen = true;
+  }
+  return after;
 }
 
 const describe = (c: RollbackCopy) =>
@@ -240,9 +270,10 @@ export function planRollback(input: {
   }
   const stages = stagesFrom(pipeline, to);
   const current = facts.operations.filter((o) => o.supersededBy === null);
+  const widens = afterBundleStage(pipeline, stages);
   const opsOf = (name: string): RollbackOperation[] => {
     const s = pipeline.stages[name] as PipelineStage;
-    const subjects = new Set(subjectsOf(s, facts));
+    const subjects = new Set(subjectsOf(s, facts, widens.get(name) === true));
     return current.filter((o) => subjects.has(o.subjectId) && ofStage(s, locations, o));
   };
   const targetOps = opsOf(to);
@@ -320,6 +351,13 @@ export function planRollback(input: {
       throw goneInput(facts, to, r.stage, c, seen);
     }
   }
+  const others = new Set(
+    redone
+      .filter((r) => a.type === ArtifactType.RAW_DATA_PACKAGE && r.subjectId !== a.id)
+      .map((r) => r.subjectId),
+  );
+  const widened =
+    a.type === ArtifactType.RAW_DATA_PACKAGE ? a.bundleMembers.filter((m) => others.has(m)) : [];
   return {
     pipeline: pipeline.name,
     artifact: { type: a.type, id: a.id },
@@ -328,5 +366,6 @@ export function planRollback(input: {
     redone,
     creates,
     superseded,
+    widened,
   };
 }

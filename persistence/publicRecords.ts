@@ -312,6 +312,12 @@ export interface PipelineRollback {
     readonly status: string;
     readonly stage: string;
   }[];
+  /**
+   * Raw data packages besides the one rolled back whose later stages are redone too: its bundle's
+   * other members, once a stage of the bundle (bundling, transfer, unpack) is redone, since that
+   * stage produces every member again. Empty otherwise.
+   */
+  readonly widened: readonly string[];
 }
 
 /**

@@ -52,6 +52,7 @@ function toRecord(
       status: c.status,
       stage: c.stage,
     })),
+    widened: plan.widened,
   };
 }
 

@@ -22,6 +22,11 @@ export function describeRollback(r: PipelineRollback): string {
     `${r.dryRun ? 'dry run (nothing changed): ' : ''}rollback of ${r.artifact.type} ${r.artifact.id} to '${r.stage}' (pipeline '${r.pipeline}')`,
     `redo, in order: ${r.stages.join(', ')}`,
   ];
+  if (r.widened.length > 0) {
+    lines.push(
+      `with its bundle-mates (a stage of the bundle produces them again): ${r.widened.join(', ')}`,
+    );
+  }
   for (const stage of r.stages) {
     const name = stage.padEnd(width);
     const redone = r.redone.filter((o) => o.stage === stage);

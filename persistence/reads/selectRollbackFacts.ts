@@ -44,7 +44,15 @@ export async function selectRollbackFacts(
   if (pkg !== undefined) {
     const bundleId =
       pkg.data_transfer_package_id == null ? null : String(pkg.data_transfer_package_id);
-    artifact = { type: ArtifactType.RAW_DATA_PACKAGE, id: artifactId, bundleId };
+    const bundleMembers =
+      bundleId === null
+        ? []
+        : (
+            await exec.execute(
+              sql`select id from raw_data_package where data_transfer_package_id = ${bundleId}::uuid order by id`,
+            )
+          ).map((m) => String(m.id));
+    artifact = { type: ArtifactType.RAW_DATA_PACKAGE, id: artifactId, bundleId, bundleMembers };
   } else {
     const [bundle] = await exec.execute(
       sql`select id from data_transfer_package where id = ${artifactId}::uuid`,
@@ -59,8 +67,14 @@ export async function selectRollbackFacts(
       members: members.map((m) => String(m.id)),
     };
   }
+  // A raw data package's family takes its bundle-mates in: a rollback to a stage of the bundle
+  // redoes their later stages too.
   const packages =
-    artifact.type === ArtifactType.RAW_DATA_PACKAGE ? [artifact.id] : artifact.members;
+    artifact.type === ArtifactType.RAW_DATA_PACKAGE
+      ? artifact.bundleMembers.length > 0
+        ? artifact.bundleMembers
+        : [artifact.id]
+      : artifact.members;
   const bundles =
     artifact.type === ArtifactType.RAW_DATA_PACKAGE
       ? artifact.bundleId === null

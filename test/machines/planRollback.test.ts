@@ -130,3 +130,32 @@ describe('a rollback whose re-run would produce a copy whose deletion began or f
     expect(p.superseded.map((c) => c.id)).toContain('c-p1@L-buf');
   });
 });
+
+describe('a raw data package rolled back to a stage of its bundle', () => {
+  const ofPackage = (): RollbackFacts => ({
+    ...facts('PRESENT'),
+    artifact: {
+      type: ArtifactType.RAW_DATA_PACKAGE,
+      id: 'p1',
+      bundleId: 'dtp',
+      bundleMembers: ['p1', 'p2'],
+    },
+  });
+
+  it('redoes its bundle-mates’ later stages too: the unpack writes every member’s buffer copy again', () => {
+    const p = planRollback({ pipeline, locations, stage: 'unpack-1', facts: ofPackage() });
+    expect(p.redone.map((r) => `${r.stage}:${r.subjectId}`)).toEqual([
+      'unpack-1:dtp',
+      'archive-1:p1',
+      'archive-1:p2',
+    ]);
+    expect(p.widened).toEqual(['p2']);
+    expect(p.creates.map((c) => `${c.stage}:${c.subjectId}`)).toEqual(['unpack-1:dtp']);
+  });
+
+  it('redoes only its own stages when none of the bundle is redone', () => {
+    const p = planRollback({ pipeline, locations, stage: 'archive-1', facts: ofPackage() });
+    expect(p.redone.map((r) => `${r.stage}:${r.subjectId}`)).toEqual(['archive-1:p1']);
+    expect(p.widened).toEqual([]);
+  });
+});

@@ -292,7 +292,7 @@ describe('rollback up the lineage', () => {
     expect((await operations(rt)).map((o) => o.id)).toEqual(after.map((o) => o.id));
   }, 240_000);
 
-  it('rolls an archived package back to transfer: transfer, unpack and its own archive run again once each; the other package keeps its archive', async () => {
+  it('rolls an archived package back to transfer: transfer, unpack and the archive of every package of its bundle run again once each (the unpack writes each member again)', async () => {
     const { rt, sample } = await start('full', 2);
     const archived = (ops: Awaited<ReturnType<typeof operations>>) =>
       ops.filter((o) => o.kind === OperationKind.LONG_TERM_ARCHIVE).length;
@@ -305,15 +305,21 @@ describe('rollback up the lineage', () => {
     const id = r.rollbackId as string;
     expect(r.by).toBe('rollback-test');
     expect(r.stages).toEqual(['transfer-1', 'unpack-1', 'archive-1']);
-    expect(r.redone.map((o) => `${o.stage}:${o.subjectId}`)).toEqual([
-      `transfer-1:${sample.dataTransferPackage.id}`,
-      `unpack-1:${sample.dataTransferPackage.id}`,
-      `archive-1:${first}`,
-    ]);
+    expect(r.redone.map((o) => `${o.stage}:${o.subjectId}`).sort()).toEqual(
+      [
+        `transfer-1:${sample.dataTransferPackage.id}`,
+        `unpack-1:${sample.dataTransferPackage.id}`,
+        `archive-1:${first}`,
+        `archive-1:${second}`,
+      ].sort(),
+    );
+    expect(r.widened).toEqual([second]);
     await waitUntilSettled(
       rt,
-      (ops) => ops.some((o) => o.kind === OperationKind.LONG_TERM_ARCHIVE && o.rollbackId === id),
-      'the re-run archived',
+      (ops) =>
+        ops.filter((o) => o.kind === OperationKind.LONG_TERM_ARCHIVE && o.rollbackId === id)
+          .length === 2,
+      'the re-run archived both packages',
     );
     const after = await operations(rt);
     expect(
@@ -327,33 +333,40 @@ describe('rollback up the lineage', () => {
         .map((o) => o.key)
         .sort(),
     );
-    expect(after.length).toBe(before.length + 3);
+    expect(after.length).toBe(before.length + 4);
     expect(
       after
         .filter((o) => o.supersededBy === null)
         .map((o) => o.key)
         .sort(),
     ).toEqual(before.map((o) => o.key).sort());
-    // The other package's archive is the one it had.
+    // The other package's archive ran again too, for the rollback: its buffer copy was written
+    // again by the unpack, and an archive reads it.
     const otherArchive = (ops: typeof before) =>
       ops.find(
         (o) =>
           o.kind === OperationKind.LONG_TERM_ARCHIVE &&
           o.key.includes(second) &&
           o.supersededBy === null,
-      )?.id;
-    expect(otherArchive(after)).toBe(otherArchive(before));
+      );
+    expect(otherArchive(after)?.id).not.toBe(otherArchive(before)?.id);
+    expect(otherArchive(after)?.rollbackId).toBe(id);
     expect(await liveCopies(rt)).toEqual(copiesBefore);
+    const otherStep = classifyPackageStep(
+      ((await selectPackage(rt.database, second)) as PackageRecord).facts,
+      Date.now(),
+    );
+    expect(otherStep.state).toBe('ARCHIVED');
     // The package reads ARCHIVED again, from what runs now; inspect lists the rollback.
     const record = (await selectPackage(rt.database, first)) as PackageRecord;
     const step = classifyPackageStep(record.facts, Date.now());
     expect(step.state).toBe('ARCHIVED');
     expect(record.rollbacks).toMatchObject([
-      { id, stage: 'transfer-1', requestedBy: 'rollback-test', redone: 3 },
+      { id, stage: 'transfer-1', requestedBy: 'rollback-test', redone: 4 },
     ]);
     const lines: string[] = [];
     printPackage(record, step, { out: (l) => lines.push(l), err: () => undefined });
-    expect(lines.join('\n')).toContain(`to 'transfer-1' by rollback-test, 3 operations redone`);
+    expect(lines.join('\n')).toContain(`to 'transfer-1' by rollback-test, 4 operations redone`);
   }, 240_000);
 
   it('refuses a rollback that would leave a package with no copy outside what it supersedes (its archive copy, once the policy removed the source copy the archive reads), naming both copies; nothing changes', async () => {
