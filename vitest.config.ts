@@ -12,7 +12,7 @@ const DRILLS = [
   'test/cli/{observability,natsAuthorization}.test.ts',
   'test/breaker/runtime.test.ts',
   'test/archive/crashMatrix.test.ts',
-  'test/pipeline/{pipelineCli,pipelineCrash,pipelineDrill}.test.ts',
+  'test/pipeline/{pipelineCli,pipelineCrash,pipelineDrill,pipelinePostgresCrash}.test.ts',
   'test/chaos/chaos.test.ts',
   'test/transport/hostileNetwork.test.ts',
 ];

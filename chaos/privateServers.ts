@@ -148,6 +148,11 @@ export class PrivatePostgres {
       30_000,
       20,
     );
+    // Gone as after a lost machine, its lock files left behind. Where nothing reaps orphans (a
+    // container's first process may not), the dead postmaster stays a zombie under its PID, and
+    // the next start would take the lock files for a live server's.
+    await rm(join(this.dir, 'data', 'postmaster.pid'), { force: true });
+    await rm(join(this.dir, `.s.PGSQL.${this.port}.lock`), { force: true });
   }
 
   /** `psql -Atc sql` on `database`: the rows as text, one a line, columns split by `|`. */

@@ -14,6 +14,7 @@ import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { pathProblems } from '../actors/drillChecks.ts';
 import { type Child, deploymentPerTest, FAST_TIMING, kill9, waitFor } from '../actors/harness.ts';
 import { handlersModule, REPO_ROOT } from '../helpers/opstateCli.ts';
+import { operationKeys } from '../helpers/pipelineOperations.ts';
 
 /**
  * The default pipeline end to end with worker processes SIGKILLed at random: an `opstate
@@ -44,28 +45,6 @@ afterEach(async () => {
   if (dir !== undefined) await rm(dir, { recursive: true, force: true });
   dir = undefined;
 });
-
-/** Every operation as `kind|subject|target location`, the subject from its subtype row. */
-async function operationKeys(database: {
-  execute: (q: ReturnType<typeof sql>) => Promise<Record<string, unknown>[]>;
-}) {
-  const rows = await database.execute(sql`
-    select o.id::text as id, o.kind, o.status, o.target_location_id::text as location,
-      coalesce(r.raw_data_package_id, d.data_transfer_package_id, t.data_transfer_package_id,
-               u.data_transfer_package_id, a.raw_data_package_id)::text as subject
-    from operation o
-    left join packaging_operation r on r.operation_id = o.id
-    left join bundling_operation d on d.operation_id = o.id
-    left join transfer_operation t on t.operation_id = o.id
-    left join unpack_operation u on u.operation_id = o.id
-    left join long_term_archive_operation a on a.operation_id = o.id`);
-  return rows.map((r) => ({
-    id: String(r.id),
-    kind: String(r.kind),
-    status: String(r.status),
-    key: `${String(r.kind)}|${String(r.subject)}|${String(r.location)}`,
-  }));
-}
 
 describe('the default pipeline with workers killed at random', () => {
   it('archives every package, each operation created once and completed once', async () => {

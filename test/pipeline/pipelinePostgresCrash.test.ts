@@ -1,0 +1,184 @@
+import { randomUUID } from 'node:crypto';
+import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { sql } from 'drizzle-orm';
+import { afterAll, describe, expect, it } from 'vitest';
+import { Rng } from '../../chaos/rng.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { countPackageStates } from '../../persistence/reads/countPackageStates.ts';
+import { registerSampleData, type SampleData } from '../../stages/sampleData.ts';
+import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
+import { pathProblems, through } from '../actors/drillChecks.ts';
+import { deploymentPerTest, FAST_TIMING, waitFor } from '../actors/harness.ts';
+import { handlersModule, REPO_ROOT } from '../helpers/opstateCli.ts';
+import { operationKeys } from '../helpers/pipelineOperations.ts';
+import { PrivatePostgres } from '../helpers/privateServers.ts';
+
+/**
+ * The default pipeline with Postgres crashing under it: a control plane running the pipeline's
+ * pass and two workers running the reference stage handlers, as processes, on a Postgres of the
+ * drill's own, which is crashed (every server process SIGKILLed, then started on its data) or
+ * restarted `immediate` after seeded numbers of completions, each while the pass is creating the
+ * stages that follow them. The pass writes a stage with its cursor's advance in one transaction:
+ * a crash before the commit leaves neither (the completions are read again), one after leaves
+ * both. In the end every package is ARCHIVED, each (kind, subject, location) has one operation,
+ * each operation one COMPLETE along a lifecycle path, and no process exited.
+ *
+ * `OPSTATE_DRILL_SEED` replays a run's choice of moments.
+ */
+const deploy = deploymentPerTest();
+let pg: PrivatePostgres | undefined;
+let dir: string | undefined;
+afterAll(async () => {
+  await pg?.dispose();
+  if (dir !== undefined) await rm(dir, { recursive: true, force: true });
+});
+
+const BUNDLES = 2;
+const PER_BUNDLE = 5;
+const PACKAGES = BUNDLES * PER_BUNDLE;
+/** Packaging and archive per package; bundling, transfer and unpack per bundle. */
+const OPERATIONS = 2 * PACKAGES + 3 * BUNDLES;
+const CRASHES = 3;
+const STAGE_HANDLERS = handlersModule(join(REPO_ROOT, 'stages', 'handlers.ts'));
+const BUILT = pathToFileURL(join(REPO_ROOT, 'dist', 'index.js')).href;
+
+describe('the default pipeline with Postgres crashing under it', () => {
+  it('archives every package, each stage created once, and no process exits', async () => {
+    const seed = Number(process.env.OPSTATE_DRILL_SEED ?? Math.floor(Math.random() * 2 ** 31));
+    process.stdout.write(`pipeline Postgres crash drill: seed ${seed}\n`);
+    pg = await PrivatePostgres.create();
+    await pg.start();
+    const cluster = pg;
+    // Floor and ack-wait beyond the drill: an operation that needed them after a crash fails it.
+    const dep = await deploy(
+      { ...FAST_TIMING, maxScheduled: 16, reconcilerFloorMs: 90_000, ackWaitMs: 120_000 },
+      { databaseUrl: cluster.url() },
+    );
+    const rt = dep.runtime;
+    dir = await mkdtemp(join(tmpdir(), 'opstate-pipeline-pg-'));
+    const site = `pgcrash-${randomUUID().slice(0, 8)}`;
+    const module = join(dir, 'pipeline.mjs');
+    await writeFile(
+      module,
+      `import { defaultPipeline } from '${BUILT}';
+export const pipeline = defaultPipeline({
+  source: { site: '${site}', name: 'source' },
+  destinations: [{ buffer: { site: '${site}', name: 'buffer' }, archive: { site: '${site}', name: 'archive' } }],
+});
+`,
+    );
+    const worlds: SampleData[] = [];
+    for (let b = 0; b < BUNDLES; b++) {
+      worlds.push(
+        await registerSampleData(rt.artifacts, join(dir, 'storage'), {
+          site,
+          packageCount: PER_BUNDLE,
+          filesPerPackage: 2,
+          namePrefix: `b${b}-`,
+          ...(worlds[0] === undefined ? {} : { locations: worlds[0].locations }),
+        }),
+      );
+    }
+    const plane = dep.spawnCli(['control-plane', '--pipeline', module]);
+    const workers = ['w-1', 'w-2'].map((id) =>
+      dep.spawnCli(['worker', '--kinds', 'all', '--handlers', STAGE_HANDLERS, '--id', id]),
+    );
+    await waitFor(
+      () => workers.every((w) => w.printed('started for')),
+      'the workers to start',
+      60_000,
+    );
+    await rt.submitMany(
+      worlds.flatMap((w) =>
+        (SAMPLE_PIPELINE[0]?.inputs(w, []) ?? []).map((p) => ({ ...p, by: 'drill' })),
+      ),
+    );
+
+    const completed = async () => {
+      const [row] = await through(() =>
+        rt.database.execute(
+          sql`select count(*) filter (where status = 'COMPLETED')::int as n from operation`,
+        ),
+      );
+      return Number(row?.n);
+    };
+    // Crash moments spread over the run by the seed: after k completions, k in 1..OPERATIONS-2.
+    const moments = new Rng(seed)
+      .shuffle(Array.from({ length: OPERATIONS - 2 }, (_, i) => i + 1))
+      .slice(0, CRASHES)
+      .sort((a, b) => a - b);
+    const log = [`seed ${seed}`, `crashes after ${moments.join(', ')} completions`];
+    for (const [i, moment] of moments.entries()) {
+      await waitFor(
+        async () => (await completed()) >= moment,
+        `${moment} completions`,
+        120_000,
+        50,
+      );
+      if (i % 2 === 0) {
+        await cluster.kill();
+        await cluster.start();
+      } else {
+        await cluster.restart('immediate');
+      }
+      log.push(
+        `after ${moment}: ${i % 2 === 0 ? 'killed (SIGKILL) and started' : 'restarted immediate'}`,
+      );
+    }
+    const context = log.join('\n');
+    await waitFor(
+      async () =>
+        (await completed()) >= OPERATIONS &&
+        (await through(() => countPackageStates(rt.database))).raw_data_package.ARCHIVED ===
+          PACKAGES,
+      `${PACKAGES} packages ARCHIVED (${context})`,
+      180_000,
+      250,
+    );
+    process.stdout.write(`${context}\n`);
+
+    const ops = await operationKeys(rt.database);
+    expect(ops.length, context).toBe(OPERATIONS);
+    expect(new Set(ops.map((o) => o.key)).size, context).toBe(ops.length);
+    expect(
+      [
+        OperationKind.RAW_DATA_PACKAGE,
+        OperationKind.DATA_TRANSFER_PACKAGE,
+        OperationKind.TRANSFER,
+        OperationKind.UNPACK,
+        OperationKind.LONG_TERM_ARCHIVE,
+      ].map((kind) => ops.filter((o) => o.kind === kind).length),
+      context,
+    ).toEqual([PACKAGES, BUNDLES, BUNDLES, BUNDLES, PACKAGES]);
+    expect(
+      await pathProblems(
+        rt.database,
+        ops.map((o) => o.id),
+        ['reconciler'],
+      ),
+      context,
+    ).toEqual([]);
+    const doubled = await rt.database.execute(sql`
+      select artifact_type, artifact_id::text, location_id::text, count(*)::int as n
+      from physical_copy where status <> 'DELETED'
+      group by artifact_type, artifact_id, location_id having count(*) > 1`);
+    expect(doubled, context).toEqual([]);
+    for (const c of [plane, ...workers]) {
+      expect(c.proc.exitCode, context).toBeNull();
+      expect(c.proc.signalCode, context).toBeNull();
+    }
+    // The crashes hit the processes: at least one of them saw the database go and waited.
+    expect(
+      [plane, ...workers].some(
+        (c) =>
+          c.printed('cannot reach the database or broker; backing off') ||
+          c.printed('leadership cannot reach the database') ||
+          c.printed('unreachable; waiting'),
+      ),
+      context,
+    ).toBe(true);
+  }, 300_000);
+});
