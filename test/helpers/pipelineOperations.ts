@@ -1,4 +1,10 @@
+import { writeFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { sql } from 'drizzle-orm';
+import type { ArtifactRepository } from '../../persistence/ArtifactRepository.ts';
+import { registerSampleData, type SampleData } from '../../stages/sampleData.ts';
+import { REPO_ROOT } from './opstateCli.ts';
 
 /** An operation as a pipeline drill checks it: its `kind|subject|target location` key. */
 export interface KeyedOperation {
@@ -37,4 +43,81 @@ export async function operationKeys(database: {
     status: String(r.status),
     key: `${String(r.kind)}|${String(r.subject)}|${String(r.location)}`,
   }));
+}
+
+/** The default pipeline's stage kinds, in run order. */
+const STAGE_KINDS = [
+  'raw_data_package',
+  'data_transfer_package',
+  'transfer',
+  'unpack',
+  'long_term_archive',
+] as const;
+
+/**
+ * How many operations of each stage kind, in run order (packaging, bundling, transfer, unpack,
+ * long-term archive).
+ *
+ * @example
+ * ```ts
+ * expect(perStageKind(ops)).toEqual([packages, bundles, bundles, bundles, packages]);
+ * ```
+ */
+export function perStageKind(ops: readonly { readonly kind: string }[]): number[] {
+  return STAGE_KINDS.map((kind) => ops.filter((o) => o.kind === kind).length);
+}
+
+/**
+ * Writes a module exporting `defaultPipeline` over `site`'s source, buffer and archive (one
+ * destination), importing the built package as an `opstate control-plane --pipeline` process
+ * would; returns its path.
+ *
+ * @example
+ * ```ts
+ * const module = await writePipelineModule(dir, site);
+ * dep.spawnCli(['control-plane', '--pipeline', module]);
+ * ```
+ */
+export async function writePipelineModule(dir: string, site: string): Promise<string> {
+  const module = join(dir, 'pipeline.mjs');
+  const built = pathToFileURL(join(REPO_ROOT, 'dist', 'index.js')).href;
+  await writeFile(
+    module,
+    `import { defaultPipeline } from '${built}';
+export const pipeline = defaultPipeline({
+  source: { site: '${site}', name: 'source' },
+  destinations: [{ buffer: { site: '${site}', name: 'buffer' }, archive: { site: '${site}', name: 'archive' } }],
+});
+`,
+  );
+  return module;
+}
+
+/**
+ * Registers `bundles` transfer packages of `perBundle` packages (two small files each) at one set
+ * of `site`'s locations, under `storageDir`.
+ *
+ * @example
+ * ```ts
+ * const worlds = await registerBundles(runtime.artifacts, join(dir, 'storage'), { site, bundles: 5, perBundle: 10 });
+ * ```
+ */
+export async function registerBundles(
+  artifacts: ArtifactRepository,
+  storageDir: string,
+  shape: { readonly site: string; readonly bundles: number; readonly perBundle: number },
+): Promise<SampleData[]> {
+  const worlds: SampleData[] = [];
+  for (let b = 0; b < shape.bundles; b++) {
+    worlds.push(
+      await registerSampleData(artifacts, storageDir, {
+        site: shape.site,
+        packageCount: shape.perBundle,
+        filesPerPackage: 2,
+        namePrefix: `b${b}-`,
+        ...(worlds[0] === undefined ? {} : { locations: worlds[0].locations }),
+      }),
+    );
+  }
+  return worlds;
 }

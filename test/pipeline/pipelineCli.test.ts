@@ -1,7 +1,6 @@
 import { mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
@@ -9,7 +8,7 @@ import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { deploymentPerTest, waitFor } from '../actors/harness.ts';
-import { REPO_ROOT } from '../helpers/opstateCli.ts';
+import { writePipelineModule } from '../helpers/pipelineOperations.ts';
 
 /** `opstate control-plane --pipeline <module>`: a control-plane process runs a declared pipeline. */
 const deploy = deploymentPerTest();
@@ -19,23 +18,12 @@ afterEach(async () => {
   dir = undefined;
 });
 
-const BUILT = pathToFileURL(join(REPO_ROOT, 'dist', 'index.js')).href;
-
 describe('opstate control-plane --pipeline', () => {
   it('runs the pipeline the module exports: packaging submitted, every later stage created once', async () => {
     const dep = await deploy();
     dir = await mkdtemp(join(tmpdir(), 'opstate-pipeline-cli-'));
     const site = `pcli-${Math.random().toString(16).slice(2, 8)}`;
-    const module = join(dir, 'pipeline.mjs');
-    await writeFile(
-      module,
-      `import { defaultPipeline } from '${BUILT}';
-export const pipeline = defaultPipeline({
-  source: { site: '${site}', name: 'source' },
-  destinations: [{ buffer: { site: '${site}', name: 'buffer' }, archive: { site: '${site}', name: 'archive' } }],
-});
-`,
-    );
+    const module = await writePipelineModule(dir, site);
     const rt = dep.runtime;
     const sample = await registerSampleData(rt.artifacts, dir, { site, packageCount: 3 });
     const roots = new Map(Object.values(sample.locations).map((l) => [l.id, l.storageRoot]));

@@ -2,7 +2,6 @@ import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdir, mkdtemp, readdir, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
@@ -11,6 +10,7 @@ import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { deploymentPerTest, waitFor } from '../actors/harness.ts';
 import { NATS_URL } from '../archive/world.ts';
 import { handlersModule, REPO_ROOT } from '../helpers/opstateCli.ts';
+import { operationKeys } from '../helpers/pipelineOperations.ts';
 
 /**
  * The leader killed (SIGKILL) between each completion and the creation it leads to: a
@@ -36,27 +36,6 @@ afterEach(async () => {
   dir = undefined;
   plane = undefined;
 });
-
-/** Every operation as `kind|subject|target location`, the subject from its subtype row. */
-async function keys(database: {
-  execute: (q: ReturnType<typeof sql>) => Promise<Record<string, unknown>[]>;
-}) {
-  const rows = await database.execute(sql`
-    select o.kind, o.status, o.target_location_id::text as location,
-      coalesce(r.raw_data_package_id, d.data_transfer_package_id, t.data_transfer_package_id,
-               u.data_transfer_package_id, a.raw_data_package_id)::text as subject
-    from operation o
-    left join packaging_operation r on r.operation_id = o.id
-    left join bundling_operation d on d.operation_id = o.id
-    left join transfer_operation t on t.operation_id = o.id
-    left join unpack_operation u on u.operation_id = o.id
-    left join long_term_archive_operation a on a.operation_id = o.id`);
-  return rows.map((r) => ({
-    kind: String(r.kind),
-    status: String(r.status),
-    key: `${String(r.kind)}|${String(r.subject)}|${String(r.location)}`,
-  }));
-}
 
 describe('the pipeline pass under a leader killed before each creation', () => {
   it('creates each operation exactly once through a SIGKILL and a restart before each', async () => {
@@ -130,7 +109,7 @@ describe('the pipeline pass under a leader killed before each creation', () => {
     );
     await waitFor(
       async () =>
-        (await keys(rt.database)).filter(
+        (await operationKeys(rt.database)).filter(
           (o) => o.kind === OperationKind.LONG_TERM_ARCHIVE && o.status === 'COMPLETED',
         ).length === 3,
       `3 archives COMPLETED (plane printed: ${output.join('').slice(-2000)})`,
@@ -140,7 +119,7 @@ describe('the pipeline pass under a leader killed before each creation', () => {
     expect((await readdir(markers)).sort()).toEqual(expected);
     expect(killed).toBe(expected.length);
     expect(starts).toBe(expected.length + 1);
-    const ops = await keys(rt.database);
+    const ops = await operationKeys(rt.database);
     expect(new Set(ops.map((o) => o.key)).size).toBe(ops.length);
     expect(ops.every((o) => o.status === 'COMPLETED')).toBe(true);
     const perKind = (kind: string) => ops.filter((o) => o.kind === kind).length;

@@ -1,20 +1,22 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Rng } from '../../chaos/rng.ts';
-import { OperationKind } from '../../machines/OperationKind.ts';
 import { countPackageStates } from '../../persistence/reads/countPackageStates.ts';
 import { listPackagesInState } from '../../persistence/reads/listPackagesInState.ts';
-import { registerSampleData, type SampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { pathProblems } from '../actors/drillChecks.ts';
 import { type Child, deploymentPerTest, FAST_TIMING, kill9, waitFor } from '../actors/harness.ts';
 import { handlersModule, REPO_ROOT } from '../helpers/opstateCli.ts';
-import { operationKeys } from '../helpers/pipelineOperations.ts';
+import {
+  operationKeys,
+  perStageKind,
+  registerBundles,
+  writePipelineModule,
+} from '../helpers/pipelineOperations.ts';
 
 /**
  * The default pipeline end to end with worker processes SIGKILLed at random: an `opstate
@@ -38,7 +40,6 @@ const KILLS = 6;
 /** Packaging and archive per package; bundling, transfer and unpack per bundle. */
 const OPERATIONS = 2 * PACKAGES + 3 * BUNDLES;
 const STAGE_HANDLERS = handlersModule(join(REPO_ROOT, 'stages', 'handlers.ts'));
-const BUILT = pathToFileURL(join(REPO_ROOT, 'dist', 'index.js')).href;
 
 let dir: string | undefined;
 afterEach(async () => {
@@ -64,29 +65,13 @@ describe('the default pipeline with workers killed at random', () => {
     const rt = dep.runtime;
     dir = await mkdtemp(join(tmpdir(), 'opstate-pipeline-drill-'));
     const site = `pdrill-${randomUUID().slice(0, 8)}`;
-    const module = join(dir, 'pipeline.mjs');
-    await writeFile(
-      module,
-      `import { defaultPipeline } from '${BUILT}';
-export const pipeline = defaultPipeline({
-  source: { site: '${site}', name: 'source' },
-  destinations: [{ buffer: { site: '${site}', name: 'buffer' }, archive: { site: '${site}', name: 'archive' } }],
-});
-`,
-    );
+    const module = await writePipelineModule(dir, site);
     // Five transfer packages of ten packages, two small files each, at one set of locations.
-    const worlds: SampleData[] = [];
-    for (let b = 0; b < BUNDLES; b++) {
-      worlds.push(
-        await registerSampleData(rt.artifacts, join(dir, 'storage'), {
-          site,
-          packageCount: PER_BUNDLE,
-          filesPerPackage: 2,
-          namePrefix: `b${b}-`,
-          ...(worlds[0] === undefined ? {} : { locations: worlds[0].locations }),
-        }),
-      );
-    }
+    const worlds = await registerBundles(rt.artifacts, join(dir, 'storage'), {
+      site,
+      bundles: BUNDLES,
+      perBundle: PER_BUNDLE,
+    });
 
     const plane = dep.spawnCli(['control-plane', '--pipeline', module]);
     const workers = new Map<string, Child>();
@@ -203,17 +188,7 @@ export const pipeline = defaultPipeline({
     const ops = await operationKeys(rt.database);
     expect(ops.length, context).toBe(OPERATIONS);
     expect(new Set(ops.map((o) => o.key)).size, context).toBe(ops.length);
-    const perKind = (kind: string) => ops.filter((o) => o.kind === kind).length;
-    expect(
-      [
-        OperationKind.RAW_DATA_PACKAGE,
-        OperationKind.DATA_TRANSFER_PACKAGE,
-        OperationKind.TRANSFER,
-        OperationKind.UNPACK,
-        OperationKind.LONG_TERM_ARCHIVE,
-      ].map(perKind),
-      context,
-    ).toEqual([PACKAGES, BUNDLES, BUNDLES, BUNDLES, PACKAGES]);
+    expect(perStageKind(ops), context).toEqual([PACKAGES, BUNDLES, BUNDLES, BUNDLES, PACKAGES]);
     // Every path is a lifecycle path ending COMPLETED with exactly one COMPLETE.
     expect(
       await pathProblems(

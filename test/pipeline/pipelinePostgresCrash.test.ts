@@ -1,19 +1,21 @@
 import { randomUUID } from 'node:crypto';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../chaos/rng.ts';
-import { OperationKind } from '../../machines/OperationKind.ts';
 import { countPackageStates } from '../../persistence/reads/countPackageStates.ts';
-import { registerSampleData, type SampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { pathProblems, through } from '../actors/drillChecks.ts';
 import { deploymentPerTest, FAST_TIMING, waitFor } from '../actors/harness.ts';
 import { handlersModule, REPO_ROOT } from '../helpers/opstateCli.ts';
-import { operationKeys } from '../helpers/pipelineOperations.ts';
+import {
+  operationKeys,
+  perStageKind,
+  registerBundles,
+  writePipelineModule,
+} from '../helpers/pipelineOperations.ts';
 import { PrivatePostgres } from '../helpers/privateServers.ts';
 
 /**
@@ -43,7 +45,6 @@ const PACKAGES = BUNDLES * PER_BUNDLE;
 const OPERATIONS = 2 * PACKAGES + 3 * BUNDLES;
 const CRASHES = 3;
 const STAGE_HANDLERS = handlersModule(join(REPO_ROOT, 'stages', 'handlers.ts'));
-const BUILT = pathToFileURL(join(REPO_ROOT, 'dist', 'index.js')).href;
 
 describe('the default pipeline with Postgres crashing under it', () => {
   it('archives every package, each stage created once, and no process exits', async () => {
@@ -60,28 +61,12 @@ describe('the default pipeline with Postgres crashing under it', () => {
     const rt = dep.runtime;
     dir = await mkdtemp(join(tmpdir(), 'opstate-pipeline-pg-'));
     const site = `pgcrash-${randomUUID().slice(0, 8)}`;
-    const module = join(dir, 'pipeline.mjs');
-    await writeFile(
-      module,
-      `import { defaultPipeline } from '${BUILT}';
-export const pipeline = defaultPipeline({
-  source: { site: '${site}', name: 'source' },
-  destinations: [{ buffer: { site: '${site}', name: 'buffer' }, archive: { site: '${site}', name: 'archive' } }],
-});
-`,
-    );
-    const worlds: SampleData[] = [];
-    for (let b = 0; b < BUNDLES; b++) {
-      worlds.push(
-        await registerSampleData(rt.artifacts, join(dir, 'storage'), {
-          site,
-          packageCount: PER_BUNDLE,
-          filesPerPackage: 2,
-          namePrefix: `b${b}-`,
-          ...(worlds[0] === undefined ? {} : { locations: worlds[0].locations }),
-        }),
-      );
-    }
+    const module = await writePipelineModule(dir, site);
+    const worlds = await registerBundles(rt.artifacts, join(dir, 'storage'), {
+      site,
+      bundles: BUNDLES,
+      perBundle: PER_BUNDLE,
+    });
     const plane = dep.spawnCli(['control-plane', '--pipeline', module]);
     const workers = ['w-1', 'w-2'].map((id) =>
       dep.spawnCli(['worker', '--kinds', 'all', '--handlers', STAGE_HANDLERS, '--id', id]),
@@ -143,16 +128,7 @@ export const pipeline = defaultPipeline({
     const ops = await operationKeys(rt.database);
     expect(ops.length, context).toBe(OPERATIONS);
     expect(new Set(ops.map((o) => o.key)).size, context).toBe(ops.length);
-    expect(
-      [
-        OperationKind.RAW_DATA_PACKAGE,
-        OperationKind.DATA_TRANSFER_PACKAGE,
-        OperationKind.TRANSFER,
-        OperationKind.UNPACK,
-        OperationKind.LONG_TERM_ARCHIVE,
-      ].map((kind) => ops.filter((o) => o.kind === kind).length),
-      context,
-    ).toEqual([PACKAGES, BUNDLES, BUNDLES, BUNDLES, PACKAGES]);
+    expect(perStageKind(ops), context).toEqual([PACKAGES, BUNDLES, BUNDLES, BUNDLES, PACKAGES]);
     expect(
       await pathProblems(
         rt.database,

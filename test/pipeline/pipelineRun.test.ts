@@ -16,6 +16,7 @@ import { registerSampleData } from '../../stages/sampleData.ts';
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { ARCHIVE_TIMING, NATS_URL } from '../archive/world.ts';
+import { operationKeys } from '../helpers/pipelineOperations.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { uniquePrefix } from '../transport/helpers.ts';
@@ -39,25 +40,6 @@ afterEach(async () => {
   db = undefined;
   dir = undefined;
 });
-
-/** Every operation as (kind, subject, target location, status), the subject from its subtype row. */
-async function operations(rt: Runtime) {
-  const rows = await rt.database.execute(sql`
-    select o.kind, o.status, o.target_location_id::text as location,
-      coalesce(r.raw_data_package_id, d.data_transfer_package_id, t.data_transfer_package_id,
-               u.data_transfer_package_id, a.raw_data_package_id)::text as subject
-    from operation o
-    left join packaging_operation r on r.operation_id = o.id
-    left join bundling_operation d on d.operation_id = o.id
-    left join transfer_operation t on t.operation_id = o.id
-    left join unpack_operation u on u.operation_id = o.id
-    left join long_term_archive_operation a on a.operation_id = o.id`);
-  return rows.map((r) => ({
-    kind: String(r.kind),
-    status: String(r.status),
-    key: `${String(r.kind)}|${String(r.subject)}|${String(r.location)}`,
-  }));
-}
 
 describe('a runtime with a pipeline', () => {
   it('creates every stage after packaging: each package reaches its long-term archive, one operation per (kind, subject, location)', async () => {
@@ -92,13 +74,13 @@ describe('a runtime with a pipeline', () => {
     await rt.submitMany(packaging.map((p) => ({ ...p, by: 'test' })));
 
     const archived = () =>
-      operations(rt).then(
+      operationKeys(rt.database).then(
         (ops) =>
           ops.filter((o) => o.kind === OperationKind.LONG_TERM_ARCHIVE && o.status === 'COMPLETED')
             .length,
       );
     await waitFor(async () => (await archived()) === 4, '4 archives COMPLETED', 120_000);
-    const ops = await operations(rt);
+    const ops = await operationKeys(rt.database);
     const perKind = (kind: string) => ops.filter((o) => o.kind === kind).length;
     expect(perKind(OperationKind.RAW_DATA_PACKAGE)).toBe(4);
     expect(perKind(OperationKind.DATA_TRANSFER_PACKAGE)).toBe(1);
@@ -140,7 +122,7 @@ describe('a runtime with a pipeline', () => {
     await rt.database.execute(sql`update pipeline_cursor set after_id = 0`);
     rt.startControlPlane();
     await waitFor(async () => (await cursorOf()) >= reached, 'the cursor read up again', 60_000);
-    const again = await operations(rt);
+    const again = await operationKeys(rt.database);
     expect(again.map((o) => o.key).sort()).toEqual(ops.map((o) => o.key).sort());
   }, 180_000);
 
@@ -191,7 +173,7 @@ describe('a runtime with a pipeline', () => {
       (SAMPLE_PIPELINE[0]?.inputs(sample, []) ?? []).map((p) => ({ ...p, by: 'test' })),
     );
     const archivedAt = async (locationId: string) =>
-      (await operations(rt)).filter(
+      (await operationKeys(rt.database)).filter(
         (o) =>
           o.kind === OperationKind.LONG_TERM_ARCHIVE &&
           o.status === 'COMPLETED' &&
@@ -206,7 +188,7 @@ describe('a runtime with a pipeline', () => {
     const halfway = await countPackageStates(rt.database);
     expect(halfway.raw_data_package.ARCHIVED).toBe(0);
     expect(halfway.raw_data_package.TRANSFERRING).toBe(3);
-    const farTransfers = (await operations(rt)).filter(
+    const farTransfers = (await operationKeys(rt.database)).filter(
       (o) => o.kind === OperationKind.TRANSFER && o.key.endsWith(`|${farBuffer.id}`),
     );
     expect(farTransfers).toHaveLength(1);
@@ -219,7 +201,7 @@ describe('a runtime with a pipeline', () => {
       '3 archives COMPLETED at the far site',
       120_000,
     );
-    const ops = await operations(rt);
+    const ops = await operationKeys(rt.database);
     const perKind = (kind: string) => ops.filter((o) => o.kind === kind).length;
     expect(
       [
