@@ -249,14 +249,33 @@ export function reachable(port: number, host = '127.0.0.1'): Promise<boolean> {
 }
 
 /** A free TCP port on 127.0.0.1. */
-export function freePort(): Promise<number> {
+export async function freePort(): Promise<number> {
+  // Below the kernel's ephemeral range (32768–60999 by default): a port from that range, free
+  // when asked, may be taken as the local port of some outgoing connection before the server
+  // binds it (seen on a busy machine, where a private nats-server never came up).
+  for (let tries = 0; tries < 50; tries++) {
+    const port = 20_000 + Math.floor(Math.random() * 12_000);
+    if (await canListen(port)) return port;
+  }
+  return listenOn(0);
+}
+
+/** Whether a server can listen on `port` of 127.0.0.1 now. */
+const canListen = (port: number): Promise<boolean> =>
+  listenOn(port).then(
+    () => true,
+    () => false,
+  );
+
+/** Listens on `port` (0: any) of 127.0.0.1, closes, and resolves with the port it had. */
+function listenOn(port: number): Promise<number> {
   return new Promise((resolve, reject) => {
     const server = createServer();
     server.once('error', reject);
-    server.listen(0, '127.0.0.1', () => {
+    server.listen(port, '127.0.0.1', () => {
       const address = server.address();
-      const port = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(port));
+      const bound = typeof address === 'object' && address ? address.port : 0;
+      server.close(() => resolve(bound));
     });
   });
 }
@@ -296,7 +315,20 @@ export class NatsServerProcess {
     );
     this.#child = child;
     // Generous: on a busy machine a server's start (its store's recovery included) takes seconds.
-    await waitFor(() => reachable(this.port), `nats-server on port ${this.port}`, 60_000, 50);
+    // A server that exited (its port taken, a bad flag) fails the wait at once, saying so.
+    await waitFor(
+      async () => {
+        if (child.exitCode !== null || child.signalCode !== null) {
+          throw new Error(
+            `nats-server for port ${this.port} exited (${child.exitCode ?? child.signalCode}) before it listened`,
+          );
+        }
+        return reachable(this.port);
+      },
+      `nats-server on port ${this.port}`,
+      60_000,
+      50,
+    );
   }
 
   /** The running server's process id (its CPU time is read from /proc by the benches). */

@@ -1,13 +1,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
-import { routedLocationId, toOperationInsert } from '../../persistence/CreateOperationInput.ts';
 import { createPipelineOperations } from '../../persistence/createPipelineOperations.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectRollbackFacts } from '../../persistence/reads/selectRollbackFacts.ts';
-import { selectRoutedLocations } from '../../persistence/reads/selectRoutedLocations.ts';
-import { insertOperations } from '../../persistence/sql/insertOperations.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor, makeWorld, type World } from '../persistence/fixtures.ts';
@@ -110,14 +107,11 @@ describe('a rollback racing the pass that creates the next stage', () => {
   it('the pass commits first: the rollback, waiting on the family, reads the stage it created', async () => {
     const w = await makeWorld(database);
     const transfer = await completedTransfer(w);
-    const input = inputFor(OperationKind.UNPACK, w);
-    const locations = await selectRoutedLocations(database, [routedLocationId(input)]);
     let created = '';
     // The pass's write, held open: its cause locked FOR SHARE, the unpack inserted.
     const writing = heldOpen(async (tx) => {
       await tx.execute(`select id from operation where id = '${transfer}' for share`);
-      const [id] = await insertOperations(tx, [toOperationInsert(input, new Date(), locations)]);
-      created = id ?? '';
+      created = await new OperationStore(tx).create(inputFor(OperationKind.UNPACK, w));
     });
     await writing.inside;
     const facts = database.transaction((tx) => selectRollbackFacts(tx, w.dtp, { lock: true }));
