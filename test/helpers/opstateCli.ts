@@ -29,6 +29,7 @@ const FIXTURE_MODULES = [
   'test/archive/fixtures/stageWorker.ts',
   'bench/fixtures/noopHandlers.ts',
   'bench/fixtures/holdHandlers.ts',
+  'bench/fixtures/signalHandlers.ts',
   'test/pipeline/fixtures/crashingPlane.ts',
 ];
 const isFixture = (rel: string) => rel.startsWith('test/') || rel.startsWith('bench/');
