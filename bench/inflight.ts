@@ -20,8 +20,8 @@
  * - the heartbeat monitor's pass: `heartbeats.list()`, `staleSuspects`, and the stranded look's
  *   pages of SCHEDULED operations (`activePages`, `unlistedScheduled`);
  * - the reconciler's pass: every page of the operations in flight (`activePages`, all of them:
- *   before now, not only those past the floor), the heartbeats read again per page, and
- *   `planReconcilerResets` per page, whose planned resets must be none;
+ *   before now, not only those past the floor), then the heartbeats once, and
+ *   `planReconcilerResets`, whose planned resets must be none;
  * each with its wall time, this process's CPU time, the statements it sent, and the heartbeat
  * bytes it read (the bucket's values times the `list()` calls). Then the file appears, all N
  * complete, and everything is stopped and dropped.

@@ -17,6 +17,7 @@ import { planReconcilerResets } from '../../control-plane/planReconcilerPass.ts'
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { LocationType } from '../../machines/routing.ts';
 import type { Logger } from '../../observe/Logger.ts';
+import type { ActiveOperation } from '../../persistence/ActiveOperation.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { DEFAULT_DATABASE_SCHEMA } from '../../persistence/databaseSchema.ts';
 import { activePages } from '../../persistence/reads/activePages.ts';
@@ -366,21 +367,20 @@ function monitorPass(d: Deployment, intervalMs: number): PassRun {
   };
 }
 
-/** The reconciler's reads and planning (`reconcilerLoop`), over every operation in flight. */
+/**
+ * The reconciler's reads and planning (`reconcilerLoop`), over every operation in flight: every
+ * page, then the heartbeats once.
+ */
 function reconcilerPass(d: Deployment): PassRun {
   const { store, transport } = d.runtime;
   return async () => {
     const now = Date.now();
-    let lists = 0;
-    let rows = 0;
-    let wouldReset = 0;
-    for await (const old of activePages(store, new Date(now))) {
-      const beats = await transport.heartbeats.list();
-      lists++;
-      rows += old.length;
-      wouldReset += planReconcilerResets({ now, timing: transport.timing, beats, old }).length;
-    }
-    return { lists, rows, wouldReset };
+    const old: ActiveOperation[] = [];
+    for await (const page of activePages(store, new Date(now))) old.push(...page);
+    if (old.length === 0) return { lists: 0, rows: 0, wouldReset: 0 };
+    const beats = await transport.heartbeats.list();
+    const wouldReset = planReconcilerResets({ now, timing: transport.timing, beats, old }).length;
+    return { lists: 1, rows: old.length, wouldReset };
   };
 }
 
