@@ -153,9 +153,9 @@ describe('NATS_URL', () => {
         for (const p of passwords) {
           expect(shown).not.toContain(p);
           // The logger keeps out the password as a URL parser reads it, which holds this one.
-          expect(
-            secretsOf(config).some((s) => s.includes(p) || s.includes(decodedOrAsIs(p))),
-          ).toBe(true);
+          expect(secretsOf(config).some((s) => s.includes(p) || s.includes(decodedOrAsIs(p)))).toBe(
+            true,
+          );
         }
       }),
       { numRuns: 300 },
