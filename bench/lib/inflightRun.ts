@@ -78,6 +78,7 @@ export interface Held {
   readonly wouldReset: number;
 }
 
+/** One size's settings: how many to hold, on what, for how long, and how to let them go. */
 export interface HoldOptions {
   readonly n: number;
   readonly workers: number;
@@ -124,6 +125,10 @@ interface Deployment {
   close(): Promise<void>;
 }
 
+/**
+ * A database and a NATS prefix of their own, a runtime on them (no control plane) whose statements
+ * are counted, and a subscription counting the heartbeat bucket's puts; `close` undoes it all.
+ */
 async function openDeployment(o: HoldOptions): Promise<Deployment> {
   const dbs = benchDatabases();
   const database = `opstate_bench_inflight_${randomBytes(4).toString('hex')}`;
