@@ -236,7 +236,10 @@ async function statuses(sql: postgres.Sql): Promise<Record<string, number>> {
   return Object.fromEntries(rows.map((r) => [String(r.status), Number(r.n)]));
 }
 
-/** Polls until `n` operations are `status`; says the counts every 30 s; throws after `ms`. */
+/**
+ * Polls until `n` operations are `status`; says the counts every 30 s; throws after `ms`, or at
+ * once when an operation was reset or an opstate process exited.
+ */
 async function untilAll(
   d: Deployment,
   status: string,
@@ -249,6 +252,12 @@ async function untilAll(
   for (;;) {
     const now = await statuses(d.sql);
     if ((now[status] ?? 0) >= n) return;
+    // A reset on the way is the run's failure already: said at once, not after `ms`.
+    const [reset] = await d.sql`
+      select to_status, by, reason from operation_transition where event = 'RESET' limit 1`;
+    if (reset !== undefined) {
+      throw new Error(`an operation was reset waiting for ${status}: ${JSON.stringify(reset)}`);
+    }
     const exited = d.children.find((c) => c.proc.exitCode !== null || c.proc.signalCode !== null);
     if (exited !== undefined) {
       throw new Error(`an opstate process exited: ${exited.output.slice(-20).join('\n')}`);

@@ -52,8 +52,12 @@ describe('npm run bench -- inflight, at tiny sizes', () => {
       TMPDIR: scratch,
       OPSTATE_BENCH_ADMIN_URL: adminUrl,
       OPSTATE_BENCH_INFLIGHT_SIZES: '40,80',
-      OPSTATE_BENCH_INFLIGHT_HOLD_MS: '4000',
-      OPSTATE_BENCH_INFLIGHT_HEARTBEAT_MS: '1000',
+      OPSTATE_BENCH_INFLIGHT_HOLD_MS: '6000',
+      // The reconciler's floor is 20 intervals (40 s): a dispatch still queued that long while
+      // the workers' few free slots take turns over the queues would be reset.
+      OPSTATE_BENCH_INFLIGHT_HEARTBEAT_MS: '2000',
+      // Far under a queue's 1,000: one queue, so that a free slot never waits on the others.
+      OPSTATE_BENCH_INFLIGHT_QUEUES: '1',
       OPSTATE_BENCH_INFLIGHT_PROBES: '2',
     });
     expect(code, stderr).toBe(0);
@@ -65,7 +69,7 @@ describe('npm run bench -- inflight, at tiny sizes', () => {
     const sizes = lines.filter((l) => l.name === 'inflight_size');
     expect(sizes.map((s) => s.value)).toEqual([40, 80]);
     for (const s of sizes) {
-      expect(s).toMatchObject({ workers: 4, concurrency_per_worker: s.value / 4 });
+      expect(s).toMatchObject({ workers: 4, queues: 1, concurrency_per_worker: s.value / 4 });
       expect(s.resets).toBe(0);
       expect(s.left_hold).toBe(0);
       expect(s.reconciler_would_reset).toBe(0);
