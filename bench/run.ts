@@ -5,7 +5,7 @@
  * on stderr. Exits non-zero if any of them failed, after running the rest. `npm run figures` runs
  * it and writes docs/figures.md from those lines.
  *
- *   npm run bench                        # persistence, transport, e2e, peers, recovery, deletion, …, scheduler, cluster, pipeline
+ *   npm run bench                        # persistence, transport, e2e, peers, recovery, deletion, …, scheduler, cluster, pipeline, inflight
  *   npm run bench -- e2e                 # only the named ones
  */
 import { spawn } from 'node:child_process';
@@ -23,6 +23,7 @@ const BENCHES = [
   'scheduler',
   'cluster',
   'pipeline',
+  'inflight',
 ] as const;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 

@@ -290,13 +290,16 @@ function reconcilerLoop(shell: Shell): Loop {
     pass: async () => {
       const now = clock.now();
       // Every page, oldest first: with a page's worth of healthy long-running operations in
-      // flight, one lost behind them is still found. The heartbeats are read again per page.
+      // flight, one lost behind them is still found. The heartbeats are read once, after the
+      // last page: every row is judged by beats written after it was read, and a pass reads each
+      // heartbeat once, however many pages the operations in flight take.
       const before = new Date(now - transport.timing.reconcilerFloorMs);
-      for await (const old of activePages(store, before)) {
-        const beats = await transport.heartbeats.list();
-        const resets = planReconcilerResets({ now, timing: transport.timing, beats, old });
-        for (const r of resets) await applyReset(shell, r);
-      }
+      const old: ActiveOperation[] = [];
+      for await (const page of activePages(store, before)) old.push(...page);
+      if (old.length === 0) return false;
+      const beats = await transport.heartbeats.list();
+      const resets = planReconcilerResets({ now, timing: transport.timing, beats, old });
+      for (const r of resets) await applyReset(shell, r);
       return false;
     },
   });

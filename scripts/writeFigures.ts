@@ -80,6 +80,11 @@ export const TARGETS: readonly Target[] = [
   },
   { match: /^snapshot_size_max$/, text: '≤ 1 KB', met: (f) => f.value <= 1024 },
   {
+    match: /^inflight_.*_ratio$/,
+    text: '≤ 1.2 × the cost per operation in flight at the smallest size',
+    met: (f) => typeof f.ratio === 'number' && f.ratio <= 1.2,
+  },
+  {
     match: /^e2e_with_limits$/,
     text: '≥ 0.9 × the throughput without limits, same run',
     met: ratioAtLeast(0.9),

@@ -151,7 +151,7 @@ function memoryStore(clock: SimulatedClock) {
   return { store, rows, resets, folds, add };
 }
 
-function deployment(deadlines = DEFAULT_DEADLINES_MS) {
+function deployment(deadlines = DEFAULT_DEADLINES_MS, plane = PLANE) {
   const clock = new SimulatedClock();
   const transport = createInProcessTransport({ timing: TRANSPORT, clock });
   const mem = memoryStore(clock);
@@ -161,7 +161,7 @@ function deployment(deadlines = DEFAULT_DEADLINES_MS) {
     transport,
     clock,
     logger,
-    timing: PLANE,
+    timing: plane,
     deadlines,
     breakers: {
       latestTransitionId: async () => 0,
@@ -262,6 +262,44 @@ describe('reconciler on a simulated clock', () => {
     expect(d.resets.map((r) => [r.id, r.by])).toEqual([['lost', 'reconciler']]);
     expect(d.rows.get('held-1099')).toMatchObject({ status: 'IN_PROGRESS', attempt: 1 });
     await d.loops.stop();
+    await d.transport.close();
+  });
+
+  it('reads the heartbeats once per pass, however many pages the operations in flight take', async () => {
+    // The monitor, which reads them too, passes once at the start and not again in this test.
+    const d = deployment(DEFAULT_DEADLINES_MS, { ...PLANE, monitorIntervalMs: 1_000_000 });
+    const held = Array.from({ length: 2_100 }, (_, i) => `held-${String(i).padStart(4, '0')}`);
+    for (const id of held) d.add(id, 'IN_PROGRESS', 'w-1');
+    // Every heartbeat read from now on, and every reconciler pass that found operations past the
+    // floor (its first page not empty).
+    const calls = { lists: 0, reconcilerPasses: 0 };
+    const list = d.transport.heartbeats.list.bind(d.transport.heartbeats);
+    d.transport.heartbeats.list = () => {
+      calls.lists++;
+      return list();
+    };
+    const pages = d.store.listActiveOlderThan;
+    (d.store as { listActiveOlderThan: typeof pages }).listActiveOlderThan = async (
+      before,
+      limit,
+      page,
+    ) => {
+      const rows = await pages(before, limit, page);
+      if (page?.after === undefined && page?.status === undefined && rows.length > 0) {
+        calls.reconcilerPasses++;
+      }
+      return rows;
+    };
+    for (let s = 0; s < 100; s++) {
+      await d.beat('w-1', held);
+      await d.clock.advance(1_000);
+    }
+    // Stopped first: a pass in progress finishes, so each counted pass made all its reads.
+    await d.loops.stop();
+    // Past the floor from 60 s on: each pass read three pages (2,100 rows), and one heartbeat.
+    expect(calls.reconcilerPasses).toBeGreaterThanOrEqual(2);
+    expect(calls.lists).toBe(calls.reconcilerPasses);
+    expect(d.resets).toEqual([]);
     await d.transport.close();
   });
 

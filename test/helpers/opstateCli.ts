@@ -29,11 +29,15 @@ const FIXTURE_MODULES = [
   'test/archive/fixtures/stageWorker.ts',
   'bench/fixtures/noopHandlers.ts',
   'bench/fixtures/holdHandlers.ts',
+  'bench/fixtures/signalHandlers.ts',
   'test/pipeline/fixtures/crashingPlane.ts',
 ];
 const isFixture = (rel: string) => rel.startsWith('test/') || rel.startsWith('bench/');
 
-const FIXTURE_OUT = join(REPO_ROOT, 'node_modules', '.cache', 'opstate-test');
+// Under the checkout itself (ignored by git and biome), not under node_modules: checkouts that
+// share one node_modules would otherwise overwrite each other's fixtures, each pointing its
+// imports at its own dist/.
+const FIXTURE_OUT = join(REPO_ROOT, '.opstate', 'fixtures');
 
 /**
  * The JavaScript a spawned worker loads for a TypeScript handlers module: a product module's
