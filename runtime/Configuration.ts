@@ -51,6 +51,12 @@ export interface Configuration {
     readonly tls?: TlsFiles;
     /** Most bytes the dispatch stream stores; absent: the transport's default (256 MiB). */
     readonly dispatchMaxBytes?: number;
+    /**
+     * Most dispatches one queue hands out unsettled, across every worker (its consumer's
+     * `max_ack_pending`); a running operation stays unsettled, so it caps what runs at once per
+     * queue. Absent: the transport's default (1,000).
+     */
+    readonly queueMaxInFlight?: number;
     /** Copies of the dispatch stream and heartbeat bucket; absent: 3 on a cluster of three or more, else 1. */
     readonly replicas?: number;
     /** Run on a NATS that accepts clients without credentials (development only). */
@@ -187,6 +193,12 @@ export const SETTINGS: readonly Setting[] = [
   {
     variable: 'OPSTATE_DISPATCH_MAX_BYTES',
     allowed: 'a whole number of bytes, at least 1048576 (default 268435456: 256 MiB)',
+    secret: false,
+  },
+  {
+    variable: 'OPSTATE_QUEUE_MAX_IN_FLIGHT',
+    allowed:
+      "dispatches one queue may have handed out and not yet settled, across every worker (its consumer's max_ack_pending): a running operation stays unsettled, so at most this many run at once per queue; 1 to 1000000 (default 1000)",
     secret: false,
   },
   {
@@ -410,6 +422,14 @@ const schemas: Record<string, z.ZodType> = {
       .regex(/^[A-Za-z0-9_-]+$/)
       .optional(),
   ),
+  OPSTATE_QUEUE_MAX_IN_FLIGHT: nonEmpty.pipe(
+    z
+      .string()
+      .regex(/^\d+$/)
+      .transform(Number)
+      .pipe(z.number().int().min(1).max(1_000_000))
+      .optional(),
+  ),
   OPSTATE_NATS_REPLICAS: nonEmpty.pipe(
     z
       .string()
@@ -560,6 +580,7 @@ export function loadConfiguration(
   const serviceName = get('OPSTATE_SERVICE_NAME');
   const dispatchMaxBytes = read(env, 'OPSTATE_DISPATCH_MAX_BYTES') as number | undefined;
   const replicas = read(env, 'OPSTATE_NATS_REPLICAS') as number | undefined;
+  const queueMaxInFlight = read(env, 'OPSTATE_QUEUE_MAX_IN_FLIGHT') as number | undefined;
   return {
     database: {
       ...(databaseUrl === undefined ? {} : { url: databaseUrl }),
@@ -573,6 +594,7 @@ export function loadConfiguration(
       ...(natsUrl === undefined ? {} : { url: natsUrl }),
       ...nats,
       ...(dispatchMaxBytes === undefined ? {} : { dispatchMaxBytes }),
+      ...(queueMaxInFlight === undefined ? {} : { queueMaxInFlight }),
       ...(replicas === undefined ? {} : { replicas }),
       insecure: insecure === true,
     },

@@ -108,6 +108,9 @@ export async function openServers(
               ...(config.nats.dispatchMaxBytes === undefined
                 ? {}
                 : { maxStreamBytes: config.nats.dispatchMaxBytes }),
+              ...(config.nats.queueMaxInFlight === undefined
+                ? {}
+                : { maxAckPending: config.nats.queueMaxInFlight }),
               ...(config.nats.replicas === undefined ? {} : { replicas: config.nats.replicas }),
             }).then((opened) => {
               if (opened.acceptsAnonymous)

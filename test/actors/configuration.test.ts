@@ -1,11 +1,17 @@
+import { jetstreamManager } from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
 import { secretsOf } from '../../cli/runtimeFromEnv.ts';
 import { DEFAULT_DEADLINES_MS } from '../../machines/deadlines.ts';
+import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError } from '../../machines/OpstateError.ts';
+import { defaultRoute, queueName } from '../../machines/routing.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
 import { loadConfiguration, redactConfiguration } from '../../runtime/Configuration.ts';
-import { createRuntime, type RuntimeOptions } from '../../runtime/Runtime.ts';
+import { createRuntime, type Runtime, type RuntimeOptions } from '../../runtime/Runtime.ts';
+import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
+import { NATS_URL } from '../archive/world.ts';
 import { createTestDatabase, dropTestDatabase } from '../helpers/postgres.ts';
+import { uniquePrefix } from '../transport/helpers.ts';
 
 function refusal(env: NodeJS.ProcessEnv, flags = {}): OpstateError {
   try {
@@ -47,6 +53,7 @@ describe('loadConfiguration', () => {
         OPSTATE_NATS_INSECURE: 'true',
         OPSTATE_SERVICE_NAME: 'ingest',
         OPSTATE_DISPATCH_MAX_BYTES: '2097152',
+        OPSTATE_QUEUE_MAX_IN_FLIGHT: '5000',
         OPSTATE_NATS_REPLICAS: '3',
         OPSTATE_DEADLINES: '{"long_term_archive":"6h","transfer":7200000,"staging":"90m"}',
       },
@@ -65,6 +72,7 @@ describe('loadConfiguration', () => {
         auth: { type: 'creds', credsFile: '/run/worker.creds' },
         tls: {},
         dispatchMaxBytes: 2_097_152,
+        queueMaxInFlight: 5000,
         replicas: 3,
         insecure: true,
       },
@@ -97,6 +105,14 @@ describe('loadConfiguration', () => {
     [
       { OPSTATE_DISPATCH_MAX_BYTES: '1000' },
       'OPSTATE_DISPATCH_MAX_BYTES must be a whole number of bytes',
+    ],
+    [
+      { OPSTATE_QUEUE_MAX_IN_FLIGHT: '0' },
+      'OPSTATE_QUEUE_MAX_IN_FLIGHT must be dispatches one queue may have handed out',
+    ],
+    [
+      { OPSTATE_QUEUE_MAX_IN_FLIGHT: '1000001' },
+      'OPSTATE_QUEUE_MAX_IN_FLIGHT must be dispatches one queue may have handed out',
     ],
     [{ OPSTATE_NATS_REPLICAS: '0' }, 'OPSTATE_NATS_REPLICAS must be copies of the dispatch stream'],
     [{ OPSTATE_NATS_REPLICAS: '6' }, 'OPSTATE_NATS_REPLICAS must be copies of the dispatch stream'],
@@ -270,6 +286,41 @@ describe('createRuntime resolves its settings through the same configuration', (
       expect(runtime.startControlPlane().holder).toBeTruthy();
     } finally {
       await runtime.close();
+      await dropTestDatabase(db);
+    }
+  });
+
+  it('OPSTATE_QUEUE_MAX_IN_FLIGHT sets what each queue hands out unsettled at the broker, and unset brings the default back', async () => {
+    const db = await createTestDatabase('opstate_config_inflight');
+    const prefix = uniquePrefix('maxinflight').replaceAll('.', '_');
+    const queue = queueName(defaultRoute(OperationKind.TRANSFER));
+    const open = (env: Record<string, string>) =>
+      createRuntime({
+        logger: memoryLogger(),
+        env: {
+          DATABASE_URL: db.url,
+          NATS_URL,
+          OPSTATE_PREFIX: prefix,
+          OPSTATE_NATS_INSECURE: '1',
+          ...env,
+        },
+      });
+    const maxAckPending = async (runtime: Runtime) => {
+      const jsm = await jetstreamManager((runtime.transport as JetStreamTransport).connection);
+      return (await jsm.consumers.info(`${prefix}_dispatch`, queue)).config.max_ack_pending;
+    };
+    try {
+      const raised = await open({ OPSTATE_QUEUE_MAX_IN_FLIGHT: '5000' });
+      expect(await maxAckPending(raised)).toBe(5000);
+      await raised.close();
+      const again = await open({});
+      try {
+        expect(await maxAckPending(again)).toBe(1000);
+      } finally {
+        await (again.transport as JetStreamTransport).destroy();
+        await again.close();
+      }
+    } finally {
       await dropTestDatabase(db);
     }
   });

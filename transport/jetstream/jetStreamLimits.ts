@@ -56,12 +56,19 @@ export function jetStreamLimits(options: {
       `maxStreamBytes must be a whole number of bytes, at least 1 MiB (1048576); got ${maxStreamBytes}.`,
     );
   }
+  const maxAckPending = options.maxAckPending ?? 1000;
+  if (!(Number.isSafeInteger(maxAckPending) && maxAckPending >= 1 && maxAckPending <= 1_000_000)) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFIG,
+      `maxAckPending (a queue's dispatches handed out and not yet settled) must be a whole number from 1 to 1000000; got ${maxAckPending}.`,
+    );
+  }
   return {
     pullExpiresMs,
     maxMessageBytes,
     maxStreamBytes,
     publishWindow: Math.max(1, options.publishWindow ?? 1000),
-    maxAckPending: options.maxAckPending ?? 1000,
+    maxAckPending,
     requestTimeoutMs: options.requestTimeoutMs ?? 5000,
   };
 }
