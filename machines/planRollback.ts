@@ -351,13 +351,12 @@ export function planRollback(input: {
       throw goneInput(facts, to, r.stage, c, seen);
     }
   }
-  const others = new Set(
-    redone
-      .filter((r) => a.type === ArtifactType.RAW_DATA_PACKAGE && r.subjectId !== a.id)
-      .map((r) => r.subjectId),
-  );
+  // The bundle-mates some redone operation acts on (their later stages, after a bundle stage).
+  const redoneSubjects = new Set(redone.map((r) => r.subjectId));
   const widened =
-    a.type === ArtifactType.RAW_DATA_PACKAGE ? a.bundleMembers.filter((m) => others.has(m)) : [];
+    a.type === ArtifactType.RAW_DATA_PACKAGE
+      ? a.bundleMembers.filter((m) => m !== a.id && redoneSubjects.has(m))
+      : [];
   return {
     pipeline: pipeline.name,
     artifact: { type: a.type, id: a.id },
