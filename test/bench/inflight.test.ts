@@ -1,42 +1,9 @@
-import { spawn } from 'node:child_process';
-import { mkdtemp, readdir, rm } from 'node:fs/promises';
+import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
-import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
 import { findAdminUrl } from '../helpers/postgres.ts';
-
-const BENCH = fileURLToPath(new URL('../../bench/inflight.ts', import.meta.url));
-const ROOT = fileURLToPath(new URL('../..', import.meta.url));
-
-/** Runs the bench to its end; its exit code, stdout and stderr. */
-function runBench(env: Record<string, string>) {
-  return new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', BENCH], {
-      cwd: ROOT,
-      env: { ...process.env, ...env },
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    let stdout = '';
-    let stderr = '';
-    child.stdout.on('data', (d: Buffer) => {
-      stdout += d.toString();
-    });
-    child.stderr.on('data', (d: Buffer) => {
-      stderr += d.toString();
-    });
-    child.on('close', (code) => resolve({ code, stdout, stderr }));
-  });
-}
-
-interface Line {
-  readonly name: string;
-  readonly value: number;
-  readonly baseline?: number;
-  readonly ratio?: number;
-  readonly [field: string]: unknown;
-}
+import { leftBehind, runBench } from '../helpers/runBench.ts';
 
 let scratch: string | undefined;
 afterAll(async () => {
@@ -48,7 +15,7 @@ describe('npm run bench -- inflight, at tiny sizes', () => {
     // The release files go under a folder of this test's own.
     scratch = await mkdtemp(join(tmpdir(), 'opstate-inflight-bench-'));
     const adminUrl = await findAdminUrl();
-    const { code, stdout, stderr } = await runBench({
+    const { code, lines, stderr } = await runBench('inflight', {
       TMPDIR: scratch,
       OPSTATE_BENCH_ADMIN_URL: adminUrl,
       OPSTATE_BENCH_INFLIGHT_SIZES: '40,80',
@@ -61,10 +28,6 @@ describe('npm run bench -- inflight, at tiny sizes', () => {
       OPSTATE_BENCH_INFLIGHT_PROBES: '2',
     });
     expect(code, stderr).toBe(0);
-    const lines = stdout
-      .split('\n')
-      .filter((l) => l.startsWith('{'))
-      .map((l) => JSON.parse(l) as Line);
 
     const sizes = lines.filter((l) => l.name === 'inflight_size');
     expect(sizes.map((s) => s.value)).toEqual([40, 80]);
@@ -101,14 +64,6 @@ describe('npm run bench -- inflight, at tiny sizes', () => {
 
     // Its databases are dropped.
     const databases = sizes.map((s) => String(s.database));
-    const admin = postgres(adminUrl, { max: 1, onnotice: () => {} });
-    try {
-      const left = await admin`select datname from pg_database where datname = any(${databases})`;
-      expect(left).toEqual([]);
-    } finally {
-      await admin.end({ timeout: 5 });
-    }
-    // tsx keeps its compile cache there too (`tsx-<uid>`).
-    expect((await readdir(scratch)).filter((name) => !name.startsWith('tsx-'))).toEqual([]);
+    expect(await leftBehind(adminUrl, databases, scratch)).toEqual({ databases: [], files: [] });
   }, 600_000);
 });
