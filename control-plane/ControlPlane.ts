@@ -224,15 +224,7 @@ async function strandedPass(
   const { store, transport, clock } = shell;
   const timeoutMs = transport.timing.heartbeatTimeoutMs;
   const now = clock.now();
-  // More than one beat: a worker that received a dispatch just before a look lists it by then.
-  const graceMs = Math.ceil(1.5 * transport.timing.heartbeatIntervalMs);
-  const lookMs = strandedLookMs(timeoutMs, graceMs);
-  // Only SCHEDULED ones can be stranded, and every page of them: long-running IN_PROGRESS
-  // operations, older still, would otherwise fill the page and hide them.
-  const waiting: ActiveOperation[] = [];
-  for await (const page of activePages(store, new Date(now - lookMs), { status: 'SCHEDULED' })) {
-    waiting.push(...unlistedScheduled(beats, page, now - lookMs));
-  }
+  const { waiting, graceMs } = await readUnlisted(store, transport.timing, beats, now);
   if (waiting.length === 0) {
     seen.clear();
     return;
@@ -281,6 +273,61 @@ function countFoldLoop(shell: Shell): Loop {
   });
 }
 
+/**
+ * The stranded look's read (no writes): every SCHEDULED operation scheduled before the look's
+ * cutoff, page by page, that no heartbeat lists at its attempt. Only SCHEDULED ones can be
+ * stranded, and every page of them is read: long-running IN_PROGRESS operations, older still,
+ * would otherwise fill the page and hide them. Exported for the in-flight bench, which measures it.
+ *
+ * @example
+ * ```ts
+ * const { waiting } = await readUnlisted(store, transport.timing, beats, clock.now());
+ * ```
+ */
+export async function readUnlisted(
+  store: Pick<ControlPlaneStore, 'listActiveOlderThan'>,
+  timing: { readonly heartbeatTimeoutMs: number; readonly heartbeatIntervalMs: number },
+  beats: readonly WorkerHeartbeat[],
+  now: number,
+): Promise<{ waiting: ActiveOperation[]; rows: number; graceMs: number }> {
+  // More than one beat: a worker that received a dispatch just before a look lists it by then.
+  const graceMs = Math.ceil(1.5 * timing.heartbeatIntervalMs);
+  const lookMs = strandedLookMs(timing.heartbeatTimeoutMs, graceMs);
+  const waiting: ActiveOperation[] = [];
+  let rows = 0;
+  for await (const page of activePages(store, new Date(now - lookMs), { status: 'SCHEDULED' })) {
+    rows += page.length;
+    waiting.push(...unlistedScheduled(beats, page, now - lookMs));
+  }
+  return { waiting, rows, graceMs };
+}
+
+/**
+ * The reconciler's read and decision (no writes): every operation in flight since before
+ * `before`, page by page, oldest first (with a page's worth of healthy long-running operations in
+ * flight, one lost behind them is still found), then the heartbeats once, after the last page:
+ * every row is judged by beats written after it was read, and a pass reads each heartbeat once,
+ * however many pages the operations in flight take. Exported for the in-flight bench.
+ *
+ * @example
+ * ```ts
+ * const { resets } = await readReconcilerResets(store, transport, now, new Date(now - floorMs));
+ * ```
+ */
+export async function readReconcilerResets(
+  store: Pick<ControlPlaneStore, 'listActiveOlderThan'>,
+  transport: Pick<Transport, 'heartbeats' | 'timing'>,
+  now: number,
+  before: Date,
+): Promise<{ resets: PlannedReset[]; rows: number; lists: number }> {
+  const old: ActiveOperation[] = [];
+  for await (const page of activePages(store, before)) old.push(...page);
+  if (old.length === 0) return { resets: [], rows: 0, lists: 0 };
+  const beats = await transport.heartbeats.list();
+  const resets = planReconcilerResets({ now, timing: transport.timing, beats, old });
+  return { resets, rows: old.length, lists: 1 };
+}
+
 /** Reconciler (backstop): active past the floor and held by no live worker → reset. */
 function reconcilerLoop(shell: Shell): Loop {
   const { store, transport, clock, timing } = shell;
@@ -289,16 +336,8 @@ function reconcilerLoop(shell: Shell): Loop {
     intervalMs: timing.reconcilerIntervalMs,
     pass: async () => {
       const now = clock.now();
-      // Every page, oldest first: with a page's worth of healthy long-running operations in
-      // flight, one lost behind them is still found. The heartbeats are read once, after the
-      // last page: every row is judged by beats written after it was read, and a pass reads each
-      // heartbeat once, however many pages the operations in flight take.
       const before = new Date(now - transport.timing.reconcilerFloorMs);
-      const old: ActiveOperation[] = [];
-      for await (const page of activePages(store, before)) old.push(...page);
-      if (old.length === 0) return false;
-      const beats = await transport.heartbeats.list();
-      const resets = planReconcilerResets({ now, timing: transport.timing, beats, old });
+      const { resets } = await readReconcilerResets(store, transport, now, before);
       for (const r of resets) await applyReset(shell, r);
       return false;
     },

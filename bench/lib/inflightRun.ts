@@ -8,19 +8,13 @@ import { jetstream } from '@nats-io/jetstream';
 import { Kvm } from '@nats-io/kv';
 import type { Subscription } from '@nats-io/transport-node';
 import postgres from 'postgres';
-import {
-  staleSuspects,
-  strandedLookMs,
-  unlistedScheduled,
-} from '../../control-plane/planMonitorPass.ts';
-import { planReconcilerResets } from '../../control-plane/planReconcilerPass.ts';
+import { readReconcilerResets, readUnlisted } from '../../control-plane/ControlPlane.ts';
+import { staleSuspects } from '../../control-plane/planMonitorPass.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { LocationType } from '../../machines/routing.ts';
 import type { Logger } from '../../observe/Logger.ts';
-import type { ActiveOperation } from '../../persistence/ActiveOperation.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { DEFAULT_DATABASE_SCHEMA } from '../../persistence/databaseSchema.ts';
-import { activePages } from '../../persistence/reads/activePages.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../../runtime/Runtime.ts';
 import { workerHeartbeatKey } from '../../transport/HeartbeatKey.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
@@ -361,8 +355,8 @@ async function measureHold(d: Deployment, o: HoldOptions, processes: readonly Ch
 /** One pass as the control plane runs it, minus its writes: what it read and would reset. */
 type PassRun = () => Promise<{ lists: number; rows: number; wouldReset: number }>;
 
-/** The heartbeat monitor's reads and planning (`monitorLoop`, `strandedPass`). */
-function monitorPass(d: Deployment, intervalMs: number): PassRun {
+/** The heartbeat monitor's reads and planning (`monitorLoop`, `strandedPass`), its writes left out. */
+function monitorPass(d: Deployment): PassRun {
   const { store, transport } = d.runtime;
   const timeoutMs = transport.timing.heartbeatTimeoutMs;
   return async () => {
@@ -370,31 +364,21 @@ function monitorPass(d: Deployment, intervalMs: number): PassRun {
     const beats = await transport.heartbeats.list();
     const suspects = staleSuspects(beats, now, timeoutMs);
     if (suspects.length > 0) await store.loadMany(suspects);
-    const lookMs = strandedLookMs(timeoutMs, Math.ceil(1.5 * intervalMs));
-    let rows = 0;
-    let unlisted = 0;
-    for await (const page of activePages(store, new Date(now - lookMs), { status: 'SCHEDULED' })) {
-      rows += page.length;
-      unlisted += unlistedScheduled(beats, page, now - lookMs).length;
-    }
-    return { lists: 1, rows, wouldReset: suspects.length + unlisted };
+    const { waiting, rows } = await readUnlisted(store, transport.timing, beats, now);
+    return { lists: 1, rows, wouldReset: suspects.length + waiting.length };
   };
 }
 
 /**
- * The reconciler's reads and planning (`reconcilerLoop`), over every operation in flight: every
- * page, then the heartbeats once.
+ * The reconciler's reads and planning (`readReconcilerResets`), its writes left out, over every
+ * operation in flight (not only those past the floor).
  */
 function reconcilerPass(d: Deployment): PassRun {
   const { store, transport } = d.runtime;
   return async () => {
     const now = Date.now();
-    const old: ActiveOperation[] = [];
-    for await (const page of activePages(store, new Date(now))) old.push(...page);
-    if (old.length === 0) return { lists: 0, rows: 0, wouldReset: 0 };
-    const beats = await transport.heartbeats.list();
-    const wouldReset = planReconcilerResets({ now, timing: transport.timing, beats, old }).length;
-    return { lists: 1, rows: old.length, wouldReset };
+    const r = await readReconcilerResets(store, transport, now, new Date(now));
+    return { lists: r.lists, rows: r.rows, wouldReset: r.resets.length };
   };
 }
 
@@ -473,7 +457,7 @@ export async function holdAll(o: HoldOptions): Promise<Held> {
     const hold = await measureHold(d, o, processes);
     const values = await heartbeatValues(d, o.workers);
     const valueBytes = values.bytes.reduce((a, b) => a + b, 0);
-    const monitor = await probe(d, monitorPass(d, o.intervalMs), o.probes, valueBytes);
+    const monitor = await probe(d, monitorPass(d), o.probes, valueBytes);
     const reconciler = await probe(d, reconcilerPass(d), o.probes, valueBytes);
     const stillHeld = (await statuses(d.sql)).IN_PROGRESS ?? 0;
     await o.release();
