@@ -5,7 +5,7 @@ import { deploymentPerTest, HANDLERS } from '../actors/harness.ts';
 const deploy = deploymentPerTest();
 
 describe('opstate worker under the id of a live worker', () => {
-  it('refuses to start: exit 2, naming the id and the fix, and the live worker keeps its heartbeat', async () => {
+  it('refuses to start: exit 2, naming the id and the fix, no ready line, and the live worker keeps its heartbeat', async () => {
     const dep = await deploy();
     const live = dep.runtime.startWorker({
       kinds: [OperationKind.STAGING],
@@ -27,6 +27,8 @@ describe('opstate worker under the id of a live worker', () => {
     expect(text).toMatch(/Worker id "twin" is in use/);
     expect(text).toMatch(/give this one another id \(--id/);
     expect(text).toContain('[CONFIG]');
+    // Refused before it read anything: no ready line a supervisor could take for a start.
+    expect(second.printed('started for')).toBe(false);
     const beats = await dep.runtime.transport.heartbeats.list();
     expect(beats.filter((b) => b.workerId === 'twin')).toHaveLength(1);
     await live.stop();
