@@ -806,11 +806,13 @@ export function secretsOf(config: Configuration): string[] {
   if (auth.type === 'token') secrets.push(auth.token);
   for (const url of [config.database.url, ...(config.nats.url?.split(',') ?? [])]) {
     if (url === undefined) continue;
-    // The password as a URL parser reads it, and all before the last '@' (as redactUrl hides it).
+    // The password as a URL parser reads it, all before the last '@' (as redactUrl hides it),
+    // and all before the first '@' (as postgres.js reads a user info holding a raw '@').
     const whole = url.trim().slice(url.trim().indexOf('://') + 3);
     for (const info of [
       userInfoOf(url.trim()),
       whole.slice(0, Math.max(0, whole.lastIndexOf('@'))),
+      whole.slice(0, Math.max(0, whole.indexOf('@'))),
     ]) {
       const colon = info?.indexOf(':') ?? -1;
       if (info === undefined || colon === -1 || colon === info.length - 1) continue;

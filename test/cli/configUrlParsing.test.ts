@@ -124,6 +124,18 @@ describe('DATABASE_URL', () => {
   });
 });
 
+describe('a DATABASE_URL whose user info holds a raw @', () => {
+  it('keeps out of the logs the password as postgres.js reads it (up to the first @) as well', () => {
+    // Found by the property above: the client read PWAAAA, the secrets held only PWAAAA@.,.
+    const url = 'postgres://a:PWAAAA@.,@?';
+    const config = load({ DATABASE_URL: url });
+    expect(config).not.toBeInstanceOf(OpstateError);
+    const pass = postgres(url, { max: 1 }).options.pass;
+    expect(pass).toBe('PWAAAA');
+    expect(secretsOf(config as Configuration)).toContain(pass);
+  });
+});
+
 describe('a URL shown', () => {
   it('hides a password holding a raw /, ? or #, where a URL parser would end the user info', () => {
     for (const url of [
