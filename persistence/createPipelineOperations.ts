@@ -92,24 +92,48 @@ export async function createPipelineOperations(
 }
 
 /**
- * The operations whose cause no rollback has redone, their causes locked `FOR SHARE` until the
- * write commits. A rollback marks what it redoes `FOR UPDATE`: one committed first is seen here
- * (the completion it redoes creates nothing, the re-run's will), and one that comes after waits
- * for this write and then reads what it created, so it redoes that too.
+ * The operations whose cause no rollback has redone and none of whose input copies stands only on
+ * redone operations, their causes and every operation that produced an input copy locked
+ * `FOR SHARE` until the write commits. A rollback marks what it redoes `FOR UPDATE`: one committed
+ * first is seen here (what it redoes creates nothing, the re-run's completion will), and one that
+ * comes after waits for this write and then reads what it created, so it redoes that too. The
+ * inputs matter where a stage reads what other completions made: a bundle is caused by its last
+ * member's packaging, and a rollback of another member's packaging must stop it too. An input copy
+ * stands while one operation that produced it is not redone (the re-run that finds the copy
+ * present produces it again); a copy no operation produced (registered) always stands.
  */
 async function withoutRedone(
   tx: Executor,
   operations: readonly PipelineOperation[],
 ): Promise<readonly PipelineOperation[]> {
   const causes = [...new Set(operations.flatMap((o) => (o.causeId ? [o.causeId] : [])))];
-  if (causes.length === 0) return operations;
-  // Every cause locked, redone or not: a lock on the redone ones only would let a rollback of
-  // another mark it between this read and the commit.
+  const inputs = [...new Set(operations.flatMap((o) => o.input.inputs ?? []))];
+  if (causes.length === 0 && inputs.length === 0) return operations;
+  // Every cause and producer locked, redone or not: a lock on the redone ones only would let a
+  // rollback of another mark it between this read and the commit.
   const rows = await tx.execute(sql`
-    select id::text, superseded_by is not null as redone from operation
-    where id = any(${uuidArray(causes)}::uuid[])
-    order by id for share`);
+    select o.id::text, o.superseded_by is not null as redone,
+      array(select out.physical_copy_id::text from operation_output out
+        where out.operation_id = o.id
+          and out.physical_copy_id = any(${uuidArray(inputs)}::uuid[])) as made
+    from operation o
+    where o.id = any(${uuidArray(causes)}::uuid[])
+      or o.id in (select operation_id from operation_output
+        where physical_copy_id = any(${uuidArray(inputs)}::uuid[]))
+    order by o.id for share of o`);
   const redone = new Set(rows.filter((r) => r.redone === true).map((r) => String(r.id)));
   if (redone.size === 0) return operations;
-  return operations.filter((o) => o.causeId === undefined || !redone.has(o.causeId));
+  const standing = new Set<string>();
+  const made = new Set<string>();
+  for (const r of rows) {
+    for (const copy of r.made as string[]) {
+      made.add(copy);
+      if (r.redone !== true) standing.add(copy);
+    }
+  }
+  const stands = (copy: string) => !made.has(copy) || standing.has(copy);
+  return operations.filter(
+    (o) =>
+      (o.causeId === undefined || !redone.has(o.causeId)) && (o.input.inputs ?? []).every(stands),
+  );
 }

@@ -71,6 +71,22 @@ const operationsOf = async (kind: OperationKind) =>
     String(r.id),
   );
 
+/** A packaging of `pkg` at the world's source, COMPLETED: its package copy there is its output. */
+async function completedPackaging(w: World, pkg: string): Promise<{ id: string; copy: string }> {
+  const id = await store.create({
+    kind: OperationKind.RAW_DATA_PACKAGE,
+    fields: { rawDataPackageId: pkg, locationId: w.source.id },
+  });
+  await store.apply(id, { type: 'SCHEDULE' });
+  await store.apply(id, { type: 'START', attempt: 1, workerId: 'w-1' });
+  await store.complete(id, 1, [
+    { artifactType: 'raw_data_package', artifactId: pkg, locationId: w.source.id },
+  ]);
+  const [row] = await database.execute(`select id::text from physical_copy
+    where artifact_id = '${pkg}' and location_id = '${w.source.id}' and status = 'PRESENT'`);
+  return { id, copy: String(row?.id) };
+}
+
 describe('a rollback racing the pass that creates the next stage', () => {
   it('the rollback commits first: the pass, waiting on the completion, creates nothing from it', async () => {
     const w = await makeWorld(database);
@@ -122,5 +138,57 @@ describe('a rollback racing the pass that creates the next stage', () => {
     expect(ids).toContain(transfer);
     expect(created).not.toBe('');
     expect(ids).toContain(created);
+  });
+  it("a bundle caused by one member's packaging waits on a rollback of another member's, and follows its re-run", async () => {
+    const w = await makeWorld(database);
+    const other = await w.artifacts.addRawDataPackage({
+      name: `rdp-${w.dtp}-2`,
+      dataTransferPackageId: w.dtp,
+    });
+    const first = await completedPackaging(w, w.pkg);
+    const second = await completedPackaging(w, other);
+    const rollback = '0190c3d2-0000-7000-8000-0000000000b2';
+    await database.execute(`insert into pipeline_rollback
+        (id, pipeline, artifact_type, artifact_id, stage, requested_by, plan)
+      values ('${rollback}', 'p2', 'raw_data_package', '${other}', 'packaging', 'alice', '{}')`);
+    const marking = heldOpen(async (tx) => {
+      await tx.execute(
+        `update operation set superseded_by = '${rollback}' where id = '${second.id}'`,
+      );
+    });
+    await marking.inside;
+    // The bundle, due at the first member's completion: the second's copy is one of its inputs.
+    const bundle = {
+      subjectId: w.dtp,
+      input: {
+        ...inputFor(OperationKind.DATA_TRANSFER_PACKAGE, w),
+        inputs: [first.copy, second.copy],
+      },
+      causeId: first.id,
+    };
+    const pass = createPipelineOperations(database, {
+      name: 'p2',
+      operations: [bundle],
+      afterId: 9,
+      now: new Date(),
+    });
+    await waitFor(someoneWaits, "the pass to wait on the other member's packaging", 20_000);
+    marking.commit();
+    await marking.done;
+    expect(await pass).toEqual([]);
+    expect(await operationsOf(OperationKind.DATA_TRANSFER_PACKAGE)).toEqual([]);
+
+    // The re-run completes and finds the copy present: it stands on it again, so the bundle its
+    // completion makes due is created.
+    const rerun = await completedPackaging(w, other);
+    expect(rerun.copy).toBe(second.copy);
+    const created = await createPipelineOperations(database, {
+      name: 'p2',
+      operations: [{ ...bundle, causeId: rerun.id }],
+      afterId: 10,
+      now: new Date(),
+    });
+    expect(created).toHaveLength(1);
+    expect(await operationsOf(OperationKind.DATA_TRANSFER_PACKAGE)).toEqual(created);
   });
 });
