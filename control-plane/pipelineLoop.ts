@@ -8,11 +8,17 @@ import { createPipelineOperations } from '../persistence/createPipelineOperation
 import type { LeaseFence } from '../persistence/LeaseFence.ts';
 import type { Database } from '../persistence/openDatabase.ts';
 import { selectBundleMembers } from '../persistence/reads/selectBundleMembers.ts';
+import { selectEntriesDue } from '../persistence/reads/selectEntriesDue.ts';
 import { selectLocationIds } from '../persistence/reads/selectLocationIds.ts';
 import { selectPipelineCompletions } from '../persistence/reads/selectPipelineCompletions.ts';
 import { selectPipelineCursor } from '../persistence/reads/selectPipelineCursor.ts';
 import { selectStageKeys } from '../persistence/reads/selectStageKeys.ts';
-import { type PipelineCreation, planPipelinePass } from './planPipelinePass.ts';
+import {
+  entryStages,
+  type PipelineCreation,
+  planEntries,
+  planPipelinePass,
+} from './planPipelinePass.ts';
 
 /**
  * The pipeline's location names resolved to registered location ids; `CONFIG` naming the stage
@@ -94,6 +100,9 @@ export function pipelinePass(deps: {
   return async () => {
     locations ??= await resolvePipelineLocations(database, pipeline);
     const at = locations;
+    const entryAt = entryStages(pipeline).map(
+      (n) => at.get((pipeline.stages[n] as PipelineStage).at) as string,
+    );
     if (!cursor.started) cursor.start(await selectPipelineCursor(database, pipeline.name));
     const now = clock.now();
     const { ids, completed } = await selectPipelineCompletions(
@@ -102,7 +111,8 @@ export function pipelinePass(deps: {
       cursor.gaps(now),
       batchSize,
     );
-    if (ids.length === 0) return false;
+    const due = entryAt.length === 0 ? [] : await selectEntriesDue(database, entryAt, batchSize);
+    if (ids.length === 0 && due.length === 0) return false;
     const packaged = completed
       .filter((c) => c.kind === OperationKind.RAW_DATA_PACKAGE)
       .flatMap((c) => c.outputs.map((o) => o.artifactId));
@@ -118,7 +128,9 @@ export function pipelinePass(deps: {
       locationId: at.get((pipeline.stages[c.stage] as PipelineStage).at) as string,
     });
     const existing = await selectStageKeys(database, plan(new Set()).map(keyOf));
-    const creations = plan(existing);
+    const entries = planEntries({ pipeline, locations: at, due, by });
+    const creations = [...plan(existing), ...entries.creations];
+    if (ids.length === 0 && creations.length === 0 && entries.adopted.length === 0) return false;
     cursor.advance(ids, now);
     const awaited = cursor.gaps(now);
     const afterId = awaited.length === 0 ? cursor.after : Math.min(...awaited) - 1;
@@ -134,6 +146,7 @@ export function pipelinePass(deps: {
         afterId,
         now: new Date(now),
         fence: deps.fence(),
+        adopted: entries.adopted,
       });
     } catch (err) {
       cursor = new TransitionCursor();
@@ -149,6 +162,6 @@ export function pipelinePass(deps: {
       );
       deps.onCreated();
     }
-    return ids.length >= batchSize;
+    return ids.length >= batchSize || due.length >= batchSize;
   };
 }

@@ -8,6 +8,8 @@ import {
 } from '../machines/pipeline.ts';
 import type { BundleMembers, CompletedOperation } from '../machines/pipelineFacts.ts';
 import type { CreateOperationInput } from '../persistence/CreateOperationInput.ts';
+import type { AdoptedEntry } from '../persistence/createPipelineOperations.ts';
+import type { EntryDue } from '../persistence/reads/selectEntriesDue.ts';
 
 export type { BundleMembers, CompletedOperation, StageOutput } from '../machines/pipelineFacts.ts';
 
@@ -18,8 +20,12 @@ export interface PipelineCreation {
   readonly input: CreateOperationInput;
   /** The rollback the completion it follows was created for (carried down the chain), if any. */
   readonly rollbackId: string | null;
-  /** The completed operation it follows: a rollback that redoes it before the write drops it. */
-  readonly causeId: string;
+  /**
+   * The completed operation it follows: a rollback that redoes it before the write drops it. None
+   * for an entry stage's packaging, which follows a "files complete" fact (`entry`).
+   */
+  readonly causeId?: string;
+  readonly entry?: boolean;
 }
 
 /** The key a stage's operation is unique on while live: (kind, subject, target location). */
@@ -140,3 +146,58 @@ export function planPipelinePass(input: {
   }
   return creations;
 }
+
+/**
+ * The pipeline's entry stages, pure: for each raw data package whose files were declared complete
+ * at the location an entry packaging stage runs at, that packaging, reading the files' copies
+ * there; adopted instead when a packaging of it exists already (submitted, or created before), and
+ * left waiting while a file has no PRESENT copy there. A fact at a location no entry stage runs at
+ * is left for the pipeline that has one.
+ *
+ * @example
+ * ```ts
+ * const { creations, adopted } = planEntries({ pipeline, locations, due, by: 'pipeline:preservation' });
+ * ```
+ */
+export function planEntries(input: {
+  readonly pipeline: Pipeline;
+  readonly locations: ReadonlyMap<string, string>;
+  readonly due: readonly EntryDue[];
+  readonly by: string;
+}): { creations: PipelineCreation[]; adopted: AdoptedEntry[] } {
+  const { pipeline, locations, by } = input;
+  const creations: PipelineCreation[] = [];
+  const adopted: AdoptedEntry[] = [];
+  for (const e of input.due) {
+    const name = entryStages(pipeline).find(
+      (n) => locations.get((pipeline.stages[n] as PipelineStage).at) === e.locationId,
+    );
+    if (name === undefined) continue;
+    if (e.existingId !== null) {
+      adopted.push({ rawDataPackageId: e.rawDataPackageId, operationId: e.existingId });
+      continue;
+    }
+    if (e.inputs === null) continue;
+    const stage = pipeline.stages[name] as PipelineStage;
+    creations.push({
+      stage: name,
+      subjectId: e.rawDataPackageId,
+      rollbackId: null,
+      entry: true,
+      input: {
+        kind: stage.kind,
+        fields: fieldsOf(stage, e.rawDataPackageId, locations),
+        inputs: [...e.inputs],
+        by,
+      } as unknown as CreateOperationInput,
+    });
+  }
+  return { creations, adopted };
+}
+
+/** The stages a "files complete" fact starts: packagings that follow no stage. */
+export const entryStages = (pipeline: Pipeline): string[] =>
+  pipeline.order.filter((n) => {
+    const s = pipeline.stages[n] as PipelineStage;
+    return s.after === undefined && s.kind === OperationKind.RAW_DATA_PACKAGE;
+  });

@@ -13,7 +13,9 @@ export interface PipelineLocation {
  * One stage: the operation a completion of the stage it follows creates.
  * - `kind`: what it creates;
  * - `after`: the stage whose completed operations it follows; none for an entry stage, whose
- *   operations are submitted (its completions start the chain);
+ *   operations are submitted, or, for a packaging, created by the pass once its package's files
+ *   are declared complete at `at` (`artifacts.declareFilesComplete`); its completions start the
+ *   chain;
  * - `at`: the location it runs at (the routed location: the destination of a transfer, a
  *   long-term archive or a staging; the location of the others), a name of `locations`;
  * - `from`: where a transfer, long-term archive or staging reads, a name of `locations`; the

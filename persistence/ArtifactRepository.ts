@@ -1,6 +1,8 @@
 import { sql } from 'drizzle-orm';
+import { OPERATOR } from '../machines/actors.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { PhysicalCopyStatus } from '../machines/physicalCopyMachine.ts';
+import { submitterProblem } from '../machines/submitter.ts';
 import type { ArtifactType } from './ArtifactType.ts';
 import { checkId } from './applyEvents.ts';
 import {
@@ -232,6 +234,76 @@ export class ArtifactRepository {
     await this.database.execute(sql`
       update raw_data_file set raw_data_package_id = ${checkId(rawDataPackageId, 'rawDataPackageId')}::uuid
       where id = any(${`{${ids.join(',')}}`}::uuid[])`);
+  }
+
+  /**
+   * Declares that every file of a raw data package is registered, each with a PRESENT copy at
+   * `locationId`: the fact a declared pipeline's entry stage (its packaging, at that location)
+   * is created from by the control plane's pass, once. Declared once per package: again at the
+   * same location it is a no-op (`declared: false`), at another `CONFLICT`. Refused with nothing
+   * written: a package or location that does not exist (`NOT_FOUND`), a package with no files, a
+   * file with no PRESENT copy at the location (`BAD_INPUT`, naming the file), a bad `by`.
+   *
+   * @example
+   * ```ts
+   * await artifacts.declareFilesComplete({ rawDataPackageId: pkg, locationId: source.id });
+   * ```
+   */
+  async declareFilesComplete(input: {
+    readonly rawDataPackageId: string;
+    readonly locationId: string;
+    readonly by?: string;
+  }): Promise<{ readonly declared: boolean; readonly files: number }> {
+    const pkg = checkId(input.rawDataPackageId, 'rawDataPackageId');
+    const at = checkId(input.locationId, 'locationId');
+    const by = input.by ?? OPERATOR;
+    const problem = submitterProblem(by);
+    if (problem !== undefined) throw badInput(`by ${problem}`);
+    return this.database.transaction(async (tx) => {
+      const [found] = await tx.execute(sql`
+        select (select name from raw_data_package where id = ${pkg}::uuid for share) as package,
+          (select site || '/' || name from data_location where id = ${at}::uuid) as location`);
+      if (found?.package == null || found.location == null) {
+        const what = found?.package == null ? `raw data package ${pkg}` : `location ${at}`;
+        throw new OpstateError(OpstateErrorCode.NOT_FOUND, `no ${what} is registered`, {
+          details: { rawDataPackageId: pkg, locationId: at },
+        });
+      }
+      const files = await tx.execute(sql`
+        select f.id::text, f.name, exists (select 1 from physical_copy c
+            where c.artifact_type = 'raw_data_file' and c.artifact_id = f.id
+              and c.location_id = ${at}::uuid and c.status = 'PRESENT') as present
+        from raw_data_file f where f.raw_data_package_id = ${pkg}::uuid order by f.id`);
+      if (files.length === 0) {
+        throw badInput(
+          `raw data package ${found.package} has no files; assign its files (assignFiles) before declaring them complete`,
+        );
+      }
+      const missing = files.find((f) => f.present !== true);
+      if (missing !== undefined) {
+        throw badInput(
+          `file ${String(missing.name)} (${String(missing.id)}) of raw data package ${found.package} has no PRESENT copy at ${found.location}; register its copy there first`,
+        );
+      }
+      const inserted = await tx.execute(sql`
+        insert into package_files_complete (raw_data_package_id, location_id, declared_by)
+        values (${pkg}::uuid, ${at}::uuid, ${by})
+        on conflict (raw_data_package_id) do nothing
+        returning raw_data_package_id`);
+      if (inserted.length === 0) {
+        const [earlier] = await tx.execute(sql`
+          select location_id::text from package_files_complete
+          where raw_data_package_id = ${pkg}::uuid`);
+        if (String(earlier?.location_id) !== at) {
+          throw new OpstateError(
+            OpstateErrorCode.CONFLICT,
+            `raw data package ${found.package}'s files were declared complete at location ${String(earlier?.location_id)} already`,
+            { details: { rawDataPackageId: pkg, locationId: at } },
+          );
+        }
+      }
+      return { declared: inserted.length > 0, files: files.length };
+    });
   }
 
   /**

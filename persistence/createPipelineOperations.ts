@@ -20,6 +20,14 @@ export interface PipelineOperation {
   readonly rollbackId?: string | null;
   /** The completed operation it follows (locked FOR SHARE by the write). */
   readonly causeId?: string;
+  /** An entry stage's packaging: it consumes its subject's "files complete" fact. */
+  readonly entry?: boolean;
+}
+
+/** A "files complete" fact consumed by a packaging that exists already (adopted, not created). */
+export interface AdoptedEntry {
+  readonly rawDataPackageId: string;
+  readonly operationId: string;
 }
 
 /**
@@ -43,6 +51,7 @@ export async function createPipelineOperations(
     readonly afterId: number;
     readonly now: Date;
     readonly fence?: LeaseFence | undefined;
+    readonly adopted?: readonly AdoptedEntry[];
   },
 ): Promise<string[]> {
   const inputs = pass.operations.map((o) => o.input);
@@ -69,6 +78,15 @@ export async function createPipelineOperations(
               as m(id uuid, subject uuid, rollback uuid)
             where o.id = m.id`);
       }
+      const consumed = [
+        ...(pass.adopted ?? []),
+        ...operations.flatMap((o, n) =>
+          o.entry === true
+            ? [{ rawDataPackageId: o.subjectId, operationId: ids[n] as string }]
+            : [],
+        ),
+      ];
+      if (consumed.length > 0) await consumeEntries(tx, pass.name, consumed);
       await tx.execute(sql`
         insert into pipeline_cursor (name, after_id, updated_at)
         values (${pass.name}, ${pass.afterId}, now())
@@ -136,4 +154,28 @@ async function withoutRedone(
     (o) =>
       (o.causeId === undefined || !redone.has(o.causeId)) && (o.input.inputs ?? []).every(stands),
   );
+}
+
+/**
+ * Marks each "files complete" fact consumed by its packaging; `CONFLICT` (rolling the write back)
+ * when another pass consumed one first.
+ */
+async function consumeEntries(
+  tx: Executor,
+  name: string,
+  consumed: readonly AdoptedEntry[],
+): Promise<void> {
+  const marked = await tx.execute(sql`
+    update package_files_complete e set packaging_operation_id = m.op
+      from jsonb_to_recordset(${JSON.stringify(consumed.map((c) => ({ pkg: c.rawDataPackageId, op: c.operationId })))}::jsonb)
+        as m(pkg uuid, op uuid)
+      where e.raw_data_package_id = m.pkg and e.packaging_operation_id is null
+      returning e.raw_data_package_id`);
+  if (marked.length !== consumed.length) {
+    throw new OpstateError(
+      OpstateErrorCode.CONFLICT,
+      `pipeline '${name}': a package's "files complete" fact was consumed by another pass; nothing created, the facts are read again`,
+      { details: { name } },
+    );
+  }
 }

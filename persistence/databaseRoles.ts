@@ -46,6 +46,7 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly RowPrivilege[]
   operation_step: READ_APPEND,
   operation_tally: QUEUE,
   operation_transition: READ_APPEND,
+  package_files_complete: READ_WRITE,
   packaging_operation: READ_APPEND,
   physical_copy: READ_WRITE,
   physical_copy_transition: READ_APPEND,

@@ -50,6 +50,15 @@ export interface Artifacts {
   findOrAddRawDataFile(input: NewRawDataFile): Promise<string>;
   assignFiles(rawDataPackageId: string, fileIds: readonly string[]): Promise<void>;
   assignPackages(dataTransferPackageId: string, packageIds: readonly string[]): Promise<void>;
+  /**
+   * Declares a raw data package's files all registered, each PRESENT at `locationId`: a declared
+   * pipeline's packaging there is then created by the control plane, once.
+   */
+  declareFilesComplete(input: {
+    readonly rawDataPackageId: string;
+    readonly locationId: string;
+    readonly by?: string;
+  }): Promise<{ readonly declared: boolean; readonly files: number }>;
   addCopy(input: OutputCopy): Promise<{ copy: PhysicalCopyRecord; created: boolean }>;
   findOrAddCopy(input: OutputCopy): Promise<{ copy: PhysicalCopyRecord; created: boolean }>;
   findLiveCopy(

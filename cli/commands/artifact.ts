@@ -1,10 +1,13 @@
+import { OPERATOR } from '../../machines/actors.ts';
 import { ARTIFACT_TYPES, type ArtifactType } from '../../persistence/ArtifactType.ts';
 import { type Command, defineCommand, optionsOf, wholeNumber } from '../Command.ts';
 import { type DatabaseOpener, databaseFromEnv } from '../runtimeFromEnv.ts';
 import { withArtifacts } from '../withArtifacts.ts';
+import { cliOperatorName } from './operatorCommands.ts';
 
 /**
- * `opstate artifact add <type> --name N [--package ID] [--checksum C] [--size BYTES] [--json]`.
+ * `opstate artifact add <type> --name N [--package ID] [--checksum C] [--size BYTES] [--json]`, and
+ * `opstate artifact files-complete <package> --location ID [--operator NAME] [--json]`.
  *
  * @example
  * ```ts
@@ -15,9 +18,8 @@ export function createArtifactCommand(open: DatabaseOpener = databaseFromEnv): C
   const summary =
     'Register an artifact: a raw data file, raw data package or data transfer package';
   return defineCommand('artifact', summary, (program, ctx) => {
-    program
-      .command('artifact')
-      .description(summary)
+    const artifact = program.command('artifact').description(summary);
+    artifact
       .command('add')
       .description('Register an artifact; prints its id')
       .addArgument(
@@ -69,6 +71,40 @@ export function createArtifactCommand(open: DatabaseOpener = databaseFromEnv): C
             o.json === true
               ? JSON.stringify({ id, type, ...common, package: o.package ?? null })
               : id,
+          );
+          return 0;
+        }),
+      );
+    artifact
+      .command('files-complete')
+      .description(
+        "Declare a raw data package's files all registered, each with a PRESENT copy at the location: a declared pipeline's packaging there is then created by the control plane, once",
+      )
+      .argument('<package>', "the raw data package's id")
+      .requiredOption(
+        '--location <id>',
+        'where its files are, as `opstate location add` printed it',
+      )
+      .option(
+        '--operator <name>',
+        'who to record it as by (default: OPSTATE_OPERATOR, else the user running this)',
+      )
+      .option('--json', 'print {"rawDataPackageId", "locationId", "declared", "files", "by"}')
+      .action(
+        ctx.action(async (cmd) => {
+          const [pkg] = cmd.processedArgs as [string];
+          const o = optionsOf<{ location: string; operator?: string; json?: boolean }>(cmd);
+          const by = `${OPERATOR}:${cliOperatorName(o.operator)}`;
+          const r = await withArtifacts(
+            () => open({ io: ctx.io }),
+            (a) => a.declareFilesComplete({ rawDataPackageId: pkg, locationId: o.location, by }),
+          );
+          ctx.io.out(
+            o.json === true
+              ? JSON.stringify({ rawDataPackageId: pkg, locationId: o.location, ...r, by })
+              : r.declared
+                ? `declared the ${r.files} files of ${pkg} complete at ${o.location}, by ${by}`
+                : `the ${r.files} files of ${pkg} were declared complete at ${o.location} already; nothing changed`,
           );
           return 0;
         }),

@@ -87,10 +87,11 @@ const SUMMARY =
 
 /**
  * `opstate demo [--data-dir DIR]`: the declared pipeline (`samplePipelineDefinition`), embedded (a
- * private Postgres + the in-process transport), with two workers. Only the packaging is submitted;
- * the control plane's pass creates every later stage. The first transfer fails for good, an
- * operator retries it, and worker-A is crashed part-way through the archives; the operator then
- * stages a package on request and rolls the transfer package back to its transfer. Prints every
+ * private Postgres + the in-process transport), with two workers. No operation is submitted: each
+ * package's files are declared complete, and the control plane's pass creates every stage. The
+ * first transfer fails for good, an operator retries it, and worker-A is crashed part-way through
+ * the archives; the operator then stages a package on request and rolls the transfer package back
+ * to its transfer. Prints every
  * operation's path through the lifecycle, who created it and how it was recovered, and each
  * package's derived state; exit 0 when every operation COMPLETED, every package is ARCHIVED, the
  * rollback's re-run ran once per operation it redoes and no artifact has two live copies.
@@ -205,7 +206,10 @@ async function registerDemoData(
   for (const name of pipeline.order) {
     const stage = pipeline.stages[name] as PipelineStage;
     const where = stage.from === undefined ? `at ${stage.at}` : `${stage.from} → ${stage.at}`;
-    const after = stage.after === undefined ? 'the entry stage: submitted' : `after ${stage.after}`;
+    const after =
+      stage.after === undefined
+        ? 'the entry stage: after its files are complete'
+        : `after ${stage.after}`;
     out(`    ${name.padEnd(10)} ${stage.kind.padEnd(22)} ${where.padEnd(20)} ${after}`);
   }
   return sample;
@@ -348,7 +352,7 @@ async function pipeline(setting: DemoSetting, out: (line?: string) => void): Pro
   out();
   out('Summary');
   out(
-    `  operations: ${views.length}, ${superseded} of them superseded by a rollback; ${byPipeline.length} created by the pipeline's pass, ${views.length - byPipeline.length} submitted (the packaging by demo; the staging on request and the rollback's transfer by the operator)`,
+    `  operations: ${views.length}, ${superseded} of them superseded by a rollback; ${byPipeline.length} created by the pipeline's pass, ${views.length - byPipeline.length} submitted (the staging on request and the rollback's transfer, by the operator)`,
   );
   for (const r of rollbacks) {
     out(

@@ -5,7 +5,7 @@ import { OperationStatus } from '../../machines/operationMachine.ts';
 import { shortId } from '../../machines/shortId.ts';
 import { listOperations, type OperationSummary } from '../../persistence/reads/listOperations.ts';
 import type { Runtime } from '../../runtime/Runtime.ts';
-import { type SampleData, samplePackaging } from '../../stages/sampleData.ts';
+import type { SampleData } from '../../stages/sampleData.ts';
 import type { Worker } from '../../worker/Worker.ts';
 import type { startDeletionDemo } from './demoDeletion.ts';
 import { reportPackages } from './demoOutcome.ts';
@@ -147,18 +147,26 @@ export function followOperations(
 export const settled = (ops: readonly OperationSummary[]) => ops.every((o) => !LIVE.has(o.status));
 
 /**
- * Section 3: submits the entry stage (packaging) only and follows what the runtime does with it:
- * the pipeline's pass creates bundling and the transfer, whose first run fails for good; true once
+ * Section 3: declares each package's files complete at the source and follows what the runtime
+ * does with it: the pipeline's pass creates each packaging, then bundling and the transfer, whose
+ * first run fails for good; true once
  * that branch has stopped there (the transfer FAILED, nothing running), with each package's
  * derived state shown.
  */
 export async function runUntilStopped(run: DemoRun): Promise<boolean> {
   const { runtime, sample, cast, follow, out } = run;
   out();
-  out('3. Submitting the entry stage only; the pipeline creates every later stage');
-  const packaging = samplePackaging(sample).map((i) => ({ ...i, by: 'demo' }));
-  await runtime.submitMany(packaging);
-  out(`  submitted ${packaging.length} packaging operations (by demo); nothing else is submitted`);
+  out("3. Declaring each package's files complete; the pipeline creates every stage from there");
+  for (const p of sample.packages) {
+    await runtime.artifacts.declareFilesComplete({
+      rawDataPackageId: p.id,
+      locationId: sample.locations.source.id,
+      by: 'demo',
+    });
+  }
+  out(
+    `  declared the files of ${sample.packages.length} packages complete at the source (by demo); no operation is submitted`,
+  );
   const started = systemClock.now();
   const stopped = await follow.until('a failed stage stopping its branch', (ops) => {
     const failed = ops.find((o) => o.id === cast.failed());

@@ -35,6 +35,7 @@ export {
   transferOperation,
   unpackOperation,
 } from './operationSubtypes.ts';
+export { packageFilesComplete } from './packageFacts.ts';
 export {
   dataTransferPackagePhysicalCopy,
   physicalCopy,

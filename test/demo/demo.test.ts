@@ -9,9 +9,9 @@ import { readPackage } from '../../stages/packageFormat.ts';
 
 /**
  * `opstate demo` (what `npm start` runs), in this process: the declared pipeline on the embedded
- * database and the in-process transport, only its entry stage submitted, one stage failed for good
- * and retried by an operator, worker-A crashed part-way, then a package staged on request and the
- * transfer package rolled back to its transfer.
+ * database and the in-process transport, each package's files declared complete and nothing
+ * submitted, one stage failed for good and retried by an operator, worker-A crashed part-way, then
+ * a package staged on request and the transfer package rolled back to its transfer.
  */
 let dir: string | undefined;
 afterEach(async () => {
@@ -52,8 +52,9 @@ describe('opstate demo', () => {
       text,
     ).toBe(true);
 
-    // Only the entry stage was submitted: every packaging was created by the demo, the staging
-    // by the operator's request, every other operation by the pipeline's pass.
+    // Nothing was submitted by the demo: every packaging was created by the pipeline's pass from
+    // its package's "files complete" fact, the staging by the operator's request, every other
+    // operation by the pass.
     const creators = summaries.map((l) => {
       const next = lines[lines.indexOf(l) + 1] ?? '';
       const by = /^ {4}created {3}by (\S+)$/.exec(next)?.[1];
@@ -64,14 +65,12 @@ describe('opstate demo', () => {
     expect(creators.filter((c) => c.endsWith(' pipeline:preservation')).sort(), text).toEqual([
       'data_transfer_package pipeline:preservation',
       ...Array(6).fill('long_term_archive pipeline:preservation'),
+      ...Array(3).fill('raw_data_package pipeline:preservation'),
       'transfer pipeline:preservation',
       'unpack pipeline:preservation',
       'unpack pipeline:preservation',
     ]);
     expect(creators.filter((c) => !c.endsWith(' pipeline:preservation')).sort(), text).toEqual([
-      'raw_data_package demo',
-      'raw_data_package demo',
-      'raw_data_package demo',
       'staging operator:alice',
       'transfer operator:alice',
     ]);

@@ -22,8 +22,9 @@ import { waitFor } from '../helpers/waitFor.ts';
 import { uniquePrefix } from '../transport/helpers.ts';
 
 /**
- * The default pipeline run by a runtime's control plane on the real Postgres and NATS: only the
- * packaging of each package is submitted; the leader's pipeline pass creates every later stage.
+ * The default pipeline run by a runtime's control plane on the real Postgres and NATS: each
+ * package's files are declared complete (the first test) or its packaging is submitted; the
+ * leader's pipeline pass creates every stage from there.
  */
 let db: TestDatabase | undefined;
 let runtime: Runtime | undefined;
@@ -42,7 +43,7 @@ afterEach(async () => {
 });
 
 describe('a runtime with a pipeline', () => {
-  it('creates every stage after packaging: each package reaches its long-term archive, one operation per (kind, subject, location)', async () => {
+  it('creates every stage from the files declared complete: each package reaches its long-term archive, one operation per (kind, subject, location)', async () => {
     db = await createTestDatabase('opstate_pipe');
     dir = await mkdtemp(join(tmpdir(), 'opstate-pipeline-'));
     const site = `pipe-${Math.random().toString(16).slice(2, 8)}`;
@@ -69,9 +70,13 @@ describe('a runtime with a pipeline', () => {
         storageRootOf: (id) => roots.get(id) as string,
       }),
     });
-    const packaging = SAMPLE_PIPELINE[0]?.inputs(sample, []) ?? [];
-    expect(packaging).toHaveLength(4);
-    await rt.submitMany(packaging.map((p) => ({ ...p, by: 'test' })));
+    // Nothing is submitted: each package's files are declared complete at the source.
+    for (const p of sample.packages) {
+      await rt.artifacts.declareFilesComplete({
+        rawDataPackageId: p.id,
+        locationId: sample.locations.source.id,
+      });
+    }
 
     const archived = () =>
       operationKeys(rt.database).then(
@@ -104,7 +109,7 @@ describe('a runtime with a pipeline', () => {
     const [marked] = await rt.database.execute(
       sql`select count(*)::int as n from operation where pipeline_subject_id is not null`,
     );
-    expect(Number(marked?.n)).toBe(7);
+    expect(Number(marked?.n)).toBe(11);
 
     // A leader that starts over from a cursor that never moved (as after a crash before its
     // write) reads every completion again and creates nothing twice.
