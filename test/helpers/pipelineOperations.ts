@@ -121,3 +121,27 @@ export async function registerBundles(
   }
   return worlds;
 }
+
+/**
+ * Declares every package's files complete at its world's source: a declared pipeline's pass then
+ * creates each packaging (nothing is submitted).
+ *
+ * @example
+ * ```ts
+ * await declareFilesComplete(runtime.artifacts, worlds);
+ * ```
+ */
+export async function declareFilesComplete(
+  artifacts: ArtifactRepository,
+  worlds: readonly SampleData[],
+): Promise<void> {
+  for (const w of worlds) {
+    for (const p of w.packages) {
+      await artifacts.declareFilesComplete({
+        rawDataPackageId: p.id,
+        locationId: w.locations.source.id,
+        by: 'drill',
+      });
+    }
+  }
+}

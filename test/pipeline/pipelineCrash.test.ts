@@ -6,7 +6,6 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { OPERATION_KINDS, OperationKind } from '../../machines/OperationKind.ts';
 import { createStageHandlers } from '../../stages/createStageHandlers.ts';
 import { registerSampleData, type SampleData } from '../../stages/sampleData.ts';
-import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { deploymentPerTest, waitFor } from '../actors/harness.ts';
 import { NATS_URL } from '../archive/world.ts';
 import { handlersModule, REPO_ROOT } from '../helpers/opstateCli.ts';
@@ -15,7 +14,8 @@ import { operationKeys } from '../helpers/pipelineOperations.ts';
 /**
  * The leader killed (SIGKILL) between each completion and the creation it leads to: a
  * control-plane process that dies before its pipeline pass writes each operation it creates,
- * restarted each time, creates every operation exactly once. Two transfer packages (of two
+ * restarted each time, creates every operation exactly once, each package's packaging (from its
+ * files declared complete) included. Two transfer packages (of two
  * packages and of one), so each stage is created for a second subject while the first subject's
  * operation of it exists, and one unpack's completion fans out to two archives, each created
  * after a crash of its own.
@@ -65,9 +65,11 @@ describe('the pipeline pass under a leader killed before each creation', () => {
         storageRootOf: (id) => roots.get(id) as string,
       }),
     });
-    // One crash before each operation after packaging: its stage and subject name the marker.
+    // One crash before each operation, the packagings included (each package's files are
+    // declared complete, nothing is submitted): its stage and subject name the marker.
     const expected = worlds
       .flatMap((w) => [
+        ...w.packages.map((p) => `packaging-${p.id}`),
         ...['bundling', 'transfer-1', 'unpack-1'].map((s) => `${s}-${w.dataTransferPackage.id}`),
         ...w.packages.map((p) => `archive-1-${p.id}`),
       ])
@@ -102,11 +104,14 @@ describe('the pipeline pass under a leader killed before each creation', () => {
       return child;
     };
     plane = start();
-    await rt.submitMany(
-      worlds.flatMap((w) =>
-        (SAMPLE_PIPELINE[0]?.inputs(w, []) ?? []).map((p) => ({ ...p, by: 'test' })),
-      ),
-    );
+    for (const w of worlds) {
+      for (const p of w.packages) {
+        await rt.artifacts.declareFilesComplete({
+          rawDataPackageId: p.id,
+          locationId: w.locations.source.id,
+        });
+      }
+    }
     await waitFor(
       async () =>
         (await operationKeys(rt.database)).filter(
@@ -128,5 +133,16 @@ describe('the pipeline pass under a leader killed before each creation', () => {
     expect(perKind(OperationKind.TRANSFER)).toBe(2);
     expect(perKind(OperationKind.UNPACK)).toBe(2);
     expect(perKind(OperationKind.LONG_TERM_ARCHIVE)).toBe(3);
+    // Each package's fact is consumed by its one packaging.
+    const consumed = await rt.database.execute(`select e.packaging_operation_id::text as op
+      from package_files_complete e join packaging_operation p
+        on p.operation_id = e.packaging_operation_id
+        and p.raw_data_package_id = e.raw_data_package_id`);
+    expect(consumed.map((r) => String(r.op)).sort()).toEqual(
+      ops
+        .filter((o) => o.kind === OperationKind.RAW_DATA_PACKAGE)
+        .map((o) => o.id)
+        .sort(),
+    );
   }, 300_000);
 });

@@ -7,11 +7,11 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { Rng } from '../../chaos/rng.ts';
 import { countPackageStates } from '../../persistence/reads/countPackageStates.ts';
 import { listPackagesInState } from '../../persistence/reads/listPackagesInState.ts';
-import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { pathProblems } from '../actors/drillChecks.ts';
 import { type Child, deploymentPerTest, FAST_TIMING, kill9, waitFor } from '../actors/harness.ts';
 import { handlersModule, REPO_ROOT } from '../helpers/opstateCli.ts';
 import {
+  declareFilesComplete,
   operationKeys,
   perStageKind,
   registerBundles,
@@ -22,7 +22,7 @@ import {
  * The default pipeline end to end with worker processes SIGKILLed at random: an `opstate
  * control-plane --pipeline` process and three `opstate worker` processes running the reference
  * stage handlers, on the real Postgres and NATS JetStream. Fifty packages in five transfer
- * packages are submitted at packaging; the leader's pass creates every later stage. At seeded
+ * packages have their files declared complete; the leader's pass creates every stage. At seeded
  * moments of the run (after a seeded number of completions), a worker (one holding work when
  * there is one) is killed and started again, under its own id or a new one, as a supervisor
  * would. In the end every package is ARCHIVED (derived, as `opstate status` counts it), one
@@ -117,11 +117,7 @@ describe('the default pipeline with workers killed at random', () => {
     for (let i = 1; i <= WORKERS; i++) startWorker(`w-${i}`);
     let nextId = WORKERS;
 
-    await rt.submitMany(
-      worlds.flatMap((w) =>
-        (SAMPLE_PIPELINE[0]?.inputs(w, []) ?? []).map((p) => ({ ...p, by: 'drill' })),
-      ),
-    );
+    await declareFilesComplete(rt.artifacts, worlds);
 
     // Completions so far; an operation that FAILED ends the drill at once, with its history.
     const completed = async () => {

@@ -6,11 +6,11 @@ import { sql } from 'drizzle-orm';
 import { afterAll, describe, expect, it } from 'vitest';
 import { Rng } from '../../chaos/rng.ts';
 import { countPackageStates } from '../../persistence/reads/countPackageStates.ts';
-import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import { pathProblems, through } from '../actors/drillChecks.ts';
 import { deploymentPerTest, FAST_TIMING, waitFor } from '../actors/harness.ts';
 import { handlersModule, REPO_ROOT } from '../helpers/opstateCli.ts';
 import {
+  declareFilesComplete,
   operationKeys,
   perStageKind,
   registerBundles,
@@ -19,8 +19,8 @@ import {
 import { PrivatePostgres } from '../helpers/privateServers.ts';
 
 /**
- * The default pipeline with Postgres crashing under it: a control plane running the pipeline's
- * pass and two workers running the reference stage handlers, as processes, on a Postgres of the
+ * The default pipeline with Postgres crashing under it (each package's files declared complete,
+ * nothing submitted): a control plane running the pipeline's pass and two workers running the reference stage handlers, as processes, on a Postgres of the
  * drill's own, which is crashed (every server process SIGKILLed, then started on its data) or
  * restarted `immediate` after seeded numbers of completions, each while the pass is creating the
  * stages that follow them. The pass writes a stage with its cursor's advance in one transaction:
@@ -76,11 +76,7 @@ describe('the default pipeline with Postgres crashing under it', () => {
       'the workers to start',
       60_000,
     );
-    await rt.submitMany(
-      worlds.flatMap((w) =>
-        (SAMPLE_PIPELINE[0]?.inputs(w, []) ?? []).map((p) => ({ ...p, by: 'drill' })),
-      ),
-    );
+    await declareFilesComplete(rt.artifacts, worlds);
 
     const completed = async () => {
       const [row] = await through(() =>
