@@ -3,8 +3,11 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { OperationKind } from '../../machines/OperationKind.ts';
+import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
 import { inspectOperation } from '../../persistence/inspectOperation.ts';
 import { migrate } from '../../persistence/migrate.ts';
+import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
@@ -23,6 +26,8 @@ let database: Database;
 let w: World;
 let dir: string;
 let module: string;
+/** Unpack into the buffer, then archive from it: the buffer copy is the unpack's output. */
+let unpacking: string;
 
 beforeAll(async () => {
   testDb = await createTestDatabase();
@@ -42,6 +47,23 @@ export const pipeline = definePipeline({
     lta: { site: '${w.archive.site}', name: '${w.archive.name}' },
   },
   stages: { archive: { kind: OperationKind.LONG_TERM_ARCHIVE, from: 'buffer', at: 'lta' } },
+});
+`,
+  );
+  unpacking = join(dir, 'unpacking.mjs');
+  await writeFile(
+    unpacking,
+    `import { definePipeline, OperationKind } from '${built}';
+export const pipeline = definePipeline({
+  name: 'unpacking',
+  locations: {
+    buffer: { site: '${w.buffer.site}', name: '${w.buffer.name}' },
+    lta: { site: '${w.archive.site}', name: '${w.archive.name}' },
+  },
+  stages: {
+    unpack: { kind: OperationKind.UNPACK, at: 'buffer' },
+    archive: { kind: OperationKind.LONG_TERM_ARCHIVE, after: 'unpack', from: 'buffer', at: 'lta' },
+  },
 });
 `,
   );
@@ -176,5 +198,34 @@ describe('opstate rollback', () => {
     expect(again.code).toBe(1);
     expect(again.stderr).toMatch(/of stage 'archive' is PENDING; .*\[CONFLICT\]/);
     expect(await rows()).toEqual(settled);
+  });
+  it('refuses with exit 1 (CONFLICT) a rollback whose re-run would produce again a copy being deleted, naming it; nothing changes', async () => {
+    const p = await archivedPackage(database, w, 'verified');
+    const dtp = await w.artifacts.addDataTransferPackage({ name: `dtp-of-${p.pkg}` });
+    await w.artifacts.assignPackages(dtp, [p.pkg]);
+    // The unpack that wrote the package's buffer copy (the copy the archive read), COMPLETED.
+    const store = new OperationStore(database);
+    const unpack = await store.create({
+      kind: OperationKind.UNPACK,
+      fields: { dataTransferPackageId: dtp, locationId: w.buffer.id },
+    });
+    await store.apply(unpack, { type: 'SCHEDULE' });
+    await store.apply(unpack, { type: 'START', attempt: 1, workerId: 'w' });
+    await store.complete(unpack, 1, [
+      { artifactType: 'raw_data_package', artifactId: p.pkg, locationId: w.buffer.id },
+    ]);
+    // Its archive verified, the buffer copy's deletion is scheduled, as a deleter does.
+    await new CopyLifecycle(database).apply(
+      p.buffer.id,
+      { type: 'SCHEDULE_DELETION' },
+      { by: 'deleter-1', reason: 'archived' },
+    );
+    const before = await rows();
+    const refused = await spawned(['rollback', p.pkg, '--to', 'unpack', '--pipeline', unpacking]);
+    expect(refused.code, refused.stdout).toBe(1);
+    expect(refused.stderr).toContain(
+      `would have 'unpack' produce copy ${p.buffer.id} (raw_data_package ${p.pkg} at ${w.buffer.site}/${w.buffer.name}) again, which is DELETION_SCHEDULED; it is being deleted: wait for the deletion to end, then roll back; nothing was changed [CONFLICT]`,
+    );
+    expect(await rows()).toEqual(before);
   });
 });
