@@ -13,9 +13,10 @@ export interface EntryDue {
 }
 
 /**
- * The oldest unconsumed "files complete" facts at `locationIds` (at most `limit`), each with what
- * its packaging reads and the packaging that exists already, if one does (a rollback's superseded
- * one does not count).
+ * The oldest unconsumed "files complete" facts at `locationIds` (at most `limit`) whose files all
+ * still have a PRESENT copy there, each with what its packaging reads and the packaging that
+ * exists already, if one does (a rollback's superseded one does not count). A fact a file's copy
+ * was lost from since it was declared is left out until the copy is there again.
  *
  * @example
  * ```ts
@@ -43,6 +44,12 @@ export async function selectEntriesDue(
     from package_files_complete e
     where e.packaging_operation_id is null
       and e.location_id = any(${uuidArray(locationIds)}::uuid[])
+      -- A fact a file's copy was lost from since waits, and holds back none behind it.
+      and not exists (select 1 from raw_data_file f
+        where f.raw_data_package_id = e.raw_data_package_id
+          and not exists (select 1 from physical_copy c
+            where c.artifact_type = 'raw_data_file' and c.artifact_id = f.id
+              and c.location_id = e.location_id and c.status = 'PRESENT'))
     order by e.declared_at, e.raw_data_package_id
     limit ${limit}`);
   return rows.map((r) => {

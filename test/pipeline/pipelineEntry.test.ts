@@ -58,13 +58,17 @@ async function world(packageCount: number): Promise<{ sample: SampleData; pipeli
   return { sample, pipeline };
 }
 
-function passOf(pipeline: Pipeline, faults?: Parameters<typeof pipelinePass>[0]['faults']) {
+function passOf(
+  pipeline: Pipeline,
+  faults?: Parameters<typeof pipelinePass>[0]['faults'],
+  batchSize = 64,
+) {
   return pipelinePass({
     database,
     pipeline,
     clock: systemClock,
     logger: memoryLogger(),
-    batchSize: 64,
+    batchSize,
     fence: () => undefined,
     onCreated: () => {},
     faults,
@@ -184,6 +188,39 @@ describe('the entry stage, from a "files complete" fact', () => {
     const made = await packagings(sample);
     expect(made.map((m) => m.pkg)).toEqual(sample.packages.map((p) => p.id).sort());
     for (const m of made) expect((await facts(String(m.pkg)))[0]?.op).toBe(m.id);
+  });
+
+  it('a package whose file lost its copy after the declaration waits, holding back none declared after it, and goes on once the copy is back', async () => {
+    const { sample, pipeline } = await world(2);
+    const [older, newer] = sample.packages;
+    if (older === undefined || newer === undefined) throw new Error();
+    const source = sample.locations.source.id;
+    for (const p of [older, newer]) {
+      await artifacts.declareFilesComplete({ rawDataPackageId: p.id, locationId: source });
+    }
+    const lost = older.fileCopyIds[0] as string;
+    await database.execute(`update physical_copy set status = 'DELETED' where id = '${lost}'`);
+    // One fact per pass: the waiting one, oldest, does not take the page.
+    const pass = passOf(pipeline, undefined, 1);
+    await pass();
+    await pass();
+    expect((await packagings(sample)).map((m) => m.pkg)).toEqual([newer.id]);
+    expect((await facts(older.id))[0]?.op).toBeNull();
+
+    const [file] = await database.execute(
+      `select artifact_id::text as id from physical_copy where id = '${lost}'`,
+    );
+    const { copy } = await artifacts.addCopy({
+      artifactType: 'raw_data_file',
+      artifactId: String(file?.id),
+      locationId: source,
+    });
+    await pass();
+    const made = await packagings(sample);
+    expect(made.map((m) => m.pkg).sort()).toEqual([older.id, newer.id].sort());
+    expect(made.find((m) => m.pkg === older.id)?.inputs).toEqual(
+      [copy.id, ...older.fileCopyIds.slice(1)].sort(),
+    );
   });
 
   it('refuses a declaration that is not true, changing nothing', async () => {
