@@ -7,6 +7,9 @@ function subject(item: AttentionItem): SafeHtml {
   if (item.subject.type === 'operation') {
     return html`<a class="id" href="/operations/${item.subject.id}">${shortId(item.subject.id)}</a>`;
   }
+  if (item.subject.type === 'package') {
+    return html`<a class="id" href="/packages/${item.subject.id}">${shortId(item.subject.id)}</a>`;
+  }
   if (item.subject.type === 'queue') {
     return html`<a class="id" href="/workers#queue-${item.subject.id}">${item.subject.id}</a>`;
   }

@@ -5,7 +5,7 @@ import {
   describeDeadline,
   formatRunTime,
 } from './deadlines.ts';
-import { OPERATION_KINDS, type OperationKind } from './OperationKind.ts';
+import { OPERATION_KINDS, OperationKind } from './OperationKind.ts';
 import { type OperationError, OperationStatus } from './operationMachine.ts';
 import {
   DEFAULT_OPERATION_TYPE,
@@ -54,6 +54,11 @@ export const AttentionCategory = {
   DELETION_FAILED: 'deletion_failed',
   /** A deletion in progress whose deleter's lease ran out and that no deleter took over. */
   DELETION_STALLED: 'deletion_stalled',
+  /**
+   * A raw data package whose files were declared complete, one of which has no PRESENT copy at
+   * the declared location any more: a declared pipeline does not create its packaging until it has.
+   */
+  ENTRY_WAITING: 'entry_waiting',
 } as const;
 export type AttentionCategory = (typeof AttentionCategory)[keyof typeof AttentionCategory];
 export const ATTENTION_CATEGORIES: readonly AttentionCategory[] = Object.freeze(
@@ -71,14 +76,18 @@ export const ATTENTION_TITLES: Readonly<Record<AttentionCategory, string>> = Obj
   archive_conflict: 'Archive conflicts',
   deletion_failed: 'Deletions failed or blocked',
   deletion_stalled: 'Deletions stalled',
+  entry_waiting: 'Declared packages waiting on a file',
 });
 
 /** One line of the attention list. */
 export interface AttentionItem {
   readonly category: AttentionCategory;
-  /** What it is about: an operation, a breaker (`<kind>|<location id>`), a copy or a queue (its name). */
+  /**
+   * What it is about: an operation, a breaker (`<kind>|<location id>`), a copy, a queue (its
+   * name) or a raw data package.
+   */
   readonly subject: {
-    readonly type: 'operation' | 'breaker' | 'copy' | 'queue';
+    readonly type: 'operation' | 'breaker' | 'copy' | 'queue' | 'package';
     readonly id: string;
   };
   readonly kind: OperationKind | null;
@@ -534,6 +543,40 @@ export function classifyArchive(row: AttentionArchiveRow): AttentionItem | null 
     state: row.archiveState,
     since: row.since.toISOString(),
     why: `${what}; the source is kept. Compare the object with the source and move it aside if it is wrong, then \`opstate retry ${row.operationId} --replan\`${row.lastError === null ? '' : ` (last error: ${row.lastError.message})`}`,
+  };
+}
+
+/** A package whose files were declared complete and one of them lost its copy there since. */
+export interface AttentionEntryRow {
+  readonly rawDataPackageId: string;
+  readonly packageName: string;
+  /** The declared location, as `site/name`. */
+  readonly location: string;
+  readonly declaredAt: Date;
+  readonly files: number;
+  /** The files with no PRESENT copy at the location: how many, and the first by id. */
+  readonly missing: number;
+  readonly firstMissing: { readonly id: string; readonly name: string };
+}
+
+/**
+ * The attention item of a declared package that waits: its packaging is not created until every
+ * file has a PRESENT copy at the declared location again.
+ *
+ * @example
+ * ```ts
+ * classifyWaitingEntry(row).why; // 'its 3 files were declared complete at obs/source, but file scan_1.fits …'
+ * ```
+ */
+export function classifyWaitingEntry(row: AttentionEntryRow): AttentionItem {
+  const others = row.missing > 1 ? ` and ${row.missing - 1} more of its ${row.files}` : '';
+  return {
+    category: AttentionCategory.ENTRY_WAITING,
+    subject: { type: 'package', id: row.rawDataPackageId },
+    kind: OperationKind.RAW_DATA_PACKAGE,
+    state: 'WAITING',
+    since: row.declaredAt.toISOString(),
+    why: `raw data package ${row.packageName}'s files were declared complete at ${row.location}, but file ${row.firstMissing.name} (${row.firstMissing.id})${others} ${row.missing > 1 ? 'have' : 'has'} no PRESENT copy there any more; register its copy there again: the pipeline creates its packaging once every file has one`,
   };
 }
 

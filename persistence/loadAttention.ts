@@ -10,6 +10,7 @@ import {
   classifyCopy,
   classifyOperation,
   classifyQueue,
+  classifyWaitingEntry,
   type HeartbeatFacts,
   withHold,
 } from '../machines/attention.ts';
@@ -19,6 +20,7 @@ import { queueName } from '../machines/routing.ts';
 import type { Executor } from './openDatabase.ts';
 import { selectFailedHolds } from './reads/selectFailedHolds.ts';
 import { selectQueueDepths } from './reads/selectQueueDepths.ts';
+import { selectWaitingEntries } from './reads/selectWaitingEntries.ts';
 import {
   ATTENTION_COUNT_CAP,
   type AttentionCursor,
@@ -234,6 +236,10 @@ export async function loadAttention(
         total: await countDeletionStalled(exec, cutoffs.heartbeatCutoff),
         next: token(rows, limit),
       };
+    },
+    [AttentionCategory.ENTRY_WAITING]: async () => {
+      const { rows, total } = await selectWaitingEntries(exec, page);
+      return { items: rows.map(classifyWaitingEntry), total, next: token(rows, limit) };
     },
   };
   const sections = await Promise.all(

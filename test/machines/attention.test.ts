@@ -5,6 +5,7 @@ import {
   classifyBreaker,
   classifyCopy,
   classifyOperation,
+  classifyWaitingEntry,
   formatAge,
   type HeartbeatFacts,
   heartbeatFacts,
@@ -416,5 +417,32 @@ describe('attention rules', () => {
       '3.5 h',
       '2.0 d',
     ]);
+  });
+});
+
+describe('a declared package waiting on a file', () => {
+  const row = {
+    rawDataPackageId: '0190c3d2-0000-7000-8000-00000000e001',
+    packageName: 'obs-7',
+    location: 'obs/source',
+    declaredAt: new Date('2026-01-02T03:04:05Z'),
+    files: 3,
+    missing: 1,
+    firstMissing: { id: '0190c3d2-0000-7000-8000-00000000f001', name: 'scan_2.fits' },
+  };
+  it('names the package, the location and the file, and what brings it back', () => {
+    expect(classifyWaitingEntry(row)).toEqual({
+      category: 'entry_waiting',
+      subject: { type: 'package', id: row.rawDataPackageId },
+      kind: OperationKind.RAW_DATA_PACKAGE,
+      state: 'WAITING',
+      since: '2026-01-02T03:04:05.000Z',
+      why: "raw data package obs-7's files were declared complete at obs/source, but file scan_2.fits (0190c3d2-0000-7000-8000-00000000f001) has no PRESENT copy there any more; register its copy there again: the pipeline creates its packaging once every file has one",
+    });
+  });
+  it('says how many more are missing', () => {
+    expect(classifyWaitingEntry({ ...row, missing: 3 }).why).toContain(
+      'file scan_2.fits (0190c3d2-0000-7000-8000-00000000f001) and 2 more of its 3 have no PRESENT copy',
+    );
   });
 });

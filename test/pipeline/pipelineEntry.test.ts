@@ -4,12 +4,15 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { pipelinePass } from '../../control-plane/pipelineLoop.ts';
+import { AttentionCategory } from '../../machines/attention.ts';
 import { systemClock } from '../../machines/Clock.ts';
+import { DEFAULT_DEADLINES_MS } from '../../machines/deadlines.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { defaultPipeline, type Pipeline } from '../../machines/pipeline.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
 import { ArtifactRepository } from '../../persistence/ArtifactRepository.ts';
+import { loadAttention } from '../../persistence/loadAttention.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
@@ -200,6 +203,28 @@ describe('the entry stage, from a "files complete" fact', () => {
     }
     const lost = older.fileCopyIds[0] as string;
     await database.execute(`update physical_copy set status = 'DELETED' where id = '${lost}'`);
+    // It is on the attention list, naming the file; the other is not.
+    const waiting = async () =>
+      (
+        await loadAttention(database, {
+          now: Date.now(),
+          timing: {
+            heartbeatTimeoutMs: 60_000,
+            reconcilerFloorMs: 3_600_000,
+            deadlines: DEFAULT_DEADLINES_MS,
+          },
+          heartbeats: null,
+          category: AttentionCategory.ENTRY_WAITING,
+        })
+      ).sections[0];
+    const listed = await waiting();
+    expect(listed?.items.map((i) => i.subject)).toEqual([{ type: 'package', id: older.id }]);
+    expect(listed?.total).toBe(1);
+    expect(listed?.items[0]?.why).toMatch(
+      new RegExp(
+        `^raw data package ${older.name}'s files were declared complete at \\S+/source, but file scan_0001\\.fits \\(\\S+\\) has no PRESENT copy there any more`,
+      ),
+    );
     // One fact per pass: the waiting one, oldest, does not take the page.
     const pass = passOf(pipeline, undefined, 1);
     await pass();
@@ -218,6 +243,7 @@ describe('the entry stage, from a "files complete" fact', () => {
     await pass();
     const made = await packagings(sample);
     expect(made.map((m) => m.pkg).sort()).toEqual([older.id, newer.id].sort());
+    expect((await waiting())?.total).toBe(0);
     expect(made.find((m) => m.pkg === older.id)?.inputs).toEqual(
       [copy.id, ...older.fileCopyIds.slice(1)].sort(),
     );
