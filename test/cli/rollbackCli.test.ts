@@ -13,7 +13,7 @@ import { REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { runCliInProcess, spawnCli } from '../helpers/runCli.ts';
 import { archivedPackage } from '../persistence/copyFixtures.ts';
-import { makeWorld, tableCounts, type World } from '../persistence/fixtures.ts';
+import { completedOperation, makeWorld, tableCounts, type World } from '../persistence/fixtures.ts';
 
 /**
  * `opstate rollback` as an operator types it, on the real Postgres: a one-stage pipeline module
@@ -29,43 +29,42 @@ let module: string;
 /** Unpack into the buffer, then archive from it: the buffer copy is the unpack's output. */
 let unpacking: string;
 
+/** Writes `<name>.mjs`, a module exporting a pipeline of `stages` over the world's buffer and lta. */
+async function pipelineModule(name: string, stages: string): Promise<string> {
+  const file = join(dir, `${name}.mjs`);
+  const built = pathToFileURL(join(REPO_ROOT, 'dist', 'index.js')).href;
+  await writeFile(
+    file,
+    `import { definePipeline, OperationKind } from '${built}';
+export const pipeline = definePipeline({
+  name: '${name}',
+  locations: {
+    buffer: { site: '${w.buffer.site}', name: '${w.buffer.name}' },
+    lta: { site: '${w.archive.site}', name: '${w.archive.name}' },
+  },
+  stages: ${stages},
+});
+`,
+  );
+  return file;
+}
+
 beforeAll(async () => {
   testDb = await createTestDatabase();
   database = await openDatabase({ databaseUrl: testDb.url });
   await migrate(database);
   w = await makeWorld(database);
   dir = await mkdtemp(join(tmpdir(), 'opstate-rollback-cli-'));
-  module = join(dir, 'pipeline.mjs');
-  const built = pathToFileURL(join(REPO_ROOT, 'dist', 'index.js')).href;
-  await writeFile(
-    module,
-    `import { definePipeline, OperationKind } from '${built}';
-export const pipeline = definePipeline({
-  name: 'archiving',
-  locations: {
-    buffer: { site: '${w.buffer.site}', name: '${w.buffer.name}' },
-    lta: { site: '${w.archive.site}', name: '${w.archive.name}' },
-  },
-  stages: { archive: { kind: OperationKind.LONG_TERM_ARCHIVE, from: 'buffer', at: 'lta' } },
-});
-`,
+  module = await pipelineModule(
+    'archiving',
+    "{ archive: { kind: OperationKind.LONG_TERM_ARCHIVE, from: 'buffer', at: 'lta' } }",
   );
-  unpacking = join(dir, 'unpacking.mjs');
-  await writeFile(
-    unpacking,
-    `import { definePipeline, OperationKind } from '${built}';
-export const pipeline = definePipeline({
-  name: 'unpacking',
-  locations: {
-    buffer: { site: '${w.buffer.site}', name: '${w.buffer.name}' },
-    lta: { site: '${w.archive.site}', name: '${w.archive.name}' },
-  },
-  stages: {
+  unpacking = await pipelineModule(
+    'unpacking',
+    `{
     unpack: { kind: OperationKind.UNPACK, at: 'buffer' },
     archive: { kind: OperationKind.LONG_TERM_ARCHIVE, after: 'unpack', from: 'buffer', at: 'lta' },
-  },
-});
-`,
+  }`,
   );
 });
 afterAll(async () => {
@@ -204,16 +203,14 @@ describe('opstate rollback', () => {
     const dtp = await w.artifacts.addDataTransferPackage({ name: `dtp-of-${p.pkg}` });
     await w.artifacts.assignPackages(dtp, [p.pkg]);
     // The unpack that wrote the package's buffer copy (the copy the archive read), COMPLETED.
-    const store = new OperationStore(database);
-    const unpack = await store.create({
-      kind: OperationKind.UNPACK,
-      fields: { dataTransferPackageId: dtp, locationId: w.buffer.id },
-    });
-    await store.apply(unpack, { type: 'SCHEDULE' });
-    await store.apply(unpack, { type: 'START', attempt: 1, workerId: 'w' });
-    await store.complete(unpack, 1, [
-      { artifactType: 'raw_data_package', artifactId: p.pkg, locationId: w.buffer.id },
-    ]);
+    await completedOperation(
+      new OperationStore(database),
+      {
+        kind: OperationKind.UNPACK,
+        fields: { dataTransferPackageId: dtp, locationId: w.buffer.id },
+      },
+      [{ artifactType: 'raw_data_package', artifactId: p.pkg, locationId: w.buffer.id }],
+    );
     // Its archive verified, the buffer copy's deletion is scheduled, as a deleter does.
     await new CopyLifecycle(database).apply(
       p.buffer.id,

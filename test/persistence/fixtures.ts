@@ -5,6 +5,8 @@ import { LocationType } from '../../machines/routing.ts';
 import { ArtifactRepository, type DataLocation } from '../../persistence/ArtifactRepository.ts';
 import type { CreateOperationInput } from '../../persistence/CreateOperationInput.ts';
 import { MIGRATIONS_FOLDER } from '../../persistence/migrate.ts';
+import type { OperationStore } from '../../persistence/OperationStore.ts';
+import type { OutputCopy } from '../../persistence/OutputCopy.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 
 /** How many migrations the committed folder holds (what a fresh database applies). */
@@ -106,4 +108,25 @@ export async function tableCounts(database: Database): Promise<Record<string, nu
       + (select count(*) from long_term_archive_operation)::int
       + (select count(*) from staging_operation)::int as subtypes`);
   return row as Record<string, number>;
+}
+
+/**
+ * Creates an operation and runs it to COMPLETED at attempt 1 by `workerId`, with `outputs`.
+ *
+ * @example
+ * ```ts
+ * const id = await completedOperation(store, inputFor(OperationKind.TRANSFER, w), outputs);
+ * ```
+ */
+export async function completedOperation(
+  store: OperationStore,
+  input: CreateOperationInput,
+  outputs: readonly OutputCopy[],
+  workerId = 'w-1',
+): Promise<string> {
+  const id = await store.create(input);
+  await store.apply(id, { type: 'SCHEDULE' });
+  await store.apply(id, { type: 'START', attempt: 1, workerId });
+  await store.complete(id, 1, outputs);
+  return id;
 }

@@ -7,7 +7,7 @@ import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { selectRollbackFacts } from '../../persistence/reads/selectRollbackFacts.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
-import { inputFor, makeWorld, type World } from '../persistence/fixtures.ts';
+import { completedOperation, inputFor, makeWorld, type World } from '../persistence/fixtures.ts';
 
 /**
  * A rollback and a pipeline pass that race on one completion, on the real Postgres, each held
@@ -31,15 +31,10 @@ afterAll(async () => {
 });
 
 /** A transfer of the world's bundle, COMPLETED: the completion the next stage follows. */
-async function completedTransfer(w: World): Promise<string> {
-  const id = await store.create(inputFor(OperationKind.TRANSFER, w));
-  await store.apply(id, { type: 'SCHEDULE' });
-  await store.apply(id, { type: 'START', attempt: 1, workerId: 'w-1' });
-  await store.complete(id, 1, [
+const completedTransfer = (w: World): Promise<string> =>
+  completedOperation(store, inputFor(OperationKind.TRANSFER, w), [
     { artifactType: 'data_transfer_package', artifactId: w.dtp, locationId: w.buffer.id },
   ]);
-  return id;
-}
 
 /** Runs `body` in a transaction held open until the returned `commit` is called. */
 function heldOpen(body: (tx: Database) => Promise<void>) {
@@ -73,34 +68,55 @@ const operationsOf = async (kind: OperationKind) =>
 
 /** A packaging of `pkg` at the world's source, COMPLETED: its package copy there is its output. */
 async function completedPackaging(w: World, pkg: string): Promise<{ id: string; copy: string }> {
-  const id = await store.create({
-    kind: OperationKind.RAW_DATA_PACKAGE,
-    fields: { rawDataPackageId: pkg, locationId: w.source.id },
-  });
-  await store.apply(id, { type: 'SCHEDULE' });
-  await store.apply(id, { type: 'START', attempt: 1, workerId: 'w-1' });
-  await store.complete(id, 1, [
-    { artifactType: 'raw_data_package', artifactId: pkg, locationId: w.source.id },
-  ]);
+  const id = await completedOperation(
+    store,
+    {
+      kind: OperationKind.RAW_DATA_PACKAGE,
+      fields: { rawDataPackageId: pkg, locationId: w.source.id },
+    },
+    [{ artifactType: 'raw_data_package', artifactId: pkg, locationId: w.source.id }],
+  );
   const [row] = await database.execute(`select id::text from physical_copy
     where artifact_id = '${pkg}' and location_id = '${w.source.id}' and status = 'PRESENT'`);
   return { id, copy: String(row?.id) };
+}
+
+/**
+ * A rollback `id` of `artifact` recorded, and its marking of `operationId` redone held open in a
+ * transaction until `commit`.
+ */
+async function rollbackHeldOpen(r: {
+  readonly id: string;
+  readonly pipeline: string;
+  readonly artifactType: string;
+  readonly artifact: string;
+  readonly stage: string;
+  readonly operationId: string;
+}) {
+  await database.execute(`insert into pipeline_rollback
+      (id, pipeline, artifact_type, artifact_id, stage, requested_by, plan)
+    values ('${r.id}', '${r.pipeline}', '${r.artifactType}', '${r.artifact}', '${r.stage}', 'alice', '{}')`);
+  const marking = heldOpen(async (tx) => {
+    await tx.execute(
+      `update operation set superseded_by = '${r.id}' where id = '${r.operationId}'`,
+    );
+  });
+  await marking.inside;
+  return marking;
 }
 
 describe('a rollback racing the pass that creates the next stage', () => {
   it('the rollback commits first: the pass, waiting on the completion, creates nothing from it', async () => {
     const w = await makeWorld(database);
     const transfer = await completedTransfer(w);
-    const rollback = '0190c3d2-0000-7000-8000-0000000000b1';
-    await database.execute(`insert into pipeline_rollback
-        (id, pipeline, artifact_type, artifact_id, stage, requested_by, plan)
-      values ('${rollback}', 'p1', 'data_transfer_package', '${w.dtp}', 'transfer', 'alice', '{}')`);
-    const marking = heldOpen(async (tx) => {
-      await tx.execute(
-        `update operation set superseded_by = '${rollback}' where id = '${transfer}'`,
-      );
+    const marking = await rollbackHeldOpen({
+      id: '0190c3d2-0000-7000-8000-0000000000b1',
+      pipeline: 'p1',
+      artifactType: 'data_transfer_package',
+      artifact: w.dtp,
+      stage: 'transfer',
+      operationId: transfer,
     });
-    await marking.inside;
     const pass = createPipelineOperations(database, {
       name: 'p1',
       operations: [
@@ -147,16 +163,14 @@ describe('a rollback racing the pass that creates the next stage', () => {
     });
     const first = await completedPackaging(w, w.pkg);
     const second = await completedPackaging(w, other);
-    const rollback = '0190c3d2-0000-7000-8000-0000000000b2';
-    await database.execute(`insert into pipeline_rollback
-        (id, pipeline, artifact_type, artifact_id, stage, requested_by, plan)
-      values ('${rollback}', 'p2', 'raw_data_package', '${other}', 'packaging', 'alice', '{}')`);
-    const marking = heldOpen(async (tx) => {
-      await tx.execute(
-        `update operation set superseded_by = '${rollback}' where id = '${second.id}'`,
-      );
+    const marking = await rollbackHeldOpen({
+      id: '0190c3d2-0000-7000-8000-0000000000b2',
+      pipeline: 'p2',
+      artifactType: 'raw_data_package',
+      artifact: other,
+      stage: 'packaging',
+      operationId: second.id,
     });
-    await marking.inside;
     // The bundle, due at the first member's completion: the second's copy is one of its inputs.
     const bundle = {
       subjectId: w.dtp,
