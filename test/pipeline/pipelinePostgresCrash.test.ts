@@ -20,13 +20,15 @@ import { PrivatePostgres } from '../helpers/privateServers.ts';
 
 /**
  * The default pipeline with Postgres crashing under it (each package's files declared complete,
- * nothing submitted): a control plane running the pipeline's pass and two workers running the reference stage handlers, as processes, on a Postgres of the
- * drill's own, which is crashed (every server process SIGKILLed, then started on its data) or
- * restarted `immediate` after seeded numbers of completions, each while the pass is creating the
- * stages that follow them. The pass writes a stage with its cursor's advance in one transaction:
- * a crash before the commit leaves neither (the completions are read again), one after leaves
- * both. In the end every package is ARCHIVED, each (kind, subject, location) has one operation,
- * each operation one COMPLETE along a lifecycle path, and no process exited.
+ * nothing submitted): a control plane running the pipeline's pass and two workers running the
+ * reference stage handlers, as processes, on a Postgres of the drill's own. After seeded numbers
+ * of completions, the pass's next write is held inside its transaction (a trigger of the drill's
+ * sleeps once the operations it creates are inserted, before the facts are consumed, the cursor
+ * moves and it commits), and Postgres is crashed right there (every server process SIGKILLed,
+ * then started on its data) or restarted `immediate`. The pass writes what it creates with its
+ * cursor's advance in one transaction: the crash leaves none of it, and the completions and facts
+ * are read again. In the end every package is ARCHIVED, each (kind, subject, location) has one
+ * operation, each operation one COMPLETE along a lifecycle path, and no process exited.
  *
  * `OPSTATE_DRILL_SEED` replays a run's choice of moments.
  */
@@ -86,9 +88,37 @@ describe('the default pipeline with Postgres crashing under it', () => {
       );
       return Number(row?.n);
     };
-    // Crash moments spread over the run by the seed: after k completions, k in 1..OPERATIONS-2.
+    // The drill's pause inside the pass's write: when armed, marking a created operation with its
+    // pipeline subject (after the pass inserted what it creates, before it consumes the facts,
+    // moves its cursor and commits) sleeps, and Postgres is crashed right there.
+    await rt.database.execute(
+      sql.raw(`
+      create table drill_pause (armed boolean not null);
+      insert into drill_pause values (false);
+      create function drill_pause() returns trigger language plpgsql set search_path from current
+      as $$ begin
+        if new.pipeline_subject_id is not null and old.pipeline_subject_id is null
+          and (select armed from drill_pause) then perform pg_sleep(120); end if;
+        return new;
+      end $$;
+      create trigger drill_pause before update of pipeline_subject_id on operation
+        for each row execute function drill_pause();`),
+    );
+    const armed = (on: boolean) =>
+      through(() => rt.database.execute(sql`update drill_pause set armed = ${on}`));
+    const pausedInWrite = async () => {
+      const [row] = await through(() =>
+        rt.database.execute(sql`select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event = 'PgSleep'`),
+      );
+      return Number(row?.n) > 0;
+    };
+    // Crash moments spread over the run by the seed: the pass's next write after k completions.
+    // The last write (the last bundle's archives) follows its unpack, which completes after every
+    // packaging and every bundle's bundling, transfer and unpack: k in 1..that count - 1.
+    const lastWriteAfter = PACKAGES + 3 * BUNDLES;
     const moments = new Rng(seed)
-      .shuffle(Array.from({ length: OPERATIONS - 2 }, (_, i) => i + 1))
+      .shuffle(Array.from({ length: lastWriteAfter - 1 }, (_, i) => i + 1))
       .slice(0, CRASHES)
       .sort((a, b) => a - b);
     const log = [`seed ${seed}`, `crashes after ${moments.join(', ')} completions`];
@@ -99,6 +129,10 @@ describe('the default pipeline with Postgres crashing under it', () => {
         120_000,
         50,
       );
+      await armed(true);
+      await waitFor(pausedInWrite, `the pass's write after ${moment} completions`, 120_000, 50);
+      // Disarmed in a transaction of its own: the paused write sleeps on and dies with the crash.
+      await armed(false);
       if (i % 2 === 0) {
         await cluster.kill();
         await cluster.start();
@@ -106,7 +140,7 @@ describe('the default pipeline with Postgres crashing under it', () => {
         await cluster.restart('immediate');
       }
       log.push(
-        `after ${moment}: ${i % 2 === 0 ? 'killed (SIGKILL) and started' : 'restarted immediate'}`,
+        `after ${moment}, inside the pass's write: ${i % 2 === 0 ? 'killed (SIGKILL) and started' : 'restarted immediate'}`,
       );
     }
     const context = log.join('\n');
