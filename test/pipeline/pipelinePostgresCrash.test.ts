@@ -115,10 +115,11 @@ describe('the default pipeline with Postgres crashing under it', () => {
     };
     // Crash moments spread over the run by the seed: the pass's next write after k completions.
     // The last write (the last bundle's archives) follows its unpack, which completes after every
-    // packaging and every bundle's bundling, transfer and unpack: k in 1..that count - 1.
+    // packaging and every bundle's bundling, transfer and unpack: k below that count, with room
+    // for a few completions between the poll that sees k and the arming.
     const lastWriteAfter = PACKAGES + 3 * BUNDLES;
     const moments = new Rng(seed)
-      .shuffle(Array.from({ length: lastWriteAfter - 1 }, (_, i) => i + 1))
+      .shuffle(Array.from({ length: lastWriteAfter - 4 }, (_, i) => i + 1))
       .slice(0, CRASHES)
       .sort((a, b) => a - b);
     const log = [`seed ${seed}`, `crashes after ${moments.join(', ')} completions`];
