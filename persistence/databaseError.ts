@@ -22,6 +22,8 @@ export const SqlState = {
   /** A backend ended because another crashed; the server restarts. */
   CRASH_SHUTDOWN: '57P02',
   CANNOT_CONNECT_NOW: '57P03',
+  /** No connection slot free on the server (max_connections reached): it passes. */
+  TOO_MANY_CONNECTIONS: '53300',
   INVALID_AUTHORIZATION: '28000',
   INVALID_PASSWORD: '28P01',
   INSUFFICIENT_PRIVILEGE: '42501',
@@ -134,6 +136,13 @@ export function toOpstateError(err: unknown): OpstateError {
       return make(
         OpstateErrorCode.DATABASE,
         `the database server takes no writes (a standby, or a read-only primary): ${message}; waiting for a primary. If this lasts, DATABASE_URL reaches no primary: list every host (postgres://…@primary:5432,standby:5432/db) and add target_session_attrs=read-write`,
+        true,
+      );
+    case SqlState.TOO_MANY_CONNECTIONS:
+      // An outage, not a defect: other clients hold every slot for now. Waited out and retried.
+      return make(
+        OpstateErrorCode.DATABASE,
+        `the database server has no connection slot free: ${message}; waiting for one. If this lasts, raise the server's max_connections or run fewer processes against it`,
         true,
       );
     case SqlState.UNDEFINED_TABLE:

@@ -12,6 +12,7 @@ describe('the SQLSTATEs of a failover', () => {
     ['57P01', 'terminating connection due to administrator command'],
     ['57P02', 'terminating connection because of crash of another server process'],
     ['57P03', 'the database system is starting up'],
+    ['53300', 'sorry, too many clients already'],
   ])('%s (%s) is an outage to wait out', (code, message) => {
     const err = toOpstateError(serverError(code, message));
     expect(err).toMatchObject({ code: OpstateErrorCode.DATABASE, retryable: true });
