@@ -135,8 +135,10 @@ async function withoutRedone(
         where out.operation_id = o.id
           and out.physical_copy_id = any(${uuidArray(inputs)}::uuid[])) as made
     from operation o
-    where o.id = any(${uuidArray(causes)}::uuid[])
-      or o.id in (select operation_id from operation_output
+    where o.id in (
+      select unnest(${uuidArray(causes)}::uuid[])
+      union
+      select operation_id from operation_output
         where physical_copy_id = any(${uuidArray(inputs)}::uuid[]))
     order by o.id for share of o`);
   const redone = new Set(rows.filter((r) => r.redone === true).map((r) => String(r.id)));

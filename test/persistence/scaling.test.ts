@@ -5,6 +5,7 @@ import { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { CopyLifecycle } from '../../persistence/CopyLifecycle.ts';
+import { createPipelineOperations } from '../../persistence/createPipelineOperations.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
@@ -19,7 +20,7 @@ import { measuringBuffers } from '../helpers/explainBuffers.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { archivedPackage, bufferPolicyWithoutGrace } from './copyFixtures.ts';
-import { inputFor, makeWorld, type World } from './fixtures.ts';
+import { completedOperation, inputFor, makeWorld, type World } from './fixtures.ts';
 import { verifiedArchiveOutput } from './verifiedArchive.ts';
 
 // Statements whose cost must not grow with the tables, held to a count of buffers touched (which
@@ -133,6 +134,42 @@ describe('hot statements on Postgres, over grown tables', () => {
     const perOperation = buffers.map((b) => b / 60);
     expect(perOperation[0]).toBeLessThan(60);
     expect(perOperation[1]).toBeLessThan(60);
+  });
+
+  it('the pipeline pass’s write locks its causes and its inputs’ producers by key: as many buffers with 20,000 more operations stored as with few', async () => {
+    const buffers: number[] = [];
+    const measured = measuringBuffers(database, 'for share of o', buffers);
+    const store = new OperationStore(database);
+    /** An unpack of a fresh world's bundle, following its COMPLETED transfer and reading its copy. */
+    const unpackAfterTransfer = async () => {
+      const w = await makeWorld(database);
+      const transfer = await completedOperation(store, inputFor(OperationKind.TRANSFER, w), [
+        { artifactType: 'data_transfer_package', artifactId: w.dtp, locationId: w.buffer.id },
+      ]);
+      const copy = await w.artifacts.findLiveCopy('data_transfer_package', w.dtp, w.buffer.id);
+      const created = await createPipelineOperations(measured, {
+        name: 'scaling',
+        operations: [
+          {
+            subjectId: w.dtp,
+            input: { ...inputFor(OperationKind.UNPACK, w), inputs: [String(copy?.id)] },
+            causeId: transfer,
+          },
+        ],
+        afterId: 1,
+        now: new Date(),
+      });
+      expect(created).toHaveLength(1);
+      return transfer;
+    };
+    const seed = await unpackAfterTransfer();
+    await storeCopiesOf(seed, 4, 5000);
+    await unpackAfterTransfer();
+    expect(buffers).toHaveLength(2);
+    // Measured: 6 and 8 buffers. Reading the producers under an OR with the causes scanned every
+    // stored operation at each write: 4 and 1,117.
+    expect(buffers[0]).toBeLessThan(40);
+    expect(buffers[1]).toBeLessThan(40);
   });
 
   it('the circuit breakers’ read of a page of completions looks up no operation while every breaker is clean, and each completion’s pair when one is not or the page holds a FAIL', async () => {
