@@ -3,7 +3,9 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { sql } from 'drizzle-orm';
 import type { ArtifactRepository } from '../../persistence/ArtifactRepository.ts';
+import type { Database } from '../../persistence/openDatabase.ts';
 import { registerSampleData, type SampleData } from '../../stages/sampleData.ts';
+import { pathProblems } from '../actors/drillChecks.ts';
 import { REPO_ROOT } from './opstateCli.ts';
 
 /** An operation as a pipeline drill checks it: its `kind|subject|target location` key. */
@@ -144,4 +146,55 @@ export async function declareFilesComplete(
       });
     }
   }
+}
+
+/**
+ * What a pipeline drill promises at its end, as one list of problems (empty: none): `operations`
+ * operations in all, one per (kind, subject, location), `perStage` of them per stage kind
+ * (packaging, bundling, transfer, unpack, archive), each path a lifecycle path with exactly one
+ * COMPLETE and no reset by a path `forbidden` names, and no artifact with two live copies at a
+ * location.
+ *
+ * @example
+ * ```ts
+ * expect(await pipelineOutcomeProblems(rt.database, { operations: 26, perStage: [10, 2, 2, 2, 10] }), context).toEqual([]);
+ * ```
+ */
+export async function pipelineOutcomeProblems(
+  database: Database,
+  expected: {
+    readonly operations: number;
+    readonly perStage: readonly number[];
+    readonly forbidden?: readonly string[];
+  },
+): Promise<string[]> {
+  const ops = await operationKeys(database);
+  const problems: string[] = [];
+  if (ops.length !== expected.operations) {
+    problems.push(`${ops.length} operations, ${expected.operations} expected`);
+  }
+  const keys = new Set(ops.map((o) => o.key));
+  if (keys.size !== ops.length) problems.push(`${ops.length - keys.size} operations doubled a key`);
+  const stages = perStageKind(ops);
+  if (stages.join() !== expected.perStage.join()) {
+    problems.push(`per stage ${stages.join(', ')}, ${expected.perStage.join(', ')} expected`);
+  }
+  problems.push(
+    ...(await pathProblems(
+      database,
+      ops.map((o) => o.id),
+      expected.forbidden,
+    )),
+  );
+  const doubled = await database.execute(sql`
+    select artifact_type, artifact_id::text as artifact_id, location_id::text as location_id,
+      count(*)::int as n
+    from physical_copy where status <> 'DELETED'
+    group by artifact_type, artifact_id, location_id having count(*) > 1`);
+  for (const d of doubled) {
+    problems.push(
+      `${d.n} live copies of ${d.artifact_type} ${d.artifact_id} at location ${d.location_id}`,
+    );
+  }
+  return problems;
 }
