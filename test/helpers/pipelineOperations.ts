@@ -8,17 +8,24 @@ import { registerSampleData, type SampleData } from '../../stages/sampleData.ts'
 import { pathProblems } from '../actors/drillChecks.ts';
 import { REPO_ROOT } from './opstateCli.ts';
 
-/** An operation as a pipeline drill checks it: its `kind|subject|target location` key. */
+/**
+ * An operation as a pipeline test checks it: its `kind|subject|target location` key, and what a
+ * rollback wrote on it and who created it.
+ */
 export interface KeyedOperation {
   readonly id: string;
   readonly kind: string;
   readonly status: string;
   readonly key: string;
+  readonly supersededBy: string | null;
+  readonly rollbackId: string | null;
+  readonly createdBy: string;
 }
 
 /**
- * Every operation as `kind|subject|target location`, the subject from its subtype row: a
- * pipeline creates each key once, which a drill checks after its faults.
+ * Every operation, in id order, as `kind|subject|target location` (the subject from its subtype
+ * row) with what a rollback wrote on it and its creator: a pipeline creates each key once, which
+ * a drill checks after its faults.
  *
  * @example
  * ```ts
@@ -31,19 +38,26 @@ export async function operationKeys(database: {
 }): Promise<KeyedOperation[]> {
   const rows = await database.execute(sql`
     select o.id::text as id, o.kind, o.status, o.target_location_id::text as location,
+      o.superseded_by::text as superseded_by, o.rollback_id::text as rollback_id,
       coalesce(r.raw_data_package_id, d.data_transfer_package_id, t.data_transfer_package_id,
-               u.data_transfer_package_id, a.raw_data_package_id)::text as subject
+               u.data_transfer_package_id, a.raw_data_package_id)::text as subject,
+      (select by from operation_transition x where x.operation_id = o.id and x.event = 'CREATE')
+        as created_by
     from operation o
     left join packaging_operation r on r.operation_id = o.id
     left join bundling_operation d on d.operation_id = o.id
     left join transfer_operation t on t.operation_id = o.id
     left join unpack_operation u on u.operation_id = o.id
-    left join long_term_archive_operation a on a.operation_id = o.id`);
+    left join long_term_archive_operation a on a.operation_id = o.id
+    order by o.id`);
   return rows.map((r) => ({
     id: String(r.id),
     kind: String(r.kind),
     status: String(r.status),
     key: `${String(r.kind)}|${String(r.subject)}|${String(r.location)}`,
+    supersededBy: r.superseded_by == null ? null : String(r.superseded_by),
+    rollbackId: r.rollback_id == null ? null : String(r.rollback_id),
+    createdBy: String(r.created_by),
   }));
 }
 

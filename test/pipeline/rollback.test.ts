@@ -19,6 +19,7 @@ import { registerSampleData, type SampleData } from '../../stages/sampleData.ts'
 import { SAMPLE_PIPELINE } from '../../stages/samplePipeline.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
 import { ARCHIVE_TIMING, NATS_URL } from '../archive/world.ts';
+import { operationKeys } from '../helpers/pipelineOperations.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { uniquePrefix } from '../transport/helpers.ts';
@@ -111,31 +112,7 @@ async function start(shape: 'full' | 'transfer' | 'direct', packageCount: number
 }
 
 /** Every operation with its subject, status, and what a rollback wrote on it. */
-async function operations(rt: Runtime) {
-  const rows = await rt.database.execute(sql`
-    select o.id::text, o.kind, o.status, o.target_location_id::text as location,
-      o.superseded_by::text, o.rollback_id::text,
-      coalesce(r.raw_data_package_id, d.data_transfer_package_id, t.data_transfer_package_id,
-               u.data_transfer_package_id, a.raw_data_package_id)::text as subject,
-      (select by from operation_transition x where x.operation_id = o.id and x.event = 'CREATE')
-        as created_by
-    from operation o
-    left join packaging_operation r on r.operation_id = o.id
-    left join bundling_operation d on d.operation_id = o.id
-    left join transfer_operation t on t.operation_id = o.id
-    left join unpack_operation u on u.operation_id = o.id
-    left join long_term_archive_operation a on a.operation_id = o.id
-    order by o.id`);
-  return rows.map((r) => ({
-    id: String(r.id),
-    kind: String(r.kind),
-    status: String(r.status),
-    key: `${String(r.kind)}|${String(r.subject)}|${String(r.location)}`,
-    supersededBy: r.superseded_by == null ? null : String(r.superseded_by),
-    rollbackId: r.rollback_id == null ? null : String(r.rollback_id),
-    createdBy: String(r.created_by),
-  }));
-}
+const operations = (rt: Runtime) => operationKeys(rt.database);
 
 /** The rows of every table a rollback could write, as text: equal means nothing changed. */
 async function tables(rt: Runtime): Promise<string> {
