@@ -96,13 +96,18 @@ export function pipelinePass(deps: {
     .map((n) => pipeline.stages[n] as PipelineStage)
     .find((s) => s.kind === OperationKind.DATA_TRANSFER_PACKAGE);
   let locations: Map<string, string> | undefined;
+  /** Where the entry stages run: the locations whose "files complete" facts the pass reads. */
+  let entryAt: string[] = [];
   let cursor = new TransitionCursor();
   return async () => {
-    locations ??= await resolvePipelineLocations(database, pipeline);
+    if (locations === undefined) {
+      const resolved = await resolvePipelineLocations(database, pipeline);
+      entryAt = entryStages(pipeline).map(
+        (n) => resolved.get((pipeline.stages[n] as PipelineStage).at) as string,
+      );
+      locations = resolved;
+    }
     const at = locations;
-    const entryAt = entryStages(pipeline).map(
-      (n) => at.get((pipeline.stages[n] as PipelineStage).at) as string,
-    );
     if (!cursor.started) cursor.start(await selectPipelineCursor(database, pipeline.name));
     const now = clock.now();
     const { ids, completed } = await selectPipelineCompletions(

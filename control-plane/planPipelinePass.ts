@@ -150,8 +150,8 @@ export function planPipelinePass(input: {
 /**
  * The pipeline's entry stages, pure: for each raw data package whose files were declared complete
  * at the location an entry packaging stage runs at, that packaging, reading the files' copies
- * there; adopted instead when a packaging of it exists already (submitted, or created before), and
- * left waiting while a file has no PRESENT copy there. A fact at a location no entry stage runs at
+ * there; adopted instead when a packaging of it exists already (submitted, or created before).
+ * (A fact one of whose files has no PRESENT copy there is not due: `selectEntriesDue` leaves it.) A fact at a location no entry stage runs at
  * is left for the pipeline that has one.
  *
  * @example
@@ -177,7 +177,8 @@ export function planEntries(input: {
       adopted.push({ rawDataPackageId: e.rawDataPackageId, operationId: e.existingId });
       continue;
     }
-    if (e.inputs === null) continue;
+    // Its files moved to another package since it was declared: nothing to package.
+    if (e.inputs.length === 0) continue;
     const stage = pipeline.stages[name] as PipelineStage;
     creations.push({
       stage: name,

@@ -6,8 +6,8 @@ import { uuidArray } from '../sql/selectOperations.ts';
 export interface EntryDue {
   readonly rawDataPackageId: string;
   readonly locationId: string;
-  /** Its files' PRESENT copies at the location, in file order; null when one has none now. */
-  readonly inputs: readonly string[] | null;
+  /** Its files' PRESENT copies at the location, in file order (each file has one). */
+  readonly inputs: readonly string[];
   /** A packaging of it at the location that exists already (submitted, or made before), if any. */
   readonly existingId: string | null;
 }
@@ -31,8 +31,6 @@ export async function selectEntriesDue(
   if (locationIds.length === 0) return [];
   const rows = await exec.execute(sql`
     select e.raw_data_package_id::text as package_id, e.location_id::text as location_id,
-      (select count(*) from raw_data_file f where f.raw_data_package_id = e.raw_data_package_id)::int
-        as files,
       array(select c.id::text from raw_data_file f
         join physical_copy c on c.artifact_type = 'raw_data_file' and c.artifact_id = f.id
           and c.location_id = e.location_id and c.status = 'PRESENT'
@@ -52,13 +50,10 @@ export async function selectEntriesDue(
               and c.location_id = e.location_id and c.status = 'PRESENT'))
     order by e.declared_at, e.raw_data_package_id
     limit ${limit}`);
-  return rows.map((r) => {
-    const inputs = r.inputs as string[];
-    return {
-      rawDataPackageId: String(r.package_id),
-      locationId: String(r.location_id),
-      inputs: inputs.length === Number(r.files) && inputs.length > 0 ? inputs : null,
-      existingId: r.existing_id == null ? null : String(r.existing_id),
-    };
-  });
+  return rows.map((r) => ({
+    rawDataPackageId: String(r.package_id),
+    locationId: String(r.location_id),
+    inputs: r.inputs as string[],
+    existingId: r.existing_id == null ? null : String(r.existing_id),
+  }));
 }
