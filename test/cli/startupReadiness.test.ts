@@ -1,9 +1,10 @@
 import { type ChildProcess, spawn } from 'node:child_process';
+import postgres from 'postgres';
 import { afterAll, describe, expect, it } from 'vitest';
-import { HANDLERS } from '../actors/harness.ts';
+import { HANDLERS, NATS_URL } from '../actors/harness.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { PrivatePostgres } from '../helpers/privateServers.ts';
-import { freePort, NatsServerProcess, waitFor } from '../transport/helpers.ts';
+import { freePort, NatsServerProcess, uniquePrefix, waitFor } from '../transport/helpers.ts';
 
 /**
  * A control plane and a worker started while Postgres and NATS are both down: their metrics port
@@ -11,6 +12,8 @@ import { freePort, NatsServerProcess, waitFor } from '../transport/helpers.ts';
  * come up, the control plane's saying it leads.
  */
 let pg: PrivatePostgres | undefined;
+/** A Postgres whose every connection slot the test holds. */
+let crowded: PrivatePostgres | undefined;
 let nats: NatsServerProcess | undefined;
 const children: ChildProcess[] = [];
 const output: string[] = [];
@@ -26,6 +29,7 @@ afterAll(async () => {
   }
   await nats?.dispose();
   await pg?.dispose();
+  await crowded?.dispose();
 });
 
 function spawnCli(args: string[], env: Record<string, string>): ChildProcess {
@@ -126,5 +130,41 @@ describe('metrics from the start', () => {
     expect(ready.body).not.toHaveProperty('reason');
     for (const c of children) expect(c.exitCode).toBeNull();
     expect(output.join('')).not.toContain(PASSWORD);
+  });
+  it('a Postgres with every connection slot taken is waited for, not a reason to exit: the control plane leads once slots are free', async () => {
+    crowded = await PrivatePostgres.create();
+    const SLOTS = 12;
+    await crowded.start({ max_connections: String(SLOTS), superuser_reserved_connections: '0' });
+    const holder = postgres(crowded.url('postgres'), { max: SLOTS, onnotice: () => {} });
+    const held = await Promise.all(Array.from({ length: SLOTS }, () => holder.reserve()));
+    const port = await freePort();
+    const plane = spawnCli(['control-plane', '--metrics-port', String(port)], {
+      DATABASE_URL: crowded.url('postgres'),
+      NATS_URL,
+      OPSTATE_PREFIX: uniquePrefix('slots').replaceAll('.', '_'),
+    });
+    const explain = () => output.join('').slice(-3000);
+    await waitFor(
+      async () => {
+        const r = await readyz(port);
+        const database = (r.body.checks as { database?: { error?: string } } | undefined)?.database;
+        return r.status === 503 && /no connection slot free/.test(database?.error ?? '');
+      },
+      '503 naming the full server',
+      60_000,
+      100,
+      explain,
+    );
+    expect(plane.exitCode).toBeNull();
+    for (const h of held) h.release();
+    await holder.end({ timeout: 5 });
+    await waitFor(
+      async () => (await readyz(port)).body.leader === true,
+      'the control plane to lead once slots are free',
+      60_000,
+      100,
+      explain,
+    );
+    expect(plane.exitCode).toBeNull();
   });
 });
