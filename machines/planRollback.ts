@@ -2,6 +2,7 @@ import { ArtifactType } from './ArtifactType.ts';
 import type { OperationKind } from './OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from './OpstateError.ts';
 import type { OperationStatus } from './operationMachine.ts';
+import { PhysicalCopyStatus } from './physicalCopyMachine.ts';
 import { type Pipeline, type PipelineStage, STAGE_ARTIFACTS } from './pipeline.ts';
 
 // A rollback up a pipeline's lineage, decided from facts the database hands over (pure).
@@ -193,9 +194,9 @@ function goneInput(
 
 /** Copy statuses of a deletion begun and not ended well: a re-run must not take such a copy. */
 const DELETING: ReadonlySet<string> = new Set([
-  'DELETION_SCHEDULED',
-  'DELETION_IN_PROGRESS',
-  'DELETION_FAILED',
+  PhysicalCopyStatus.DELETION_SCHEDULED,
+  PhysicalCopyStatus.DELETION_IN_PROGRESS,
+  PhysicalCopyStatus.DELETION_FAILED,
 ]);
 
 /**
@@ -205,7 +206,7 @@ const DELETING: ReadonlySet<string> = new Set([
  */
 function outputBeingDeleted(facts: RollbackFacts, to: string, copy: SupersededCopy): OpstateError {
   const what =
-    copy.status === 'DELETION_FAILED'
+    copy.status === PhysicalCopyStatus.DELETION_FAILED
       ? 'its deletion failed: resolve it first (the copy is on the attention list)'
       : 'it is being deleted: wait for the deletion to end';
   return new OpstateError(
