@@ -21,6 +21,7 @@ import { toDate } from './OperationRecord.ts';
 import { type OutputCopy, toOutputInserts } from './OutputCopy.ts';
 import type { Database, Row } from './openDatabase.ts';
 import type { PhysicalCopyRecord } from './publicRecords.ts';
+import { filePresentAt } from './sql/filePresentAt.ts';
 
 export type { PhysicalCopyRecord } from './publicRecords.ts';
 
@@ -270,9 +271,7 @@ export class ArtifactRepository {
         });
       }
       const files = await tx.execute(sql`
-        select f.id::text, f.name, exists (select 1 from physical_copy c
-            where c.artifact_type = 'raw_data_file' and c.artifact_id = f.id
-              and c.location_id = ${at}::uuid and c.status = 'PRESENT') as present
+        select f.id::text, f.name, ${filePresentAt(sql`${at}::uuid`)} as present
         from raw_data_file f where f.raw_data_package_id = ${pkg}::uuid order by f.id`);
       if (files.length === 0) {
         throw badInput(

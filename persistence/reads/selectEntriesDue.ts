@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import type { Executor } from '../openDatabase.ts';
+import { filePresentAt } from '../sql/filePresentAt.ts';
 import { uuidArray } from '../sql/selectOperations.ts';
 
 /** A raw data package whose files were declared complete and whose packaging is not yet made. */
@@ -45,9 +46,7 @@ export async function selectEntriesDue(
       -- A fact a file's copy was lost from since waits, and holds back none behind it.
       and not exists (select 1 from raw_data_file f
         where f.raw_data_package_id = e.raw_data_package_id
-          and not exists (select 1 from physical_copy c
-            where c.artifact_type = 'raw_data_file' and c.artifact_id = f.id
-              and c.location_id = e.location_id and c.status = 'PRESENT'))
+          and not ${filePresentAt(sql`e.location_id`)})
     order by e.declared_at, e.raw_data_package_id
     limit ${limit}`);
   return rows.map((r) => ({

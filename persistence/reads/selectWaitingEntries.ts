@@ -1,6 +1,7 @@
 import { sql } from 'drizzle-orm';
 import type { AttentionEntryRow } from '../../machines/attention.ts';
 import type { Executor } from '../openDatabase.ts';
+import { filePresentAt } from '../sql/filePresentAt.ts';
 
 /** Which unconsumed facts wait: a file of the package has no PRESENT copy at the location. */
 const WAITING = sql`
@@ -8,15 +9,11 @@ const WAITING = sql`
   join raw_data_package r on r.id = e.raw_data_package_id
   join data_location l on l.id = e.location_id
   cross join lateral (
-    select count(*)::int as files,
-      count(*) filter (where not exists (select 1 from physical_copy c
-        where c.artifact_type = 'raw_data_file' and c.artifact_id = f.id
-          and c.location_id = e.location_id and c.status = 'PRESENT'))::int as missing,
-      (array_agg(f.id::text || '|' || f.name order by f.id) filter (where not exists (
-        select 1 from physical_copy c
-        where c.artifact_type = 'raw_data_file' and c.artifact_id = f.id
-          and c.location_id = e.location_id and c.status = 'PRESENT')))[1] as first_missing
-    from raw_data_file f where f.raw_data_package_id = e.raw_data_package_id
+    select count(*)::int as files, count(*) filter (where not f.present)::int as missing,
+      (array_agg(f.id::text || '|' || f.name order by f.id) filter (where not f.present))[1]
+        as first_missing
+    from (select f.id, f.name, ${filePresentAt(sql`e.location_id`)} as present
+      from raw_data_file f where f.raw_data_package_id = e.raw_data_package_id) f
   ) m
   where e.packaging_operation_id is null and m.missing > 0`;
 
