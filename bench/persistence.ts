@@ -138,8 +138,8 @@ function completeAll(
 
 /**
  * Drives `inputs` through the whole lifecycle in batches of `BATCH`, by `CONNECTIONS` callers,
- * one stage after the other: create, claim (PENDING → SCHEDULED with its outbox row), START,
- * complete with `outputs`, then the relay's outbox fetch and delete. Returns each stage's rate
+ * one stage after the other: create, claim (PENDING → SCHEDULED, the dispatch in its transition), START,
+ * complete with `outputs`, then the relay's read of the dispatches past its cursor. Returns each stage's rate
  * and statements per operation, and prints `lifecycle_batched_cpu_ms_per_op_<label>`: what
  * those rows cost with no broker, no worker and no heartbeat in the way.
  */
@@ -186,9 +186,15 @@ async function batchedLifecycle(run: {
   const complete = await completeAll(store, claimed, outputsOf);
   const s4 = count();
 
+  // The relay's pass, as the control plane runs it once everything is old enough: the barrier,
+  // the dispatches past the cursor, the cursor moved past them.
   const relay = await untilDone(1, async () => {
-    const entries = await store.fetchOutbox(500);
-    return store.deleteOutbox(entries.map((e) => e.id));
+    const { after } = await store.relayPosition();
+    const upTo = await store.dispatchBarrier();
+    const entries = await store.fetchDispatches(after, upTo, 500);
+    const last = entries[entries.length - 1];
+    if (last !== undefined) await store.saveRelayCursor(last.id);
+    return entries.length;
   });
   const s5 = count();
   const cpu1 = cpuSample();
@@ -196,7 +202,7 @@ async function batchedLifecycle(run: {
 
   if (complete.units !== n || relay.units !== n) {
     throw new Error(
-      `lifecycle ${run.label}: ${complete.units} of ${n} completed, ${relay.units} outbox rows relayed`,
+      `lifecycle ${run.label}: ${complete.units} of ${n} completed, ${relay.units} dispatches relayed`,
     );
   }
   // Asked now: postgres.js opens its connections on first use, so some backends are new.
@@ -213,7 +219,7 @@ async function batchedLifecycle(run: {
     name: `lifecycle_batched_cpu_ms_per_op_${run.label}`,
     value: cpu.total,
     unit: 'cpu ms/op',
-    note: `${n} operations through the five batched stages (create, claim, START, complete with its copies, outbox fetch and delete), ${BATCH} per call, ${CONNECTIONS} callers, one stage after the other: no broker, no worker, no heartbeat. CPU time (user+system) of this process and of the bench database's Postgres backends plus the server's WAL writer, checkpointer and background writer, from /proc, ÷ operations: what the lifecycle's rows cost on their own. Its Postgres part is the floor of the end-to-end figure's Postgres part: only a change to the data model lowers it. stages_ops_per_s: the rate of the five stages run back to back`,
+    note: `${n} operations through the five batched stages (create, claim, START, complete with its copies, the relay's read of the dispatches and its cursor), ${BATCH} per call, ${CONNECTIONS} callers, one stage after the other: no broker, no worker, no heartbeat. CPU time (user+system) of this process and of the bench database's Postgres backends plus the server's WAL writer, checkpointer and background writer, from /proc, ÷ operations: what the lifecycle's rows cost on their own. Its Postgres part is the floor of the end-to-end figure's Postgres part: only a change to the data model lowers it. stages_ops_per_s: the rate of the five stages run back to back`,
     bench_process: cpu.bench_process,
     postgres: cpu.postgres,
     wal_bytes_per_op: Math.round((wal1 - wal0) / n),
@@ -380,7 +386,7 @@ async function main(): Promise<void> {
     vs({ name: 'claim_due_batched', value: distinct.rates.claim, unit: 'ops/s' });
     vs({ name: 'apply_many_start', value: distinct.rates.start, unit: 'applies/s' });
     vs({ name: 'complete_many_with_copy', value: distinct.rates.complete, unit: 'ops/s' });
-    vs({ name: 'outbox_fetch_delete', value: distinct.rates.relay, unit: 'rows/s' });
+    vs({ name: 'dispatch_relay_read', value: distinct.rates.relay, unit: 'rows/s' });
     for (const [stage, n] of Object.entries(distinct.statementsPerOp)) {
       print({ name: `statements_per_op_${stage}_batched`, value: n, unit: 'statements/op' });
     }

@@ -20,8 +20,11 @@ import { planDeadlineResets } from './planDeadlinePass.ts';
 import {
   type OutboxDispatch,
   planRelay,
+  type RelayBarrier,
   relayGraceMs,
+  relayPassedTo,
   schedulingLimit,
+  settledBarrier,
   sortPublished,
 } from './planDispatch.ts';
 import {
@@ -57,8 +60,11 @@ export type ControlPlaneStore = Pick<
   | 'database'
   | 'countScheduled'
   | 'claimDue'
-  | 'fetchOutbox'
-  | 'deleteOutbox'
+  | 'relayPosition'
+  | 'dispatchBarrier'
+  | 'fetchScheduled'
+  | 'loadDispatches'
+  | 'saveRelayCursor'
   | 'loadMany'
   | 'listActiveOlderThan'
   | 'listPastDeadline'
@@ -102,26 +108,32 @@ type Shell = ControlPlaneOptions & { readonly leaderLoop: (o: PassOptions) => Lo
 type PassOptions = Omit<LoopOptions, 'clock' | 'logger'>;
 
 /**
- * Publishes dispatches and clears the outbox rows of those published; a row whose publish failed
- * stays for the relay's next pass. Returns how many failed.
+ * Publishes dispatches; returns the keys (`dispatchKey`) of those that went out and how many
+ * failed. A failed one is the relay's: its SCHEDULE transition stays past the relay's cursor.
  */
-async function publishAndClear(
+async function publish(
   shell: Shell,
   dispatches: readonly OutboxDispatch[],
   from: string,
-): Promise<number> {
-  if (dispatches.length === 0) return 0;
+): Promise<{ sent: string[]; failed: number }> {
+  if (dispatches.length === 0) return { sent: [], failed: 0 };
   const results = await shell.transport.publishMany(
     dispatches.map((d) => ({ route: d.route, message: d.payload })),
   );
-  const { clear, failed, lines } = sortPublished(dispatches, results, from);
-  if (clear.length > 0) await shell.store.deleteOutbox(clear, shell.term?.fence);
+  const { sent, failed, lines } = sortPublished(dispatches, results, from);
   writeLines(shell.logger, lines);
-  return failed;
+  return { sent, failed };
 }
 
-/** Scheduler: due PENDING → SCHEDULED in batches (dispatches in the outbox), published at once. */
-function schedulerLoop(shell: Shell): Loop {
+/**
+ * What the scheduler of this term published, by `dispatchKey`, for the relay to pass over. Only
+ * a saving: a key lost (a full set cleared, a new term) means one more publish of the same
+ * attempt, which the broker deduplicates and the worker fences.
+ */
+const MAX_PUBLISHED_KEYS = 100_000;
+
+/** Scheduler: due PENDING → SCHEDULED in batches (each dispatch in its transition), published at once. */
+function schedulerLoop(shell: Shell, published: Set<string>): Loop {
   const { store, timing, logger } = shell;
   return shell.leaderLoop({
     name: 'scheduler',
@@ -138,8 +150,11 @@ function schedulerLoop(shell: Shell): Loop {
           err: r.error,
         });
       }
-      // Publish at once; the outbox rows are only the safety net for a crash in between.
-      await publishAndClear(shell, claimed, 'scheduler');
+      // Publish at once; the relay reading the history is only the safety net for a crash or a
+      // broker outage in between.
+      const { sent } = await publish(shell, claimed, 'scheduler');
+      if (published.size + sent.length > MAX_PUBLISHED_KEYS) published.clear();
+      for (const key of sent) published.add(key);
       // Rows a flow limit held back filled part of the batch: their scope is full now, and the
       // next pass skips it before it locks anything, so run it at once for the work behind them.
       return claimed.length === limit || (heldBack > 0 && claimed.length > 0);
@@ -147,24 +162,43 @@ function schedulerLoop(shell: Shell): Loop {
   });
 }
 
-/** Outbox relay: publishes dispatches left behind (a crash or a broker outage after commit). */
-function relayLoop(shell: Shell): Loop {
+/**
+ * Dispatch relay: takes a barrier (`dispatchBarrier`), reads the SCHEDULE transitions past its
+ * cursor up to the newest barrier at least its grace old (`settledBarrier`), publishes those the
+ * scheduler left (a crash or a broker outage after commit) and moves the cursor past what went
+ * out. An idle pass is one read: no transition newer than the cursor.
+ */
+function relayLoop(shell: Shell, published: Set<string>): Loop {
   const { store, timing, clock } = shell;
+  const graceMs = relayGraceMs(timing.relayIntervalMs);
+  // The reads are of the history alone; what goes out is what the scheduler left.
+  const limit = timing.batchSize * 4;
+  let barriers: RelayBarrier[] = [];
   return shell.leaderLoop({
-    name: 'outbox relay',
+    name: 'dispatch relay',
     intervalMs: timing.relayIntervalMs,
     pass: async () => {
+      const { after, newest } = await store.relayPosition();
+      if (newest <= after) return false;
+      barriers.push({ at: clock.now(), upTo: await store.dispatchBarrier() });
       const now = clock.now();
-      const graceMs = relayGraceMs(timing.relayIntervalMs);
-      const plan = planRelay({
-        rows: await store.fetchOutbox(timing.batchSize, new Date(now - graceMs)),
-        now,
-        graceMs,
-        batchSize: timing.batchSize,
-      });
-      if (plan.drop.length > 0) await store.deleteOutbox(plan.drop, shell.term?.fence);
-      const failed = await publishAndClear(shell, plan.publish, 'outbox relay');
-      return plan.more && failed === 0;
+      const { upTo, keep } = settledBarrier(barriers, now, graceMs);
+      barriers = keep;
+      if (upTo === undefined || upTo <= after) return false;
+      const rows = await store.fetchScheduled(after, upTo, limit);
+      const plan = planRelay({ rows, upTo, now, graceMs, limit, published });
+      for (const key of plan.passed) published.delete(key);
+      const sent = (await store.loadDispatches(plan.load)).filter((d) => !d.stale);
+      const results =
+        sent.length === 0
+          ? []
+          : await shell.transport.publishMany(
+              sent.map((d) => ({ route: d.route, message: d.payload })),
+            );
+      writeLines(shell.logger, sortPublished(sent, results, 'dispatch relay').lines);
+      const passedTo = relayPassedTo(plan, sent, results);
+      if (passedTo > after) await store.saveRelayCursor(passedTo, shell.term?.fence);
+      return plan.more && passedTo === plan.upTo;
     },
   });
 }
@@ -348,11 +382,11 @@ function reconcilerLoop(shell: Shell): Loop {
  * Starts the control-plane loops (run on the leader only). Each pass reads, asks a pure decision
  * what to do (`schedulingLimit`, `planRelay`, `planMonitorResets`, `planDeadlineResets`,
  * `planReconcilerResets`, `planBreakerPass`) and writes what it says:
- * - scheduler: due PENDING → SCHEDULED in batches, each dispatch written to the outbox in the
- *   same statement, then published at once;
- * - outbox relay: publishes outbox rows left behind (a crash or a broker outage between commit
- *   and publish) in batches and clears them; dedup makes a re-publish of the same attempt
- *   harmless;
+ * - scheduler: due PENDING → SCHEDULED in batches, each dispatch recorded by its SCHEDULE
+ *   transition in the same statement, then published at once;
+ * - dispatch relay: reads the SCHEDULE transitions past its cursor and publishes those left
+ *   behind (a crash or a broker outage between commit and publish), then moves the cursor; dedup
+ *   makes a re-publish of the same attempt harmless;
  * - heartbeat monitor (primary recovery): SCHEDULED or IN_PROGRESS held (per the worker
  *   heartbeats) only by workers whose heartbeat went stale → RESET: a dispatch that sits with a
  *   dead or stalled worker, pulled or running, comes back within about the heartbeat timeout;
@@ -394,7 +428,8 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
         pass: () => (term === undefined || term.valid() ? o.pass() : Promise.resolve(false)),
       }),
   };
-  const scheduler = schedulerLoop(shell);
+  const published = new Set<string>();
+  const scheduler = schedulerLoop(shell, published);
   const breaker = startCircuitBreakerLoop({
     database: options.store.database,
     ...(options.breakers === undefined ? {} : { repository: options.breakers }),
@@ -415,7 +450,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
   const loops: Loop[] = [
     routes,
     scheduler,
-    relayLoop(shell),
+    relayLoop(shell, published),
     monitorLoop(shell),
     deadlineLoop(shell),
     reconcilerLoop(shell),

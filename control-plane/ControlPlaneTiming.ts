@@ -3,8 +3,9 @@ export interface ControlPlaneTiming {
   /** How often the scheduler claims due PENDING operations and publishes them [250 ms]. */
   readonly schedulerIntervalMs: number;
   /**
-   * How often the outbox relay publishes dispatches left in the outbox, those older than four of
-   * its intervals (at least 1 s) [250 ms].
+   * How often the dispatch relay publishes dispatches the scheduler left unpublished (read from
+   * the SCHEDULE transitions past its cursor), those older than four of its intervals (at least
+   * 1 s) [250 ms].
    */
   readonly relayIntervalMs: number;
   /**
@@ -18,7 +19,7 @@ export interface ControlPlaneTiming {
    */
   readonly reconcilerIntervalMs: number;
   /**
-   * Most operations one scheduler pass claims and one relay pass publishes from the outbox [256];
+   * Most operations one scheduler pass claims and one relay pass reads past its cursor [256];
    * the circuit breakers read four times as many transitions a pass.
    */
   readonly batchSize: number;

@@ -1,13 +1,17 @@
 import type { Route } from '../machines/routing.ts';
 import type { LogLine } from '../observe/LogLine.ts';
-import type { OutboxEntry } from '../persistence/OutboxEntry.ts';
+import type { ScheduledTransition } from '../persistence/OutboxEntry.ts';
 import type { DispatchMessage, PublishManyResult } from '../transport/Transport.ts';
 
-/** A dispatch to publish, with the outbox row that keeps it until it is (null: none). */
+/** A dispatch to publish: where, and the message. */
 export interface OutboxDispatch {
-  readonly outboxId: number | null;
   readonly route: Route;
   readonly payload: DispatchMessage;
+}
+
+/** One attempt's dispatch, as the scheduler and the relay both name it. */
+export function dispatchKey(d: { readonly operationId: string; readonly attempt: number }): string {
+  return `${d.operationId}:${d.attempt}`;
 }
 
 /**
@@ -28,60 +32,124 @@ export function schedulingLimit(input: {
   return Math.max(0, Math.min(input.batchSize, input.maxScheduled - input.scheduled));
 }
 
+/** A barrier the relay took (`dispatchBarrier`): when, and the newest transition id then. */
+export interface RelayBarrier {
+  readonly at: number;
+  readonly upTo: number;
+}
+
 /**
- * The outbox relay's choice among the rows it read, pure: rows younger than the grace are being
- * published by the scheduler right now (taking them would only publish twice: harmless,
- * deduplicated, but two round trips for nothing) and are left; of the rest, a stale row (its
- * operation moved on: the worker would fence it anyway) is dropped and the others published.
- * `more` says whether the read was a full batch of rows old enough to take.
+ * The newest of the relay's barriers at least `graceMs` old, and the barriers to keep (the ones
+ * after it): every SCHEDULE row at or below its `upTo` was committed that long ago, so a read up
+ * to it holds nothing the scheduler may still be publishing. Undefined while none is that old.
  *
  * @example
  * ```ts
- * const plan = planRelay({ rows: await store.fetchOutbox(256), now, graceMs, batchSize: 256 });
+ * const { upTo, keep } = settledBarrier([...barriers, { at: now, upTo: await store.dispatchBarrier() }], now, 1_000);
  * ```
  */
-export function planRelay(input: {
-  readonly rows: readonly OutboxEntry[];
-  readonly now: number;
-  readonly graceMs: number;
-  readonly batchSize: number;
-}): { drop: number[]; publish: OutboxDispatch[]; more: boolean } {
-  const due = input.rows.filter((r) => input.now - r.createdAt.getTime() >= input.graceMs);
+export function settledBarrier(
+  barriers: readonly RelayBarrier[],
+  now: number,
+  graceMs: number,
+): { upTo: number | undefined; keep: RelayBarrier[] } {
+  const settled = barriers.findLastIndex((b) => now - b.at >= graceMs);
   return {
-    drop: due.filter((r) => r.stale).map((r) => r.id),
-    publish: due
-      .filter((r) => !r.stale)
-      .map((r) => ({ outboxId: r.id, route: r.route, payload: r.payload })),
-    more: due.length === input.batchSize,
+    upTo: settled === -1 ? undefined : (barriers[settled] as RelayBarrier).upTo,
+    keep: barriers.slice(settled + 1),
   };
 }
 
-/** How long the relay leaves a fresh outbox row to the scheduler that wrote it. */
+/** What one relay pass publishes, and how far it passes the history if all of that goes out. */
+export interface RelayPlan {
+  /** The SCHEDULE transitions whose dispatches to read and publish (unless stale). */
+  readonly load: readonly number[];
+  /** The keys (`dispatchKey`) of the scheduler's publishes this pass passed: forget them. */
+  readonly passed: readonly string[];
+  /** The transition id the cursor may move to once every dispatch in `load` is out. */
+  readonly upTo: number;
+  /** Whether the read was a full batch, all of it old enough to take: run again at once. */
+  readonly more: boolean;
+}
+
+/**
+ * The relay's choice among the SCHEDULE transitions it read past its cursor (oldest first,
+ * final up to `upTo`: see `dispatchBarrier`), pure. A barrier at least the grace old bounds the
+ * read (`settledBarrier`), so none should be younger; one that is (a scheduler on another clock)
+ * stops the pass, and the cursor waits before it: the scheduler that wrote it may be publishing
+ * it right now. Of the rest, one this term's scheduler published is passed over; the others are
+ * to be read with their operations and published (`load`). With nothing young, the cursor moves
+ * to the last row of a full batch, else to `upTo`.
+ *
+ * @example
+ * ```ts
+ * const plan = planRelay({ rows, upTo, now, graceMs: 1_000, limit: 1024, published });
+ * ```
+ */
+export function planRelay(input: {
+  readonly rows: readonly ScheduledTransition[];
+  readonly upTo: number;
+  readonly now: number;
+  readonly graceMs: number;
+  readonly limit: number;
+  /** The keys of what this term's scheduler published. */
+  readonly published: ReadonlySet<string>;
+}): RelayPlan {
+  const load: number[] = [];
+  const passed: string[] = [];
+  for (const row of input.rows) {
+    if (input.now - row.at.getTime() < input.graceMs) {
+      return { load, passed, upTo: row.id - 1, more: false };
+    }
+    const key = dispatchKey(row);
+    if (input.published.has(key)) passed.push(key);
+    else load.push(row.id);
+  }
+  const full = input.rows.length === input.limit;
+  const last = input.rows[input.rows.length - 1];
+  return { load, passed, upTo: full && last !== undefined ? last.id : input.upTo, more: full };
+}
+
+/**
+ * How far the relay's cursor moves after its publish of `sent` (in id order): to the plan's
+ * `upTo`, or to just before the first dispatch that failed (it and those after it are read again
+ * at the next pass).
+ */
+export function relayPassedTo(
+  plan: RelayPlan,
+  sent: readonly { readonly id: number }[],
+  results: readonly PublishManyResult[],
+): number {
+  const failed = sent.findIndex((_, i) => results[i]?.ok !== true);
+  return failed === -1 ? plan.upTo : (sent[failed] as { id: number }).id - 1;
+}
+
+/** How long the relay leaves a fresh dispatch to the scheduler that wrote it. */
 export function relayGraceMs(relayIntervalMs: number): number {
   return Math.max(1_000, 4 * relayIntervalMs);
 }
 
 /**
- * After a publish: the outbox rows to clear (published, with a row) and what to log — one WARNING
- * for the failures, naming the first (their rows stay for the relay's next pass).
+ * After a publish: the keys (`dispatchKey`) of what went out, and what to log — one WARNING for
+ * the failures, naming the first (the relay publishes them again from the history).
  *
  * @example
  * ```ts
- * const { clear, failed, lines } = sortPublished(dispatches, await transport.publishMany(items), 'scheduler');
+ * const { sent, failed, lines } = sortPublished(dispatches, await transport.publishMany(items), 'scheduler');
  * ```
  */
 export function sortPublished(
   dispatches: readonly OutboxDispatch[],
   results: readonly PublishManyResult[],
   from: string,
-): { clear: number[]; failed: number; lines: LogLine[] } {
-  const clear: number[] = [];
+): { sent: string[]; failed: number; lines: LogLine[] } {
+  const sent: string[] = [];
   let failed = 0;
   let first: Error | undefined;
   dispatches.forEach((d, i) => {
     const r = results[i];
     if (r?.ok === true) {
-      if (d.outboxId !== null) clear.push(d.outboxId);
+      sent.push(dispatchKey(d.payload));
       return;
     }
     failed++;
@@ -97,5 +165,5 @@ export function sortPublished(
             fields: { failed, err: first },
           },
         ];
-  return { clear, failed, lines };
+  return { sent, failed, lines };
 }

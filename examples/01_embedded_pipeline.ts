@@ -37,7 +37,7 @@ const { copy } = await runtime.artifacts.findOrAddCopy({
   path: await instrumentFolder('obs-2026-11-29'), // MANIFEST.json and the files it names
 });
 
-runtime.startControlPlane(); // scheduler, outbox relay, heartbeat monitor, reconciler (one leader)
+runtime.startControlPlane(); // scheduler, dispatch relay, heartbeat monitor, reconciler (one leader)
 runtime.startWorker({
   kinds: [OperationKind.LONG_TERM_ARCHIVE],
   handlers: {

@@ -32,7 +32,7 @@ import {
 } from './completeWithOutputs.ts';
 import type { LeaseFence } from './LeaseFence.ts';
 import type { OperationRecord } from './OperationRecord.ts';
-import type { OutboxEntry } from './OutboxEntry.ts';
+import type { OutboxEntry, ScheduledTransition } from './OutboxEntry.ts';
 import type { OutputCopy } from './OutputCopy.ts';
 import type { Database } from './openDatabase.ts';
 import { selectLocationsAt, selectRoutedLocations } from './reads/selectRoutedLocations.ts';
@@ -45,8 +45,14 @@ import {
   selectInProgress,
   selectScheduledCount,
 } from './sql/controlPlaneQueries.ts';
+import {
+  dispatchBarrier,
+  saveRelayCursor,
+  selectDispatches,
+  selectRelayPosition,
+  selectScheduled,
+} from './sql/dispatchRelay.ts';
 import { insertOperations } from './sql/insertOperations.ts';
-import { deleteOutbox, selectOutbox } from './sql/outbox.ts';
 import { selectOperations } from './sql/selectOperations.ts';
 import { selectPastDeadline } from './sql/selectPastDeadline.ts';
 
@@ -62,7 +68,7 @@ function unwrap<T extends { ok: true }>(result: T | { ok: false; error: OpstateE
 
 /**
  * The operation store: creates operations, applies lifecycle events through the pure machine with
- * a compare-and-set on `version`, and writes each transition together with its history, outbox
+ * a compare-and-set on `version`, and writes each transition together with its history
  * and breadcrumb rows in one statement. Batch forms (`createMany`, `applyMany`, `claimDue`,
  * `completeMany`) cost a fixed number of statements per batch, not per operation.
  *
@@ -71,7 +77,7 @@ function unwrap<T extends { ok: true }>(result: T | { ok: false; error: OpstateE
  * const store = new OperationStore(database);
  * const op = await store.create({ kind: OperationKind.LONG_TERM_ARCHIVE,
  *   fields: { rawDataPackageId, sourceLocationId, destinationLocationId } });
- * const { claimed } = await store.claimDue(100);           // PENDING → SCHEDULED + outbox
+ * const { claimed } = await store.claimDue(100);           // PENDING → SCHEDULED, dispatch recorded
  * await store.apply(op.id, { type: 'START', attempt: 1, workerId: 'w1' });
  * await store.complete(op.id, 1, [{ artifactType: 'raw_data_package', artifactId, locationId }]);
  * ```
@@ -299,33 +305,78 @@ export class OperationStore {
   }
 
   /**
-   * The oldest queued dispatches, for the relay; with `writtenBy`, only those written at or before
-   * it (the relay leaves the newest to the scheduler that is publishing them: reading them too,
-   * at every pass, was most of what an idle relay cost).
+   * The relay's barrier: waits for every transaction writing a SCHEDULE transition to end and
+   * returns the newest transition id then visible. Every dispatch at or below it is final, every
+   * later one gets a higher id (`fetchDispatches` may read up to it and leave nothing behind).
    *
    * @example
    * ```ts
-   * for (const e of await store.fetchOutbox(256)) if (!e.stale) await publish(e.route, e.payload);
+   * const upTo = await store.dispatchBarrier();
    * ```
    */
-  async fetchOutbox(limit: number, writtenBy?: Date): Promise<OutboxEntry[]> {
-    return selectOutbox(this.database, Math.max(0, Math.floor(limit)), writtenBy);
+  async dispatchBarrier(): Promise<number> {
+    return dispatchBarrier(this.database);
   }
 
   /**
-   * Deletes published outbox rows.
+   * The committed dispatches (SCHEDULE transitions) with ids in (`after`, `upTo`], oldest first,
+   * at most `limit`, each with its queue, its message and whether its operation has moved on.
    *
    * @example
    * ```ts
-   * await store.deleteOutbox(published.map((e) => e.id));
+   * for (const e of await store.fetchDispatches(after, upTo, 256)) if (!e.stale) await publish(e.route, e.payload);
    * ```
    */
-  async deleteOutbox(ids: readonly number[], fence?: LeaseFence): Promise<number> {
-    return deleteOutbox(
-      this.database,
-      ids.filter((id) => Number.isSafeInteger(id)),
-      fence,
-    );
+  async fetchDispatches(after: number, upTo: number, limit: number): Promise<OutboxEntry[]> {
+    return selectDispatches(this.database, { after, upTo, limit: Math.max(0, Math.floor(limit)) });
+  }
+
+  /**
+   * The SCHEDULE transitions with ids in (`after`, `upTo`], oldest first, at most `limit`: the
+   * history's rows alone (no operation read), for the relay to pass over what went out.
+   *
+   * @example
+   * ```ts
+   * const rows = await store.fetchScheduled(after, upTo, 1024);
+   * ```
+   */
+  async fetchScheduled(after: number, upTo: number, limit: number): Promise<ScheduledTransition[]> {
+    return selectScheduled(this.database, after, upTo, Math.max(0, Math.floor(limit)));
+  }
+
+  /**
+   * The dispatches of the given SCHEDULE transitions, with their queues, messages and whether
+   * their operations have moved on.
+   *
+   * @example
+   * ```ts
+   * const entries = await store.loadDispatches(plan.load);
+   * ```
+   */
+  async loadDispatches(ids: readonly number[]): Promise<OutboxEntry[]> {
+    if (ids.length === 0) return [];
+    return selectDispatches(this.database, { ids });
+  }
+
+  /**
+   * Where the relay stands in the history (`after`: every dispatch at or below it is published or
+   * moot), and the newest transition id visible now.
+   */
+  async relayPosition(): Promise<{ after: number; newest: number }> {
+    return selectRelayPosition(this.database);
+  }
+
+  /**
+   * Moves the relay's cursor forward (never back); with a `fence`, only while that leadership
+   * epoch holds its lease. Returns whether it moved.
+   *
+   * @example
+   * ```ts
+   * await store.saveRelayCursor(passedUpTo, term.fence);
+   * ```
+   */
+  async saveRelayCursor(after: number, fence?: LeaseFence): Promise<boolean> {
+    return saveRelayCursor(this.database, after, fence);
   }
 
   /**

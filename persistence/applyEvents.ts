@@ -193,7 +193,6 @@ export async function applyLoaded(
       status: p.decision.status,
       context: p.decision.context,
       effects: p.decision.effects,
-      outboxId: w.outboxId,
     };
   }
 }

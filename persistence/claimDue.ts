@@ -8,15 +8,13 @@ import { planTransition, type TransitionWrite } from './planTransition.ts';
 import { selectDueForUpdate } from './sql/selectDueForUpdate.ts';
 import { writeTransitions } from './sql/writeTransitions.ts';
 
-/** A due operation moved to SCHEDULED, with the dispatch queued for it. */
+/** A due operation moved to SCHEDULED, with the dispatch its SCHEDULE transition records. */
 export interface ClaimedOperation {
   readonly id: string;
   readonly kind: OperationKind;
   readonly route: Route;
   readonly attempt: number;
   readonly version: number;
-  /** The outbox row holding the dispatch (delete it once published). */
-  readonly outboxId: number | null;
   readonly payload: OutboxPayload;
 }
 
@@ -41,7 +39,7 @@ export interface ClaimResult {
  * The scheduler's batch: in one short transaction, locks up to `limit` due PENDING operations
  * (highest priority first, FIFO within one, the long-waiting first of all) with
  * `FOR UPDATE SKIP LOCKED`, runs SCHEDULE through the machine for each in memory, and writes all
- * of them — base rows, transition rows, outbox rows — in one multi-row statement. Five round
+ * of them — base rows and transition rows — in one multi-row statement. Five round
  * trips (begin, a planner setting, select, write, commit) per batch, whatever its size. Two claimers running at once
  * never claim the same row, and never together start more than a flow limit allows. With a `fence`, a claim made after that leadership epoch lost its
  * lease writes nothing and throws `NOT_LEADER`.
@@ -85,7 +83,6 @@ export async function claimDue(
           route: p.route,
           attempt: p.write.attempt,
           version: w.version,
-          outboxId: w.outboxId,
           payload: p.write.ob_payload as OutboxPayload,
         },
       ];

@@ -15,7 +15,7 @@ const ALL_ROWS: readonly RowPrivilege[] = ['SELECT', 'INSERT', 'UPDATE', 'DELETE
  * each of opstate's tables: the row access its statements use and no more. History and records
  * (transitions, failures, journal steps, archive records, deletion members, outcomes and
  * receipts) are append-only: it inserts and reads them, never updates or deletes them, so what a
- * process wrote stays as written. Only the outbox, the tally's delta rows, the deletion candidates
+ * process wrote stays as written. Only the tally's delta rows, the deletion candidates
  * and cleared flow limits are ever deleted. One entry per table; a test fails when a migration
  * adds a table without one.
  */
@@ -34,7 +34,7 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly RowPrivilege[]
   data_transfer_package_physical_copy: READ_APPEND,
   deletion_candidate: QUEUE,
   deletion_policy: READ_WRITE,
-  dispatch_outbox: QUEUE,
+  dispatch_relay_cursor: READ_WRITE,
   flow_limit: ALL_ROWS,
   long_term_archive_operation: READ_APPEND,
   operation: READ_WRITE,

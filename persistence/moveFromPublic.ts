@@ -14,6 +14,8 @@ export const LEGACY_RECORD = 'drizzle.__drizzle_migrations';
 export interface MigrationObjects {
   readonly tables: readonly string[];
   readonly functions: readonly string[];
+  /** The tables it drops (`DROP TABLE`): a later migration may drop what an earlier one made. */
+  readonly dropped: readonly string[];
 }
 
 /**
@@ -32,6 +34,7 @@ export function migrationObjects(migration: Pick<MigrationMeta, 'sql'>): Migrati
   return {
     tables: names(/\bcreate\s+table\s+(?:if\s+not\s+exists\s+)?"?([a-z_][a-z0-9_]*)"?/gi),
     functions: names(/\bcreate\s+(?:or\s+replace\s+)?function\s+"?([a-z_][a-z0-9_]*)"?\s*\(/gi),
+    dropped: names(/\bdrop\s+table\s+(?:if\s+exists\s+)?"?([a-z_][a-z0-9_]*)"?/gi),
   };
 }
 
@@ -73,7 +76,8 @@ export async function moveFromPublic(
   if (recorded.length === 0) return undefined;
   const applied = new Set(recorded.map((r) => Number(r.created_at)));
   const objects = migrations.filter((m) => applied.has(m.folderMillis)).map(migrationObjects);
-  const tables = [...new Set(objects.flatMap((o) => o.tables))];
+  const dropped = new Set(objects.flatMap((o) => o.dropped));
+  const tables = [...new Set(objects.flatMap((o) => o.tables))].filter((t) => !dropped.has(t));
   const functions = [...new Set(objects.flatMap((o) => o.functions))];
 
   const where = await tx.execute<{ relname: string; schema: string }>(

@@ -445,8 +445,6 @@ export interface AppliedTransition {
   readonly status: OperationStatus;
   readonly context: OperationContext;
   readonly effects: readonly OperationEffect[];
-  /** The outbox row of a `dispatch` effect, for a relay that publishes at once. */
-  readonly outboxId: number | null;
 }
 
 export interface MigrateResult {

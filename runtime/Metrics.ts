@@ -190,12 +190,13 @@ function deploymentGauges(registers: Registry[], runtime: Runtime, guarded: Guar
   });
   const outbox = new Gauge({
     name: 'opstate_outbox_depth',
-    help: 'Dispatches committed but not yet published',
+    help: "Dispatches committed past the dispatch relay's cursor: those the scheduler has just published and those left to the relay. It lags by the relay's grace (1 s by default) and stays high only while dispatches cannot be published",
     registers,
     collect: guarded('outbox depth', async () => {
-      const [row] = await runtime.database.execute<{ n: number }>(
-        sql`select count(*)::int as n from dispatch_outbox`,
-      );
+      const [row] = await runtime.database.execute<{ n: number }>(sql`
+        select count(*)::int as n from operation_transition t
+        where t.to_status = 'SCHEDULED'
+          and t.id > coalesce((select after_id from dispatch_relay_cursor where id = 1), 0)`);
       outbox.set(Number(row?.n ?? 0));
     }),
   });

@@ -176,18 +176,18 @@ describe('the rooms and their arrows', () => {
   it('the check sees a statement imported from outside persistence/ when there is one', () => {
     const probes: [Map<string, string[]>, string, string[]][] = [
       [graph, 'dashboard/__probe_e.ts', ['persistence/sql/selectAttention.ts']],
-      [outsideGraph, 'test/dashboard/__probe_f.ts', ['persistence/sql/outbox.ts']],
+      [outsideGraph, 'test/dashboard/__probe_f.ts', ['persistence/sql/dispatchRelay.ts']],
       [outsideGraph, 'bench/__probe_g.ts', ['persistence/sql']],
       // Allowed: the room itself and the statements' own tests; a read is not a statement.
-      [graph, 'persistence/__probe_h.ts', ['persistence/sql/outbox.ts']],
-      [outsideGraph, 'test/persistence/__probe_i.ts', ['persistence/sql/outbox.ts']],
+      [graph, 'persistence/__probe_h.ts', ['persistence/sql/dispatchRelay.ts']],
+      [outsideGraph, 'test/persistence/__probe_i.ts', ['persistence/sql/dispatchRelay.ts']],
       [graph, 'cli/__probe_j.ts', ['persistence/reads/searchOperations.ts']],
     ];
     for (const [map, file, targets] of probes) map.set(file, targets);
     try {
       expect(statementImports()).toEqual([
         'dashboard/__probe_e.ts → persistence/sql/selectAttention.ts',
-        'test/dashboard/__probe_f.ts → persistence/sql/outbox.ts',
+        'test/dashboard/__probe_f.ts → persistence/sql/dispatchRelay.ts',
         'bench/__probe_g.ts → persistence/sql',
       ]);
     } finally {

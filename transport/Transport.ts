@@ -291,7 +291,7 @@ export interface Transport {
    * an invalid message and with retryable `TRANSPORT` when the broker does not confirm.
    */
   publish(route: Route, message: DispatchMessage): Promise<PublishResult>;
-  /** Publishes many at once (pipelined, not one awaited publish at a time), for the outbox relay. */
+  /** Publishes many at once (pipelined, not one awaited publish at a time), for the scheduler and the dispatch relay. */
   publishMany(items: readonly PublishItem[]): Promise<PublishManyResult[]>;
   /** Consumes a routing queue. Two subscriptions on one queue never hold the same message. */
   consume(route: Route, options: ConsumeOptions, handler: DeliveryHandler): Subscription;

@@ -55,7 +55,13 @@ export function timeRuntime(runtime: Runtime, timings: Timings, role: 'worker' |
         });
       });
   } else {
-    for (const m of ['claimDue', 'fetchOutbox', 'deleteOutbox'])
+    for (const m of [
+      'claimDue',
+      'relayPosition',
+      'dispatchBarrier',
+      'fetchDispatches',
+      'saveRelayCursor',
+    ])
       timeMethod(timings, store, m, `store.${m}`);
     timeMethod(timings, runtime.transport, 'publishMany', 'transport.publishMany');
   }

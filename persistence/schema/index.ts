@@ -13,7 +13,7 @@ export { circuitBreaker } from './circuitBreaker.ts';
 export { controlPlaneLease } from './controlPlaneLease.ts';
 export { flowLimit } from './flowLimit.ts';
 export {
-  dispatchOutbox,
+  dispatchRelayCursor,
   operationFailureEvent,
   operationReplan,
   operationStep,

@@ -8,6 +8,7 @@ import {
   jsonb,
   pgTable,
   primaryKey,
+  smallint,
   text,
   timestamp,
   unique,
@@ -115,22 +116,18 @@ export const operationReplan = pgTable(
 );
 
 /**
- * Dispatches committed with the transition that caused them, published by the relay afterwards.
- * One row per (operation, attempt): the same attempt is never queued twice.
+ * How far the dispatch relay has passed the history: every SCHEDULE transition with an id at or
+ * below `after_id` was published (or its operation had moved on). The transition row itself is the
+ * dispatch's durable record (its operation, attempt and time; the queue and the message follow from
+ * the operation), so a dispatch costs no row of its own: the relay reads the SCHEDULE transitions
+ * past this point and moves it once per pass. One row.
  */
-export const dispatchOutbox = pgTable(
-  'dispatch_outbox',
+export const dispatchRelayCursor = pgTable(
+  'dispatch_relay_cursor',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
-    operationId: uuid('operation_id')
-      .notNull()
-      .references(() => operation.id, { onDelete: 'cascade' }),
-    attempt: integer('attempt').notNull(),
-    queue: text('queue').notNull(),
-    operationType: text('operation_type').notNull(),
-    locationType: text('location_type').notNull(),
-    payload: jsonb('payload').notNull(),
-    createdAt: timestamp('created_at', { withTimezone: true }).notNull().defaultNow(),
+    id: smallint('id').primaryKey().default(1),
+    afterId: bigint('after_id', { mode: 'number' }).notNull(),
+    updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
-  (t) => [unique('dispatch_outbox_operation_attempt_key').on(t.operationId, t.attempt)],
+  (t) => [check('dispatch_relay_cursor_one_row', sql`${t.id} = 1`)],
 );

@@ -2,22 +2,26 @@ import { sql } from 'drizzle-orm';
 import { type LeaseFence, leaseHolds } from '../LeaseFence.ts';
 import type { Executor } from '../openDatabase.ts';
 import type { TransitionWrite } from '../planTransition.ts';
+import { DISPATCH_WRITE_LOCK } from './dispatchRelay.ts';
 import { recordsetJson } from './recordsetJson.ts';
 
 export interface WrittenTransition {
   readonly id: string;
   readonly version: number;
-  /** The outbox row written for a `dispatch` effect (null when none, or already queued). */
-  readonly outboxId: number | null;
 }
 
 /**
  * Writes N planned transitions in ONE statement: a compare-and-set UPDATE of the base rows
  * (`version` must still be the one the plan was made from), then — only for the rows that won —
- * the transition rows, the outbox rows of `dispatch` effects and the breadcrumbs of
- * `recordFailure` effects. A row that lost its compare-and-set (or does not exist) is simply
- * absent from the result, and nothing was written for it. With a `fence` (a control-plane write)
- * nothing is written unless that leadership epoch still holds its lease.
+ * the transition rows and the breadcrumbs of `recordFailure` effects. A row that lost its
+ * compare-and-set (or does not exist) is simply absent from the result, and nothing was written
+ * for it. With a `fence` (a control-plane write) nothing is written unless that leadership epoch
+ * still holds its lease.
+ *
+ * A `dispatch` effect writes nothing of its own: its SCHEDULE transition row is the record the
+ * relay publishes from. A statement that writes one first takes the dispatch write lock, shared,
+ * for the rest of its transaction, so the relay's barrier (`dispatchBarrier`) knows when every
+ * SCHEDULE row below an id has committed or rolled back.
  */
 export async function writeTransitions(
   exec: Executor,
@@ -25,15 +29,18 @@ export async function writeTransitions(
   fence?: LeaseFence,
 ): Promise<WrittenTransition[]> {
   if (writes.length === 0) return [];
-  const rows = await exec.execute<{ id: string; version: number; outbox_id: unknown }>(sql`
-    with i as (
-      select * from jsonb_to_recordset(${recordsetJson(writes)}::jsonb) as i(
+  const dispatching = writes.some((w) => w.ob_queue !== null);
+  const rows = await exec.execute<{ id: string; version: number }>(sql`
+    with lk as materialized (
+      select ${dispatching ? sql`pg_advisory_xact_lock_shared(${DISPATCH_WRITE_LOCK})` : sql`null`}::text as held
+    ),
+    i as (
+      select i.* from lk, jsonb_to_recordset(${recordsetJson(writes)}::jsonb) as i(
         id uuid, expected_version int, status text, attempt int, retry_count int, snapshot jsonb,
         not_before timestamptz, last_error jsonb, worker_id text, scheduled_at timestamptz,
         started_at timestamptz, finished_at timestamptz,
         t_from text, t_event text, t_attempt int, t_by text, t_reason text, t_at timestamptz,
-        ob_attempt int, ob_queue text, ob_operation_type text, ob_location_type text,
-        ob_payload jsonb, fe_kind text, fe_attempt int, fe_error jsonb)
+        fe_kind text, fe_attempt int, fe_error jsonb)
       where ${leaseHolds(fence)}
     ),
     u as (
@@ -53,16 +60,6 @@ export async function writeTransitions(
       select i.id, i.t_from, i.status, i.t_event, i.t_attempt, i.t_by, i.t_reason, i.t_at
       from i join u on u.id = i.id
     ),
-    ob as (
-      insert into dispatch_outbox
-        (operation_id, attempt, queue, operation_type, location_type, payload, created_at)
-      select i.id, i.ob_attempt, i.ob_queue, i.ob_operation_type, i.ob_location_type,
-        i.ob_payload, i.t_at
-      from i join u on u.id = i.id
-      where i.ob_queue is not null
-      on conflict (operation_id, attempt) do nothing
-      returning id, operation_id
-    ),
     fe as (
       insert into operation_failure_event (kind, operation_id, attempt, error, at)
       select i.fe_kind, i.id, i.fe_attempt, i.fe_error, i.t_at
@@ -70,18 +67,6 @@ export async function writeTransitions(
       where i.fe_kind is not null
       on conflict do nothing
     )
-    select u.id, u.version, null::bigint as outbox_id from u
-    union all
-    select ob.operation_id, null, ob.id from ob`);
-  // The outbox ids come as rows of their own and are matched here: joined in SQL, the planner
-  // (which cannot estimate a recordset) rescanned the outbox rows once per written row.
-  const outbox = new Map<string, number>();
-  for (const r of rows) if (r.outbox_id != null) outbox.set(String(r.id), Number(r.outbox_id));
-  return rows
-    .filter((r) => r.outbox_id == null)
-    .map((r) => ({
-      id: String(r.id),
-      version: Number(r.version),
-      outboxId: outbox.get(String(r.id)) ?? null,
-    }));
+    select u.id, u.version from u`);
+  return rows.map((r) => ({ id: String(r.id), version: Number(r.version) }));
 }

@@ -3,7 +3,9 @@ import { findAbandoned } from '../../control-plane/findAbandoned.ts';
 import {
   planRelay,
   relayGraceMs,
+  relayPassedTo,
   schedulingLimit,
+  settledBarrier,
   sortPublished,
 } from '../../control-plane/planDispatch.ts';
 import {
@@ -16,7 +18,7 @@ import { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
 import { defaultRoute } from '../../machines/routing.ts';
 import type { ActiveOperation } from '../../persistence/ActiveOperation.ts';
-import type { OutboxEntry } from '../../persistence/OutboxEntry.ts';
+import type { ScheduledTransition } from '../../persistence/OutboxEntry.ts';
 import type { WorkerHeartbeat } from '../../transport/Transport.ts';
 
 const KIND = OperationKind.UNPACK;
@@ -48,62 +50,123 @@ describe('schedulingLimit', () => {
 });
 
 describe('planRelay', () => {
-  const route = defaultRoute(KIND);
-  const entry = (id: number, ageMs: number, stale: boolean): OutboxEntry => ({
+  const row = (id: number, ageMs: number): ScheduledTransition => ({
     id,
     operationId: `op-${id}`,
     attempt: 1,
-    queue: 'q',
-    route,
-    payload: {
-      operationId: `op-${id}`,
-      kind: KIND,
-      operationType: route.operationType,
-      attempt: 1,
-    },
-    createdAt: new Date(NOW - ageMs),
-    stale,
+    at: new Date(NOW - ageMs),
   });
-  const rows: [string, OutboxEntry[], number, number[], number[], boolean][] = [
-    ['nothing queued', [], 2, [], [], false],
+  // name, rows read, batch size, scheduler's publishes, to load, passed, cursor to, more
+  const rows: [
+    string,
+    ScheduledTransition[],
+    number,
+    string[],
+    number[],
+    string[],
+    number,
+    boolean,
+  ][] = [
+    ['nothing past the cursor: it moves to the barrier', [], 2, [], [], [], 90, false],
     [
-      'rows younger than the grace are the scheduler’s: left',
-      [entry(1, 999, false), entry(2, 0, true)],
-      2,
+      'a dispatch younger than the grace (another clock) stops the cursor before it',
+      [row(3, 5_000), row(7, 999), row(9, 5_000)],
+      4,
       [],
+      [3],
       [],
+      6,
       false,
     ],
     [
-      'old rows are published',
-      [entry(1, 1_000, false), entry(2, 5_000, false)],
+      'old dispatches are loaded to publish and the cursor passes them up to the barrier',
+      [row(1, 1_000), row(2, 5_000)],
       3,
       [],
       [1, 2],
+      [],
+      90,
       false,
     ],
     [
-      'old stale rows are dropped, not published',
-      [entry(1, 5_000, true), entry(2, 5_000, false)],
+      'what the scheduler published is passed over, and forgotten',
+      [row(1, 5_000), row(2, 5_000)],
       3,
+      ['op-2:1', 'op-5:1'],
       [1],
-      [2],
+      ['op-2:1'],
+      90,
       false,
     ],
     [
-      'a full batch of old rows says there is more',
-      [entry(1, 5_000, false), entry(2, 5_000, true)],
+      'a full batch moves the cursor to its last row and says there is more',
+      [row(1, 5_000), row(2, 5_000)],
       2,
+      ['op-1:1'],
       [2],
-      [1],
+      ['op-1:1'],
+      2,
       true,
     ],
   ];
-  it.each(rows)('%s', (_, entries, batchSize, drop, publish, more) => {
-    const plan = planRelay({ rows: entries, now: NOW, graceMs: 1_000, batchSize });
-    expect(plan.drop).toEqual(drop);
-    expect(plan.publish.map((p) => p.outboxId)).toEqual(publish);
+  it.each(rows)('%s', (_, read, limit, sent, load, passed, upTo, more) => {
+    const plan = planRelay({
+      rows: read,
+      upTo: 90,
+      now: NOW,
+      graceMs: 1_000,
+      limit,
+      published: new Set(sent),
+    });
+    expect(plan.load).toEqual(load);
+    expect(plan.passed).toEqual(passed);
+    expect(plan.upTo).toBe(upTo);
     expect(plan.more).toBe(more);
+    // Everything published: the cursor moves as planned.
+    const out = plan.load.map((id) => ({ id }));
+    expect(
+      relayPassedTo(
+        plan,
+        out,
+        out.map(() => ({ ok: true, duplicate: false })),
+      ),
+    ).toBe(upTo);
+  });
+
+  it('a failed publish holds the cursor just before it, whatever went out after it', () => {
+    const plan = planRelay({
+      rows: [row(4, 5_000), row(6, 5_000), row(8, 5_000)],
+      upTo: 90,
+      now: NOW,
+      graceMs: 1_000,
+      limit: 10,
+      published: new Set(),
+    });
+    const sent = plan.load.map((id) => ({ id }));
+    const failed = { ok: false as const, error: new Error('no responders') };
+    const ok = { ok: true as const, duplicate: false };
+    expect(relayPassedTo(plan, sent, [ok, failed, ok])).toBe(5);
+    expect(relayPassedTo(plan, sent, [failed, ok, ok])).toBe(3);
+    // A stale dispatch was not sent: the cursor passes it with the rest.
+    expect(relayPassedTo(plan, [{ id: 4 }, { id: 8 }], [ok, ok])).toBe(90);
+  });
+
+  it('reads up to the newest barrier at least the grace old, and keeps the later ones', () => {
+    const barriers = [
+      { at: NOW - 3_000, upTo: 10 },
+      { at: NOW - 1_500, upTo: 20 },
+      { at: NOW - 999, upTo: 30 },
+      { at: NOW, upTo: 40 },
+    ];
+    expect(settledBarrier(barriers, NOW, 1_000)).toEqual({
+      upTo: 20,
+      keep: barriers.slice(2),
+    });
+    expect(settledBarrier(barriers.slice(2), NOW, 1_000)).toEqual({
+      upTo: undefined,
+      keep: barriers.slice(2),
+    });
+    expect(settledBarrier([], NOW, 1_000)).toEqual({ upTo: undefined, keep: [] });
   });
 
   it('the grace is four relay intervals, at least a second', () => {
@@ -112,20 +175,19 @@ describe('planRelay', () => {
 });
 
 describe('sortPublished', () => {
-  const d = (outboxId: number | null) => ({
-    outboxId,
+  const d = (attempt: number) => ({
     route: defaultRoute(KIND),
     payload: {
       operationId: 'x',
       kind: KIND,
       operationType: defaultRoute(KIND).operationType,
-      attempt: 1,
+      attempt,
     },
   });
-  it('clears the rows published, keeps those that failed and warns once naming the first error', () => {
+  it('names the dispatches that went out, counts those that failed and warns once naming the first error', () => {
     const noResponders = new Error('no responders');
     const r = sortPublished(
-      [d(1), d(2), d(null), d(4)],
+      [d(1), d(2), d(3), d(4)],
       [
         { ok: true, duplicate: false },
         { ok: false, error: noResponders },
@@ -134,7 +196,7 @@ describe('sortPublished', () => {
       ],
       'scheduler',
     );
-    expect(r.clear).toEqual([1]);
+    expect(r.sent).toEqual(['x:1', 'x:3']);
     expect(r.failed).toBe(2);
     expect(r.lines).toEqual([
       {
@@ -144,7 +206,7 @@ describe('sortPublished', () => {
       },
     ]);
   });
-  it('all published: every row cleared, nothing said', () => {
+  it('all published: every one named, nothing said', () => {
     const r = sortPublished(
       [d(1), d(2)],
       [
@@ -153,7 +215,7 @@ describe('sortPublished', () => {
       ],
       'relay',
     );
-    expect(r).toEqual({ clear: [1, 2], failed: 0, lines: [] });
+    expect(r).toEqual({ sent: ['x:1', 'x:2'], failed: 0, lines: [] });
   });
 });
 

@@ -60,8 +60,11 @@ function memoryStore(clock: SimulatedClock) {
     database: {} as ControlPlaneStore['database'],
     countScheduled: async () => [...rows.values()].filter((r) => r.status === 'SCHEDULED').length,
     claimDue: async () => ({ claimed: [], refused: [], heldBack: 0 }),
-    fetchOutbox: async () => [],
-    deleteOutbox: async () => 0,
+    relayPosition: async () => ({ after: 0, newest: 0 }),
+    dispatchBarrier: async () => 0,
+    fetchScheduled: async () => [],
+    loadDispatches: async () => [],
+    saveRelayCursor: async () => false,
     routedLocations: async () => [],
     foldCounts: async () => {
       folds.push(clock.now());

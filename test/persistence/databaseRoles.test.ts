@@ -152,7 +152,7 @@ describe('database roles', () => {
       'drop trigger archive_record_append_only on archive_record',
       'create index intruder_idx on operation (kind)',
       'drop table operation_transition',
-      'truncate dispatch_outbox',
+      'truncate dispatch_relay_cursor',
       'create or replace function opstate_refuse_update() returns trigger language plpgsql as $$ begin return new; end $$',
     ];
     for (const statement of ddl) {
@@ -236,7 +236,7 @@ describe('database roles', () => {
     for (const statement of [
       `insert into data_location (site, name, location_type, storage_root) values ('s', 'n', 'buffer', '/x')`,
       `update operation set priority = 0`,
-      `delete from dispatch_outbox`,
+      `update dispatch_relay_cursor set after_id = 0`,
       `select * from operation for update`,
       'create table opstate.intruder (id int)',
     ]) {

@@ -7,6 +7,7 @@ import { LeaseRepository } from '../../persistence/LeaseRepository.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { dispatchesAhead } from '../helpers/dispatches.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor, makeWorld } from './fixtures.ts';
@@ -90,19 +91,17 @@ describe('the control-plane lease and its fence', () => {
         code: OpstateErrorCode.NOT_LEADER,
       });
       expect((await store.load(id)).status).toBe('PENDING');
-      expect(await store.fetchOutbox(10)).toEqual([]);
+      expect(await dispatchesAhead(store)).toEqual([]);
 
       const fresh = await leases.acquire(name, 'new', 60_000);
       const current = { name, epoch: fresh?.epoch ?? 0 };
       const { claimed } = await store.claimDue(10, current);
       expect(claimed.map((c) => c.id)).toEqual([id]);
-      const outbox = await store.fetchOutbox(10);
-      expect(
-        await store.deleteOutbox(
-          outbox.map((o) => o.id),
-          stale,
-        ),
-      ).toBe(0);
+      const outbox = await dispatchesAhead(store);
+      const passed = Math.max(...outbox.map((o) => o.id));
+      expect(outbox.map((o) => o.operationId)).toEqual([id]);
+      // The relay's cursor moves only while its leader's lease holds.
+      expect(await store.saveRelayCursor(passed, stale)).toBe(false);
       await expect(
         store.apply(
           id,
@@ -112,12 +111,9 @@ describe('the control-plane lease and its fence', () => {
       ).rejects.toMatchObject({ code: OpstateErrorCode.NOT_LEADER });
       const after = await store.load(id);
       expect([after.status, after.attempt]).toEqual(['SCHEDULED', 1]);
-      expect(
-        await store.deleteOutbox(
-          outbox.map((o) => o.id),
-          current,
-        ),
-      ).toBe(1);
+      expect(await dispatchesAhead(store)).toHaveLength(1);
+      expect(await store.saveRelayCursor(passed, current)).toBe(true);
+      expect(await dispatchesAhead(store)).toEqual([]);
       await store.apply(
         id,
         { type: 'RESET', by: 'reconciler', reason: 'current pass', attempt: 1 },

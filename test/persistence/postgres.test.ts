@@ -19,6 +19,7 @@ import {
   selectLatestTransitionId,
   selectTransitionsAfter,
 } from '../../persistence/reads/selectTransitions.ts';
+import { dispatchesAhead } from '../helpers/dispatches.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
@@ -279,8 +280,11 @@ describe('persistence on Postgres', () => {
         await store.apply(b, { type: 'COMPLETE', attempt: 1 });
         // As an older release stored them: no site, the legacy route of the kind.
         await db.execute(`update operation set location_type = 'source' where kind = 'transfer'`);
+        // …and the transfer's dispatch unpublished, in the outbox it had then.
         await db.execute(
-          `update dispatch_outbox set queue = 'source_data_transfer', location_type = 'source'`,
+          `insert into dispatch_outbox (operation_id, attempt, queue, operation_type, location_type, payload)
+           values ('${a}', 1, 'source_data_transfer', 'data_transfer', 'source',
+             '{"operationId": "${a}", "kind": "transfer", "operationType": "data_transfer", "attempt": 1}')`,
         );
         return ids as [string, string, string];
       }, ['route_site text', 'route_location text', 'priority smallint not null default 0']);
@@ -290,10 +294,73 @@ describe('persistence on Postgres', () => {
       expect(queue(scheduled)).toBe(`${w.buffer.site}_buffer_buffer_data_transfer`);
       expect(queue(pending)).toBe(`${w.buffer.site}_processing_processing_staging`);
       expect(queue(done)).toBe('buffer_data_transfer_unpacking');
-      const outbox = (await store.fetchOutbox(10)).find((e) => e.operationId === scheduled);
-      expect(outbox?.queue).toBe(`${w.buffer.site}_buffer_buffer_data_transfer`);
-      expect(outbox && queueName(outbox.route)).toBe(outbox?.queue);
+      // The dispatch the old outbox held is still ahead of the relay, now on the site queue.
+      const outbox = (await dispatchesAhead(store)).find((e) => e.operationId === scheduled);
+      expect(outbox && queueName(outbox.route)).toBe(
+        `${w.buffer.site}_buffer_buffer_data_transfer`,
+      );
       expect((await migrate(db)).applied).toBe(0);
+    } finally {
+      await db.close();
+      await dropTestDatabase(fresh);
+    }
+  });
+
+  it('upgrading to dispatches from the history leaves every dispatch the outbox held ahead of the relay, and none it had published', async () => {
+    const fresh = await createTestDatabase();
+    const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
+    try {
+      const cut = await migrateBefore(db, '0020_dispatch_from_history');
+      const w = await makeWorld(db);
+      const store = new OperationStore(db);
+      const [published, queued, later] = (await store.createMany([
+        inputFor(OperationKind.TRANSFER, w),
+        inputFor(OperationKind.TRANSFER, w),
+        inputFor(OperationKind.STAGING, w),
+      ])) as [string, string, string];
+      // As the release before stored them: the first dispatch published (its row deleted), the
+      // second still in the outbox, and history written after both.
+      await store.apply(published, { type: 'SCHEDULE' });
+      await store.apply(queued, { type: 'SCHEDULE' });
+      await store.apply(published, { type: 'START', attempt: 1, workerId: 'w' });
+      await db.execute(
+        `insert into dispatch_outbox (operation_id, attempt, queue, operation_type, location_type, payload)
+         values ('${queued}', 1, 'q', 'data_transfer', 'buffer', '{}')`,
+      );
+      expect((await migrate(db)).applied).toBe(MIGRATIONS - cut);
+      const ahead = await dispatchesAhead(store);
+      expect(ahead.map((e) => [e.operationId, e.attempt, e.stale])).toEqual([[queued, 1, false]]);
+      expect(ahead[0]?.payload).toEqual({
+        operationId: queued,
+        kind: 'transfer',
+        operationType: 'data_transfer',
+        attempt: 1,
+      });
+      const [gone] = await db.execute(`select to_regclass('dispatch_outbox') is null as gone`);
+      expect(gone?.gone).toBe(true);
+      expect((await store.claimDue(10)).claimed.map((c) => c.id)).toEqual([later]);
+      expect((await dispatchesAhead(store)).map((e) => e.operationId)).toEqual([queued, later]);
+    } finally {
+      await db.close();
+      await dropTestDatabase(fresh);
+    }
+  });
+
+  it('upgrading to dispatches from the history with nothing in the outbox starts the relay at the newest transition', async () => {
+    const fresh = await createTestDatabase();
+    const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
+    try {
+      await migrateBefore(db, '0020_dispatch_from_history');
+      const w = await makeWorld(db);
+      const store = new OperationStore(db);
+      const [id] = (await store.createMany([inputFor(OperationKind.TRANSFER, w)])) as [string];
+      await store.apply(id, { type: 'SCHEDULE' });
+      await migrate(db);
+      expect(await dispatchesAhead(store)).toEqual([]);
+      const [row] = await db.execute(
+        'select (select after_id from dispatch_relay_cursor) = (select max(id) from operation_transition) as at_newest',
+      );
+      expect(row?.at_newest).toBe(true);
     } finally {
       await db.close();
       await dropTestDatabase(fresh);

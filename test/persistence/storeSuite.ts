@@ -13,6 +13,7 @@ import type { OperationRecord } from '../../persistence/OperationRecord.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { activePages } from '../../persistence/reads/activePages.ts';
+import { dispatchesAhead } from '../helpers/dispatches.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
 import { millisOf, TIME_ORDERED_ID } from '../helpers/timeOrderedIds.ts';
 import { inputFor, MIGRATIONS, makeWorld, tableCounts } from './fixtures.ts';
@@ -265,19 +266,20 @@ export function storeSuite(backend: SuiteBackend): void {
       version: 1,
       route: { operationType: 'data_transfer' },
     });
-    const outbox = await store.fetchOutbox(100);
+    // The dispatch is the SCHEDULE transition itself: read back as the relay reads it.
+    const outbox = await dispatchesAhead(store);
     const mine = outbox.find((e) => e.operationId === id);
     expect(mine).toMatchObject({
       attempt: 1,
-      queue: `${w.buffer.site}_buffer_buffer_data_transfer`,
       stale: false,
       payload: { operationId: id, kind: 'transfer', operationType: 'data_transfer', attempt: 1 },
     });
-    // Written at 00:00:00: left out when asking for rows written before, kept from then on.
-    const before = await store.fetchOutbox(100, new Date('2029-12-31T23:59:59Z'));
-    expect(before.some((e) => e.operationId === id)).toBe(false);
-    const since = await store.fetchOutbox(100, new Date('2030-01-01T00:00:00Z'));
-    expect(since.some((e) => e.operationId === id)).toBe(true);
+    expect(mine?.createdAt.toISOString()).toBe('2030-01-01T00:00:00.000Z');
+    expect(mine && queueName(mine.route)).toBe(`${w.buffer.site}_buffer_buffer_data_transfer`);
+    // The relay moves its cursor past it, never back.
+    expect(await store.saveRelayCursor(mine?.id ?? 0)).toBe(true);
+    expect(await store.saveRelayCursor((mine?.id ?? 0) - 1)).toBe(false);
+    expect((await dispatchesAhead(store)).some((e) => e.operationId === id)).toBe(false);
 
     now = new Date('2030-01-01T00:00:05Z');
     const started = await store.apply(id, { type: 'START', attempt: 1, workerId: 'w-1' });
@@ -310,13 +312,15 @@ export function storeSuite(backend: SuiteBackend): void {
     expect((await store.claimDue(10)).claimed).toEqual([]);
     now = new Date(notBefore + 1);
     expect((await store.claimDue(10)).claimed.map((c) => [c.id, c.attempt])).toEqual([[id, 2]]);
-    // The attempt-1 outbox row is now stale.
-    const stale = (await store.fetchOutbox(100)).filter((e) => e.operationId === id);
-    expect(stale.map((e) => [e.attempt, e.stale])).toEqual([
+    // The attempt-2 dispatch is the one past the cursor; the attempt-1 one is passed already.
+    const again = (await dispatchesAhead(store)).filter((e) => e.operationId === id);
+    expect(again.map((e) => [e.attempt, e.stale])).toEqual([[2, false]]);
+    // Read from the start, attempt 1's is there and stale: its operation moved on.
+    const all = await store.fetchDispatches(0, await store.dispatchBarrier(), 100_000);
+    expect(all.filter((e) => e.operationId === id).map((e) => [e.attempt, e.stale])).toEqual([
       [1, true],
       [2, false],
     ]);
-    expect(await store.deleteOutbox(stale.map((e) => e.id))).toBe(2);
 
     const reset = await store.apply(id, {
       type: 'RESET',
@@ -604,10 +608,12 @@ export function storeSuite(backend: SuiteBackend): void {
     const all = [...(seen[0] ?? []), ...(seen[1] ?? [])];
     expect(new Set(all).size).toBe(all.length);
     expect(new Set(all)).toEqual(new Set(ids));
-    const [outbox] = await db().execute(
-      `select count(*)::int as n from dispatch_outbox where operation_id = any('{${ids.join(',')}}'::uuid[])`,
+    // One dispatch each, recorded by its one SCHEDULE transition.
+    const [scheduled] = await db().execute(
+      `select count(*)::int as n from operation_transition
+       where to_status = 'SCHEDULED' and operation_id = any('{${ids.join(',')}}'::uuid[])`,
     );
-    expect(outbox?.n).toBe(120);
+    expect(scheduled?.n).toBe(120);
   });
 
   it('an operator command that loses its compare-and-set is decided again on the row as it now is', async () => {

@@ -107,7 +107,7 @@ function subscribe(
  * The transport for one process (the embedded default and fast tests): the same contract and
  * semantics as JetStream — ack-wait redelivery, `working()`, `nak(delay)`, a dedup window, max
  * deliveries, one consumer group per queue — with messages in memory (lost when the process
- * exits; the outbox relay and the reconciler re-dispatch from the database).
+ * exits; the dispatch relay and the reconciler re-dispatch from the database).
  *
  * @example
  * ```ts

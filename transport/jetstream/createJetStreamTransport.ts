@@ -55,7 +55,7 @@ export interface JetStreamTransportOptions extends TransportOptions {
   readonly maxAckPending?: number;
   /**
    * Most bytes the dispatch stream stores [256 MiB]; when full, publishes are refused and the
-   * outbox relay retries them (`ensureDispatchStream`).
+   * dispatch relay retries them (`ensureDispatchStream`).
    */
   readonly maxStreamBytes?: number;
   /**

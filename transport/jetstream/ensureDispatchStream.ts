@@ -31,7 +31,7 @@ export const DISPATCH_MAX_MSG_BYTES = 64 * 1024;
 /**
  * Default of the most bytes the dispatch stream holds (256 MiB: over a million dispatches). When
  * it is full, a publish is refused (`discard: new`) rather than an older dispatch dropped: the
- * outbox keeps the row and the relay publishes it once there is room.
+ * relay's cursor stays before it and the relay publishes it once there is room.
  */
 export const DEFAULT_DISPATCH_MAX_BYTES = 256 * 1024 * 1024;
 
