@@ -61,6 +61,15 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly RowPrivilege[]
   unpack_operation: READ_APPEND,
 };
 
+/**
+ * Tables a migration of this release drops, with what the release before granted on them: a
+ * schema not yet migrated still has them, and a build of that release still running on it keeps
+ * its access until the migration drops them.
+ */
+export const RETIRED_PRIVILEGES: Readonly<Record<string, readonly RowPrivilege[]>> = {
+  dispatch_outbox: QUEUE,
+};
+
 /** The three roles of a deployment, named `<prefix>_migrator`, `_runtime` and `_reader`. */
 export interface DatabaseRoles {
   /** Owns the schema and everything in it: the role `opstate migrate` connects as. */
@@ -124,7 +133,7 @@ export function grantStatements(
     `GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA ${schema} TO ${both}`,
   ];
   for (const table of [...tables].sort()) {
-    const privileges = RUNTIME_PRIVILEGES[table];
+    const privileges = RUNTIME_PRIVILEGES[table] ?? RETIRED_PRIVILEGES[table];
     if (privileges === undefined) {
       throw new OpstateError(
         OpstateErrorCode.CONFIG,
