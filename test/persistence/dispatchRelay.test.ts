@@ -1,5 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import type { OperationEvent } from '../../machines/operationMachine.ts';
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
@@ -39,6 +40,31 @@ describe('the dispatch relay’s barrier on Postgres', () => {
     return Number(row?.n ?? 0);
   };
 
+  /**
+   * Writes `event` on operation `id` as the store does, in a transaction left open until
+   * `commit()` is called: its transition id is drawn, not yet visible.
+   */
+  const writeHeldOpen = async (store: OperationStore, id: string, event: OperationEvent) => {
+    let release: () => void = () => {};
+    const held = new Promise<void>((resolve) => {
+      release = resolve;
+    });
+    let written = false;
+    const done = database.transaction(async (tx) => {
+      const { write } = planTransition(await store.load(id), event, new Date());
+      expect(await writeTransitions(tx, [write])).toHaveLength(1);
+      written = true;
+      await held;
+    });
+    await waitFor(async () => written, `the ${event.type} to be written`);
+    return {
+      commit: async () => {
+        release();
+        await done;
+      },
+    };
+  };
+
   it('waits for a claim still open, so its lower id is read once it commits, never stepped over', async () => {
     const store = new OperationStore(database);
     const w = await makeWorld(database);
@@ -49,19 +75,7 @@ describe('the dispatch relay’s barrier on Postgres', () => {
     const { after } = await store.relayPosition();
 
     // A claim of `early` that draws its transition id and then stays open.
-    let commit: () => void = () => {};
-    const held = new Promise<void>((resolve) => {
-      commit = resolve;
-    });
-    let drawn = false;
-    const open = database.transaction(async (tx) => {
-      const record = await store.load(early);
-      const { write } = planTransition(record, { type: 'SCHEDULE' }, new Date());
-      expect(await writeTransitions(tx, [write])).toHaveLength(1);
-      drawn = true;
-      await held;
-    });
-    await waitFor(async () => drawn, 'the open claim to write its transition');
+    const open = await writeHeldOpen(store, early, { type: 'SCHEDULE' });
     // A claim of `late` commits meanwhile, with the higher id: the newest visible is past `early`.
     expect((await store.claimDue(1)).claimed.map((c) => c.id)).toEqual([late]);
     const visible = await store.fetchDispatches(after, Number.MAX_SAFE_INTEGER, 10);
@@ -75,8 +89,7 @@ describe('the dispatch relay’s barrier on Postgres', () => {
     await waitFor(async () => (await waitingOnBarrier()) === 1, 'the barrier to wait');
     expect(upTo).toBeUndefined();
     // …and, once it commits, everything up to the barrier is final: both dispatches, in id order.
-    commit();
-    await open;
+    await open.commit();
     await barrier;
     const read = await store.fetchDispatches(after, upTo ?? 0, 10);
     expect(read.map((e) => e.operationId)).toEqual([early, late]);
@@ -88,26 +101,9 @@ describe('the dispatch relay’s barrier on Postgres', () => {
     const w = await makeWorld(database);
     const [id] = (await store.createMany([inputFor(OperationKind.TRANSFER, w)])) as [string];
     await store.claimDue(1);
-    let release: () => void = () => {};
-    const held = new Promise<void>((resolve) => {
-      release = resolve;
-    });
-    let written = false;
-    const open = database.transaction(async (tx) => {
-      const record = await store.load(id);
-      const { write } = planTransition(
-        record,
-        { type: 'START', attempt: 1, workerId: 'w' },
-        new Date(),
-      );
-      expect(await writeTransitions(tx, [write])).toHaveLength(1);
-      written = true;
-      await held;
-    });
-    await waitFor(async () => written, 'the START to be written');
+    const open = await writeHeldOpen(store, id, { type: 'START', attempt: 1, workerId: 'w' });
     const upTo = await store.dispatchBarrier();
     expect(upTo).toBeGreaterThan(0);
-    release();
-    await open;
+    await open.commit();
   });
 });

@@ -104,9 +104,7 @@ describe('persistence on Postgres', () => {
   });
 
   it('upgrading to the deleters’ work list enlists the copies of archives verified before it, and only those', async () => {
-    const fresh = await createTestDatabase();
-    const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
-    try {
+    await onFreshDatabase(async (db) => {
       // The schema as it was before the list.
       const cut = await migrateBefore(db, '0006_deletion_candidate');
 
@@ -138,10 +136,7 @@ describe('persistence on Postgres', () => {
         16,
       );
       expect(eligible.map((c) => c.copyId)).toEqual([waiting.buffer.id]);
-    } finally {
-      await db.close();
-      await dropTestDatabase(fresh);
-    }
+    });
   });
 
   it("a fold racing an open write leaves that write's tally rows to the next fold, and the counts stay exact", async () => {
@@ -261,9 +256,7 @@ describe('persistence on Postgres', () => {
   });
 
   it('upgrading to site routes routes every operation not COMPLETED on its location, its unpublished dispatch too, and keeps the rest', async () => {
-    const fresh = await createTestDatabase();
-    const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
-    try {
+    await onFreshDatabase(async (db) => {
       const cut = await migrateBefore(db, '0012_operation_route');
       const w = await makeWorld(db);
       const store = new OperationStore(db);
@@ -300,16 +293,11 @@ describe('persistence on Postgres', () => {
         `${w.buffer.site}_buffer_buffer_data_transfer`,
       );
       expect((await migrate(db)).applied).toBe(0);
-    } finally {
-      await db.close();
-      await dropTestDatabase(fresh);
-    }
+    });
   });
 
   it('upgrading to dispatches from the history leaves every dispatch the outbox held ahead of the relay, and none it had published', async () => {
-    const fresh = await createTestDatabase();
-    const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
-    try {
+    await onFreshDatabase(async (db) => {
       const cut = await migrateBefore(db, '0020_dispatch_from_history');
       const w = await makeWorld(db);
       const store = new OperationStore(db);
@@ -340,16 +328,11 @@ describe('persistence on Postgres', () => {
       expect(gone?.gone).toBe(true);
       expect((await store.claimDue(10)).claimed.map((c) => c.id)).toEqual([later]);
       expect((await dispatchesAhead(store)).map((e) => e.operationId)).toEqual([queued, later]);
-    } finally {
-      await db.close();
-      await dropTestDatabase(fresh);
-    }
+    });
   });
 
   it('upgrading to dispatches from the history with nothing in the outbox starts the relay at the newest transition', async () => {
-    const fresh = await createTestDatabase();
-    const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
-    try {
+    await onFreshDatabase(async (db) => {
       await migrateBefore(db, '0020_dispatch_from_history');
       const w = await makeWorld(db);
       const store = new OperationStore(db);
@@ -361,10 +344,7 @@ describe('persistence on Postgres', () => {
         'select (select after_id from dispatch_relay_cursor) = (select max(id) from operation_transition) as at_newest',
       );
       expect(row?.at_newest).toBe(true);
-    } finally {
-      await db.close();
-      await dropTestDatabase(fresh);
-    }
+    });
   });
 
   it('upgrading to counts from the tally counts the operations stored before it, and a write racing the upgrade once', async () => {
@@ -573,6 +553,18 @@ describe('persistence on Postgres', () => {
  * the writes and dropped after, so the upgrade that follows starts from the older schema with the
  * rows an older release would have written.
  */
+/** Runs `body` on a database of its own (two connections), dropped afterwards. */
+async function onFreshDatabase(body: (db: Database) => Promise<void>): Promise<void> {
+  const fresh = await createTestDatabase();
+  const db = await openDatabase({ databaseUrl: fresh.url, max: 2 });
+  try {
+    await body(db);
+  } finally {
+    await db.close();
+    await dropTestDatabase(fresh);
+  }
+}
+
 async function withLaterColumns<T>(
   db: Database,
   write: () => Promise<T>,
