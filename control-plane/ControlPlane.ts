@@ -18,6 +18,7 @@ import type { LeadershipTerm } from './Leadership.ts';
 import { type PipelineFaults, pipelinePass } from './pipelineLoop.ts';
 import { planDeadlineResets } from './planDeadlinePass.ts';
 import {
+  barrierDue,
   type OutboxDispatch,
   planRelay,
   type RelayBarrier,
@@ -163,10 +164,11 @@ function schedulerLoop(shell: Shell, published: Set<string>): Loop {
 }
 
 /**
- * Dispatch relay: takes a barrier (`dispatchBarrier`), reads the SCHEDULE transitions past its
- * cursor up to the newest barrier at least its grace old (`settledBarrier`), publishes those the
- * scheduler left (a crash or a broker outage after commit) and moves the cursor past what went
- * out. An idle pass is one read: no transition newer than the cursor.
+ * Dispatch relay: takes a barrier (`dispatchBarrier`) every quarter of its grace while the history
+ * grows (`barrierDue`), reads the SCHEDULE transitions past its cursor up to the newest barrier at
+ * least its grace old (`settledBarrier`), publishes those the scheduler left (a crash or a broker
+ * outage after commit) and moves the cursor past what went out. A pass with neither a barrier due
+ * nor one settled reads nothing; an idle one, no transition newer than the cursor, reads one row.
  */
 function relayLoop(shell: Shell, published: Set<string>): Loop {
   const { store, timing, clock } = shell;
@@ -178,9 +180,11 @@ function relayLoop(shell: Shell, published: Set<string>): Loop {
     name: 'dispatch relay',
     intervalMs: timing.relayIntervalMs,
     pass: async () => {
+      const due = barrierDue(barriers, clock.now(), graceMs);
+      if (!due && settledBarrier(barriers, clock.now(), graceMs).upTo === undefined) return false;
       const { after, newest } = await store.relayPosition();
-      if (newest <= after) return false;
-      barriers.push({ at: clock.now(), upTo: await store.dispatchBarrier() });
+      if (due && newest > after)
+        barriers.push({ at: clock.now(), upTo: await store.dispatchBarrier() });
       const now = clock.now();
       const { upTo, keep } = settledBarrier(barriers, now, graceMs);
       barriers = keep;

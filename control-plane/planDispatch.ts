@@ -60,6 +60,21 @@ export function settledBarrier(
   };
 }
 
+/**
+ * Whether the relay takes a new barrier this pass: when it holds none, or its newest is a quarter
+ * of the grace old. A barrier settles once the grace has passed, so the cursor trails the history
+ * by at most the grace and a quarter, and a relay run every few milliseconds still takes four
+ * barriers per grace, not one per pass.
+ */
+export function barrierDue(
+  barriers: readonly RelayBarrier[],
+  now: number,
+  graceMs: number,
+): boolean {
+  const newest = barriers[barriers.length - 1];
+  return newest === undefined || now - newest.at >= graceMs / 4;
+}
+
 /** What one relay pass publishes, and how far it passes the history if all of that goes out. */
 export interface RelayPlan {
   /** The SCHEDULE transitions whose dispatches to read and publish (unless stale). */

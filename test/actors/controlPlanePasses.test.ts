@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { findAbandoned } from '../../control-plane/findAbandoned.ts';
 import {
+  barrierDue,
   planRelay,
   relayGraceMs,
   relayPassedTo,
@@ -167,6 +168,21 @@ describe('planRelay', () => {
       keep: barriers.slice(2),
     });
     expect(settledBarrier([], NOW, 1_000)).toEqual({ upTo: undefined, keep: [] });
+  });
+
+  it('takes a barrier when it holds none or its newest is a quarter of the grace old', () => {
+    expect(barrierDue([], NOW, 1_000)).toBe(true);
+    expect(
+      barrierDue(
+        [
+          { at: NOW - 2_000, upTo: 1 },
+          { at: NOW - 249, upTo: 2 },
+        ],
+        NOW,
+        1_000,
+      ),
+    ).toBe(false);
+    expect(barrierDue([{ at: NOW - 250, upTo: 2 }], NOW, 1_000)).toBe(true);
   });
 
   it('the grace is four relay intervals, at least a second', () => {
