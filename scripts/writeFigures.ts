@@ -49,23 +49,24 @@ interface Target {
 
 const ratioAtLeast = (x: number) => (f: FigureLine) => (f.ratio ?? f.value) >= x;
 
-/** The open targets, by figure name; a figure that matches none is reported without one. */
+/**
+ * The open targets, by figure name; a figure that matches none is reported without one. The
+ * throughput targets are ratios to peers measured in the same run; the absolute CPU target
+ * (0.5 ms per operation) and the ratio to the raw single-row commit rate are withdrawn (they
+ * followed the machine's disk more than the build). The WAL and CPU targets for fewer writes per
+ * operation compare two builds, which one run of the benches does not: docs/benchmarks.md keeps
+ * them, measured side by side.
+ */
 export const TARGETS: readonly Target[] = [
   {
-    match: /^e2e_ops_per_s_in_process$/,
-    text: '≥ 0.5 × the raw single-row commit rate of the same run, then ≥ 2 ×',
-    met: ratioAtLeast(0.5),
+    match: /^peers_opstate_vs_(dbos_queue|restate)$/,
+    text: '≥ 6 × the durable-execution engine, same run',
+    met: ratioAtLeast(6),
   },
   {
-    match: /^e2e_ops_per_s_processes/,
-    text: '≥ 0.4 × the raw single-row commit rate with two worker processes',
-    met: ratioAtLeast(0.4),
-  },
-  { match: /^e2e_cpu_ms_per_op_/, text: '≤ 0.5 ms', met: (f) => f.value <= 0.5 },
-  {
-    match: /^peers_opstate_vs_/,
-    text: '≥ 0.5 × the peer, then ahead of it',
-    met: ratioAtLeast(0.5),
+    match: /^peers_opstate_vs_graphile_worker_batched$/,
+    text: '≥ 0.3 × graphile-worker batched, same run, on the way to ≥ 0.5 ×',
+    met: ratioAtLeast(0.3),
   },
   { match: /^e2e_statements_per_op_/, text: '≤ 2, then well under 1', met: (f) => f.value <= 2 },
   {
