@@ -97,7 +97,6 @@ export async function tableCounts(database: Database): Promise<Record<string, nu
     (select count(*) from operation)::int as operation,
     (select coalesce(sum(version), 0) from operation)::int as versions,
     (select count(*) from operation_transition)::int as transitions,
-    (select coalesce(max(after_id), 0) from dispatch_relay_cursor)::int as relay_cursor,
     (select count(*) from operation_failure_event)::int as failures,
     (select count(*) from operation_input)::int as inputs,
     (select count(*) from operation_output)::int as outputs,

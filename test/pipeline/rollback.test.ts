@@ -126,7 +126,6 @@ async function tables(rt: Runtime): Promise<string> {
     'physical_copy_transition',
     'pipeline_rollback',
     'pipeline_cursor',
-    'dispatch_relay_cursor',
   ]) {
     const rows = await rt.database.execute(
       sql.raw(`select coalesce(jsonb_agg(to_jsonb(x) order by to_jsonb(x)::text), '[]')::text
