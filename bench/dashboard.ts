@@ -51,6 +51,8 @@ try {
   const source = await loc('source', LocationType.SOURCE);
   const buffer = await loc('buffer', LocationType.BUFFER);
   const archive = await loc('lta', LocationType.LONG_TERM_ARCHIVE);
+  // Staging routes on its destination, which must be a processing location.
+  const processing = await loc('processing', LocationType.PROCESSING);
   const dtp = await artifacts.addDataTransferPackage({ name: 'dtp-bench' });
   const pkg = await artifacts.addRawDataPackage({ name: 'rdp-bench', dataTransferPackageId: dtp });
   const fields: { readonly [K in OperationKind]: OperationFields<K> } = {
@@ -70,7 +72,7 @@ try {
     [OperationKind.STAGING]: {
       rawDataPackageId: pkg,
       sourceLocationId: archive.id,
-      destinationLocationId: buffer.id,
+      destinationLocationId: processing.id,
     },
   };
 

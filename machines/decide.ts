@@ -19,7 +19,7 @@ import {
 /**
  * What the host must do after it has persisted a transition. Tagged by `type`; the host runs them
  * only after commit, so a crash before commit leaves no effect and a crash after leaves the
- * durable record to redo it (the outbox for `dispatch`).
+ * durable record to redo it (for `dispatch`, its SCHEDULE transition, which the relay reads).
  */
 export type OperationEffect =
   | { readonly type: 'dispatch'; readonly attempt: number }

@@ -170,7 +170,7 @@ export class OperationStore {
 
   /**
    * Applies one event: load, pure `decide`, and one compare-and-set statement that also writes
-   * the transition, outbox and breadcrumb rows. Throws `CONFLICT` (lost compare-and-set, with
+   * the transition and breadcrumb rows (a dispatch is its SCHEDULE transition). Throws `CONFLICT` (lost compare-and-set, with
    * current and expected version), `NOT_FOUND`, or the machine's `INVALID_EVENT` /
    * `STALE_ATTEMPT`; nothing is written then.
    *

@@ -12,8 +12,10 @@ import type { OperationRecord } from './OperationRecord.ts';
 
 /**
  * One row of the multi-row compare-and-set write (`sql/writeTransitions.ts`): the new snapshot,
- * the columns projected from it, the transition row, and the outbox / breadcrumb rows of its
- * effects. Field names are the recordset columns.
+ * the columns projected from it, the transition row, the breadcrumb of a `recordFailure` effect,
+ * and the dispatch of a `dispatch` effect (its queue and message: the SCHEDULE transition is its
+ * durable record, and the statement takes the relay's lock for it). Field names are the recordset
+ * columns.
  */
 export interface TransitionWrite {
   id: string;

@@ -43,7 +43,7 @@ export interface Metrics {
   readonly registry: Registry;
   /** Feeds the transition, recovery, latency and duration metrics (pass it to the runtime). */
   readonly observer: RuntimeObserver;
-  /** Scrape-time gauges from the database and the heartbeat store: operations, outbox, heartbeats, breakers. */
+  /** Scrape-time gauges from the database and the heartbeat store: operations, dispatches past the relay, heartbeats, breakers. */
   watchDeployment(runtime: Runtime): void;
   /** Leadership of this control plane. */
   watchControlPlane(plane: ControlPlane): void;
