@@ -191,6 +191,7 @@ async function batchedLifecycle(run: {
   const relay = await untilDone(1, async () => {
     const { after } = await store.relayPosition();
     const upTo = await store.dispatchBarrier();
+    if (upTo === undefined) throw new Error('a dispatch write is open after every stage finished');
     const entries = await store.fetchDispatches(after, upTo, 500);
     const last = entries[entries.length - 1];
     if (last !== undefined) await store.saveRelayCursor(last.id);

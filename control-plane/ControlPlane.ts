@@ -163,6 +163,37 @@ function schedulerLoop(shell: Shell, published: Set<string>): Loop {
   });
 }
 
+/** How long the barrier may be refused (a dispatch write open all along) before the relay says so. */
+const BARRIER_REFUSED_WARN_MS = 30_000;
+
+/**
+ * Says once, as a WARNING, when the relay's barrier has been refused for `BARRIER_REFUSED_WARN_MS`
+ * (a transaction writing dispatches open all along: a process stopped inside a claim, say), and
+ * once more when it is granted again. The scheduler goes on meanwhile; only the relay waits.
+ */
+export function barrierRefusals(logger: Logger): { note(refused: boolean, now: number): void } {
+  let since: number | undefined;
+  let warned = false;
+  return {
+    note(refused, now) {
+      if (!refused) {
+        if (warned) logger.log('INFO', 'dispatch relay: its barrier is granted again');
+        since = undefined;
+        warned = false;
+        return;
+      }
+      since ??= now;
+      if (warned || now - since < BARRIER_REFUSED_WARN_MS) return;
+      warned = true;
+      logger.log(
+        'WARNING',
+        'dispatch relay: a transaction writing dispatches has held its lock for a while; the relay waits for it to end before it passes the history (the scheduler goes on)',
+        { refusedForMs: now - since },
+      );
+    },
+  };
+}
+
 /**
  * Dispatch relay: takes a barrier (`dispatchBarrier`) every quarter of its grace while the history
  * grows (`barrierDue`), reads the SCHEDULE transitions past its cursor up to the newest barrier at
@@ -176,6 +207,7 @@ function relayLoop(shell: Shell, published: Set<string>): Loop {
   // The reads are of the history alone; what goes out is what the scheduler left.
   const limit = timing.batchSize * 4;
   let barriers: RelayBarrier[] = [];
+  const refused = barrierRefusals(shell.logger);
   return shell.leaderLoop({
     name: 'dispatch relay',
     intervalMs: timing.relayIntervalMs,
@@ -183,8 +215,11 @@ function relayLoop(shell: Shell, published: Set<string>): Loop {
       const due = barrierDue(barriers, clock.now(), graceMs);
       if (!due && settledBarrier(barriers, clock.now(), graceMs).upTo === undefined) return false;
       const { after, newest } = await store.relayPosition();
-      if (due && newest > after)
-        barriers.push({ at: clock.now(), upTo: await store.dispatchBarrier() });
+      if (due && newest > after) {
+        const barrier = await store.dispatchBarrier();
+        refused.note(barrier === undefined, clock.now());
+        if (barrier !== undefined) barriers.push({ at: clock.now(), upTo: barrier });
+      }
       const now = clock.now();
       const { upTo, keep } = settledBarrier(barriers, now, graceMs);
       barriers = keep;

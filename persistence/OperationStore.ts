@@ -305,16 +305,17 @@ export class OperationStore {
   }
 
   /**
-   * The relay's barrier: waits for every transaction writing a SCHEDULE transition to end and
-   * returns the newest transition id then visible. Every dispatch at or below it is final, every
-   * later one gets a higher id (`fetchDispatches` may read up to it and leave nothing behind).
+   * The relay's barrier: when no transaction writing a SCHEDULE transition is open, the newest
+   * transition id visible; `undefined` at once while one is (try again later). Every dispatch at
+   * or below it is final, every later one gets a higher id (`fetchDispatches` may read up to it
+   * and leave nothing behind).
    *
    * @example
    * ```ts
    * const upTo = await store.dispatchBarrier();
    * ```
    */
-  async dispatchBarrier(): Promise<number> {
+  async dispatchBarrier(): Promise<number | undefined> {
     return dispatchBarrier(this.database);
   }
 

@@ -22,14 +22,18 @@ SELECT 1, coalesce(
 --> statement-breakpoint
 DROP TABLE "dispatch_outbox" CASCADE;
 --> statement-breakpoint
--- The relay's barrier, one round trip: waits for every transaction holding the dispatch write lock
--- (`lock_key`) shared to end, then reads the newest transition id. A VOLATILE function's every
--- query takes a fresh snapshot, so the read sees what committed while it waited; the exclusive
+-- The relay's barrier, one round trip: when no transaction holds the dispatch write lock
+-- (`lock_key`) shared, takes it exclusively and reads the newest transition id; while one does, it
+-- returns null at once rather than wait (a waiting exclusive request would queue every claim behind
+-- it, and a claim frozen mid-transaction would then stop all scheduling). A VOLATILE function's
+-- every query takes a fresh snapshot, so the read sees every commit before the lock was taken; the
 -- lock is the transaction's and ends with the statement that called it.
 CREATE OR REPLACE FUNCTION opstate_dispatch_barrier(lock_key bigint) RETURNS bigint
 LANGUAGE plpgsql VOLATILE AS $$
 BEGIN
-  PERFORM pg_advisory_xact_lock(lock_key);
+  IF NOT pg_try_advisory_xact_lock(lock_key) THEN
+    RETURN NULL;
+  END IF;
   RETURN (SELECT coalesce(max(id), 0) FROM operation_transition);
 END
 $$;

@@ -8,18 +8,20 @@ import type { Executor } from '../openDatabase.ts';
 
 /**
  * The advisory lock a statement writing a SCHEDULE transition holds, shared, until its
- * transaction ends ('opstdp'). The relay takes it exclusively for an instant: once it has it,
- * every SCHEDULE row with an id drawn so far has committed or rolled back.
+ * transaction ends ('opstdp'). The relay takes it exclusively for an instant, when it is free:
+ * every SCHEDULE row with an id drawn so far has then committed or rolled back.
  */
 export const DISPATCH_WRITE_LOCK = 0x6f70_7374_6470;
 
 /**
- * The relay's barrier: waits for every transaction writing a SCHEDULE transition to end, and
- * returns the newest transition id then visible. Every SCHEDULE row at or below that id is final
- * (committed, or rolled back and never to appear), and every one written later gets a higher id:
- * the relay may pass the history up to it without leaving a late commit behind, as a cursor over
- * identity ids otherwise would (an id is drawn at insert but visible at commit). The exclusive
- * lock is held only for the one read: a scheduler's claim waits at most that long.
+ * The relay's barrier: when no transaction writing a SCHEDULE transition is open, the newest
+ * transition id visible. Every SCHEDULE row at or below that id is final (committed, or rolled
+ * back and never to appear), and every one written later gets a higher id: the relay may pass the
+ * history up to it without leaving a late commit behind, as a cursor over identity ids otherwise
+ * would (an id is drawn at insert but visible at commit). While such a transaction is open it
+ * returns `undefined` at once: waiting would queue every claim behind the relay, and a claim frozen
+ * in its transaction (a stopped process) would stop scheduling with it. The relay tries again at
+ * its next pass. The exclusive lock is held only for the one read.
  *
  * @example
  * ```ts
@@ -27,12 +29,12 @@ export const DISPATCH_WRITE_LOCK = 0x6f70_7374_6470;
  * const rows = await selectDispatches(database, after, upTo, 256);
  * ```
  */
-export async function dispatchBarrier(exec: Executor): Promise<number> {
+export async function dispatchBarrier(exec: Executor): Promise<number | undefined> {
   // One statement: the function takes the lock, then reads with a snapshot taken once it holds it.
   const [row] = await exec.execute(
     sql`select opstate_dispatch_barrier(${DISPATCH_WRITE_LOCK}) as id`,
   );
-  return Number(row?.id ?? 0);
+  return row?.id == null ? undefined : Number(row.id);
 }
 
 /**

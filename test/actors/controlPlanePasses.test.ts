@@ -1,4 +1,5 @@
 import { describe, expect, it } from 'vitest';
+import { barrierRefusals } from '../../control-plane/ControlPlane.ts';
 import { findAbandoned } from '../../control-plane/findAbandoned.ts';
 import {
   barrierDue,
@@ -18,6 +19,7 @@ import { planReconcilerResets } from '../../control-plane/planReconcilerPass.ts'
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
 import { defaultRoute } from '../../machines/routing.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import type { ActiveOperation } from '../../persistence/ActiveOperation.ts';
 import type { ScheduledTransition } from '../../persistence/OutboxEntry.ts';
 import type { WorkerHeartbeat } from '../../transport/Transport.ts';
@@ -183,6 +185,26 @@ describe('planRelay', () => {
       ),
     ).toBe(false);
     expect(barrierDue([{ at: NOW - 250, upTo: 2 }], NOW, 1_000)).toBe(true);
+  });
+
+  it('a barrier refused for 30 s is said once, and its grant again once', () => {
+    const logger = memoryLogger();
+    const refused = barrierRefusals(logger);
+    refused.note(true, 0);
+    refused.note(true, 29_999);
+    expect(logger.lines).toEqual([]);
+    refused.note(true, 30_000);
+    refused.note(true, 60_000);
+    expect(logger.lines.map((l) => [l.level, l.fields])).toEqual([
+      ['WARNING', { refusedForMs: 30_000 }],
+    ]);
+    refused.note(false, 61_000);
+    refused.note(false, 62_000);
+    expect(logger.lines.map((l) => l.level)).toEqual(['WARNING', 'INFO']);
+    // A refusal that ends before the 30 s says nothing.
+    refused.note(true, 70_000);
+    refused.note(false, 80_000);
+    expect(logger.lines).toHaveLength(2);
   });
 
   it('the grace is four relay intervals, at least a second', () => {

@@ -5,7 +5,6 @@ import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { planTransition } from '../../persistence/planTransition.ts';
-import { DISPATCH_WRITE_LOCK } from '../../persistence/sql/dispatchRelay.ts';
 import { writeTransitions } from '../../persistence/sql/writeTransitions.ts';
 import { dispatchesAhead } from '../helpers/dispatches.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
@@ -30,15 +29,6 @@ describe('the dispatch relay’s barrier on Postgres', () => {
     await database?.close();
     await dropTestDatabase(testDb);
   });
-
-  /** Advisory locks on the dispatch write lock's key that are waited for, not held. */
-  const waitingOnBarrier = async () => {
-    const [row] = await database.execute(`
-      select count(*)::int as n from pg_locks
-      where locktype = 'advisory' and not granted
-        and ((classid::bigint << 32) | objid::bigint) = ${DISPATCH_WRITE_LOCK}`);
-    return Number(row?.n ?? 0);
-  };
 
   /**
    * Writes `event` on operation `id` as the store does, in a transaction left open until
@@ -81,29 +71,40 @@ describe('the dispatch relay’s barrier on Postgres', () => {
     const visible = await store.fetchDispatches(after, Number.MAX_SAFE_INTEGER, 10);
     expect(visible.map((e) => e.operationId)).toEqual([late]);
 
-    // The barrier waits for the open claim…
-    let upTo: number | undefined;
-    const barrier = store.dispatchBarrier().then((id) => {
-      upTo = id;
-    });
-    await waitFor(async () => (await waitingOnBarrier()) === 1, 'the barrier to wait');
-    expect(upTo).toBeUndefined();
+    // The barrier is refused while the claim is open (at once: it never queues the claims
+    // behind it)…
+    expect(await store.dispatchBarrier()).toBeUndefined();
     // …and, once it commits, everything up to the barrier is final: both dispatches, in id order.
     await open.commit();
-    await barrier;
+    const upTo = await store.dispatchBarrier();
+    expect(upTo).toBeDefined();
     const read = await store.fetchDispatches(after, upTo ?? 0, 10);
     expect(read.map((e) => e.operationId)).toEqual([early, late]);
     expect((await dispatchesAhead(store)).map((e) => e.operationId)).toEqual([early, late]);
   });
 
-  it('a transition that dispatches nothing takes no lock: the barrier does not wait for it', async () => {
+  it('a claim frozen in its transaction stops neither another claim nor the barrier’s callers', async () => {
+    const store = new OperationStore(database);
+    const w = await makeWorld(database);
+    const [frozen, next] = (await store.createMany([
+      inputFor(OperationKind.TRANSFER, w),
+      inputFor(OperationKind.TRANSFER, w),
+    ])) as [string, string];
+    const open = await writeHeldOpen(store, frozen, { type: 'SCHEDULE' });
+    expect(await store.dispatchBarrier()).toBeUndefined();
+    // A claim after the refused barrier goes through (a waiting exclusive request would hold it).
+    expect((await store.claimDue(1)).claimed.map((c) => c.id)).toEqual([next]);
+    await open.commit();
+    expect(await store.dispatchBarrier()).toBeDefined();
+  });
+
+  it('a transition that dispatches nothing takes no lock: the barrier is granted while it is open', async () => {
     const store = new OperationStore(database);
     const w = await makeWorld(database);
     const [id] = (await store.createMany([inputFor(OperationKind.TRANSFER, w)])) as [string];
     await store.claimDue(1);
     const open = await writeHeldOpen(store, id, { type: 'START', attempt: 1, workerId: 'w' });
-    const upTo = await store.dispatchBarrier();
-    expect(upTo).toBeGreaterThan(0);
+    expect(await store.dispatchBarrier()).toBeGreaterThan(0);
     await open.commit();
   });
 });

@@ -13,7 +13,7 @@ import type { OperationRecord } from '../../persistence/OperationRecord.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import type { Database } from '../../persistence/openDatabase.ts';
 import { activePages } from '../../persistence/reads/activePages.ts';
-import { dispatchesAhead } from '../helpers/dispatches.ts';
+import { barrierNow, dispatchesAhead } from '../helpers/dispatches.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
 import { millisOf, TIME_ORDERED_ID } from '../helpers/timeOrderedIds.ts';
 import { inputFor, MIGRATIONS, makeWorld, tableCounts } from './fixtures.ts';
@@ -316,7 +316,7 @@ export function storeSuite(backend: SuiteBackend): void {
     const again = (await dispatchesAhead(store)).filter((e) => e.operationId === id);
     expect(again.map((e) => [e.attempt, e.stale])).toEqual([[2, false]]);
     // Read from the start, attempt 1's is there and stale: its operation moved on.
-    const all = await store.fetchDispatches(0, await store.dispatchBarrier(), 100_000);
+    const all = await store.fetchDispatches(0, await barrierNow(store), 100_000);
     expect(all.filter((e) => e.operationId === id).map((e) => [e.attempt, e.stale])).toEqual([
       [1, true],
       [2, false],
