@@ -212,15 +212,15 @@ function relayLoop(shell: Shell, published: Set<string>): Loop {
     name: 'dispatch relay',
     intervalMs: timing.relayIntervalMs,
     pass: async () => {
-      const due = barrierDue(barriers, clock.now(), graceMs);
-      if (!due && settledBarrier(barriers, clock.now(), graceMs).upTo === undefined) return false;
+      const now = clock.now();
+      const due = barrierDue(barriers, now, graceMs);
+      if (!due && settledBarrier(barriers, now, graceMs).upTo === undefined) return false;
       const { after, newest } = await store.relayPosition();
       if (due && newest > after) {
         const barrier = await store.dispatchBarrier();
-        refused.note(barrier === undefined, clock.now());
-        if (barrier !== undefined) barriers.push({ at: clock.now(), upTo: barrier });
+        refused.note(barrier === undefined, now);
+        if (barrier !== undefined) barriers.push({ at: now, upTo: barrier });
       }
-      const now = clock.now();
       const { upTo, keep } = settledBarrier(barriers, now, graceMs);
       barriers = keep;
       if (upTo === undefined || upTo <= after) return false;

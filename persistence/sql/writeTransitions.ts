@@ -29,13 +29,15 @@ export async function writeTransitions(
   fence?: LeaseFence,
 ): Promise<WrittenTransition[]> {
   if (writes.length === 0) return [];
+  // Only a write that dispatches takes the relay's lock: it must be held before the statement
+  // draws a transition id, so `i`, which every write below reads, reads it first.
   const dispatching = writes.some((w) => w.ob_queue !== null);
+  const lock = dispatching
+    ? sql`lk as materialized (select pg_advisory_xact_lock_shared(${DISPATCH_WRITE_LOCK})::text),`
+    : sql``;
   const rows = await exec.execute<{ id: string; version: number }>(sql`
-    with lk as materialized (
-      select ${dispatching ? sql`pg_advisory_xact_lock_shared(${DISPATCH_WRITE_LOCK})` : sql`null`}::text as held
-    ),
-    i as (
-      select i.* from lk, jsonb_to_recordset(${recordsetJson(writes)}::jsonb) as i(
+    with ${lock} i as (
+      select i.* from ${dispatching ? sql`lk, ` : sql``}jsonb_to_recordset(${recordsetJson(writes)}::jsonb) as i(
         id uuid, expected_version int, status text, attempt int, retry_count int, snapshot jsonb,
         not_before timestamptz, last_error jsonb, worker_id text, scheduled_at timestamptz,
         started_at timestamptz, finished_at timestamptz,
