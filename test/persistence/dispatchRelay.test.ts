@@ -1,13 +1,11 @@
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationEvent } from '../../machines/operationMachine.ts';
-import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
-import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { planTransition } from '../../persistence/planTransition.ts';
 import { writeTransitions } from '../../persistence/sql/writeTransitions.ts';
 import { dispatchesAhead } from '../helpers/dispatches.ts';
-import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { migratedDatabase } from '../helpers/migratedDatabase.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor, makeWorld } from './fixtures.ts';
 
@@ -17,18 +15,7 @@ import { inputFor, makeWorld } from './fixtures.ts';
  * committed before it: the relay's barrier must not let the cursor pass it.
  */
 describe('the dispatch relay’s barrier on Postgres', () => {
-  let testDb: TestDatabase;
-  let database: Database;
-
-  beforeAll(async () => {
-    testDb = await createTestDatabase();
-    database = await openDatabase({ databaseUrl: testDb.url, max: 6 });
-    await migrate(database);
-  });
-  afterAll(async () => {
-    await database?.close();
-    await dropTestDatabase(testDb);
-  });
+  const db = migratedDatabase({ max: 6 });
 
   /**
    * Writes `event` on operation `id` as the store does, in a transaction left open until
@@ -40,7 +27,7 @@ describe('the dispatch relay’s barrier on Postgres', () => {
       release = resolve;
     });
     let written = false;
-    const done = database.transaction(async (tx) => {
+    const done = db().transaction(async (tx) => {
       const { write } = planTransition(await store.load(id), event, new Date());
       expect(await writeTransitions(tx, [write])).toHaveLength(1);
       written = true;
@@ -56,8 +43,8 @@ describe('the dispatch relay’s barrier on Postgres', () => {
   };
 
   it('waits for a claim still open, so its lower id is read once it commits, never stepped over', async () => {
-    const store = new OperationStore(database);
-    const w = await makeWorld(database);
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
     const [early, late] = (await store.createMany([
       inputFor(OperationKind.TRANSFER, w),
       inputFor(OperationKind.TRANSFER, w),
@@ -84,8 +71,8 @@ describe('the dispatch relay’s barrier on Postgres', () => {
   });
 
   it('a claim frozen in its transaction stops neither another claim nor the barrier’s callers', async () => {
-    const store = new OperationStore(database);
-    const w = await makeWorld(database);
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
     const [frozen, next] = (await store.createMany([
       inputFor(OperationKind.TRANSFER, w),
       inputFor(OperationKind.TRANSFER, w),
@@ -99,8 +86,8 @@ describe('the dispatch relay’s barrier on Postgres', () => {
   });
 
   it('a transition that dispatches nothing takes no lock: the barrier is granted while it is open', async () => {
-    const store = new OperationStore(database);
-    const w = await makeWorld(database);
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
     const [id] = (await store.createMany([inputFor(OperationKind.TRANSFER, w)])) as [string];
     await store.claimDue(1);
     const open = await writeHeldOpen(store, id, { type: 'START', attempt: 1, workerId: 'w' });

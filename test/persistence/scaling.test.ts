@@ -17,6 +17,7 @@ import {
 } from '../../persistence/reads/searchOperations.ts';
 import { selectTransitionsAfter } from '../../persistence/reads/selectTransitions.ts';
 import { measuringBuffers } from '../helpers/explainBuffers.ts';
+import { migratedDatabase } from '../helpers/migratedDatabase.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { archivedPackage, bufferPolicyWithoutGrace } from './copyFixtures.ts';
@@ -515,27 +516,15 @@ describe('hot statements on Postgres, over grown tables', () => {
 
 // A database of its own: the operations it stores would change what the statements above read.
 describe('the pipeline pass’s write on Postgres, over a grown operation table', () => {
-  let testDb: TestDatabase;
-  let database: Database;
-
-  beforeAll(async () => {
-    testDb = await createTestDatabase();
-    database = await openDatabase({ databaseUrl: testDb.url });
-    await migrate(database);
-  });
-
-  afterAll(async () => {
-    await database?.close();
-    await dropTestDatabase(testDb);
-  });
+  const db = migratedDatabase();
 
   it('the pipeline pass’s write locks its causes and its inputs’ producers by key: as many buffers with 20,000 more operations stored as with few', async () => {
     const buffers: number[] = [];
-    const measured = measuringBuffers(database, 'for share of o', buffers);
-    const store = new OperationStore(database);
+    const measured = measuringBuffers(db(), 'for share of o', buffers);
+    const store = new OperationStore(db());
     /** An unpack of a fresh world's bundle, following its COMPLETED transfer and reading its copy. */
     const unpackAfterTransfer = async () => {
-      const w = await makeWorld(database);
+      const w = await makeWorld(db());
       const transfer = await completedOperation(store, inputFor(OperationKind.TRANSFER, w), [
         { artifactType: 'data_transfer_package', artifactId: w.dtp, locationId: w.buffer.id },
       ]);
@@ -557,13 +546,13 @@ describe('the pipeline pass’s write on Postgres, over a grown operation table'
     };
     const seed = await unpackAfterTransfer();
     for (let i = 0; i < 4; i++) {
-      await database.execute(
+      await db().execute(
         `insert into operation (id, ${copiedColumns('')})
            select gen_random_uuid(), ${copiedColumns('t.')}
            from operation t, generate_series(1, 5000) where t.id = '${seed}'`,
       );
     }
-    await database.execute('vacuum analyze operation');
+    await db().execute('vacuum analyze operation');
     await unpackAfterTransfer();
     expect(buffers).toHaveLength(2);
     // Measured: 6 and 8 buffers. Reading the producers under an OR with the causes scanned every
