@@ -29,7 +29,7 @@ import { Kvm } from '@nats-io/kv';
 import postgres from 'postgres';
 import { OperationKind } from '../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
-import { defaultRoute, LocationType, queueName } from '../machines/routing.ts';
+import { DEFAULT_OPERATION_TYPE, LocationType, queueName, siteRoute } from '../machines/routing.ts';
 import { memoryLogger } from '../observe/Logger.ts';
 import { LeaseRepository } from '../persistence/LeaseRepository.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../runtime/Runtime.ts';
@@ -99,6 +99,9 @@ async function resetOf(runtime: Runtime, id: string, by: string) {
   return view.transitions.find((t) => t.event === 'RESET' && t.by === by);
 }
 
+/** Where every bench package is created: its site route is the one queue the samples watch. */
+const SOURCE_LOCATION = { site: 'bench', name: 'source', locationType: LocationType.SOURCE };
+
 /** One isolated deployment: its own database, NATS prefix and runtime, with these timers. */
 async function openDeployment(admin: postgres.Sql, timing: Partial<RuntimeTiming>) {
   const name = `opstate_bench_rec_${randomBytes(4).toString('hex')}`;
@@ -120,9 +123,7 @@ async function openDeployment(admin: postgres.Sql, timing: Partial<RuntimeTiming
     OPSTATE_TIMING: JSON.stringify(timing),
   };
   const location = await runtime.artifacts.addLocation({
-    site: 'bench',
-    name: 'source',
-    locationType: LocationType.SOURCE,
+    ...SOURCE_LOCATION,
     storageRoot: '/bench',
   });
   const submit = async () => {
@@ -200,11 +201,12 @@ async function samplesOf(
   };
 
   const jsm = await jetstreamManager((runtime.transport as JetStreamTransport).connection);
-  const queue = () =>
-    jsm.consumers.info(
-      `${prefix}_dispatch`,
-      queueName(defaultRoute(OperationKind.RAW_DATA_PACKAGE)),
-    );
+  // The queue of the bench's own location: a worker also reads the legacy queue of its kinds,
+  // whose pull requests tell nothing about where the bench's dispatches go.
+  const routed = queueName(
+    siteRoute(DEFAULT_OPERATION_TYPE[OperationKind.RAW_DATA_PACKAGE], SOURCE_LOCATION),
+  );
+  const queue = () => jsm.consumers.info(`${prefix}_dispatch`, routed);
   return {
     runtime,
     env,
