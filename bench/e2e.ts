@@ -27,7 +27,8 @@
  * OPSTATE_BENCH_PROFILE=1 (also prints the statements the runtime ran, grouped by SQL text, and,
  * where the server preloads pg_stat_statements, what the server spent on each per operation, its
  * planning apart where it also sets pg_stat_statements.track_planning),
- * OPSTATE_BENCH_CPU_PROFILE=<file> (writes a V8 CPU profile of this process over the timed
+ * OPSTATE_BENCH_WAL_BREAKDOWN (default 1: each in-process run also prints its WAL by relation and
+ * record type, read back with pg_walinspect; 0 skips), OPSTATE_BENCH_CPU_PROFILE=<file> (writes a V8 CPU profile of this process over the timed
  * in-process run only, for Chrome DevTools or any .cpuprofile reader).
  */
 import { randomBytes } from 'node:crypto';
@@ -67,6 +68,7 @@ import {
   type StatementCounter,
   snapshotCounter,
 } from './lib/statementCounter.ts';
+import { openWalWindow, type WalWindow } from './lib/walBreakdown.ts';
 
 const OPS = envNumber('OPSTATE_BENCH_E2E_OPS', 5000);
 const CREATE_BATCH = envNumber('OPSTATE_BENCH_CREATE_BATCH', 500);
@@ -84,6 +86,7 @@ const WORKER_KINDS = process.env.OPSTATE_BENCH_WORKER_KINDS ?? OperationKind.TRA
 const SECONDS = envNumber('OPSTATE_BENCH_SECONDS', 3);
 const MEMORY_ROWS = envNumber('OPSTATE_BENCH_MEMORY_ROWS', 1_000_000);
 const CPU_PROFILE = process.env.OPSTATE_BENCH_CPU_PROFILE;
+const WAL_BREAKDOWN = envNumber('OPSTATE_BENCH_WAL_BREAKDOWN', 1) > 0;
 const DONE_TIMEOUT_MS = 120_000;
 /** The warm-up (`WARM_UP` in lib/settings.ts), at most the run itself. */
 const WARM_UP = Math.min(SHARED_WARM_UP, OPS);
@@ -544,6 +547,29 @@ function printDatabaseWork(phase: Phase): void {
   });
 }
 
+/** Where the run's WAL went, read back from the WAL itself (`OPSTATE_BENCH_WAL_BREAKDOWN`). */
+async function printWalBreakdown(label: string, wal: WalWindow | undefined, n: number) {
+  if (wal === undefined) {
+    if (WAL_BREAKDOWN) process.stderr.write('[bench] no pg_walinspect: no WAL breakdown\n');
+    return;
+  }
+  try {
+    const b = await wal.stop(n);
+    print({
+      name: `e2e_wal_by_relation_${label}`,
+      value: b.bytes,
+      unit: 'B/op',
+      note: 'the WAL of the run read back record by record (pg_walinspect), per operation: by the relation of each record’s first block (a heap update that also writes an index is the heap’s; the index entries are records of their own), and by record type; fpi = full-page images (a page’s first change after a checkpoint), so the total moves with where checkpoints fall',
+      fpi_bytes_per_op: b.fpi,
+      records_per_op: b.records,
+      relations: b.relations.slice(0, 24),
+      record_types: b.recordTypes.slice(0, 16),
+    });
+  } finally {
+    await wal.close();
+  }
+}
+
 /** Statements per operation as this process counted them, per runtime. */
 function printStatements(phase: Phase): void {
   const { label, n, counted } = phase;
@@ -611,6 +637,7 @@ async function inProcessRun(
   warming = false;
   const rawBefore = await bench.rawCommitRate(SECONDS);
   await sleep(1500);
+  const wal = WAL_BREAKDOWN ? await openWalWindow(bench.dbUrl) : undefined;
   const dbBefore = await bench.pgStats();
   d.planeTimings.clear();
   const pBefore = snapshotCounter(d.planeCounter);
@@ -631,6 +658,7 @@ async function inProcessRun(
   await closeWorker(bench, worker.runtime);
   await sleep(1500);
   const dbAfter = await bench.pgStats();
+  await printWalBreakdown(label, wal, n);
   const rawAfter = await bench.rawCommitRate(SECONDS);
   return reportPhase({
     label,
