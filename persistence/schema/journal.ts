@@ -43,7 +43,8 @@ export const operationTransition = pgTable(
 
 /**
  * Failure breadcrumbs keyed by (kind value, operation id, attempt); the kind is tied to the
- * operation's own kind by a composite foreign key.
+ * operation's own kind by a statement trigger (`opstate_kind_matches_operation`, migration 0021):
+ * a breadcrumb whose kind is not its operation's is refused (23503).
  */
 export const operationFailureEvent = pgTable(
   'operation_failure_event',
@@ -62,8 +63,8 @@ export const operationFailureEvent = pgTable(
     check('operation_failure_event_kind_check', oneOf(t.kind, OPERATION_KINDS)),
     foreignKey({
       name: 'operation_failure_event_operation_fk',
-      columns: [t.operationId, t.kind],
-      foreignColumns: [operation.id, operation.kind],
+      columns: [t.operationId],
+      foreignColumns: [operation.id],
     }).onDelete('cascade'),
     index('operation_failure_event_operation_idx').on(t.operationId),
   ],

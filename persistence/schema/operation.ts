@@ -112,7 +112,6 @@ export const operation = pgTable(
     rollbackId: uuid('rollback_id').references(() => pipelineRollback.id),
   },
   (t) => [
-    unique('operation_id_kind_key').on(t.id, t.kind),
     check('operation_kind_check', oneOf(t.kind, OPERATION_KINDS)),
     check('operation_status_check', oneOf(t.status, OPERATION_STATUSES)),
     check('operation_type_check', oneOf(t.operationType, Object.values(OperationType))),

@@ -29,10 +29,13 @@ const REFERENCES: Readonly<Record<string, AnyPgColumn>> = {
 const ARTIFACT_KEYS = ['rawDataPackageId', 'dataTransferPackageId'] as const;
 
 /**
- * Builds one joined-table subtype: the shared key `operation_id`, a `kind` column that defaults to
- * the subtype's own kind and is checked against it, and a composite foreign key to the base's
- * `(id, kind)`. A subtype row under a base row of another kind is therefore rejected by the
- * database (23503), whatever the code does. Every reference column (`REFERENCES`) gets a foreign
+ * Builds one joined-table subtype: the shared key `operation_id`, a foreign key to the base row, and
+ * a `kind` column that defaults to the subtype's own kind and is checked against it. A statement
+ * trigger (`opstate_kind_matches_operation`, migration 0021) compares that kind with the base
+ * row's, and the base row's kind never changes (`opstate_operation_kind_fixed`): a subtype row under
+ * a base row of another kind is rejected by the database (23503), whatever the code does. (A
+ * composite foreign key to the base's `(id, kind)` said the same at the price of a second unique
+ * index on the base, written again at every status change.) Every reference column (`REFERENCES`) gets a foreign
  * key with a short explicit name (drizzle's default names pass Postgres' 63-character limit), and
  * the artifact column an index.
  */
@@ -57,8 +60,8 @@ function subtype<const N extends string, C extends Record<string, PgColumnBuilde
         check(`${name}_kind_check`, sql`${t.kind} = '${sql.raw(kind)}'`),
         foreignKey({
           name: `${name}_base_fk`,
-          columns: [t.operationId, t.kind],
-          foreignColumns: [operation.id, operation.kind],
+          columns: [t.operationId],
+          foreignColumns: [operation.id],
         }).onDelete('cascade'),
         index(`${name}_artifact_idx`).on(column(artifactKey)),
         ...Object.keys(columns)

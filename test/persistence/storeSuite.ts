@@ -119,6 +119,26 @@ export function storeSuite(backend: SuiteBackend): void {
       OpstateErrorCode.BAD_INPUT,
     );
     expect(err.details.sqlState).toBe('23514');
+    // A breadcrumb of another kind than its operation's, a subtype row moved under an operation
+    // of another kind, and a change of an operation's kind are refused the same way.
+    const refused = async (statement: string) => {
+      const e = await expectCode(db().execute(statement), OpstateErrorCode.BAD_INPUT);
+      expect(e.details.sqlState).toBe('23503');
+    };
+    await refused(
+      `insert into operation_failure_event (kind, operation_id, attempt, error)
+       values ('raw_data_package', '${id}', 1, '{}')`,
+    );
+    const packaging = await store.create(inputFor(OperationKind.RAW_DATA_PACKAGE, w));
+    await refused(`update transfer_operation set operation_id = '${packaging}'
+       where operation_id = '${id}'`);
+    await refused(`update operation set kind = 'raw_data_package' where id = '${id}'`);
+    // The refused statements changed nothing; a breadcrumb of its own kind is taken.
+    expect((await store.load(id)).kind).toBe(OperationKind.TRANSFER);
+    await db().execute(
+      `insert into operation_failure_event (kind, operation_id, attempt, error)
+       values ('transfer', '${id}', 1, '{}')`,
+    );
   });
 
   it('bad input gets a clear error and changes nothing', async () => {
