@@ -140,7 +140,8 @@ type Own = <T extends postgres.Row>(text: string, params?: unknown[]) => Promise
  * Stores `count` more COMPLETED transfers as the runtime would have left them: the operation (a
  * copy of a real COMPLETED transfer's row under a new id), its subtype row, its four transitions
  * (copies of that operation's), a package of its own, the package's copy at `destination` and the
- * output link. Written 20,000 at a time with SQL; every constraint and trigger applies.
+ * output link, each keyed by a time-ordered id as the runtime keys its rows. Written 20,000 at a time,
+ * two statements at once, with SQL; every constraint and trigger applies.
  */
 async function fillStoredHistory(
   own: Own,
@@ -152,10 +153,29 @@ async function fillStoredHistory(
     `select id from operation where kind = 'transfer' and status = 'COMPLETED' limit 1`,
   );
   if (template === undefined) throw new Error('no COMPLETED transfer to copy');
-  for (let done = 0; done < count; done += 20_000) {
-    await own(
-      `with g as (
-         select gen_random_uuid() as op, gen_random_uuid() as pc, gen_random_uuid() as dtp
+  // Two statements at a time (the bench connection's pool), each 20,000 transfers.
+  const batches = Array.from({ length: Math.ceil(count / FILL_BATCH) }, (_, i) => i * FILL_BATCH);
+  const lane = async () => {
+    for (let done = batches.shift(); done !== undefined; done = batches.shift()) {
+      await fillBatch(own, template.id, Math.min(FILL_BATCH, count - done), source, destination);
+    }
+  };
+  await Promise.all([lane(), lane()]);
+}
+
+const FILL_BATCH = 20_000;
+
+/** `n` COMPLETED transfers copied from `template`, each with its package, copy and history. */
+async function fillBatch(
+  own: Own,
+  template: string,
+  n: number,
+  source: string,
+  destination: string,
+): Promise<void> {
+  await own(
+    `with g as (
+         select opstate_uuid_v7() as op, opstate_uuid_v7() as pc, opstate_uuid_v7() as dtp
          from generate_series(1, $2::int)
        ),
        t as (select * from operation where id = $1::uuid),
@@ -184,9 +204,8 @@ async function fillStoredHistory(
          select pc, dtp from g
        )
        insert into operation_output (operation_id, physical_copy_id) select op, pc from g`,
-      [template.id, Math.min(20_000, count - done), source, destination],
-    );
-  }
+    [template, n, source, destination],
+  );
 }
 
 /** The bench database's counters: commits, rows written, buffers, WAL, and the bench's own queries. */
