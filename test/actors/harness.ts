@@ -101,7 +101,7 @@ export async function startDeployment(
 ): Promise<Deployment> {
   const own = options.databaseUrl === undefined;
   const db: TestDatabase = own
-    ? await createTestDatabase('opstate_actors')
+    ? await createTestDatabase('opstate_actors', { migrated: true })
     : { name: 'private', url: options.databaseUrl as string };
   const natsUrl = options.natsUrl ?? NATS_URL;
   const prefix = uniquePrefix('act').replaceAll('.', '_');
@@ -216,6 +216,11 @@ export function deploymentPerTest(): typeof startDeployment {
 /** Kills a child with SIGKILL and waits for it to be gone. */
 export async function kill9(child: Child): Promise<void> {
   child.proc.kill('SIGKILL');
+  await waitFor(
+    () => child.proc.exitCode !== null || child.proc.signalCode !== null,
+    'the killed process to exit',
+    30_000,
+  );
   await child.exited;
 }
 

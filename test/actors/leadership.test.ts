@@ -45,6 +45,12 @@ async function statusLeader(
   dep: Deployment,
 ): Promise<{ holder: string; since: string } | undefined> {
   const status = dep.spawnCli(['status', '--json']);
+  // Bounded, so that a status command that never exits fails naming what every process printed.
+  await waitFor(
+    () => status.proc.exitCode !== null || status.proc.signalCode !== null,
+    'opstate status --json to exit',
+    60_000,
+  );
   expect(await status.exited).toBe(0);
   const json = status.output.find((l) => l.startsWith('{')) ?? '{}';
   const { leaders } = JSON.parse(json) as {

@@ -20,7 +20,7 @@ let database: Database;
 let world: World;
 
 beforeAll(async () => {
-  testDb = await createTestDatabase();
+  testDb = await createTestDatabase(undefined, { migrated: true });
   database = await openDatabase({ databaseUrl: testDb.url, max: 4 });
   await migrate(database);
   world = await makeWorld(database);

@@ -92,7 +92,7 @@ export function archiveStoreContract(name: string, open: () => Promise<StoreUnde
 
     beforeAll(async () => {
       under = await open();
-      testDb = await createTestDatabase('opstate_store');
+      testDb = await createTestDatabase('opstate_store', { migrated: true });
       database = await openDatabase({ databaseUrl: testDb.url, max: 4 });
       await migrate(database);
       w = await makeWorld(database);

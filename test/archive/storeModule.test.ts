@@ -58,7 +58,7 @@ const statesOf = async () =>
   (await new ArchiveRecordRepository(database).list(operationId)).map((r) => r.state);
 
 beforeAll(async () => {
-  testDb = await createTestDatabase('opstate_store_module');
+  testDb = await createTestDatabase('opstate_store_module', { migrated: true });
   database = await openDatabase({ databaseUrl: testDb.url, max: 2 });
   await migrate(database);
   dir = await mkdtemp(join(tmpdir(), 'opstate-store-module-'));

@@ -17,7 +17,7 @@ describe('circuit breakers on Postgres', () => {
   let database: Database;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase('opstate_breaker');
+    testDb = await createTestDatabase('opstate_breaker', { migrated: true });
     database = await openDatabase({ databaseUrl: testDb.url });
     await migrate(database);
   });

@@ -50,7 +50,7 @@ afterEach(async () => {
 });
 
 async function migratedDatabase(): Promise<TestDatabase> {
-  const created = await createTestDatabase('opstate_observer');
+  const created = await createTestDatabase('opstate_observer', { migrated: true });
   const database = await openDatabase({ databaseUrl: created.url });
   try {
     await migrate(database);

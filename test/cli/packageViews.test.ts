@@ -36,7 +36,7 @@ let hostile: string;
 let packaging: string;
 
 beforeAll(async () => {
-  testDb = await createTestDatabase('opstate_pkgviews');
+  testDb = await createTestDatabase('opstate_pkgviews', { migrated: true });
   database = await openDatabase({ databaseUrl: testDb.url });
   await migrate(database);
   w = await makeWorld(database);

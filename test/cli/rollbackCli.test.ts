@@ -50,7 +50,7 @@ export const pipeline = definePipeline({
 }
 
 beforeAll(async () => {
-  testDb = await createTestDatabase();
+  testDb = await createTestDatabase(undefined, { migrated: true });
   database = await openDatabase({ databaseUrl: testDb.url });
   await migrate(database);
   w = await makeWorld(database);

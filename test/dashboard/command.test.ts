@@ -17,7 +17,7 @@ describe('opstate dashboard, as shipped', () => {
   let child: ChildProcess | undefined;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase('opstate_dashcmd');
+    testDb = await createTestDatabase('opstate_dashcmd', { migrated: true });
     database = await openDatabase({ databaseUrl: testDb.url });
     await migrate(database);
   });

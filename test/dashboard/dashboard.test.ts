@@ -44,7 +44,7 @@ describe('the operator dashboard over a database with operations in every state'
 
   beforeAll(async () => {
     mkdirSync(SHOTS, { recursive: true });
-    testDb = await createTestDatabase('opstate_dashboard');
+    testDb = await createTestDatabase('opstate_dashboard', { migrated: true });
     database = await openDatabase({ databaseUrl: testDb.url });
     await migrate(database);
     planted = await plantEveryState(database);

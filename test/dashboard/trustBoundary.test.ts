@@ -92,7 +92,7 @@ describe('the dashboard and the relay, against a network peer', () => {
   const lastBy = async (id: string) => (await journal.listTransitions(id)).at(-1);
 
   beforeAll(async () => {
-    testDb = await createTestDatabase('opstate_dashtrust');
+    testDb = await createTestDatabase('opstate_dashtrust', { migrated: true });
     database = await openDatabase({ databaseUrl: testDb.url });
     await migrate(database);
     store = new OperationStore(database);

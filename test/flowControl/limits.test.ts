@@ -43,7 +43,7 @@ describe('flow limits, enforced by the claim on Postgres', () => {
   let limits: FlowLimitRepository;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase('opstate_flow');
+    testDb = await createTestDatabase('opstate_flow', { migrated: true });
     database = await openDatabase({ databaseUrl: testDb.url });
     await migrate(database);
     store = new OperationStore(database);

@@ -20,7 +20,7 @@ describe('delayed start (notBefore) on Postgres', () => {
   let database: Database;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase('opstate_notbefore');
+    testDb = await createTestDatabase('opstate_notbefore', { migrated: true });
     database = await openDatabase({ databaseUrl: testDb.url });
     await migrate(database);
   });

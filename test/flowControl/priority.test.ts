@@ -17,7 +17,7 @@ describe('priorities in the claim, on Postgres', () => {
   let database: Database;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase('opstate_priority');
+    testDb = await createTestDatabase('opstate_priority', { migrated: true });
     database = await openDatabase({ databaseUrl: testDb.url });
     await migrate(database);
   });

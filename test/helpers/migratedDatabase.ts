@@ -20,7 +20,7 @@ export function migratedDatabase(
   let testDb: TestDatabase | undefined;
   let database: Database | undefined;
   beforeAll(async () => {
-    testDb = await createTestDatabase(options.prefix);
+    testDb = await createTestDatabase(options.prefix, { migrated: true });
     database = await openDatabase({
       databaseUrl: testDb.url,
       ...(options.max === undefined ? {} : { max: options.max }),

@@ -22,7 +22,7 @@ describe('opstate control-plane --inspect, as shipped', () => {
   let relay: { stop(): void } | undefined;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase('opstate_cpinspect');
+    testDb = await createTestDatabase('opstate_cpinspect', { migrated: true });
     database = await openDatabase({ databaseUrl: testDb.url });
     await migrate(database);
   });

@@ -110,7 +110,7 @@ describe('Stately inspection built from persisted transitions', () => {
   const cleanups: (() => unknown)[] = [];
 
   beforeAll(async () => {
-    testDb = await createTestDatabase('opstate_inspect');
+    testDb = await createTestDatabase('opstate_inspect', { migrated: true });
     database = await openDatabase({ databaseUrl: testDb.url });
     await migrate(database);
     store = new OperationStore(database);

@@ -47,7 +47,7 @@ const sectionOf = (category: AttentionCategory): AttentionSection => ({
 let db: TestDatabase;
 let database: Database;
 beforeAll(async () => {
-  db = await createTestDatabase('opstate_attention_vocab');
+  db = await createTestDatabase('opstate_attention_vocab', { migrated: true });
   database = await openDatabase({ databaseUrl: db.url });
   await migrate(database);
 });

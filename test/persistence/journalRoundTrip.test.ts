@@ -37,7 +37,7 @@ const backends: [string, () => Promise<{ database: Database; close(): Promise<vo
   [
     'Postgres',
     async () => {
-      const testDb: TestDatabase = await createTestDatabase('opstate_journal');
+      const testDb: TestDatabase = await createTestDatabase('opstate_journal', { migrated: true });
       const database = await openDatabase({ databaseUrl: testDb.url });
       return {
         database,

@@ -17,7 +17,7 @@ describe('the control-plane lease and its fence', () => {
   let database: Database;
 
   beforeAll(async () => {
-    testDb = await createTestDatabase();
+    testDb = await createTestDatabase(undefined, { migrated: true });
     database = await openDatabase({ databaseUrl: testDb.url });
     await migrate(database);
   });

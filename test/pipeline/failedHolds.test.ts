@@ -25,7 +25,7 @@ const timing = {
 };
 
 beforeAll(async () => {
-  testDb = await createTestDatabase('opstate_failed_holds');
+  testDb = await createTestDatabase('opstate_failed_holds', { migrated: true });
   database = await openDatabase({ databaseUrl: testDb.url });
   await migrate(database);
   store = new OperationStore(database);

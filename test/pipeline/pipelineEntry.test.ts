@@ -31,7 +31,7 @@ let artifacts: ArtifactRepository;
 let dir: string;
 
 beforeAll(async () => {
-  testDb = await createTestDatabase('opstate_pipeline_entry');
+  testDb = await createTestDatabase('opstate_pipeline_entry', { migrated: true });
   database = await openDatabase({ databaseUrl: testDb.url });
   await migrate(database);
   artifacts = new ArtifactRepository(database);

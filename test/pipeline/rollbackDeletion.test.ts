@@ -23,7 +23,7 @@ let database: Database;
 let w: World;
 
 beforeAll(async () => {
-  testDb = await createTestDatabase();
+  testDb = await createTestDatabase(undefined, { migrated: true });
   database = await openDatabase({ databaseUrl: testDb.url });
   await migrate(database);
   w = await makeWorld(database);

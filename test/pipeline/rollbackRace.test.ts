@@ -20,7 +20,7 @@ let database: Database;
 let store: OperationStore;
 
 beforeAll(async () => {
-  testDb = await createTestDatabase('opstate_rollback_race');
+  testDb = await createTestDatabase('opstate_rollback_race', { migrated: true });
   database = await openDatabase({ databaseUrl: testDb.url });
   await migrate(database);
   store = new OperationStore(database);
