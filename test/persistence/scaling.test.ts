@@ -450,9 +450,11 @@ describe('hot statements on Postgres, over grown tables', () => {
     const ordered = await dirtiedBy(() => undefined);
     const random = await dirtiedBy(() => randomUUID());
     // The operation rows and their indexes (the plan's top node counts the insert it returns
-    // from): random ids put the entries of the two indexes keyed by id on about a leaf page per
-    // row each (453 pages for 256 rows when measured), time-ordered ones on a few (38).
-    expect(random).toBeGreaterThan(256);
+    // from): random ids put the entries of the index keyed by id, the primary key, on about a
+    // leaf page per row (245 pages for 256 rows when measured; 453 while a second unique index
+    // was keyed by id too), time-ordered ones on a few.
+    process.stdout.write(`pages dirtied by 256 creations: ${ordered} ordered, ${random} random\n`);
+    expect(random).toBeGreaterThan(160);
     expect(ordered).toBeLessThan(random / 4);
   });
 
