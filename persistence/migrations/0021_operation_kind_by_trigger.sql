@@ -48,6 +48,26 @@ BEGIN
 END
 $$;
 --> statement-breakpoint
+-- A breadcrumb is written by the statement of every transition (its insert often writes none),
+-- and a statement trigger runs even for no row: its check is per row, so a write without a
+-- breadcrumb runs none.
+CREATE OR REPLACE FUNCTION opstate_row_kind_matches_operation() RETURNS trigger
+LANGUAGE plpgsql AS $$
+DECLARE
+  base text;
+BEGIN
+  SELECT o.kind INTO base FROM operation o WHERE o.id = new.operation_id;
+  IF base IS DISTINCT FROM new.kind THEN
+    RAISE EXCEPTION 'insert or update on table "%" violates the operation''s kind', TG_TABLE_NAME
+      USING ERRCODE = 'foreign_key_violation',
+        DETAIL = format('Operation %s is of kind %s, not %s.', new.operation_id,
+          coalesce(base, '(none: no such operation)'), new.kind),
+        TABLE = TG_TABLE_NAME;
+  END IF;
+  RETURN NULL;
+END
+$$;
+--> statement-breakpoint
 CREATE OR REPLACE FUNCTION opstate_operation_kind_fixed() RETURNS trigger
 LANGUAGE plpgsql AS $$
 BEGIN
@@ -69,12 +89,6 @@ CREATE TRIGGER "long_term_archive_operation_kind_insert" AFTER INSERT ON "long_t
 REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION opstate_kind_matches_operation();
 --> statement-breakpoint
 CREATE TRIGGER "long_term_archive_operation_kind_update" AFTER UPDATE ON "long_term_archive_operation"
-REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION opstate_kind_matches_operation();
---> statement-breakpoint
-CREATE TRIGGER "operation_failure_event_kind_insert" AFTER INSERT ON "operation_failure_event"
-REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION opstate_kind_matches_operation();
---> statement-breakpoint
-CREATE TRIGGER "operation_failure_event_kind_update" AFTER UPDATE ON "operation_failure_event"
 REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION opstate_kind_matches_operation();
 --> statement-breakpoint
 CREATE TRIGGER "packaging_operation_kind_insert" AFTER INSERT ON "packaging_operation"
@@ -100,3 +114,6 @@ REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION opstate_kin
 --> statement-breakpoint
 CREATE TRIGGER "unpack_operation_kind_update" AFTER UPDATE ON "unpack_operation"
 REFERENCING NEW TABLE AS written FOR EACH STATEMENT EXECUTE FUNCTION opstate_kind_matches_operation();
+--> statement-breakpoint
+CREATE TRIGGER "operation_failure_event_kind" AFTER INSERT OR UPDATE ON "operation_failure_event"
+FOR EACH ROW EXECUTE FUNCTION opstate_row_kind_matches_operation();

@@ -43,8 +43,10 @@ export const operationTransition = pgTable(
 
 /**
  * Failure breadcrumbs keyed by (kind value, operation id, attempt); the kind is tied to the
- * operation's own kind by a statement trigger (`opstate_kind_matches_operation`, migration 0021):
- * a breadcrumb whose kind is not its operation's is refused (23503).
+ * operation's own kind by a row trigger (`opstate_row_kind_matches_operation`, migration 0021): a
+ * breadcrumb whose kind is not its operation's is refused (23503). Per row, because every
+ * transition's statement inserts into this table, most of them no row, and a statement trigger
+ * would run for each.
  */
 export const operationFailureEvent = pgTable(
   'operation_failure_event',
