@@ -29,6 +29,8 @@ interface Row extends Record<string, unknown> {
   to_status: string;
   event: string;
   by: string;
+  reason: string | null;
+  at: string;
 }
 
 /**
@@ -43,7 +45,8 @@ export async function pathProblems(
   forbidden: readonly string[] = [],
 ): Promise<string[]> {
   const rows = await database.execute<Row>(
-    `select operation_id::text, from_status, to_status, event, by from operation_transition order by operation_id, id`,
+    `select operation_id::text, from_status, to_status, event, by, reason, at::text
+       from operation_transition order by operation_id, id`,
   );
   const byOp = new Map<string, Row[]>();
   for (const r of rows) byOp.set(r.operation_id, [...(byOp.get(r.operation_id) ?? []), r]);
@@ -56,8 +59,10 @@ export async function pathProblems(
       const step = `${r.from_status}>${r.event}>${r.to_status}`;
       if (!ALLOWED.has(step)) problems.push(`${id}: ${step} is not a lifecycle step: ${text}`);
       if (r.from_status !== at) problems.push(`${id}: a step starts off the path: ${text}`);
-      if (r.event === 'RESET' && forbidden.includes(r.by))
-        problems.push(`${id}: reset by ${r.by}: ${text}`);
+      if (r.event === 'RESET' && forbidden.includes(r.by)) {
+        const times = path.map((p) => `${p.event} at ${p.at}`).join(', ');
+        problems.push(`${id}: reset by ${r.by} (${r.reason ?? 'no reason'}): ${text}; ${times}`);
+      }
       at = r.to_status;
     }
     if (at !== 'COMPLETED') problems.push(`${id}: ends ${at}: ${text}`);
@@ -65,6 +70,20 @@ export async function pathProblems(
       problems.push(`${id}: not exactly one COMPLETE: ${text}`);
   }
   return problems;
+}
+
+/**
+ * Every line the given processes printed that names one of the operations the problems name: what
+ * each worker and control plane said about an operation whose path went wrong.
+ */
+export function linesAbout(
+  children: readonly { readonly output: readonly string[] }[],
+  problems: readonly string[],
+): string[] {
+  const ids = new Set(problems.flatMap((p) => p.match(/^[0-9a-f-]{36}/) ?? []));
+  return children.flatMap((c, i) =>
+    c.output.filter((l) => [...ids].some((id) => l.includes(id))).map((l) => `child ${i}: ${l}`),
+  );
 }
 
 /** Retries `fn` through an outage (a drill's own writes ride through the restarts too). */

@@ -4,7 +4,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { transportNames } from '../../transport/TransportNames.ts';
 import { NatsClusterProcess } from '../helpers/privateServers.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
-import { longest, pathProblems, submitArchives, uuids } from './drillChecks.ts';
+import { linesAbout, longest, pathProblems, submitArchives, uuids } from './drillChecks.ts';
 import { deploymentPerTest, FAST_TIMING, waitFor } from './harness.ts';
 
 /**
@@ -162,7 +162,11 @@ describe('a three-node NATS cluster', () => {
       );
 
       expect(all).toHaveLength(BATCH * 5);
-      expect(await pathProblems(db, all, ['reconciler'])).toEqual([]);
+      const problems = await pathProblems(db, all, ['reconciler']);
+      // What the processes said about an operation whose path went wrong, for the failure report.
+      if (problems.length > 0)
+        console.log(linesAbout([...planes, ...workers], problems).join('\n'));
+      expect(problems).toEqual([]);
       const [copies] = await db.execute<{ n: number; distinct_ops: number }>(
         `select count(*)::int as n, count(distinct o.id)::int as distinct_ops
            from operation o join operation_output oo on oo.operation_id = o.id
