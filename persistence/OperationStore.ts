@@ -30,6 +30,7 @@ import {
   type Completion,
   completeWithOutputs,
 } from './completeWithOutputs.ts';
+import { type HistoryMaintenance, HistoryRetentionRepository } from './HistoryRetention.ts';
 import type { LeaseFence } from './LeaseFence.ts';
 import type { OperationRecord } from './OperationRecord.ts';
 import type { OutboxEntry, ScheduledTransition } from './OutboxEntry.ts';
@@ -448,6 +449,25 @@ export class OperationStore {
    */
   async foldCounts(): Promise<number> {
     return foldStatusTally(this.database);
+  }
+
+  /**
+   * The leader's care of the transition history: partitions made ahead of its ids, the rows that
+   * overflowed into its default partition counted, and every partition the retention policy lets
+   * go dropped (`HistoryRetentionRepository`; nothing is dropped while the policy keeps
+   * everything, the default). Ages are judged at `now` (the control plane's clock).
+   *
+   * @example
+   * ```ts
+   * const { made, dropped } = await store.maintainHistory(new Date(clock.now()));
+   * ```
+   */
+  async maintainHistory(now: Date): Promise<HistoryMaintenance> {
+    const history = new HistoryRetentionRepository(this.database);
+    const made = await history.extend();
+    const spilled = await history.spilled();
+    const { dropped, kept } = await history.prune(now);
+    return { made, spilled, dropped, kept };
   }
 
   /**

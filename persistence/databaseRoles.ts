@@ -36,6 +36,7 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly RowPrivilege[]
   deletion_policy: READ_WRITE,
   dispatch_relay_cursor: READ_WRITE,
   flow_limit: ALL_ROWS,
+  history_retention: READ_WRITE,
   long_term_archive_operation: READ_APPEND,
   operation: READ_WRITE,
   operation_failure_event: READ_APPEND,
@@ -60,6 +61,15 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly RowPrivilege[]
   transfer_operation: READ_APPEND,
   unpack_operation: READ_APPEND,
 };
+
+/**
+ * Functions that run as the schema's owner (SECURITY DEFINER): the runtime role calls them, the
+ * reader may not. Their migration revokes them from PUBLIC.
+ */
+export const OWNER_FUNCTIONS = [
+  'opstate_history_extend(integer)',
+  'opstate_history_prune(timestamptz)',
+] as const;
 
 /**
  * Tables a migration of this release drops, with what the release before granted on them: a
@@ -131,6 +141,15 @@ export function grantStatements(
     `REVOKE ALL ON SCHEMA ${schema} FROM ${both}`,
     `GRANT USAGE ON SCHEMA ${schema} TO ${both}`,
     `GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA ${schema} TO ${both}`,
+    // The history's partitions are made and dropped by the control plane (as the schema's owner,
+    // through these two); the reader only reads.
+    // (A schema not yet migrated to them has neither.)
+    ...OWNER_FUNCTIONS.map(
+      (f) =>
+        `DO $$ BEGIN IF to_regprocedure('${schema}.${f}') IS NOT NULL THEN REVOKE EXECUTE ON FUNCTION ${schema}.${f} FROM ${roles.reader}; END IF; END $$`,
+    ),
+    // The transition history's ids come from a sequence (a partitioned table has no identity).
+    `GRANT USAGE ON SEQUENCE ${schema}.operation_transition_id_seq TO ${roles.runtime}`,
   ];
   for (const table of [...tables].sort()) {
     const privileges = RUNTIME_PRIVILEGES[table] ?? RETIRED_PRIVILEGES[table];
@@ -217,7 +236,10 @@ export async function applyDatabaseRoles(
       if (await roleCreated(tx, schema, role)) created.push(role);
     }
     const tables = await tx.execute<{ name: string }>(
-      `select tablename as name from pg_tables where schemaname = '${schema}'`,
+      // A partition is reached through its parent, whose grants are what count.
+      `select c.relname as name from pg_class c
+        where c.relnamespace = '${schema}'::regnamespace and c.relkind in ('r', 'p')
+          and not c.relispartition`,
     );
     for (const statement of grantStatements(
       schema,

@@ -106,6 +106,18 @@ export async function moveFromPublic(
   for (const table of tables) {
     await tx.execute(`alter table ${LEGACY_SCHEMA}.${table} set schema ${schema}`);
   }
+  // A partitioned table moves without its partitions (the transition history's, made by a function
+  // rather than by a migration's CREATE TABLE): each follows its parent. (Partitions of indexes are
+  // in pg_inherits too; they move with their tables.)
+  const partitions = await tx.execute<{ name: string }>(
+    `select c.relname as name from pg_inherits i
+       join pg_class c on c.oid = i.inhrelid join pg_class p on p.oid = i.inhparent
+      where p.relnamespace = '${schema}'::regnamespace and c.relkind in ('r', 'p')
+        and c.relnamespace = '${LEGACY_SCHEMA}'::regnamespace`,
+  );
+  for (const { name } of partitions) {
+    await tx.execute(`alter table ${LEGACY_SCHEMA}.${name} set schema ${schema}`);
+  }
   const procedures = await tx.execute<{ signature: string }>(
     `select p.oid::regprocedure::text as signature from pg_proc p
       where p.pronamespace = '${LEGACY_SCHEMA}'::regnamespace
@@ -123,7 +135,7 @@ export async function moveFromPublic(
   await dropEmptyLegacyRecord(tx);
   return {
     to: schema,
-    tables: tables.length,
+    tables: tables.length + partitions.length,
     functions: procedures.length,
     migrations: recorded.length,
   };

@@ -14,6 +14,7 @@ export { controlPlaneLease } from './controlPlaneLease.ts';
 export { flowLimit } from './flowLimit.ts';
 export {
   dispatchRelayCursor,
+  historyRetention,
   operationFailureEvent,
   operationReplan,
   operationStep,

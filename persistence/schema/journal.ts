@@ -5,6 +5,7 @@ import {
   foreignKey,
   index,
   integer,
+  interval,
   jsonb,
   pgTable,
   primaryKey,
@@ -22,11 +23,20 @@ import { operation } from './operation.ts';
  * Append-only history of every status change (a trigger refuses UPDATE). `by` is the worker id,
  * a recovery path (`heartbeat_monitor`, `deadline`, `reconciler`, `broker`), `scheduler` or
  * `operator`; `attempt` is the attempt the event acted on. `from_status` is null for the creation row.
+ *
+ * Partitioned by ranges of `id` (migration 0023): ids come from one sequence, so they follow time,
+ * and the primary key stays `id` alone. The control plane's leader keeps partitions made ahead of
+ * the sequence (`opstate_history_extend`) and, under a retention policy (`history_retention`),
+ * drops a whole partition once all of it is older than the policy keeps and none of its rows
+ * belongs to a live operation (`opstate_history_prune`). The partitioning is the migration's:
+ * drizzle knows the table as the one it reads and writes.
  */
 export const operationTransition = pgTable(
   'operation_transition',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' })
+      .primaryKey()
+      .default(sql`nextval('operation_transition_id_seq'::regclass)`),
     operationId: uuid('operation_id')
       .notNull()
       .references(() => operation.id, { onDelete: 'cascade' }),
@@ -133,4 +143,25 @@ export const dispatchRelayCursor = pgTable(
     updatedAt: timestamp('updated_at', { withTimezone: true }).notNull().defaultNow(),
   },
   (t) => [check('dispatch_relay_cursor_one_row', sql`${t.id} = 1`)],
+);
+
+/**
+ * The retention policy of the transition history, one row: `keep` is how long a transition is kept
+ * at least (null: everything is kept, the default); `partition_ids` is how many ids each partition
+ * of the history spans, and so how much one pruning drops at once. Set by `opstate retention set`.
+ */
+export const historyRetention = pgTable(
+  'history_retention',
+  {
+    id: smallint('id').primaryKey().default(1),
+    keep: interval('keep'),
+    partitionIds: bigint('partition_ids', { mode: 'number' }).notNull().default(5_000_000),
+    setBy: text('set_by').notNull().default('migration'),
+    setAt: timestamp('set_at', { withTimezone: true }).notNull().defaultNow(),
+  },
+  (t) => [
+    check('history_retention_one_row', sql`${t.id} = 1`),
+    check('history_retention_keep_check', sql`${t.keep} is null or ${t.keep} >= interval '1 day'`),
+    check('history_retention_partition_ids_check', sql`${t.partitionIds} >= 1000`),
+  ],
 );

@@ -75,7 +75,7 @@ async function countIn(database: Database, schema: string, what: 'tables' | 'fun
   const [row] = await database.execute<{ n: number }>(
     what === 'tables'
       ? `select count(*)::int as n from pg_class c join pg_namespace n on n.oid = c.relnamespace
-          where n.nspname = '${schema}' and c.relkind = 'r'`
+          where n.nspname = '${schema}' and c.relkind in ('r', 'p') and not c.relispartition`
       : `select count(*)::int as n from pg_proc p join pg_namespace n on n.oid = p.pronamespace
           where n.nspname = '${schema}' and p.proname like 'opstate\\_%'`,
   );
@@ -116,7 +116,7 @@ describe("opstate's own schema", () => {
     const runtime = await createRuntime({ databaseUrl: db.url, logger: memoryLogger() });
     try {
       const { database } = runtime;
-      expect(await countIn(database, 'opstate', 'tables')).toBe(39); // 38 and the record
+      expect(await countIn(database, 'opstate', 'tables')).toBe(40); // 39 and the record
       const [record] = await database.execute<{ n: number }>(
         'select count(*)::int as n from opstate.__drizzle_migrations',
       );
@@ -162,10 +162,10 @@ describe("opstate's own schema", () => {
     try {
       const moved = logger.lines.find((l) => l.message.startsWith('moved opstate'));
       expect(moved?.message).toContain(
-        `moved opstate's 38 tables and 17 functions from schema public into schema "opstate", and its record of ${MIGRATIONS} migrations from drizzle.__drizzle_migrations to opstate.__drizzle_migrations`,
+        `moved opstate's 43 tables and 21 functions from schema public into schema "opstate", and its record of ${MIGRATIONS} migrations from drizzle.__drizzle_migrations to opstate.__drizzle_migrations`,
       );
       const { database } = runtime;
-      expect(await countIn(database, 'opstate', 'tables')).toBe(39);
+      expect(await countIn(database, 'opstate', 'tables')).toBe(40);
       expect(await countIn(database, 'public', 'functions')).toBe(0);
       const [record] = await database.execute<{ n: number }>(
         'select count(*)::int as n from opstate.__drizzle_migrations',
@@ -201,7 +201,7 @@ describe("opstate's own schema", () => {
     });
     try {
       expect(runtime.database.schema).toBe('ingest_ops');
-      expect(await countIn(runtime.database, 'ingest_ops', 'tables')).toBe(39);
+      expect(await countIn(runtime.database, 'ingest_ops', 'tables')).toBe(40);
       const [elsewhere] = await runtime.database.execute<{ n: number }>(
         `select count(*)::int as n from pg_class
           where relnamespace in ('public'::regnamespace) and relkind = 'r'`,
@@ -286,7 +286,7 @@ describe("opstate's own schema", () => {
           `drizzle.__drizzle_migrations records ${MIGRATIONS} of opstate's migrations, but public lacks their tables operation_tally; restore them`,
         ),
       });
-      expect(await countIn(current, 'public', 'tables')).toBe(37);
+      expect(await countIn(current, 'public', 'tables')).toBe(38);
       expect(await countIn(current, 'opstate', 'tables')).toBe(0);
     } finally {
       await current.close();
@@ -307,7 +307,7 @@ describe("opstate's own schema", () => {
           `opstate's tables are in two places: drizzle.__drizzle_migrations records ${MIGRATIONS} of its migrations in public, and schema "opstate" already holds __drizzle_migrations, archive_record,`,
         ),
       });
-      expect(await countIn(current, 'public', 'tables')).toBe(38);
+      expect(await countIn(current, 'public', 'tables')).toBe(39);
       const [record] = await current.execute<{ n: number }>(
         'select count(*)::int as n from drizzle.__drizzle_migrations',
       );
