@@ -52,6 +52,7 @@ export const DEFAULT_CONTROL_PLANE_TIMING: ControlPlaneTiming = Object.freeze({
   breakerThreshold: 5,
   breakerCooldownMs: 60_000,
   countFoldIntervalMs: 5_000,
+  historyIntervalMs: 60_000,
   discoveryIntervalMs: DEFAULT_DISCOVERY_INTERVAL_MS,
 });
 
@@ -71,6 +72,7 @@ export type ControlPlaneStore = Pick<
   | 'listPastDeadline'
   | 'apply'
   | 'foldCounts'
+  | 'maintainHistory'
   | 'routedLocations'
 >;
 
@@ -347,6 +349,41 @@ function countFoldLoop(shell: Shell): Loop {
 }
 
 /**
+ * The transition history's care (`OperationStore.maintainHistory`): partitions made ahead, those
+ * the retention policy lets go dropped, each drop logged; rows that overflowed into the default
+ * partition (partitions made too late) are logged once per change of their number.
+ */
+function historyLoop(shell: Shell): Loop {
+  const { store, logger, clock } = shell;
+  let spilledBefore = 0;
+  return shell.leaderLoop({
+    name: 'history',
+    intervalMs: shell.timing.historyIntervalMs,
+    pass: async () => {
+      const { made, spilled, dropped } = await store.maintainHistory(new Date(clock.now()));
+      if (made > 0) logger.log('DEBUG', 'history partitions made ahead', { made });
+      for (const d of dropped) {
+        logger.log('INFO', 'history partition dropped by the retention policy', {
+          partition: d.name,
+          fromId: d.lowerId,
+          toId: d.upperId,
+          rows: d.rows,
+          newest: d.newest?.toISOString() ?? null,
+        });
+      }
+      if (spilled !== spilledBefore && spilled > 0) {
+        logger.log('WARNING', 'transitions overflowed into the default partition of the history', {
+          rows: spilled,
+          hint: 'partitions were not made in time (the leader was down or the history loop failing); they stay there, outside retention',
+        });
+      }
+      spilledBefore = spilled;
+      return false;
+    },
+  });
+}
+
+/**
  * The stranded look's read (no writes): every SCHEDULED operation scheduled before the look's
  * cutoff, page by page, that no heartbeat lists at its attempt. Only SCHEDULED ones can be
  * stranded, and every page of them is read: long-running IN_PROGRESS operations, older still,
@@ -441,6 +478,8 @@ function reconcilerLoop(shell: Shell): Loop {
  *   the pair's breaker, which the scheduler obeys (see `createCircuitBreaker`);
  * - count folding: every `countFoldIntervalMs`, the rows the counts per kind × status are
  *   summed from are folded into one per pair;
+ * - history: every `historyIntervalMs`, partitions of the transition history are made ahead of
+ *   its ids, and those the retention policy lets go are dropped (`maintainHistory`);
  * - pipeline (when one is given): at the scheduler's interval, the completions past the pipeline's
  *   cursor create the operations of the stages that follow (`pipelinePass`, `planPipelinePass`);
  * - site routes: at start, on each wake and every `discoveryIntervalMs`, the consumer of each registered
@@ -495,6 +534,7 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     reconcilerLoop(shell),
     breaker,
     countFoldLoop(shell),
+    historyLoop(shell),
   ];
   if (options.pipeline !== undefined) {
     loops.push(

@@ -46,6 +46,11 @@ export interface ControlPlaneTiming {
    */
   readonly countFoldIntervalMs: number;
   /**
+   * How often the leader makes partitions of the transition history ahead of its ids and drops
+   * those its retention policy lets go (`opstate retention`) [60 s].
+   */
+  readonly historyIntervalMs: number;
+  /**
    * How often the leader creates the consumers of newly registered locations' site queues, and
    * workers look for locations registered since, to read their queues [30 s].
    */

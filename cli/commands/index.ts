@@ -25,6 +25,7 @@ const LOADERS: ReadonlyMap<string, () => Promise<Command>> = new Map([
   ['limit', async () => (await import('./limit.ts')).limitCommand],
   ['archive', async () => (await import('./archive.ts')).archiveCommand],
   ['policy', async () => (await import('./policy.ts')).policyCommand],
+  ['retention', async () => (await import('./retention.ts')).retentionCommand],
   ['migrate', async () => (await import('./migrate.ts')).migrateCommand],
   ['control-plane', async () => (await import('./controlPlane.ts')).controlPlaneCommand],
   ['worker', async () => (await import('./worker.ts')).workerCommand],

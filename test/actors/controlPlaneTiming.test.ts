@@ -66,6 +66,7 @@ function memoryStore(clock: SimulatedClock) {
     loadDispatches: async () => [],
     saveRelayCursor: async () => false,
     routedLocations: async () => [],
+    maintainHistory: async () => ({ made: 0, spilled: 0, dropped: [], kept: [] }),
     foldCounts: async () => {
       folds.push(clock.now());
       return 0;
