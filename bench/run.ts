@@ -24,6 +24,7 @@ const BENCHES = [
   'cluster',
   'pipeline',
   'inflight',
+  'retention',
 ] as const;
 const ROOT = fileURLToPath(new URL('../', import.meta.url));
 
