@@ -183,12 +183,21 @@ BEGIN
   FOR p IN SELECT h.name, h.lower_id, h.upper_id FROM opstate_history_partitions() h
             WHERE NOT h.is_default AND h.upper_id <= next_id ORDER BY h.upper_id LOOP
     name := p.name; lower_id := p.lower_id; upper_id := p.upper_id; dropped := false;
+    rows_in := NULL; newest := NULL; last_seen := NULL;
     -- The time of the newest id first (one probe of the key): a young partition is passed over
     -- without reading it. Times are the writers' and follow the ids only roughly, so each
     -- partition is judged on its own rows, and an old one after a young one may go.
     EXECUTE format('SELECT at FROM %I ORDER BY id DESC LIMIT 1', p.name) INTO newest;
     IF newest IS NOT NULL AND newest >= now_at - keep_for THEN
       rows_in := NULL; reason := 'holds transitions of the last ' || keep_for::text; RETURN NEXT;
+      CONTINUE;
+    END IF;
+    -- Checked first without the lock (a probe per live operation, before the partition is read
+    -- whole), so a partition a live operation holds is stepped over without stopping the writers
+    -- or reading it at every pass; then again under the lock, which decides.
+    EXECUTE format(LIVE_IN, p.name) INTO live;
+    IF live > 0 THEN
+      reason := format('holds the history of %s live operation(s)', live); RETURN NEXT;
       CONTINUE;
     END IF;
     EXECUTE format('SELECT count(*), max(at), max(id) FROM %I', p.name) INTO rows_in, newest, last_seen;
@@ -205,13 +214,6 @@ BEGIN
     IF EXISTS (SELECT 1 FROM dispatch_relay_cursor c WHERE c.after_id < last_seen) THEN
       reason := 'the dispatch relay has not yet passed it'; RETURN NEXT;
       RETURN;
-    END IF;
-    -- Checked first without the lock, so a partition a live operation holds is stepped over
-    -- without stopping the writers; then again under the lock, which decides.
-    EXECUTE format(LIVE_IN, p.name) INTO live;
-    IF live > 0 THEN
-      reason := format('holds the history of %s live operation(s)', live); RETURN NEXT;
-      CONTINUE;
     END IF;
     PERFORM set_config('lock_timeout', '2s', true);
     -- Dropping the partition drops its foreign key's trigger on operation: that lock first, in
