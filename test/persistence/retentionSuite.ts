@@ -71,6 +71,14 @@ export function retentionSuite(backend: SuiteBackend): void {
     );
   }
 
+  /** A transfer created and cancelled: finished, with two transitions. */
+  async function cancelledTransfer(): Promise<string> {
+    const store = new OperationStore(db());
+    const id = await store.create(inputFor(OperationKind.TRANSFER, await makeWorld(db())));
+    await store.apply(id, { type: 'CANCEL', reason: 'not needed' }, { by: 'operator' });
+    return id;
+  }
+
   const stepOf = (result: PruneResult, name: string) =>
     [...result.dropped, ...result.kept].find((s) => s.name === name);
 
@@ -163,10 +171,7 @@ export function retentionSuite(backend: SuiteBackend): void {
 
   it("keeps a partition a pipeline's cursor or the dispatch relay has not yet passed", async () => {
     const range = await freshPartition();
-    const w = await makeWorld(db());
-    const store = new OperationStore(db());
-    const id = await store.create(inputFor(OperationKind.TRANSFER, w));
-    await store.apply(id, { type: 'CANCEL', reason: 'not needed' }, { by: 'operator' });
+    await cancelledTransfer();
     await close(range);
     // The relay has read up to the range's first row only.
     await owner().execute(`update dispatch_relay_cursor set after_id = ${range.lower}`);
@@ -192,10 +197,7 @@ export function retentionSuite(backend: SuiteBackend): void {
 
   it('prunes nothing while the policy keeps everything (the default)', async () => {
     const range = await freshPartition();
-    const w = await makeWorld(db());
-    const store = new OperationStore(db());
-    const id = await store.create(inputFor(OperationKind.TRANSFER, w));
-    await store.apply(id, { type: 'CANCEL', reason: 'not needed' }, { by: 'operator' });
+    const id = await cancelledTransfer();
     await close(range);
     await retention().set({ keepMs: null, by: 'suite' });
     expect(await retention().prune(new Date(Date.now() + 100 * 365 * DAY))).toEqual({
