@@ -20,7 +20,7 @@ async function opstate(args: string[]): Promise<{ code: number; out: string; err
 describe('loading the commands a command line needs', () => {
   it('loads the named command alone, under the name it registers', async () => {
     const all = await loadCommands();
-    expect(all).toHaveLength(26);
+    expect(all).toHaveLength(27);
     for (const { name } of all) {
       const loaded = await commandsFor([name, '--help']);
       expect(loaded.map((c) => c.name)).toEqual([name]);
