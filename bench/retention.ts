@@ -51,115 +51,148 @@ async function timed(fn: () => Promise<unknown>): Promise<number> {
   return performance.now() - t0;
 }
 
+/** The bench's database: its policy, one location and a maker of fresh create requests. */
+interface Setup {
+  readonly db: Database;
+  readonly retention: HistoryRetentionRepository;
+  readonly store: OperationStore;
+  readonly input: () => Promise<CreateOperationInput>;
+}
+
+async function setUp(db: Database): Promise<Setup> {
+  await migrate(db);
+  const retention = new HistoryRetentionRepository(db);
+  await retention.set({ keepMs: 400 * DAY, partitionIds: ROWS, by: 'bench' });
+  const artifacts = new ArtifactRepository(db);
+  const source = await artifacts.addLocation({
+    site: `bench-${process.pid}`,
+    name: 'source',
+    locationType: LocationType.SOURCE,
+    storageRoot: '/data/source',
+  });
+  const input = async (): Promise<CreateOperationInput> => ({
+    kind: OperationKind.RAW_DATA_PACKAGE,
+    fields: {
+      rawDataPackageId: await artifacts.addRawDataPackage({
+        name: `rdp-${Math.random()}`,
+        dataTransferPackageId: await artifacts.addDataTransferPackage({
+          name: `dtp-${Math.random()}`,
+        }),
+      }),
+      locationId: source.id,
+    },
+  });
+  return { db, retention, store: new OperationStore(db), input };
+}
+
+/**
+ * Two partitions of ROWS old transitions each (one for the prune, one for the delete), of one
+ * operation finished long ago, then LIVE live operations elsewhere and the relay past them all.
+ * Returns the first partition's lowest id.
+ */
+async function fill({ db, retention, store, input }: Setup): Promise<number> {
+  const old = await store.create(await input());
+  await store.apply(old, { type: 'CANCEL', reason: 'bench' }, { by: 'operator' });
+  const [top] = await db.execute<{ top: string }>(
+    'select max(upper_id) as top from opstate_history_partitions() where not is_default',
+  );
+  const first = Number(top?.top);
+  await db.execute(`select setval('operation_transition_id_seq', ${first}, false)`);
+  await retention.extend();
+  // The empty partitions the migration made go first, so the timed call drops the full one.
+  await retention.prune();
+  for (const lower of [first, first + ROWS]) {
+    say(`filling ids ${lower}–${lower + ROWS - 1}`);
+    await db.execute(`select setval('operation_transition_id_seq', ${lower}, false)`);
+    for (let done = 0; done < ROWS; done += 500_000) {
+      const n = Math.min(500_000, ROWS - done);
+      await db.execute(`
+        insert into operation_transition (operation_id, from_status, to_status, event, attempt, by, at)
+        select '${old}', 'PENDING', 'SCHEDULED', 'SCHEDULE', 1, 'bench',
+               now() - interval '500 days' + make_interval(secs => g)
+          from generate_series(${done + 1}, ${done + n}) g`);
+    }
+    await retention.extend();
+  }
+  await db.execute(`select setval('operation_transition_id_seq', ${first + 2 * ROWS}, false)`);
+  await retention.extend();
+  // Live operations elsewhere: the prune probes each one's history in the partition.
+  for (let i = 0; i < LIVE; i++) await store.create(await input());
+  await db.execute(
+    `insert into dispatch_relay_cursor (id, after_id) values (1, ${first + 2 * ROWS})
+     on conflict (id) do update set after_id = excluded.after_id`,
+  );
+  await db.execute('vacuum analyze operation_transition');
+  return first;
+}
+
+/**
+ * A writer creating and cancelling operations until stopped, each step's span kept: the longest
+ * span overlapping a window is what a writer waited in it, whenever the span ended.
+ */
+async function startWriter({ store, input }: Setup) {
+  const spans: [number, number][] = [];
+  let writing = true;
+  const ready = await Promise.all(Array.from({ length: 64 }, () => input()));
+  const done = (async () => {
+    let i = 0;
+    while (writing) {
+      const t0 = performance.now();
+      const id = await store.create(ready[i++ % ready.length] as CreateOperationInput);
+      await store.apply(id, { type: 'CANCEL', reason: 'bench' }, { by: 'operator' });
+      spans.push([t0, performance.now()]);
+    }
+  })();
+  return {
+    longestIn: (from: number, to: number) =>
+      Math.max(0, ...spans.filter(([a, b]) => b >= from && a <= to).map(([a, b]) => b - a)),
+    stop: async () => {
+      writing = false;
+      await done;
+    },
+  };
+}
+
+/** One prune call (it drops the oldest partition it may, the first, and stops), with a writer. */
+async function measurePrune(setup: Setup, first: number) {
+  const { db } = setup;
+  const writer = await startWriter(setup);
+  await new Promise((r) => setTimeout(r, 500));
+  const walAt = await walLsn(db);
+  const from = performance.now();
+  const pruned = await db.execute('select * from opstate_history_prune()');
+  const to = performance.now();
+  const wal = await walSince(db, walAt);
+  // The baseline: the same writer alone, for as long (at least 2 s).
+  await new Promise((r) => setTimeout(r, Math.max(to - from, 2000)));
+  await writer.stop();
+  const dropped = pruned.filter((d) => d.dropped === true);
+  if (
+    dropped.length !== 1 ||
+    Number(dropped[0]?.lower_id) !== first ||
+    Number(dropped[0]?.rows_in) !== ROWS
+  ) {
+    throw new Error(
+      `the prune did not drop the partition of ${ROWS} rows: ${JSON.stringify(pruned)}`,
+    );
+  }
+  return {
+    ms: to - from,
+    wal,
+    stall: writer.longestIn(from, to),
+    quietStall: writer.longestIn(to + 200, performance.now()),
+  };
+}
+
 async function main(): Promise<void> {
   const dbs = benchDatabases();
   const url = await dbs.create(`bench_retention_${process.pid}`);
   const db = await openDatabase({ databaseUrl: url, max: 4 });
   try {
-    await migrate(db);
-    const retention = new HistoryRetentionRepository(db);
-    await retention.set({ keepMs: 400 * DAY, partitionIds: ROWS, by: 'bench' });
-    const artifacts = new ArtifactRepository(db);
-    const site = `bench-${process.pid}`;
-    const source = await artifacts.addLocation({
-      site,
-      name: 'source',
-      locationType: LocationType.SOURCE,
-      storageRoot: '/data/source',
-    });
-    const store = new OperationStore(db);
-    const input = async (): Promise<CreateOperationInput> => ({
-      kind: OperationKind.RAW_DATA_PACKAGE,
-      fields: {
-        rawDataPackageId: await artifacts.addRawDataPackage({
-          name: `rdp-${Math.random()}`,
-          dataTransferPackageId: await artifacts.addDataTransferPackage({
-            name: `dtp-${Math.random()}`,
-          }),
-        }),
-        locationId: source.id,
-      },
-    });
-    // The operation whose history fills the partitions: finished long ago.
-    const old = await store.create(await input());
-    await store.apply(old, { type: 'CANCEL', reason: 'bench' }, { by: 'operator' });
-
-    const [top] = await db.execute<{ top: string }>(
-      'select max(upper_id) as top from opstate_history_partitions() where not is_default',
-    );
-    const first = Number(top?.top);
-    // Two partitions of ROWS old rows each, one for the prune, one for the delete.
-    await db.execute(`select setval('operation_transition_id_seq', ${first}, false)`);
-    await retention.extend();
-    // The empty partitions the migration made go first, so the timed call drops the full one.
-    await retention.prune();
-    for (const lower of [first, first + ROWS]) {
-      say(`filling ids ${lower}–${lower + ROWS - 1}`);
-      await db.execute(`select setval('operation_transition_id_seq', ${lower}, false)`);
-      for (let done = 0; done < ROWS; done += 500_000) {
-        const n = Math.min(500_000, ROWS - done);
-        await db.execute(`
-          insert into operation_transition (operation_id, from_status, to_status, event, attempt, by, at)
-          select '${old}', 'PENDING', 'SCHEDULED', 'SCHEDULE', 1, 'bench',
-                 now() - interval '500 days' + make_interval(secs => g)
-            from generate_series(${done + 1}, ${done + n}) g`);
-      }
-      await retention.extend();
-    }
-    await db.execute(`select setval('operation_transition_id_seq', ${first + 2 * ROWS}, false)`);
-    await retention.extend();
-    // Live operations elsewhere: the prune probes each one's history in the partition.
-    for (let i = 0; i < LIVE; i++) await store.create(await input());
-    await db.execute(
-      `insert into dispatch_relay_cursor (id, after_id) values (1, ${first + 2 * ROWS})
-       on conflict (id) do update set after_id = excluded.after_id`,
-    );
-    await db.execute('vacuum analyze operation_transition');
-
-    // A writer all along, each create + cancel's span kept: a span that overlaps the prune counts
-    // for it, whenever it ends.
-    const spans: [number, number][] = [];
-    let writing = true;
-    const ready = await Promise.all(Array.from({ length: 64 }, () => input()));
-    const writer = (async () => {
-      let i = 0;
-      while (writing) {
-        const t0 = performance.now();
-        const id = await store.create(ready[i++ % ready.length] as CreateOperationInput);
-        await store.apply(id, { type: 'CANCEL', reason: 'bench' }, { by: 'operator' });
-        spans.push([t0, performance.now()]);
-      }
-    })();
-    const longestIn = (from: number, to: number) =>
-      Math.max(0, ...spans.filter(([a, b]) => b >= from && a <= to).map(([a, b]) => b - a));
-    await new Promise((r) => setTimeout(r, 500));
-
-    let walAt = await walLsn(db);
-    // One call: it drops the oldest partition it may (the first), and stops.
-    let pruned: Record<string, unknown>[] = [];
-    const pruneFrom = performance.now();
-    pruned = await db.execute('select * from opstate_history_prune()');
-    const pruneTo = performance.now();
-    const pruneMs = pruneTo - pruneFrom;
-    const pruneWal = await walSince(db, walAt);
-    // The baseline: the same writer alone, for as long (at least 2 s).
-    await new Promise((r) => setTimeout(r, Math.max(pruneMs, 2000)));
-    writing = false;
-    await writer;
-    const pruneLongest = longestIn(pruneFrom, pruneTo);
-    const quietLongest = longestIn(pruneTo + 200, performance.now());
-    const dropped = pruned.filter((d) => d.dropped === true);
-    if (
-      dropped.length !== 1 ||
-      Number(dropped[0]?.lower_id) !== first ||
-      Number(dropped[0]?.rows_in) !== ROWS
-    ) {
-      throw new Error(
-        `the prune did not drop the partition of ${ROWS} rows: ${JSON.stringify(pruned)}`,
-      );
-    }
-
-    walAt = await walLsn(db);
+    const setup = await setUp(db);
+    const first = await fill(setup);
+    const prune = await measurePrune(setup, first);
+    const walAt = await walLsn(db);
     const deleteMs = await timed(() =>
       db.execute(
         `delete from operation_transition where id >= ${first + ROWS} and id < ${first + 2 * ROWS}`,
@@ -168,19 +201,19 @@ async function main(): Promise<void> {
     const deleteWal = await walSince(db, walAt);
 
     const note = `${ROWS} rows in the partition, ${LIVE} live operations probed`;
-    print({ name: 'retention_prune_ms', value: pruneMs, unit: 'ms', baseline: deleteMs, note });
+    print({ name: 'retention_prune_ms', value: prune.ms, unit: 'ms', baseline: deleteMs, note });
     print({
       name: 'retention_prune_wal_bytes',
-      value: pruneWal,
+      value: prune.wal,
       unit: 'B',
       baseline: deleteWal,
       note: "dropping the partition (the window holds the writer's WAL too) against deleting its rows",
     });
     print({
       name: 'retention_writer_stall_ms',
-      value: pruneLongest,
+      value: prune.stall,
       unit: 'ms',
-      baseline: quietLongest,
+      baseline: prune.quietStall,
       note: 'the longest create + cancel during the prune, against the same writer after it',
     });
   } finally {
