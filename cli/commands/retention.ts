@@ -1,6 +1,7 @@
 import { InvalidArgumentError } from 'commander';
 import {
   HistoryRetentionRepository,
+  MIN_KEEP_MS,
   MIN_PARTITION_IDS,
   type PruneStep,
   type RetentionPolicy,
@@ -26,7 +27,7 @@ function keepOf(value: string): number | null {
 function keepText(keepMs: number | null): string {
   if (keepMs === null) return 'for ever';
   for (const [unit, ms] of [
-    ['d', 86_400_000],
+    ['d', MIN_KEEP_MS],
     ['h', 3_600_000],
     ['m', 60_000],
   ] as const) {
@@ -86,7 +87,7 @@ export function createRetentionCommand(open: DatabaseOpener = databaseFromEnv): 
         'keep every transition at least this long, e.g. 400d (at least 1d), or forever',
         (v: string): Keep => {
           const ms = keepOf(v);
-          if (ms !== null && ms < 86_400_000) {
+          if (ms !== null && ms < MIN_KEEP_MS) {
             throw new InvalidArgumentError('keep the history at least a day (1d), or forever');
           }
           // Wrapped: commander takes an option parsed to null for one not given.
