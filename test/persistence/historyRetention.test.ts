@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createRetentionCommand } from '../../cli/commands/retention.ts';
 import { type Clock, systemClock } from '../../machines/Clock.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
+import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
 import { HistoryRetentionRepository } from '../../persistence/HistoryRetention.ts';
 import { migrate } from '../../persistence/migrate.ts';
@@ -126,6 +127,53 @@ describe('history retention on Postgres', () => {
       expect((await runtime.store.load(id)).status).toBe('FAILED');
     } finally {
       await runtime.close();
+      await database.close();
+      await dropTestDatabase(own);
+    }
+  });
+});
+
+describe('history retention against a writer holding its locks, on Postgres', () => {
+  it('a prune that cannot take its locks within 2 s fails with CONFLICT, drops nothing, and the next pass drops the partition', async () => {
+    const own = await createTestDatabase('opstate_retention_lock', { migrated: true });
+    const database = await openDatabase({ databaseUrl: own.url, max: 2 });
+    const writer = await openDatabase({ databaseUrl: own.url, max: 1 });
+    try {
+      const retention = new HistoryRetentionRepository(database);
+      await retention.set({ keepMs: 400 * DAY, by: 'test' });
+      // The migration's first partition ([MINVALUE, 1)) is whole and empty: droppable at once,
+      // once the locks are had.
+      const first = (await retention.partitions())[0]?.name;
+      expect(first).toBe('operation_transition_p0');
+      // A writer's open transaction on operation, as a status change holds it.
+      let release = () => {};
+      const held = new Promise<void>((r) => {
+        release = r;
+      });
+      let locked = () => {};
+      const taken = new Promise<void>((r) => {
+        locked = r;
+      });
+      const open = writer.transaction(async (tx) => {
+        await tx.execute('lock table operation in row exclusive mode');
+        locked();
+        await held;
+      });
+      await taken;
+      const refused = await retention.prune(new Date(Date.now() + 401 * DAY)).then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+      expect(refused).toBeInstanceOf(OpstateError);
+      expect((refused as OpstateError).code).toBe(OpstateErrorCode.CONFLICT);
+      expect((refused as OpstateError).retryable).toBe(true);
+      expect((await retention.partitions()).map((p) => p.name)).toContain(first);
+      release();
+      await open;
+      const { dropped } = await retention.prune(new Date(Date.now() + 401 * DAY));
+      expect(dropped.map((d) => d.name)).toContain(first);
+    } finally {
+      await writer.close();
       await database.close();
       await dropTestDatabase(own);
     }
