@@ -218,8 +218,11 @@ export type {
   DispatchMessage,
   TransportEvent,
   TransportTiming,
+  WaitingDispatch,
+  WaitingDispatches,
   WorkerHeartbeat,
   WorkerReads,
 } from './transport/Transport.ts';
+export { WAITING_MAX_READS } from './transport/Transport.ts';
 export { resolveTiming } from './transport/TransportTiming.ts';
 export { isRetryable } from './worker/Worker.ts';

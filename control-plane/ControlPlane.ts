@@ -7,7 +7,7 @@ import type { Pipeline } from '../machines/pipeline.ts';
 import { DEFAULT_STARVATION_AGE_MS } from '../machines/priority.ts';
 import { DEFAULT_DISCOVERY_INTERVAL_MS } from '../machines/routing.ts';
 import type { Logger } from '../observe/Logger.ts';
-import { writeLines } from '../observe/LogLine.ts';
+import { type LogLine, writeLines } from '../observe/LogLine.ts';
 import type { ActiveOperation } from '../persistence/ActiveOperation.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import { activePages } from '../persistence/reads/activePages.ts';
@@ -35,7 +35,7 @@ import {
   strandedLookMs,
   unlistedScheduled,
 } from './planMonitorPass.ts';
-import { planReconcilerResets } from './planReconcilerPass.ts';
+import { planReconcilerResets, spareWaiting } from './planReconcilerPass.ts';
 import { drainLegacyQueues, siteRoutesPass } from './siteRoutes.ts';
 
 export type { ControlPlaneTiming } from './ControlPlaneTiming.ts';
@@ -417,7 +417,10 @@ export async function readUnlisted(
  * `before`, page by page, oldest first (with a page's worth of healthy long-running operations in
  * flight, one lost behind them is still found), then the heartbeats once, after the last page:
  * every row is judged by beats written after it was read, and a pass reads each heartbeat once,
- * however many pages the operations in flight take. Exported for the in-flight bench.
+ * however many pages the operations in flight take. A SCHEDULED operation it would reset is then
+ * looked for in its queue (`Transport.waiting`, asked only when there is one): a dispatch waiting
+ * there for a live worker's free slot is left to wait (`spareWaiting`). Exported for the
+ * in-flight bench.
  *
  * @example
  * ```ts
@@ -426,16 +429,24 @@ export async function readUnlisted(
  */
 export async function readReconcilerResets(
   store: Pick<ControlPlaneStore, 'listActiveOlderThan'>,
-  transport: Pick<Transport, 'heartbeats' | 'timing'>,
+  transport: Pick<Transport, 'heartbeats' | 'timing' | 'waiting'>,
   now: number,
   before: Date,
-): Promise<{ resets: PlannedReset[]; rows: number; lists: number }> {
+): Promise<{ resets: PlannedReset[]; rows: number; lists: number; spared?: LogLine }> {
   const old: ActiveOperation[] = [];
   for await (const page of activePages(store, before)) old.push(...page);
   if (old.length === 0) return { resets: [], rows: 0, lists: 0 };
   const beats = await transport.heartbeats.list();
-  const resets = planReconcilerResets({ now, timing: transport.timing, beats, old });
-  return { resets, rows: old.length, lists: 1 };
+  const timing = transport.timing;
+  const planned = planReconcilerResets({ now, timing, beats, old });
+  const wanted = new Map(
+    planned.filter((r) => r.status === 'SCHEDULED').map((r) => [r.id, r.attempt]),
+  );
+  if (wanted.size === 0) return { resets: planned, rows: old.length, lists: 1 };
+  const waiting = await transport.waiting(wanted);
+  const heartbeatTimeoutMs = timing.heartbeatTimeoutMs;
+  const kept = spareWaiting({ resets: planned, waiting, beats, now, heartbeatTimeoutMs });
+  return { resets: kept.resets, rows: old.length, lists: 1, spared: kept.line };
 }
 
 /** Reconciler (backstop): active past the floor and held by no live worker → reset. */
@@ -447,7 +458,8 @@ function reconcilerLoop(shell: Shell): Loop {
     pass: async () => {
       const now = clock.now();
       const before = new Date(now - transport.timing.reconcilerFloorMs);
-      const { resets } = await readReconcilerResets(store, transport, now, before);
+      const { resets, spared } = await readReconcilerResets(store, transport, now, before);
+      if (spared !== undefined) writeLines(shell.logger, [spared]);
       for (const r of resets) await applyReset(shell, r);
       return false;
     },

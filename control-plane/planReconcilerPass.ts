@@ -1,6 +1,7 @@
 import type { PlannedReset } from '../loops/PlannedReset.ts';
+import type { LogLine } from '../observe/LogLine.ts';
 import type { ActiveOperation } from '../persistence/ActiveOperation.ts';
-import type { WorkerHeartbeat } from '../transport/Transport.ts';
+import type { WaitingDispatches, WorkerHeartbeat } from '../transport/Transport.ts';
 
 /**
  * The reconciler's pass, pure: of the SCHEDULED / IN_PROGRESS operations older than the floor,
@@ -80,4 +81,51 @@ function liveHolders(
     }
   }
   return holders;
+}
+
+/**
+ * The reconciler's second look, pure: a SCHEDULED operation it would reset whose dispatch of the
+ * same attempt still waits in its queue, not yet handed out (`Transport.waiting`), is not lost
+ * while a worker with a fresh heartbeat reads that queue: it is waiting for a free slot, behind
+ * busy ones, and resetting it would only send it to the back of the same queue. Those resets are
+ * dropped and counted per queue for one INFO line. A dispatch waiting in a queue no live worker
+ * reads is reset as before, and so is one the read did not reach.
+ *
+ * @example
+ * ```ts
+ * const wanted = new Map(resets.filter((r) => r.status === 'SCHEDULED').map((r) => [r.id, r.attempt]));
+ * const { resets: kept, spared } = spareWaiting({ resets, waiting: await transport.waiting(wanted), beats, now, heartbeatTimeoutMs });
+ * ```
+ */
+export function spareWaiting(input: {
+  readonly resets: readonly PlannedReset[];
+  readonly waiting: WaitingDispatches;
+  readonly beats: readonly WorkerHeartbeat[];
+  readonly now: number;
+  readonly heartbeatTimeoutMs: number;
+}): { resets: PlannedReset[]; spared: Map<string, number>; line?: LogLine } {
+  const read = new Set<string>();
+  for (const b of input.beats) {
+    if (input.now - b.at >= input.heartbeatTimeoutMs) continue;
+    for (const q of b.reads?.queues ?? []) read.add(q);
+  }
+  const queueOf = new Map<string, string>();
+  for (const w of input.waiting.found) {
+    if (read.has(w.queue)) queueOf.set(`${w.message.operationId}|${w.message.attempt}`, w.queue);
+  }
+  const resets: PlannedReset[] = [];
+  const spared = new Map<string, number>();
+  for (const r of input.resets) {
+    const queue = r.status === 'SCHEDULED' ? queueOf.get(`${r.id}|${r.attempt}`) : undefined;
+    if (queue === undefined) resets.push(r);
+    else spared.set(queue, (spared.get(queue) ?? 0) + 1);
+  }
+  if (spared.size === 0) return { resets, spared };
+  const count = [...spared.values()].reduce((a, b) => a + b, 0);
+  const line: LogLine = {
+    level: 'INFO',
+    message: 'reconciler left dispatches waiting in their queues',
+    fields: { count, queues: Object.fromEntries(spared), complete: input.waiting.complete },
+  };
+  return { resets, spared, line };
 }

@@ -25,6 +25,26 @@ export interface DispatchMessage {
   readonly attempt: number;
 }
 
+/** A dispatch stored in its queue that the queue has not handed out yet (`Transport.waiting`). */
+export interface WaitingDispatch {
+  readonly message: DispatchMessage;
+  /** The queue it waits in: `queueName` of its route. */
+  readonly queue: string;
+}
+
+/** What `Transport.waiting` found, and whether it read every queue to the end it needed. */
+export interface WaitingDispatches {
+  readonly found: readonly WaitingDispatch[];
+  /** False when the read stopped at `WAITING_MAX_READS` before every wanted one was found. */
+  readonly complete: boolean;
+}
+
+/**
+ * The most stored messages `Transport.waiting` reads in one call: a queue thousands deep behind
+ * busy slots costs one read per message ahead of the ones asked about.
+ */
+export const WAITING_MAX_READS = 20_000;
+
 /**
  * One delivery of a dispatch message to a handler. Settle it exactly once with `ack`, `nak` or
  * `term`; `working` may be called any number of times before that. Calls after settlement are
@@ -304,6 +324,15 @@ export interface Transport {
    * when a SCHEDULED operation has been held by no live worker for longer than the timeout.
    */
   unsettled(): Promise<DispatchMessage[]>;
+  /**
+   * Of the dispatches `wanted` (operation id → attempt), those still stored in their queue and
+   * not yet handed out by it: waiting for a free slot of a worker that reads the queue, not lost.
+   * Each comes with the name of the queue it waits in (`queueName` of its route). A queue is read
+   * from the first message it has not handed out, and reading stops once every wanted dispatch
+   * is found or after `WAITING_MAX_READS` messages in all (`complete` is then false: what was not
+   * reached is not reported). The reconciler asks before it resets a SCHEDULED operation.
+   */
+  waiting(wanted: ReadonlyMap<string, number>): Promise<WaitingDispatches>;
   /** Subscribes to notifications; returns the unsubscribe function. */
   onEvent(listener: (event: TransportEvent) => void): () => void;
   /** Running totals. */

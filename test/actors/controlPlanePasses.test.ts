@@ -15,7 +15,7 @@ import {
   planStrandedResets,
   staleSuspects,
 } from '../../control-plane/planMonitorPass.ts';
-import { planReconcilerResets } from '../../control-plane/planReconcilerPass.ts';
+import { planReconcilerResets, spareWaiting } from '../../control-plane/planReconcilerPass.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import type { OperationStatus } from '../../machines/operationMachine.ts';
 import { defaultRoute } from '../../machines/routing.ts';
@@ -609,5 +609,112 @@ describe('reconciler decisions', () => {
         message: 'reconciler reset operation',
       });
     }
+  });
+});
+
+describe('the reconciler spares a dispatch waiting in its queue', () => {
+  const timing = { heartbeatTimeoutMs: TIMEOUT, reconcilerFloorMs: 60_000 };
+  const Q = 'site_a_buffer_transfer';
+  const active = (id: string, status: OperationStatus, attempt = 1): ActiveOperation => ({
+    id,
+    kind: KIND,
+    status,
+    attempt,
+    startedAt: null,
+    scheduledAt: null,
+    workerId: status === 'IN_PROGRESS' ? 'w-1' : null,
+    since: new Date(NOW - 120_000),
+    position: { since: new Date(NOW - 120_000).toISOString(), id },
+  });
+  const reader = (ageMs: number, queues: string[]): WorkerHeartbeat => ({
+    workerId: 'w-1',
+    at: NOW - ageMs,
+    held: [],
+    reads: { queues, kinds: [KIND] },
+  });
+  const waits = (id: string, attempt = 1, queue = Q) => ({
+    message: {
+      operationId: id,
+      kind: KIND,
+      operationType: defaultRoute(KIND).operationType,
+      attempt,
+    },
+    queue,
+  });
+  const rows: [string, OperationStatus, WorkerHeartbeat[], ReturnType<typeof waits>[], boolean][] =
+    [
+      [
+        'waiting in a queue a live worker reads: spared',
+        'SCHEDULED',
+        [reader(0, [Q])],
+        [waits('x')],
+        false,
+      ],
+      ['not found waiting: reset (lost)', 'SCHEDULED', [reader(0, [Q])], [], true],
+      [
+        'waiting, but only a stale worker reads the queue: reset',
+        'SCHEDULED',
+        [reader(TIMEOUT, [Q])],
+        [waits('x')],
+        true,
+      ],
+      [
+        'waiting, but no live worker reads that queue: reset',
+        'SCHEDULED',
+        [reader(0, ['other'])],
+        [waits('x')],
+        true,
+      ],
+      [
+        'an older attempt waiting does not stand for this one: reset',
+        'SCHEDULED',
+        [reader(0, [Q])],
+        [waits('x', 0)],
+        true,
+      ],
+      [
+        'IN_PROGRESS is never spared by a waiting message',
+        'IN_PROGRESS',
+        [reader(0, [Q])],
+        [waits('x')],
+        true,
+      ],
+    ];
+  it.each(rows)('%s', (_, status, beats, found, reset) => {
+    const planned = planReconcilerResets({ now: NOW, timing, beats, old: [active('x', status)] });
+    expect(planned.map((r) => r.id)).toEqual(['x']);
+    const waiting = { found, complete: true };
+    const kept = spareWaiting({
+      resets: planned,
+      waiting,
+      beats,
+      now: NOW,
+      heartbeatTimeoutMs: TIMEOUT,
+    });
+    expect(kept.resets.map((r) => r.id)).toEqual(reset ? ['x'] : []);
+    if (reset) expect(kept.line).toBeUndefined();
+    else {
+      expect(kept.line).toMatchObject({
+        level: 'INFO',
+        fields: { count: 1, queues: { [Q]: 1 }, complete: true },
+      });
+    }
+  });
+
+  it('spares only the waiting ones of a pass, and counts them per queue', () => {
+    const beats = [reader(0, [Q, 'q2'])];
+    const old = ['a', 'b', 'c', 'd'].map((id) => active(id, 'SCHEDULED'));
+    const planned = planReconcilerResets({ now: NOW, timing, beats, old });
+    const waiting = { found: [waits('a'), waits('c', 1, 'q2'), waits('d')], complete: false };
+    const kept = spareWaiting({
+      resets: planned,
+      waiting,
+      beats,
+      now: NOW,
+      heartbeatTimeoutMs: TIMEOUT,
+    });
+    expect(kept.resets.map((r) => r.id)).toEqual(['b']);
+    expect(Object.fromEntries(kept.spared)).toEqual({ [Q]: 2, q2: 1 });
+    expect(kept.line?.fields).toMatchObject({ count: 3, complete: false });
   });
 });

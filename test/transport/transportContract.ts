@@ -1,7 +1,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
-import { defaultRoute, type Route } from '../../machines/routing.ts';
+import { defaultRoute, queueName, type Route } from '../../machines/routing.ts';
 import { encodeHeld, heldThatFits, MAX_HEARTBEAT_BYTES } from '../../transport/HeartbeatKey.ts';
 import type {
   Delivery,
@@ -150,6 +150,50 @@ export function transportContract(name: string, factory: HarnessFactory): void {
       await waitFor(
         async () => JSON.stringify(await transport.unsettled()) === JSON.stringify([]),
         'both settled',
+      );
+      await sub.stop();
+    });
+
+    it('waiting() finds the dispatches asked about that their queue has not handed out yet', async () => {
+      const { transport } = await setup({ timing: { ackWaitMs: 30_000 } });
+      const hold = gate();
+      const held: Delivery[] = [];
+      const sub = transport.consume(ROUTE, { concurrency: 1 }, async (d) => {
+        held.push(d);
+        await hold.promise;
+        await d.ack();
+      });
+      await transport.publish(ROUTE, dispatch('out'));
+      await transport.publish(ROUTE, dispatch('queued'));
+      await transport.publish(ROUTE, dispatch('later', 2));
+      const other = { ...dispatch('other'), operationType: OTHER_ROUTE.operationType };
+      await transport.publish(OTHER_ROUTE, { ...other, kind: OperationKind.LONG_TERM_ARCHIVE });
+      await waitFor(() => held.length === 1, 'the first delivery');
+      const wanted = new Map([
+        ['out', 1],
+        ['queued', 1],
+        ['later', 1],
+        ['other', 1],
+        ['absent', 1],
+      ]);
+      const first = await transport.waiting(wanted);
+      expect(first.complete).toBe(true);
+      const found = [...first.found].sort((a, b) =>
+        a.message.operationId.localeCompare(b.message.operationId),
+      );
+      expect(found).toEqual([
+        {
+          message: { ...other, kind: OperationKind.LONG_TERM_ARCHIVE },
+          queue: queueName(OTHER_ROUTE),
+        },
+        { message: dispatch('queued'), queue: queueName(ROUTE) },
+      ]);
+      expect((await transport.waiting(new Map())).found).toEqual([]);
+      hold.open();
+      await waitFor(() => held.length === 3, 'the queue drained');
+      await waitFor(
+        async () => (await transport.waiting(wanted)).found.length === 1,
+        'only the unread queue still waiting',
       );
       await sub.stop();
     });

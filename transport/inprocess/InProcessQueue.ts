@@ -106,6 +106,20 @@ export class InProcessQueue {
     return out;
   }
 
+  /** Of `wanted` (operation id → attempt), the messages stored and never delivered. */
+  waiting(wanted: ReadonlyMap<string, number>): DispatchMessage[] {
+    const out: DispatchMessage[] = [];
+    for (const stored of this.#messages.values()) {
+      if (stored.deliveries !== 0) continue;
+      const decoded = decodeDispatch(stored.data, this.deps.maxMessageBytes);
+      if (!decoded.ok) continue;
+      if (wanted.get(decoded.message.operationId) === decoded.message.attempt) {
+        out.push(decoded.message);
+      }
+    }
+    return out;
+  }
+
   enqueue(data: Uint8Array): void {
     const stored: StoredMessage = {
       seq: this.#nextSeq++,

@@ -206,6 +206,13 @@ export function createInProcessTransport(
       return subscribe(queueOf(route), route, opts, handler, subscriptions);
     },
     unsettled: () => Promise.resolve([...queues.values()].flatMap((q) => q.unsettled())),
+    waiting: (wanted) =>
+      Promise.resolve({
+        found: [...queues.entries()].flatMap(([queue, q]) =>
+          q.waiting(wanted).map((message) => ({ message, queue })),
+        ),
+        complete: true,
+      }),
     onEvent: (listener) => hub.on(listener),
     stats: () => hub.stats(),
     async close() {

@@ -21,6 +21,7 @@ import type {
   TransportOptions,
   TransportTiming,
 } from '../Transport.ts';
+import { WAITING_MAX_READS } from '../Transport.ts';
 import { TransportEventHub } from '../TransportEventHub.ts';
 import { type TransportNames, transportNames } from '../TransportNames.ts';
 import { resolveTiming } from '../TransportTiming.ts';
@@ -38,6 +39,7 @@ import { publishInLanes } from './publishInLanes.ts';
 import { replicaRefusal, type StreamReplicas, streamReplicas } from './streamReplicas.ts';
 import { translateJetStreamError } from './translateJetStreamError.ts';
 import { unsettledDispatches } from './unsettledDispatches.ts';
+import { waitingDispatches } from './waitingDispatches.ts';
 
 /** Options of the JetStream transport. */
 export interface JetStreamTransportOptions extends TransportOptions {
@@ -186,6 +188,21 @@ async function readUnsettled({ jsm, names, limits }: Parts) {
     return await unsettledDispatches(jsm, names.stream, limits.maxMessageBytes);
   } catch (err) {
     throw translateJetStreamError(err, 'read unsettled dispatches', { stream: names.stream });
+  }
+}
+
+/** Of `wanted`, the dispatches their queues have not handed out yet. */
+async function readWaiting({ jsm, names, limits }: Parts, wanted: ReadonlyMap<string, number>) {
+  try {
+    return await waitingDispatches(
+      jsm,
+      names.stream,
+      wanted,
+      limits.maxMessageBytes,
+      WAITING_MAX_READS,
+    );
+  } catch (err) {
+    throw translateJetStreamError(err, 'read waiting dispatches', { stream: names.stream });
   }
 }
 
@@ -426,6 +443,7 @@ export async function createJetStreamTransport(
       return consumeRoute(parts, route, opts, handler);
     },
     unsettled: () => readUnsettled(parts),
+    waiting: (wanted) => readWaiting(parts, wanted),
     onEvent: (listener) => hub.on(listener),
     stats: () => hub.stats(),
     close() {
