@@ -118,6 +118,8 @@ function printSize(h: Held, round: number): void {
     resets: h.resets,
     left_hold: h.leftHold,
     reconciler_would_reset: h.wouldReset,
+    longest_scheduled_s: h.longestScheduledS,
+    reconciler_left_waiting: h.spared,
     costs,
     note: `control plane and ${WORKERS} workers as opstate processes; CPU and heartbeat puts over the hold window; passes run here ${PROBES} times each after it, the median of each figure`,
   });

@@ -70,6 +70,13 @@ export interface Held {
   readonly leftHold: number;
   /** Resets the passes run here planned (each probe's plan, the most of them). */
   readonly wouldReset: number;
+  /** The longest an operation's first attempt waited SCHEDULED for a slot, in seconds. */
+  readonly longestScheduledS: number;
+  /**
+   * The control plane's reconciler passes that left dispatches waiting in their queues past the
+   * floor, and the most it left in one pass.
+   */
+  readonly spared: { readonly passes: number; readonly most: number };
 }
 
 /** One size's settings: how many to hold, on what, for how long, and how to let them go. */
@@ -421,6 +428,26 @@ async function probe(d: Deployment, pass: PassRun, probes: number, valueBytes: n
 }
 
 /** RESET transitions in the deployment's database. */
+/** The longest wait, SCHEDULE to START, of any operation's first attempt, in seconds. */
+async function longestScheduled(sql: postgres.Sql): Promise<number> {
+  const [row] = await sql`
+    select coalesce(extract(epoch from max(st.at - sc.at)), 0)::float8 as s
+      from operation_transition sc
+      join operation_transition st on st.operation_id = sc.operation_id
+       and st.event = 'START' and st.attempt = 1
+     where sc.event = 'SCHEDULE' and sc.attempt = 1`;
+  return Math.round(Number(row?.s ?? 0) * 1000) / 1000;
+}
+
+/** What the control plane said of dispatches it left waiting in their queues. */
+function sparedBy(plane: Child): { passes: number; most: number } {
+  const lines = plane.output.filter((l) => l.includes('reconciler left dispatches waiting'));
+  const counts = lines.map((l) =>
+    Number(/"count":(\d+)|count=(\d+)/.exec(l)?.slice(1).find(Boolean) ?? 0),
+  );
+  return { passes: lines.length, most: Math.max(0, ...counts) };
+}
+
 async function resetCount(sql: postgres.Sql): Promise<number> {
   const [row] =
     await sql`select count(*)::int as n from operation_transition where event = 'RESET'`;
@@ -463,6 +490,8 @@ export async function holdAll(o: HoldOptions): Promise<Held> {
     await o.release();
     await untilAll(d, 'COMPLETED', o.n, o.upMs, o.say);
     const resets = await resetCount(d.sql);
+    const longestScheduledS = await longestScheduled(d.sql);
+    const spared = sparedBy(processes[0] as Child);
     return {
       n: o.n,
       database: d.database,
@@ -482,6 +511,8 @@ export async function holdAll(o: HoldOptions): Promise<Held> {
       resets,
       leftHold: o.n - stillHeld,
       wouldReset: monitor.wouldReset + reconciler.wouldReset,
+      longestScheduledS,
+      spared,
     };
   } finally {
     await d.close();
