@@ -356,12 +356,27 @@ function countFoldLoop(shell: Shell): Loop {
 function historyLoop(shell: Shell): Loop {
   const { store, logger, clock } = shell;
   let spilledBefore = 0;
+  let journalSpilledBefore = 0;
   return shell.leaderLoop({
     name: 'history',
     intervalMs: shell.timing.historyIntervalMs,
     pass: async () => {
-      const { made, spilled, dropped } = await store.maintainHistory(new Date(clock.now()));
+      const { made, spilled, dropped, journal } = await store.maintainHistory(
+        new Date(clock.now()),
+      );
       if (made > 0) logger.log('DEBUG', 'history partitions made ahead', { made });
+      if (journal.made > 0) {
+        logger.log('DEBUG', 'journal spans made ahead', { made: journal.made });
+      }
+      for (const d of journal.dropped) {
+        logger.log('INFO', 'journal span dropped by the retention policy', {
+          span: d.suffix,
+          fromId: d.lowerId,
+          toId: d.upperId,
+          rows: d.rows,
+          newest: d.newest?.toISOString() ?? null,
+        });
+      }
       for (const d of dropped) {
         logger.log('INFO', 'history partition dropped by the retention policy', {
           partition: d.name,
@@ -378,6 +393,17 @@ function historyLoop(shell: Shell): Loop {
         });
       }
       spilledBefore = spilled;
+      if (journal.spilled !== journalSpilledBefore && journal.spilled > 0) {
+        logger.log(
+          'WARNING',
+          'steps or failures overflowed into the default partitions of the journal',
+          {
+            rows: journal.spilled,
+            hint: 'spans were not made in time, or an operation id was made by a clock far from the database server; they stay there, outside retention',
+          },
+        );
+      }
+      journalSpilledBefore = journal.spilled;
       return false;
     },
   });

@@ -1,5 +1,6 @@
 import { sql } from 'drizzle-orm';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
+import type { JournalMaintenance } from './JournalRetention.ts';
 import { toDate } from './OperationRecord.ts';
 import type { Executor, Row } from './openDatabase.ts';
 
@@ -9,12 +10,24 @@ export const MIN_KEEP_MS = 86_400_000;
 /** The narrowest partition a policy may ask for, in ids (the database refuses less, too). */
 export const MIN_PARTITION_IDS = 1_000;
 
+/** The widest span of the journal a policy may ask for, in days (the database refuses more). */
+export const MAX_JOURNAL_DAYS = 3_660;
+
 /** The retention policy of the transition history. */
 export interface RetentionPolicy {
   /** How long a transition is kept at least; null: kept for ever (the default). */
   readonly keepMs: number | null;
   /** How many ids each partition made from now on spans. */
   readonly partitionIds: number;
+  /** How many days of operations created each span of the journal made from now on holds. */
+  readonly journalDays: number;
+  /**
+   * Every operation id below this had its step journal and failure breadcrumbs dropped by the
+   * policy (null: none dropped yet); such a FAILED operation is retried only with a new plan.
+   */
+  readonly journalPrunedBelow: string | null;
+  /** When the journal was last pruned. */
+  readonly journalPrunedAt: Date | null;
   readonly setBy: string;
   readonly setAt: Date;
 }
@@ -56,6 +69,8 @@ export interface HistoryMaintenance extends PruneResult {
   readonly made: number;
   /** Rows in the default partition: written when no partition had been made for their ids. */
   readonly spilled: number;
+  /** The same for the step journal and failure breadcrumbs (`JournalRetentionRepository`). */
+  readonly journal: JournalMaintenance;
 }
 
 function bad(message: string): OpstateError {
@@ -102,7 +117,8 @@ export class HistoryRetentionRepository {
   /** The policy in force. */
   async policy(): Promise<RetentionPolicy> {
     const [r] = await this.#exec.execute(
-      `select (extract(epoch from keep) * 1000)::bigint as keep_ms, partition_ids, set_by, set_at
+      `select (extract(epoch from keep) * 1000)::bigint as keep_ms, partition_ids, journal_days,
+              journal_pruned_below::text, journal_pruned_at, set_by, set_at
          from history_retention where id = 1`,
     );
     if (r === undefined) {
@@ -114,6 +130,9 @@ export class HistoryRetentionRepository {
     return {
       keepMs: num(r.keep_ms),
       partitionIds: Number(r.partition_ids),
+      journalDays: Number(r.journal_days),
+      journalPrunedBelow: r.journal_pruned_below == null ? null : String(r.journal_pruned_below),
+      journalPrunedAt: toDate(r.journal_pruned_at) ?? null,
       setBy: String(r.set_by),
       setAt: toDate(r.set_at) as Date,
     };
@@ -121,14 +140,25 @@ export class HistoryRetentionRepository {
 
   /**
    * Sets the policy: `keepMs` (null keeps everything) and, when given, the width of partitions made
-   * from now on. Refused: a keep under a day, a width under `MIN_PARTITION_IDS` or not whole.
+   * from now on, of the history (`partitionIds`) and of the journal (`journalDays`). Refused: a
+   * keep under a day, a width under `MIN_PARTITION_IDS` or not whole, a journal span that is not
+   * a whole number of days from 1 to `MAX_JOURNAL_DAYS`.
    */
   async set(input: {
     readonly keepMs: number | null;
     readonly partitionIds?: number;
+    readonly journalDays?: number;
     readonly by?: string;
   }): Promise<RetentionPolicy> {
-    const { keepMs, partitionIds } = input;
+    const { keepMs, partitionIds, journalDays } = input;
+    if (
+      journalDays !== undefined &&
+      (!Number.isSafeInteger(journalDays) || journalDays < 1 || journalDays > MAX_JOURNAL_DAYS)
+    ) {
+      throw bad(
+        `a span of the journal holds a whole number of days, 1 to ${MAX_JOURNAL_DAYS}; got ${JSON.stringify(journalDays)}`,
+      );
+    }
     if (keepMs !== null && (!Number.isSafeInteger(keepMs) || keepMs < MIN_KEEP_MS)) {
       throw bad(
         `a retention keeps the history at least a day (e.g. 400d), or for ever; got ${JSON.stringify(keepMs)} ms`,
@@ -152,6 +182,7 @@ export class HistoryRetentionRepository {
     await this.#exec.execute(
       sql`update history_retention
              set keep = ${keep}, partition_ids = coalesce(${partitionIds ?? null}::bigint, partition_ids),
+                 journal_days = coalesce(${journalDays ?? null}::int, journal_days),
                  set_by = ${by}, set_at = now()
            where id = 1`,
     );

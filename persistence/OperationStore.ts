@@ -31,6 +31,7 @@ import {
   completeWithOutputs,
 } from './completeWithOutputs.ts';
 import { type HistoryMaintenance, HistoryRetentionRepository } from './HistoryRetention.ts';
+import { JournalRetentionRepository } from './JournalRetention.ts';
 import type { LeaseFence } from './LeaseFence.ts';
 import type { OperationRecord } from './OperationRecord.ts';
 import type { OutboxEntry, ScheduledTransition } from './OutboxEntry.ts';
@@ -455,7 +456,8 @@ export class OperationStore {
    * The leader's care of the transition history: partitions made ahead of its ids, the rows that
    * overflowed into its default partition counted, and every partition the retention policy lets
    * go dropped (`HistoryRetentionRepository`; nothing is dropped while the policy keeps
-   * everything, the default). Ages are judged at `now` (the control plane's clock).
+   * everything, the default); then the same for the step journal and failure breadcrumbs, by spans
+   * of days of operations created (`JournalRetentionRepository`). Ages are judged at `now` (the control plane's clock).
    *
    * @example
    * ```ts
@@ -467,7 +469,17 @@ export class OperationStore {
     const made = await history.extend();
     const spilled = await history.spilled();
     const { dropped, kept } = await history.prune(now);
-    return { made, spilled, dropped, kept };
+    const journal = new JournalRetentionRepository(this.database);
+    const journalMade = await journal.extend();
+    const journalSpilled = await journal.spilled();
+    const pruned = await journal.prune(now);
+    return {
+      made,
+      spilled,
+      dropped,
+      kept,
+      journal: { made: journalMade, spilled: journalSpilled, ...pruned },
+    };
   }
 
   /**

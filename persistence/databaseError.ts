@@ -29,6 +29,8 @@ export const SqlState = {
   INSUFFICIENT_PRIVILEGE: '42501',
   /** Raised by opstate's own trigger: a retention claim on a copy whose deletion was decided. */
   CLAIM_REFUSED: 'OPS01',
+  /** Raised by opstate's own trigger: a retry of an operation whose step journal was pruned. */
+  JOURNAL_PRUNED: 'OPS02',
 } as const;
 
 interface DriverError {
@@ -129,6 +131,7 @@ export function toOpstateError(err: unknown): OpstateError {
         `Postgres refused: ${message}; the role opstate connects as lacks a privilege this needs (docs/database-roles.md says what each role may do; \`opstate migrate --create-roles\` grants it)`,
       );
     case SqlState.CLAIM_REFUSED:
+    case SqlState.JOURNAL_PRUNED:
       return make(OpstateErrorCode.CONFLICT, message);
     case SqlState.READ_ONLY_SQL_TRANSACTION:
       // An outage, not a defect: during a failover the server a connection reached takes no

@@ -69,6 +69,8 @@ export const RUNTIME_PRIVILEGES: Readonly<Record<string, readonly RowPrivilege[]
 export const OWNER_FUNCTIONS = [
   'opstate_history_extend(integer)',
   'opstate_history_prune(timestamptz)',
+  'opstate_journal_extend(integer)',
+  'opstate_journal_prune(timestamptz)',
 ] as const;
 
 /**
@@ -141,15 +143,17 @@ export function grantStatements(
     `REVOKE ALL ON SCHEMA ${schema} FROM ${both}`,
     `GRANT USAGE ON SCHEMA ${schema} TO ${both}`,
     `GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA ${schema} TO ${both}`,
-    // The history's partitions are made and dropped by the control plane (as the schema's owner,
-    // through these two); the reader only reads.
+    // The history's and the journal's partitions are made and dropped by the control plane (as
+    // the schema's owner, through these); the reader only reads.
     // (A schema not yet migrated to them has neither.)
     ...OWNER_FUNCTIONS.map(
       (f) =>
         `DO $$ BEGIN IF to_regprocedure('${schema}.${f}') IS NOT NULL THEN REVOKE EXECUTE ON FUNCTION ${schema}.${f} FROM ${roles.reader}; END IF; END $$`,
     ),
-    // The transition history's ids come from a sequence (a partitioned table has no identity).
+    // The transition history's and the step journal's ids come from sequences (a partitioned
+    // table has no identity; before migration 0024 the step journal's is its identity's own).
     `GRANT USAGE ON SEQUENCE ${schema}.operation_transition_id_seq TO ${roles.runtime}`,
+    `GRANT USAGE ON SEQUENCE ${schema}.operation_step_id_seq TO ${roles.runtime}`,
   ];
   for (const table of [...tables].sort()) {
     const privileges = RUNTIME_PRIVILEGES[table] ?? RETIRED_PRIVILEGES[table];

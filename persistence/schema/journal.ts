@@ -91,7 +91,9 @@ export const operationFailureEvent = pgTable(
 export const operationStep = pgTable(
   'operation_step',
   {
-    id: bigint('id', { mode: 'number' }).primaryKey().generatedAlwaysAsIdentity(),
+    id: bigint('id', { mode: 'number' })
+      .notNull()
+      .default(sql`nextval('operation_step_id_seq'::regclass)`),
     operationId: uuid('operation_id')
       .notNull()
       .references(() => operation.id, { onDelete: 'cascade' }),
@@ -103,6 +105,7 @@ export const operationStep = pgTable(
     generation: integer('generation').notNull().default(1),
   },
   (t) => [
+    primaryKey({ name: 'operation_step_pkey', columns: [t.operationId, t.id] }),
     unique('operation_step_operation_generation_name_key').on(t.operationId, t.generation, t.name),
   ],
 );
@@ -156,6 +159,9 @@ export const historyRetention = pgTable(
     id: smallint('id').primaryKey().default(1),
     keep: interval('keep'),
     partitionIds: bigint('partition_ids', { mode: 'number' }).notNull().default(5_000_000),
+    journalDays: integer('journal_days').notNull().default(30),
+    journalPrunedBelow: uuid('journal_pruned_below'),
+    journalPrunedAt: timestamp('journal_pruned_at', { withTimezone: true }),
     setBy: text('set_by').notNull().default('migration'),
     setAt: timestamp('set_at', { withTimezone: true }).notNull().defaultNow(),
   },
@@ -163,5 +169,6 @@ export const historyRetention = pgTable(
     check('history_retention_one_row', sql`${t.id} = 1`),
     check('history_retention_keep_check', sql`${t.keep} is null or ${t.keep} >= interval '1 day'`),
     check('history_retention_partition_ids_check', sql`${t.partitionIds} >= 1000`),
+    check('history_retention_journal_days_check', sql`${t.journalDays} between 1 and 3660`),
   ],
 );

@@ -66,7 +66,13 @@ function memoryStore(clock: SimulatedClock) {
     loadDispatches: async () => [],
     saveRelayCursor: async () => false,
     routedLocations: async () => [],
-    maintainHistory: async () => ({ made: 0, spilled: 0, dropped: [], kept: [] }),
+    maintainHistory: async () => ({
+      made: 0,
+      spilled: 0,
+      dropped: [],
+      kept: [],
+      journal: { made: 0, spilled: 0, dropped: [], kept: [] },
+    }),
     foldCounts: async () => {
       folds.push(clock.now());
       return 0;

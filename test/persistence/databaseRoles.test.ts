@@ -247,6 +247,8 @@ describe('database roles', () => {
       // The history's partitions are made and dropped as the schema's owner: not by the reader.
       'select opstate_history_extend(2)',
       'select * from opstate_history_prune()',
+      'select opstate_journal_extend(2)',
+      'select * from opstate_journal_prune()',
       `update history_retention set keep = interval '1 day'`,
     ]) {
       expect(await refusal(() => reader.execute(statement)), statement).toBe('42501');
@@ -254,6 +256,8 @@ describe('database roles', () => {
     // The runtime role, whose leader calls them, may; it may still create no table itself.
     await runtime.execute('select opstate_history_extend(2)');
     await runtime.execute('select * from opstate_history_prune()');
+    await runtime.execute('select opstate_journal_extend(2)');
+    await runtime.execute('select * from opstate_journal_prune()');
     expect(
       await refusal(() => runtime.execute('create table opstate.operation_transition_p9 (id int)')),
     ).toBe('42501');

@@ -40,7 +40,16 @@ describe('history retention on Postgres', () => {
     const io = { out: (l: string) => out.push(l), err: (l: string) => out.push(l) };
     const cli = createRetentionCommand(() => openDatabase({ databaseUrl: testDb.url, max: 1 }));
     expect(await cli.run(['set', '--keep', '400d', '--by', 'ops'], io)).toBe(0);
-    expect(out.pop()).toMatch(/^history kept 400d; partitions of [\d,]+ ids \(set by ops, /);
+    expect(out.pop()).toMatch(
+      /^history kept 400d; partitions of [\d,]+ ids, journal spans of 30 days \(set by ops, /,
+    );
+    expect(await cli.run(['set', '--keep', '400d', '--journal-days', '7', '--by', 'ops'], io)).toBe(
+      0,
+    );
+    expect(out.pop()).toMatch(/journal spans of 7 days \(set by ops, /);
+    // Refused by the repository, and nothing changes: a span of more than ten years.
+    expect(await cli.run(['set', '--keep', '400d', '--journal-days', '3661'], io)).not.toBe(0);
+    expect((await new HistoryRetentionRepository(database).policy()).journalDays).toBe(7);
     expect(await cli.run(['show', '--json'], io)).toBe(0);
     const shown = JSON.parse(out.pop() as string);
     expect(shown.policy).toMatchObject({ keepMs: 400 * DAY, setBy: 'ops' });
@@ -48,8 +57,14 @@ describe('history retention on Postgres', () => {
       name: 'operation_transition_default',
       isDefault: true,
     });
+    expect(shown.journal[0]).toMatchObject({ suffix: 'j0', lowerId: null });
+    expect(shown.journal.at(-1)).toMatchObject({ suffix: 'default', isDefault: true });
+    expect(await cli.run(['show'], io)).toBe(0);
+    expect(out.some((l) => /^journal span j0 +operations −∞ up to /.test(l))).toBe(true);
     expect(await cli.run(['prune', '--json'], io)).toBe(0);
-    expect(JSON.parse(out.pop() as string)).toHaveProperty('dropped');
+    const pruned = JSON.parse(out.pop() as string);
+    expect(pruned).toHaveProperty('dropped');
+    expect(pruned.journal).toHaveProperty('dropped');
     // Refused by the parser, before the database: less than a day, and not a duration.
     for (const keep of ['12h', 'soon']) {
       expect(await cli.run(['set', '--keep', keep], io)).not.toBe(0);
