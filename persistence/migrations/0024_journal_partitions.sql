@@ -227,9 +227,12 @@ DECLARE
   cutoff timestamptz;
   p record;
   live bigint;
-  LIVE_IN constant text := 'SELECT count(*) FROM operation o'
-    ' WHERE o.status IN (''PENDING'', ''SCHEDULED'', ''IN_PROGRESS'')'
-    ' AND ($1 IS NULL OR o.id >= $1) AND o.id < $2';
+  -- Live operations in the span's range of ids, found from the partial indexes of the live
+  -- statuses (one IN over all three would read every operation).
+  LIVE_IN constant text := 'SELECT (SELECT count(*) FROM operation o WHERE o.status = ''PENDING'''
+    ' AND ($1 IS NULL OR o.id >= $1) AND o.id < $2)'
+    ' + (SELECT count(*) FROM operation o WHERE o.status IN (''SCHEDULED'', ''IN_PROGRESS'')'
+    ' AND ($1 IS NULL OR o.id >= $1) AND o.id < $2)';
   COUNT_SQL constant text := 'SELECT (SELECT count(*) FROM %1$I) + (SELECT count(*) FROM %2$I),'
     ' greatest((SELECT max(at) FROM %1$I), (SELECT max(at) FROM %2$I))';
 BEGIN
@@ -314,6 +317,101 @@ $$;
 CREATE TRIGGER operation_retry_needs_journal BEFORE UPDATE ON operation
   FOR EACH ROW WHEN (old.status = 'FAILED' AND new.status <> 'FAILED')
   EXECUTE FUNCTION opstate_refuse_retry_without_journal();
+--> statement-breakpoint
+-- The history's prune again, its live check now split by status: an IN over the three live
+-- statuses matches none of their partial indexes, and read every operation at each pass while an
+-- old partition was held by a live one.
+CREATE OR REPLACE FUNCTION opstate_history_prune(now_at timestamptz DEFAULT now())
+RETURNS TABLE (name text, lower_id bigint, upper_id bigint, rows_in bigint, newest timestamptz,
+               dropped boolean, reason text)
+LANGUAGE plpgsql SECURITY DEFINER AS $$
+DECLARE
+  keep_for interval;
+  next_id bigint;
+  p record;
+  last_seen bigint;
+  later_id bigint;
+  live bigint;
+  behind text;
+  -- Live operations with a row in a partition: probed from the few live ones, by the partition's
+  -- (operation_id, id) index.
+  LIVE_IN constant text := 'SELECT (SELECT count(*) FROM operation o WHERE o.status = ''PENDING'''
+    ' AND EXISTS (SELECT 1 FROM %1$I t WHERE t.operation_id = o.id))'
+    ' + (SELECT count(*) FROM operation o WHERE o.status IN (''SCHEDULED'', ''IN_PROGRESS'')'
+    ' AND EXISTS (SELECT 1 FROM %1$I t WHERE t.operation_id = o.id))';
+BEGIN
+  -- One at a time, whichever leader or operator calls ('opsthist').
+  PERFORM pg_advisory_xact_lock(8030045079406736244);
+  SELECT r.keep INTO keep_for FROM history_retention r WHERE r.id = 1;
+  IF keep_for IS NULL THEN
+    RETURN;
+  END IF;
+  SELECT CASE WHEN is_called THEN last_value + 1 ELSE last_value END INTO next_id
+    FROM operation_transition_id_seq;
+  FOR p IN SELECT h.name, h.lower_id, h.upper_id FROM opstate_history_partitions() h
+            WHERE NOT h.is_default AND h.upper_id <= next_id ORDER BY h.upper_id LOOP
+    name := p.name; lower_id := p.lower_id; upper_id := p.upper_id; dropped := false;
+    rows_in := NULL; newest := NULL; last_seen := NULL;
+    -- The time of the newest id first (one probe of the key): a young partition is passed over
+    -- without reading it. Times are the writers' and follow the ids only roughly, so each
+    -- partition is judged on its own rows, and an old one after a young one may go.
+    EXECUTE format('SELECT at FROM %I ORDER BY id DESC LIMIT 1', p.name) INTO newest;
+    IF newest IS NOT NULL AND newest >= now_at - keep_for THEN
+      rows_in := NULL; reason := 'holds transitions of the last ' || keep_for::text; RETURN NEXT;
+      CONTINUE;
+    END IF;
+    -- Checked first without the lock (a probe per live operation, before the partition is read
+    -- whole), so a partition a live operation holds is stepped over without stopping the writers
+    -- or reading it at every pass; then again under the lock, which decides.
+    EXECUTE format(LIVE_IN, p.name) INTO live;
+    IF live > 0 THEN
+      reason := format('holds the history of %s live operation(s)', live); RETURN NEXT;
+      CONTINUE;
+    END IF;
+    EXECUTE format('SELECT count(*), max(at), max(id) FROM %I', p.name) INTO rows_in, newest, last_seen;
+    IF newest IS NOT NULL AND newest >= now_at - keep_for THEN
+      reason := 'holds transitions of the last ' || keep_for::text; RETURN NEXT;
+      CONTINUE;
+    END IF;
+    SELECT string_agg(c.name, ', ' ORDER BY c.name) INTO behind
+      FROM pipeline_cursor c WHERE c.after_id < last_seen;
+    IF behind IS NOT NULL THEN
+      reason := format('the cursor of pipeline(s) %s has not yet passed it', behind); RETURN NEXT;
+      RETURN;
+    END IF;
+    IF EXISTS (SELECT 1 FROM dispatch_relay_cursor c WHERE c.after_id < last_seen) THEN
+      reason := 'the dispatch relay has not yet passed it'; RETURN NEXT;
+      RETURN;
+    END IF;
+    PERFORM set_config('lock_timeout', '2s', true);
+    -- Dropping the partition drops its foreign key's trigger on operation: that lock first, in
+    -- the writers' order (operation, then the history), so no writer and this wait on each other.
+    LOCK TABLE operation IN SHARE ROW EXCLUSIVE MODE;
+    LOCK TABLE operation_transition IN ACCESS EXCLUSIVE MODE;
+    -- Under the lock, what was not yet committed when the partition was read is: a row past
+    -- the last one read (an id drawn before, committed since) was judged by nothing above, so
+    -- the partition waits for the next pass.
+    EXECUTE format('SELECT max(id) FROM %I WHERE id > $1', p.name) INTO later_id
+      USING coalesce(last_seen, -9223372036854775808);
+    IF later_id IS NOT NULL THEN
+      reason := 'rows were still being written into it'; RETURN NEXT;
+      RETURN;
+    END IF;
+    EXECUTE format(LIVE_IN, p.name) INTO live;
+    IF live > 0 THEN
+      reason := format('holds the history of %s live operation(s)', live); RETURN NEXT;
+      RETURN;
+    END IF;
+    EXECUTE format('ALTER TABLE operation_transition DETACH PARTITION %I', p.name);
+    EXECUTE format('DROP TABLE %I', p.name);
+    dropped := true;
+    reason := CASE WHEN rows_in = 0 THEN 'empty'
+                   ELSE 'every transition in it is older than ' || keep_for::text END;
+    RETURN NEXT;
+    RETURN;
+  END LOOP;
+END
+$$;
 --> statement-breakpoint
 REVOKE EXECUTE ON FUNCTION opstate_journal_extend(integer) FROM PUBLIC;
 --> statement-breakpoint
