@@ -164,8 +164,27 @@ export { startEmbeddedPostgres } from './persistence/embeddedPostgres.ts';
 export type { FlowLimitInput, FlowLimitScope } from './persistence/FlowLimitRepository.ts';
 export { FlowLimitRepository, MAX_FLOW_LIMIT } from './persistence/FlowLimitRepository.ts';
 export { GroupRepository } from './persistence/GroupRepository.ts';
+export type {
+  HistoryMaintenance,
+  HistoryPartition,
+  PruneResult,
+  PruneStep,
+  RetentionPolicy,
+} from './persistence/HistoryRetention.ts';
+export {
+  HistoryRetentionRepository,
+  MAX_JOURNAL_DAYS,
+  MIN_KEEP_MS,
+  MIN_PARTITION_IDS,
+} from './persistence/HistoryRetention.ts';
 export { inspectOperation } from './persistence/inspectOperation.ts';
 export { JournalRepository } from './persistence/JournalRepository.ts';
+export type {
+  JournalMaintenance,
+  JournalPruneStep,
+  JournalSpan,
+} from './persistence/JournalRetention.ts';
+export { JournalRetentionRepository } from './persistence/JournalRetention.ts';
 export { LineageRepository } from './persistence/LineageRepository.ts';
 export type { AttentionList, AttentionSection } from './persistence/loadAttention.ts';
 export { loadAttention } from './persistence/loadAttention.ts';
