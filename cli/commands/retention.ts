@@ -1,5 +1,6 @@
 import { InvalidArgumentError } from 'commander';
 import {
+  type HistoryPartition,
   HistoryRetentionRepository,
   MAX_JOURNAL_DAYS,
   MIN_KEEP_MS,
@@ -29,6 +30,15 @@ interface Keep {
 function keepOf(value: string): number | null {
   if (value === 'forever') return null;
   return parseDuration(value);
+}
+
+/** Parses `--keep`; wrapped, since commander takes an option parsed to null for one not given. */
+function keepOption(value: string): Keep {
+  const ms = keepOf(value);
+  if (ms !== null && ms < MIN_KEEP_MS) {
+    throw new InvalidArgumentError('keep the history at least a day (1d), or forever');
+  }
+  return { ms };
 }
 
 /** A keep as the operator would type it: `400d`, `36h`, `90m`, `45s`. */
@@ -61,6 +71,38 @@ function spanLine(s: JournalSpan): string {
     : `operations ${s.lowerId ?? '−∞'} up to ${s.upperId}`;
   const rows = s.estimatedRows < 0 ? 'not yet counted' : `~${s.estimatedRows} rows`;
   return `journal span ${s.suffix.padEnd(27)} ${ids} (${rows})`;
+}
+
+/** What `retention show` reads. */
+interface Shown {
+  readonly policy: RetentionPolicy;
+  readonly partitions: readonly HistoryPartition[];
+  readonly spilled: number;
+  readonly journal: readonly JournalSpan[];
+  readonly journalSpilled: number;
+}
+
+/** What `retention show` prints without `--json`. */
+function printShown(shown: Shown, io: Io) {
+  io.out(policyLine(shown.policy));
+  for (const p of shown.partitions) {
+    const ids = p.isDefault
+      ? 'default: ids past every partition'
+      : `ids ${p.lowerId ?? '−∞'}–${(p.upperId as number) - 1}`;
+    const rows = p.estimatedRows < 0 ? 'not yet counted' : `~${p.estimatedRows} rows`;
+    io.out(`${p.name.padEnd(40)} ${ids} (${rows})`);
+  }
+  if (shown.spilled > 0) {
+    io.out(
+      `${shown.spilled} transitions are in the default partition: partitions were not made in time, and these rows stay outside retention`,
+    );
+  }
+  for (const span of shown.journal) io.out(spanLine(span));
+  if (shown.journalSpilled > 0) {
+    io.out(
+      `${shown.journalSpilled} steps or failure breadcrumbs are in the journal's default partitions: spans were not made in time, or an operation id came from a clock far from the database server's; these rows stay outside retention`,
+    );
+  }
 }
 
 /** Both repositories on one connection. */
@@ -127,14 +169,7 @@ export function createRetentionCommand(open: DatabaseOpener = databaseFromEnv): 
       .requiredOption(
         '--keep <duration>',
         'keep every transition at least this long, e.g. 400d (at least 1d), or forever',
-        (v: string): Keep => {
-          const ms = keepOf(v);
-          if (ms !== null && ms < MIN_KEEP_MS) {
-            throw new InvalidArgumentError('keep the history at least a day (1d), or forever');
-          }
-          // Wrapped: commander takes an option parsed to null for one not given.
-          return { ms };
-        },
+        keepOption,
       )
       .option(
         '--partition-ids <n>',
@@ -192,25 +227,7 @@ export function createRetentionCommand(open: DatabaseOpener = databaseFromEnv): 
             ctx.io.out(JSON.stringify(shown));
             return 0;
           }
-          ctx.io.out(policyLine(shown.policy));
-          for (const p of shown.partitions) {
-            const ids = p.isDefault
-              ? 'default: ids past every partition'
-              : `ids ${p.lowerId ?? '−∞'}–${(p.upperId as number) - 1}`;
-            const rows = p.estimatedRows < 0 ? 'not yet counted' : `~${p.estimatedRows} rows`;
-            ctx.io.out(`${p.name.padEnd(40)} ${ids} (${rows})`);
-          }
-          if (shown.spilled > 0) {
-            ctx.io.out(
-              `${shown.spilled} transitions are in the default partition: partitions were not made in time, and these rows stay outside retention`,
-            );
-          }
-          for (const span of shown.journal) ctx.io.out(spanLine(span));
-          if (shown.journalSpilled > 0) {
-            ctx.io.out(
-              `${shown.journalSpilled} steps or failure breadcrumbs are in the journal's default partitions: spans were not made in time, or an operation id came from a clock far from the database server's; these rows stay outside retention`,
-            );
-          }
+          printShown(shown, ctx.io);
           return 0;
         }),
       );

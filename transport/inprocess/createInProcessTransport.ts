@@ -103,6 +103,38 @@ function subscribe(
   return subscription;
 }
 
+/** Every queue's dispatches still waiting for their first delivery among `wanted`. */
+function waitingIn(
+  queues: ReadonlyMap<string, InProcessQueue>,
+  wanted: Parameters<InProcessTransport['waiting']>[0],
+) {
+  return {
+    found: [...queues.entries()].flatMap(([queue, q]) =>
+      q.waiting(wanted).map((message) => ({ message, queue })),
+    ),
+    complete: true,
+  };
+}
+
+/** What every queue of one transport shares. */
+function queueDeps(
+  options: InProcessTransportOptions,
+  clock: Clock,
+  timing: ReturnType<typeof resolveTiming>,
+  hub: TransportEventHub,
+) {
+  return {
+    clock,
+    timing,
+    hub,
+    maxMessageBytes: options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES,
+    handlerErrorNak: {
+      baseMs: options.handlerErrorNakDelayMs ?? 1000,
+      maxMs: options.handlerErrorNakMaxDelayMs ?? 60_000,
+    },
+  };
+}
+
 /**
  * The transport for one process (the embedded default and fast tests): the same contract and
  * semantics as JetStream — ack-wait redelivery, `working()`, `nak(delay)`, a dedup window, max
@@ -124,17 +156,8 @@ export function createInProcessTransport(
   const timing = resolveTiming(options.timing);
   const clock = options.clock ?? systemClock;
   const hub = new TransportEventHub();
-  const maxMessageBytes = options.maxMessageBytes ?? DEFAULT_MAX_MESSAGE_BYTES;
-  const deps = {
-    clock,
-    timing,
-    hub,
-    maxMessageBytes,
-    handlerErrorNak: {
-      baseMs: options.handlerErrorNakDelayMs ?? 1000,
-      maxMs: options.handlerErrorNakMaxDelayMs ?? 60_000,
-    },
-  };
+  const deps = queueDeps(options, clock, timing, hub);
+  const { maxMessageBytes } = deps;
   const queues = new Map<string, InProcessQueue>();
   /** Dedup ids in publish order with their expiry, so the oldest are pruned from the front. */
   const dedup = new Map<string, number>();
@@ -206,13 +229,7 @@ export function createInProcessTransport(
       return subscribe(queueOf(route), route, opts, handler, subscriptions);
     },
     unsettled: () => Promise.resolve([...queues.values()].flatMap((q) => q.unsettled())),
-    waiting: (wanted) =>
-      Promise.resolve({
-        found: [...queues.entries()].flatMap(([queue, q]) =>
-          q.waiting(wanted).map((message) => ({ message, queue })),
-        ),
-        complete: true,
-      }),
+    waiting: (wanted) => Promise.resolve(waitingIn(queues, wanted)),
     onEvent: (listener) => hub.on(listener),
     stats: () => hub.stats(),
     async close() {
