@@ -28,6 +28,11 @@ export interface CopyDeleterOptions {
   readonly leaseMs?: number;
   /** Copies scheduled, planned or taken over per pass (default 16). */
   readonly batchSize?: number;
+  /**
+   * How long a member some process holds open is rechecked before it is kept and the deletion
+   * fails for an operator (default 5 s).
+   */
+  readonly openWaitMs?: number;
 }
 
 /** A running deleter. */
@@ -164,6 +169,7 @@ async function runRenewed(
       leaseMs: d.leaseMs,
       alive: () => d.state.alive,
       ...(d.faults === undefined ? {} : { faults: d.faults }),
+      ...(d.options.openWaitMs === undefined ? {} : { openWaitMs: d.options.openWaitMs }),
     });
     if (result.result === 'failed') {
       logger.log('WARNING', 'copy deletion kept members; an operator must review', {

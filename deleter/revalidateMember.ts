@@ -17,7 +17,13 @@ export interface MemberToCheck extends FileIdentity {
 /** The verdict on one member, immediately before its unlink. */
 export type MemberVerdict =
   | { readonly ok: true }
-  | { readonly ok: false; readonly outcome: 'KEPT' | 'MISSING'; readonly reason: string };
+  | {
+      readonly ok: false;
+      readonly outcome: 'KEPT' | 'MISSING';
+      readonly reason: string;
+      /** Kept only because some process holds it open now: worth a recheck once it may close. */
+      readonly held?: true;
+    };
 
 /**
  * Whether `path` lies under one of the prefixes (the prefix itself, or below it).
@@ -213,6 +219,7 @@ export async function revalidateMember(
       ok: false,
       outcome: 'KEPT',
       reason: `open by process ${holder.pid} (${holder.command})${open.holders.length > 1 ? ` and ${open.holders.length - 1} more` : ''}`,
+      held: true,
     };
   }
   if (open.unreadable > 0) {

@@ -1,4 +1,5 @@
 import { rmdir, unlink } from 'node:fs/promises';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { type MemberOutcome, MemberOutcome as Outcome } from '../machines/ArchiveState.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { CopyLifecycle } from '../persistence/CopyLifecycle.ts';
@@ -34,7 +35,17 @@ export interface RunDeletionOptions {
   /** False once the deleter stops or crashes: nothing is unlinked or written after that. */
   readonly alive: () => boolean;
   readonly count?: SyscallCount;
+  /**
+   * How long a member some process holds open is rechecked before it is kept (default 5,000 ms):
+   * a reader that closes it soon — another deleter hashing it while its lease passed here — does
+   * not fail the deletion; one that keeps it open does.
+   */
+  readonly openWaitMs?: number;
 }
+
+/** The default of `openWaitMs`, and the pause between rechecks of a member held open. */
+export const DEFAULT_OPEN_WAIT_MS = 5_000;
+const OPEN_RECHECK_MS = 250;
 
 class Stopped extends Error {}
 
@@ -153,13 +164,32 @@ async function runMembers(
     const facts = await step(false);
     let verdict = keptByFacts(facts);
     if (verdict === undefined) {
-      const checked = await revalidateMember(member, facts.protectedPrefixes, storageRoot, o.count);
+      const checked = await revalidateUntilClosed(o, member, facts.protectedPrefixes, storageRoot);
       verdict = checked.ok ? await unlinkMember(member, o, () => live(o)) : checked;
     }
     previous = { seq: member.seq, outcome: verdict.outcome, reason: verdict.reason };
     await o.faults?.afterMember?.({ ...at, seq: member.seq, outcome: verdict.outcome });
   }
   return step(true);
+}
+
+/**
+ * Revalidates a member, and while the only objection is a process holding it open, again every
+ * quarter second until `openWaitMs` has passed: the verdict a member held open for longer gets.
+ */
+async function revalidateUntilClosed(
+  o: RunDeletionOptions,
+  member: Parameters<typeof revalidateMember>[0],
+  protectedPrefixes: readonly string[],
+  storageRoot: string,
+) {
+  const until = Date.now() + (o.openWaitMs ?? DEFAULT_OPEN_WAIT_MS);
+  for (;;) {
+    const checked = await revalidateMember(member, protectedPrefixes, storageRoot, o.count);
+    if (checked.ok || checked.held !== true || Date.now() >= until) return checked;
+    await sleep(OPEN_RECHECK_MS);
+    live(o);
+  }
 }
 
 /** Members were kept: the copy becomes DELETION_FAILED with every kept member's reason. */

@@ -31,6 +31,7 @@ beforeAll(async () => {
   w = await startArchiveWorld();
   w.startArchiver();
   deleter = w.startDeleter({
+    openWaitMs: 3_000,
     ...withFaults<DeleterFaults>({
       async afterPlan({ copyId }) {
         await afterPlan.get(copyId)?.();
@@ -304,6 +305,28 @@ describe('deletion after a verified archive, revalidated member by member', () =
     });
     expect(await exists(member)).toBe(true);
     holder?.kill('SIGKILL');
+  });
+
+  it('deletes a member another process held open only for a moment, once it closed it', async () => {
+    const pkg = await w.addPackage();
+    const member = join(pkg.folder, 'scan_0001.fits');
+    let reader: ChildProcess | undefined;
+    const r = await archiveThenDelete(pkg, async () => {
+      // Holds the member open for half a second, as a peer deleter hashing it would, then lives on.
+      reader = spawn(
+        process.execPath,
+        [
+          '-e',
+          `const fs = require('fs'); const fd = fs.openSync(${JSON.stringify(member)}, 'r'); console.log('open'); setTimeout(() => { fs.closeSync(fd); console.log('closed'); }, 500); setInterval(() => {}, 1000);`,
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      await new Promise<void>((resolve) => reader?.stdout?.once('data', () => resolve()));
+    });
+    reader?.kill('SIGKILL');
+    expect(r.status).toBe('DELETED');
+    expect(r.byName.get('scan_0001.fits')).toMatchObject({ outcome: 'DELETED', reason: null });
+    expect(await exists(member)).toBe(false);
   });
 
   it('keeps members under a protected prefix added to the policy after planning', async () => {
