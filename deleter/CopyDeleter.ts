@@ -169,6 +169,7 @@ async function runRenewed(
       leaseMs: d.leaseMs,
       alive: () => d.state.alive,
       ...(d.faults === undefined ? {} : { faults: d.faults }),
+      clock: d.options.clock,
       ...(d.options.openWaitMs === undefined ? {} : { openWaitMs: d.options.openWaitMs }),
     });
     if (result.result === 'failed') {

@@ -1,6 +1,6 @@
 import { rmdir, unlink } from 'node:fs/promises';
-import { setTimeout as sleep } from 'node:timers/promises';
 import { type MemberOutcome, MemberOutcome as Outcome } from '../machines/ArchiveState.ts';
+import { type Clock, systemClock } from '../machines/Clock.ts';
 import { OpstateError, OpstateErrorCode } from '../machines/OpstateError.ts';
 import type { CopyLifecycle } from '../persistence/CopyLifecycle.ts';
 import type { OutcomeInput } from '../persistence/DeletionPlan.ts';
@@ -41,6 +41,8 @@ export interface RunDeletionOptions {
    * not fail the deletion; one that keeps it open does.
    */
   readonly openWaitMs?: number;
+  /** Times the rechecks of a member held open (default the system clock). */
+  readonly clock?: Clock;
 }
 
 /** The default of `openWaitMs`, and the pause between rechecks of a member held open. */
@@ -183,11 +185,12 @@ async function revalidateUntilClosed(
   protectedPrefixes: readonly string[],
   storageRoot: string,
 ) {
-  const until = Date.now() + (o.openWaitMs ?? DEFAULT_OPEN_WAIT_MS);
+  const clock = o.clock ?? systemClock;
+  const until = clock.now() + (o.openWaitMs ?? DEFAULT_OPEN_WAIT_MS);
   for (;;) {
     const checked = await revalidateMember(member, protectedPrefixes, storageRoot, o.count);
-    if (checked.ok || checked.held !== true || Date.now() >= until) return checked;
-    await sleep(OPEN_RECHECK_MS);
+    if (checked.ok || checked.held !== true || clock.now() >= until) return checked;
+    await clock.sleep(OPEN_RECHECK_MS);
     live(o);
   }
 }
