@@ -763,6 +763,15 @@ async function distinctOutputRuns(bench: Bench, d: Deployment): Promise<void> {
   // control plane starts after the fill, as one running while the history grew would have
   // read it long ago (else the run pays for reading the filled history once).
   await d.control.stop();
+  // Likewise the dispatch relay: one running while the history grew would have read past each
+  // filled SCHEDULE transition as it was written. Left behind them, it reads millions of stale
+  // dispatches (and their operations) during the run. Every earlier run's operation is COMPLETED.
+  await bench.own(
+    `insert into dispatch_relay_cursor (id, after_id, updated_at)
+     select 1, coalesce(max(id), 0), now() from operation_transition
+     on conflict (id) do update set after_id = greatest(dispatch_relay_cursor.after_id, excluded.after_id),
+       updated_at = excluded.updated_at`,
+  );
   d.control = await lead(d.plane);
   const fillSeconds = (performance.now() - fillStart) / 1000;
   const next = await packagePerTransfer(bench, d);
