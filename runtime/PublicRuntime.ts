@@ -99,6 +99,11 @@ export interface StartCopyDeleterOptions {
   readonly leaseMs?: number;
   /** Copies scheduled, planned or taken over per pass (default 16). */
   readonly batchSize?: number;
+  /**
+   * How long a member some process holds open is rechecked before it is kept and the deletion
+   * fails for an operator (default 5 s).
+   */
+  readonly openWaitMs?: number;
 }
 
 /** A running copy deleter. */

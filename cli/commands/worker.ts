@@ -88,6 +88,7 @@ type WorkerOptions = {
   insecureNats?: boolean;
   deleteCopies?: boolean;
   deleterLeaseMs?: number;
+  deleterOpenWaitMs?: number;
   deleterIntervalMs?: number;
   inProcess?: boolean;
   site?: string;
@@ -184,6 +185,7 @@ function announce(
     id: `${worker.id}-deleter`,
     ...(values.deleterLeaseMs === undefined ? {} : { leaseMs: values.deleterLeaseMs }),
     ...(values.deleterIntervalMs === undefined ? {} : { intervalMs: values.deleterIntervalMs }),
+    ...(values.deleterOpenWaitMs === undefined ? {} : { openWaitMs: values.deleterOpenWaitMs }),
     ...withFaults(values.faults === true ? faults : undefined),
   });
   io.out(`deleter ${deleter.id} started (the deletion policy decides what it deletes)`);
@@ -233,6 +235,11 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
     .option('--delete-copies', 'also run a deleter (the deletion policy decides what it deletes)')
     .option('--deleter-lease-ms <n>', "how long a deleter's claim on a copy lasts", wholeNumber(1))
     .option('--deleter-interval-ms <n>', 'how often the deleter looks for work', wholeNumber(1))
+    .option(
+      '--deleter-open-wait-ms <n>',
+      'how long a member some process holds open is rechecked before the deleter keeps it (default 5000)',
+      wholeNumber(0),
+    )
     .addHelpText(
       'after',
       '\nStarts without the database or the broker: it waits for them and retries, and exits only\non a configuration error. Without NATS_URL it refuses to start unless --in-process.',

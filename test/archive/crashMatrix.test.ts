@@ -96,6 +96,10 @@ describe('archive-then-delete crash matrix (SIGKILL at every boundary)', () => {
       '1500',
       '--deleter-interval-ms',
       '100',
+      // A deleter whose 1.5 s lease ran out on a busy machine may still be hashing a member when
+      // its peer takes the deletion over: the peer rechecks a member held open this long.
+      '--deleter-open-wait-ms',
+      '5000',
       // The fixture's deleter crash points are its `faults` export: honoured only with this flag.
       '--faults',
     ];
