@@ -6,6 +6,7 @@ import type { CopyLifecycle } from '../persistence/CopyLifecycle.ts';
 import type { OutcomeInput } from '../persistence/DeletionPlan.ts';
 import type { DeletionRepository } from '../persistence/DeletionRepository.ts';
 import type { DeleterFaults, FaultPoint } from './DeleterFaults.ts';
+import { scanOpenFiles } from './openFiles.ts';
 import { identityProblem, revalidateMember } from './revalidateMember.ts';
 import type { SyscallCount } from './SyscallCount.ts';
 
@@ -176,8 +177,10 @@ async function runMembers(
 }
 
 /**
- * Revalidates a member, and while the only objection is a process holding it open, again every
- * quarter second until `openWaitMs` has passed: the verdict a member held open for longer gets.
+ * Revalidates a member. When the only objection is a process holding it open, waits — rescanning
+ * who holds it every quarter second, for up to `openWaitMs` — for it to be closed, and then
+ * revalidates it whole once more (the holder may have changed it); a member still held open then
+ * keeps its verdict. The member's bytes are read at most twice, however long the wait.
  */
 async function revalidateUntilClosed(
   o: RunDeletionOptions,
@@ -185,14 +188,18 @@ async function revalidateUntilClosed(
   protectedPrefixes: readonly string[],
   storageRoot: string,
 ) {
+  const checked = await revalidateMember(member, protectedPrefixes, storageRoot, o.count);
+  if (checked.ok || checked.held !== true) return checked;
   const clock = o.clock ?? systemClock;
   const until = clock.now() + (o.openWaitMs ?? DEFAULT_OPEN_WAIT_MS);
-  for (;;) {
-    const checked = await revalidateMember(member, protectedPrefixes, storageRoot, o.count);
-    if (checked.ok || checked.held !== true || clock.now() >= until) return checked;
+  while (clock.now() < until) {
     await clock.sleep(OPEN_RECHECK_MS);
     live(o);
+    if (scanOpenFiles(member.device, member.inode, o.count).holders.length === 0) {
+      return revalidateMember(member, protectedPrefixes, storageRoot, o.count);
+    }
   }
+  return checked;
 }
 
 /** Members were kept: the copy becomes DELETION_FAILED with every kept member's reason. */

@@ -329,6 +329,31 @@ describe('deletion after a verified archive, revalidated member by member', () =
     expect(await exists(member)).toBe(false);
   });
 
+  it('revalidates a member held open again once it is closed: one its holder changed is kept', async () => {
+    const pkg = await w.addPackage();
+    const member = join(pkg.folder, 'scan_0002.fits');
+    let writer: ChildProcess | undefined;
+    const r = await archiveThenDelete(pkg, async () => {
+      // Holds the member open, appends to it after a moment, then closes it and lives on.
+      writer = spawn(
+        process.execPath,
+        [
+          '-e',
+          `const fs = require('fs'); const fd = fs.openSync(${JSON.stringify(member)}, 'a'); console.log('open'); setTimeout(() => { fs.writeSync(fd, 'x'); fs.closeSync(fd); }, 500); setInterval(() => {}, 1000);`,
+        ],
+        { stdio: ['ignore', 'pipe', 'inherit'] },
+      );
+      await new Promise<void>((resolve) => writer?.stdout?.once('data', () => resolve()));
+    });
+    writer?.kill('SIGKILL');
+    expect(r.status).toBe('DELETION_FAILED');
+    expect(r.byName.get('scan_0002.fits')).toMatchObject({
+      outcome: 'KEPT',
+      reason: expect.stringMatching(/modified since planning/),
+    });
+    expect(await exists(member)).toBe(true);
+  });
+
   it('keeps members under a protected prefix added to the policy after planning', async () => {
     const pkg = await w.addPackage();
     const r = await archiveThenDelete(pkg, async () => {
