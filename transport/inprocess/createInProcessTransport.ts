@@ -13,11 +13,12 @@ import type {
   Subscription,
   Transport,
   TransportOptions,
+  TransportTiming,
 } from '../Transport.ts';
 import { TransportEventHub } from '../TransportEventHub.ts';
 import { resolveTiming } from '../TransportTiming.ts';
 import { InProcessHeartbeats } from './InProcessHeartbeats.ts';
-import { InProcessQueue, type QueueConsumer } from './InProcessQueue.ts';
+import { InProcessQueue, type QueueConsumer, type QueueDeps } from './InProcessQueue.ts';
 
 /** Options of the in-process transport. */
 export interface InProcessTransportOptions extends TransportOptions {
@@ -120,9 +121,9 @@ function waitingIn(
 function queueDeps(
   options: InProcessTransportOptions,
   clock: Clock,
-  timing: ReturnType<typeof resolveTiming>,
+  timing: TransportTiming,
   hub: TransportEventHub,
-) {
+): QueueDeps {
   return {
     clock,
     timing,
