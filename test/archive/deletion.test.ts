@@ -74,6 +74,16 @@ async function archiveThenDelete(pkg: TestPackage, change?: () => Promise<void>)
   };
 }
 
+/**
+ * Starts a real Node process running `code` (which prints a line once it holds the file) and
+ * resolves once it has printed it.
+ */
+async function spawnHolder(code: string): Promise<ChildProcess> {
+  const child = spawn(process.execPath, ['-e', code], { stdio: ['ignore', 'pipe', 'inherit'] });
+  await new Promise<void>((resolve) => child.stdout?.once('data', () => resolve()));
+  return child;
+}
+
 const exists = (path: string) =>
   stat(path).then(
     () => true,
@@ -288,15 +298,9 @@ describe('deletion after a verified archive, revalidated member by member', () =
     const pkg = await w.addPackage();
     const member = join(pkg.folder, 'scan_0001.fits');
     const r = await archiveThenDelete(pkg, async () => {
-      holder = spawn(
-        process.execPath,
-        [
-          '-e',
-          `require('fs').openSync(${JSON.stringify(member)}, 'r'); console.log('open'); setInterval(() => {}, 1000);`,
-        ],
-        { stdio: ['ignore', 'pipe', 'inherit'] },
+      holder = await spawnHolder(
+        `require('fs').openSync(${JSON.stringify(member)}, 'r'); console.log('open'); setInterval(() => {}, 1000);`,
       );
-      await new Promise<void>((resolve) => holder?.stdout?.once('data', () => resolve()));
     });
     expect(r.status).toBe('DELETION_FAILED');
     expect(r.byName.get('scan_0001.fits')).toMatchObject({
@@ -313,15 +317,9 @@ describe('deletion after a verified archive, revalidated member by member', () =
     let reader: ChildProcess | undefined;
     const r = await archiveThenDelete(pkg, async () => {
       // Holds the member open for half a second, as a peer deleter hashing it would, then lives on.
-      reader = spawn(
-        process.execPath,
-        [
-          '-e',
-          `const fs = require('fs'); const fd = fs.openSync(${JSON.stringify(member)}, 'r'); console.log('open'); setTimeout(() => { fs.closeSync(fd); console.log('closed'); }, 500); setInterval(() => {}, 1000);`,
-        ],
-        { stdio: ['ignore', 'pipe', 'inherit'] },
+      reader = await spawnHolder(
+        `const fs = require('fs'); const fd = fs.openSync(${JSON.stringify(member)}, 'r'); console.log('open'); setTimeout(() => fs.closeSync(fd), 500); setInterval(() => {}, 1000);`,
       );
-      await new Promise<void>((resolve) => reader?.stdout?.once('data', () => resolve()));
     });
     reader?.kill('SIGKILL');
     expect(r.status).toBe('DELETED');
@@ -335,15 +333,9 @@ describe('deletion after a verified archive, revalidated member by member', () =
     let writer: ChildProcess | undefined;
     const r = await archiveThenDelete(pkg, async () => {
       // Holds the member open, appends to it after a moment, then closes it and lives on.
-      writer = spawn(
-        process.execPath,
-        [
-          '-e',
-          `const fs = require('fs'); const fd = fs.openSync(${JSON.stringify(member)}, 'a'); console.log('open'); setTimeout(() => { fs.writeSync(fd, 'x'); fs.closeSync(fd); }, 500); setInterval(() => {}, 1000);`,
-        ],
-        { stdio: ['ignore', 'pipe', 'inherit'] },
+      writer = await spawnHolder(
+        `const fs = require('fs'); const fd = fs.openSync(${JSON.stringify(member)}, 'a'); console.log('open'); setTimeout(() => { fs.writeSync(fd, 'x'); fs.closeSync(fd); }, 500); setInterval(() => {}, 1000);`,
       );
-      await new Promise<void>((resolve) => writer?.stdout?.once('data', () => resolve()));
     });
     writer?.kill('SIGKILL');
     expect(r.status).toBe('DELETION_FAILED');
