@@ -44,7 +44,6 @@ import { DEFAULT_DATABASE_SCHEMA } from '../persistence/databaseSchema.ts';
 import { migrate } from '../persistence/migrate.ts';
 import type { OutputCopy } from '../persistence/OutputCopy.ts';
 import { openDatabase } from '../persistence/openDatabase.ts';
-import { saveRelayCursor, selectRelayPosition } from '../persistence/sql/dispatchRelay.ts';
 import { timeOrderedId } from '../persistence/timeOrderedId.ts';
 import { createRuntime, type Runtime, type RuntimeTiming } from '../runtime/Runtime.ts';
 import { copiedColumns } from '../test/helpers/operationRows.ts';
@@ -767,8 +766,8 @@ async function distinctOutputRuns(bench: Bench, d: Deployment): Promise<void> {
   // Likewise the dispatch relay: one running while the history grew would have read past each
   // filled SCHEDULE transition as it was written. Left behind them, it reads millions of stale
   // dispatches (and their operations) during the run. Every earlier run's operation is COMPLETED.
-  const { newest } = await selectRelayPosition(d.plane.database);
-  await saveRelayCursor(d.plane.database, newest);
+  const { newest } = await d.plane.store.relayPosition();
+  await d.plane.store.saveRelayCursor(newest);
   d.control = await lead(d.plane);
   const fillSeconds = (performance.now() - fillStart) / 1000;
   const next = await packagePerTransfer(bench, d);
