@@ -1,6 +1,6 @@
 /**
- * What pruning a partition of the transition history costs, against deleting the same rows, in
- * the same run on the real Postgres. Prints one JSON object per line:
+ * What pruning a partition of the transition history, and a span of the step journal, costs
+ * against deleting the same rows, in the same run on the real Postgres. Prints one JSON object per line:
  * - `retention_prune_ms`: one `opstate_history_prune` call dropping a whole partition of
  *   OPSTATE_BENCH_RETENTION_ROWS old transitions (default 2,000,000: about a year of a pipeline
  *   writing 5,500 operations a day), with 1,000 live operations elsewhere whose histories it
@@ -10,10 +10,16 @@
  *   loop waited for one of them while the prune ran, against the longest in an equal window
  *   after it (the prune locks the history, and operation against writes, for its drop alone;
  *   its reads of the partition take no lock writers wait on).
+ * - `retention_journal_prune_ms`, `retention_journal_prune_wal_bytes`,
+ *   `retention_journal_writer_stall_ms`: the same for one `opstate_journal_prune` call dropping a
+ *   span of the step journal and failure breadcrumbs (OPSTATE_BENCH_RETENTION_STEPS steps, default
+ *   660,000: 30 days of 5,500 operations a day, four steps each, and a breadcrumb for one in ten),
+ *   against deleting an identical span's rows, on a database of its own.
  *
  *   node --import tsx bench/retention.ts      # or: npm run bench -- retention
  *
- * Env: OPSTATE_BENCH_RETENTION_ROWS, OPSTATE_BENCH_ADMIN_URL.
+ * Env: OPSTATE_BENCH_RETENTION_ROWS, OPSTATE_BENCH_RETENTION_STEPS (0 skips either part),
+ * OPSTATE_BENCH_ADMIN_URL.
  */
 import { OperationKind } from '../machines/OperationKind.ts';
 import { LocationType } from '../machines/routing.ts';
@@ -25,31 +31,16 @@ import { OperationStore } from '../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../persistence/openDatabase.ts';
 import { benchDatabases, benchLog } from './lib/benchDatabases.ts';
 import { print } from './lib/figure.ts';
+import { measureJournalPrune } from './lib/journalPrune.ts';
+import { pruneBesideWriter, startWriter, timed, walLsn, walSince } from './lib/pruneWriter.ts';
 import { envNumber } from './lib/settings.ts';
 
 const ROWS = envNumber('OPSTATE_BENCH_RETENTION_ROWS', 2_000_000);
+// A 30-day span of a pipeline creating 5,500 operations a day, four steps each.
+const STEPS = envNumber('OPSTATE_BENCH_RETENTION_STEPS', 660_000);
 const LIVE = 1_000;
 const DAY = 86_400_000;
 const { say } = benchLog('retention');
-
-async function walLsn(db: Database): Promise<string> {
-  const [r] = await db.execute<{ lsn: string }>('select pg_current_wal_lsn()::text as lsn');
-  return String(r?.lsn);
-}
-
-async function walSince(db: Database, lsn: string): Promise<number> {
-  const [r] = await db.execute<{ b: string }>(
-    `select pg_wal_lsn_diff(pg_current_wal_lsn(), '${lsn}')::bigint as b`,
-  );
-  return Number(r?.b);
-}
-
-/** Times `fn` in milliseconds. */
-async function timed(fn: () => Promise<unknown>): Promise<number> {
-  const t0 = performance.now();
-  await fn();
-  return performance.now() - t0;
-}
 
 /** The bench's database: its policy, one location and a maker of fresh create requests. */
 interface Setup {
@@ -62,7 +53,7 @@ interface Setup {
 async function setUp(db: Database): Promise<Setup> {
   await migrate(db);
   const retention = new HistoryRetentionRepository(db);
-  await retention.set({ keepMs: 400 * DAY, partitionIds: ROWS, by: 'bench' });
+  await retention.set({ keepMs: 400 * DAY, partitionIds: Math.max(ROWS, 1000), by: 'bench' });
   const artifacts = new ArtifactRepository(db);
   const source = await artifacts.addLocation({
     site: `bench-${process.pid}`,
@@ -126,66 +117,28 @@ async function fill({ db, retention, store, input }: Setup): Promise<number> {
   return first;
 }
 
-/**
- * A writer creating and cancelling operations until stopped, each step's span kept: the longest
- * span overlapping a window is what a writer waited in it, whenever the span ended.
- */
-async function startWriter({ store, input }: Setup) {
-  const spans: [number, number][] = [];
-  let writing = true;
-  const ready = await Promise.all(Array.from({ length: 64 }, () => input()));
-  const done = (async () => {
-    let i = 0;
-    while (writing) {
-      const t0 = performance.now();
-      const id = await store.create(ready[i++ % ready.length] as CreateOperationInput);
-      await store.apply(id, { type: 'CANCEL', reason: 'bench' }, { by: 'operator' });
-      spans.push([t0, performance.now()]);
-    }
-  })();
-  return {
-    longestIn: (from: number, to: number) =>
-      Math.max(0, ...spans.filter(([a, b]) => b >= from && a <= to).map(([a, b]) => b - a)),
-    stop: async () => {
-      writing = false;
-      await done;
-    },
-  };
-}
-
 /** One prune call (it drops the oldest partition it may, the first, and stops), with a writer. */
 async function measurePrune(setup: Setup, first: number) {
   const { db } = setup;
-  const writer = await startWriter(setup);
-  await new Promise((r) => setTimeout(r, 500));
-  const walAt = await walLsn(db);
-  const from = performance.now();
-  const pruned = await db.execute('select * from opstate_history_prune()');
-  const to = performance.now();
-  const wal = await walSince(db, walAt);
-  // The baseline: the same writer alone, for as long (at least 2 s).
-  await new Promise((r) => setTimeout(r, Math.max(to - from, 2000)));
-  await writer.stop();
-  const dropped = pruned.filter((d) => d.dropped === true);
+  const writer = await startWriter(setup.store, setup.input);
+  const prune = await pruneBesideWriter(db, writer, () =>
+    db.execute('select * from opstate_history_prune()'),
+  );
+  const dropped = prune.result.filter((d) => d.dropped === true);
   if (
     dropped.length !== 1 ||
     Number(dropped[0]?.lower_id) !== first ||
     Number(dropped[0]?.rows_in) !== ROWS
   ) {
     throw new Error(
-      `the prune did not drop the partition of ${ROWS} rows: ${JSON.stringify(pruned)}`,
+      `the prune did not drop the partition of ${ROWS} rows: ${JSON.stringify(prune.result)}`,
     );
   }
-  return {
-    ms: to - from,
-    wal,
-    stall: writer.longestIn(from, to),
-    quietStall: writer.longestIn(to + 200, performance.now()),
-  };
+  return prune;
 }
 
-async function main(): Promise<void> {
-  const dbs = benchDatabases();
+/** The history's part: one partition of ROWS transitions pruned, against deleting another. */
+async function measureHistory(dbs: ReturnType<typeof benchDatabases>): Promise<void> {
   const url = await dbs.create(`bench_retention_${process.pid}`);
   const db = await openDatabase({ databaseUrl: url, max: 4 });
   try {
@@ -218,6 +171,27 @@ async function main(): Promise<void> {
     });
   } finally {
     await db.close();
+  }
+}
+
+/** The journal's part, on a database of its own. */
+async function measureJournal(dbs: ReturnType<typeof benchDatabases>): Promise<void> {
+  const url = await dbs.create(`bench_retention_journal_${process.pid}`);
+  const db = await openDatabase({ databaseUrl: url, max: 4 });
+  try {
+    const { store, input } = await setUp(db);
+    await measureJournalPrune({ db, store, input, steps: STEPS, say });
+  } finally {
+    await db.close();
+  }
+}
+
+async function main(): Promise<void> {
+  const dbs = benchDatabases();
+  try {
+    if (ROWS > 0) await measureHistory(dbs);
+    if (STEPS > 0) await measureJournal(dbs);
+  } finally {
     await dbs.dropAll();
   }
 }
