@@ -79,6 +79,9 @@ export const operationFailureEvent = pgTable(
       foreignColumns: [operation.id],
     }).onDelete('cascade'),
     index('operation_failure_event_operation_idx').on(t.operationId),
+    // The retention prune's check that nothing in a span is recent: a block range summary per
+    // 128 pages, so the check under its lock reads the summaries, not the span.
+    index('operation_failure_event_at_brin').using('brin', t.at).with({ autosummarize: true }),
   ],
 );
 
@@ -107,6 +110,8 @@ export const operationStep = pgTable(
   (t) => [
     primaryKey({ name: 'operation_step_pkey', columns: [t.operationId, t.id] }),
     unique('operation_step_operation_generation_name_key').on(t.operationId, t.generation, t.name),
+    // See operation_failure_event_at_brin.
+    index('operation_step_at_brin').using('brin', t.at).with({ autosummarize: true }),
   ],
 );
 

@@ -118,6 +118,38 @@ function journalRetentionSuite(db: () => Database): void {
     await store.apply(id, { type: 'CANCEL', reason: 'test' }, { by: 'operator' });
   });
 
+  it('keeps a span while a step or breadcrumb in it is recent, found through the block-range summaries whether written before or after them', async () => {
+    await policy().set({ keepMs: KEEP, by: 'suite' });
+    const store = new OperationStore(db());
+    const w = await makeWorld(db());
+    const id = await store.create(inputFor(OperationKind.TRANSFER, w));
+    await store.apply(id, { type: 'CANCEL', reason: 'suite' }, { by: 'operator' });
+    const now = later();
+    const cutoff = new Date(now.getTime() - KEEP).toISOString();
+    const recent = async () => {
+      const [r] = await db().execute<{ recent: boolean }>(
+        `select opstate_journal_recent('j0', '${cutoff}') as recent`,
+      );
+      return r?.recent;
+    };
+    await db().execute(`select opstate_journal_summarize('j0')`);
+    expect(await recent()).toBe(false);
+    // A breadcrumb of a transition whose writer's clock is ahead, recorded after the summaries.
+    await db().execute(
+      `insert into operation_failure_event (kind, operation_id, attempt, error, at)
+       values ('transfer', '${id}', 1, '{"message":"clock ahead"}', '${cutoff}'::timestamptz + interval '1 hour')`,
+    );
+    expect(await recent()).toBe(true);
+    await db().execute(`select opstate_journal_summarize('j0')`);
+    expect(await recent()).toBe(true);
+    const held = await spans().prune(now);
+    expect(held.dropped).toEqual([]);
+    expect(held.kept[0]).toMatchObject({ suffix: 'j0', rows: null });
+    expect(held.kept[0]?.reason).toMatch(/recorded in the last 400 days/);
+    await db().execute(`delete from operation_failure_event where operation_id = '${id}'`);
+    expect(await recent()).toBe(false);
+  });
+
   it('drops the oldest span once all of its operations are finished; the operations, their lineage and re-plans stay; a FAILED one is retried only with a new plan', async () => {
     await policy().set({ keepMs: KEEP, by: 'suite' });
     const store = new OperationStore(db());
