@@ -1,7 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { type Clock, systemClock } from '../../machines/Clock.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
 import { SimulatedClock } from '../../machines/SimulatedClock.ts';
+import { memoryLogger } from '../../observe/Logger.ts';
 import {
   HistoryRetentionRepository,
   MAX_JOURNAL_DAYS,
@@ -11,7 +13,9 @@ import { JournalRetentionRepository } from '../../persistence/JournalRetention.t
 import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
+import { createRuntime } from '../../runtime/Runtime.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
+import { waitFor } from '../helpers/waitFor.ts';
 import { completedOperation, inputFor, MIGRATIONS, makeWorld } from './fixtures.ts';
 
 const DAY = 86_400_000;
@@ -258,4 +262,77 @@ describe('journal retention on embedded PGlite', () => {
   });
 
   journalRetentionSuite(() => database);
+});
+
+describe("the leader's care of the journal", () => {
+  it('warns when steps or failures overflow into the default partitions, once per change of their number', async () => {
+    // A database of its own: its leader would schedule the other suites' operations.
+    const own = await createTestDatabase('opstate_journal_leader', { migrated: true });
+    const database = await openDatabase({ databaseUrl: own.url, max: 2 });
+    const logger = memoryLogger();
+    // The history loop's passes, counted by its waits (an interval no other loop uses).
+    const HISTORY_MS = 137;
+    let passes = 0;
+    const counting: Clock = {
+      now: () => systemClock.now(),
+      sleep: (ms, signal) => {
+        if (ms === HISTORY_MS) passes++;
+        return systemClock.sleep(ms, signal);
+      },
+      setTimeout: (fn, ms) => systemClock.setTimeout(fn, ms),
+      clearTimeout: (handle) => systemClock.clearTimeout(handle),
+    };
+    const runtime = await createRuntime({
+      databaseUrl: own.url,
+      logger,
+      clock: counting,
+      timing: { historyIntervalMs: HISTORY_MS },
+    });
+    const warnings = () =>
+      logger.lines
+        .filter(
+          (l) =>
+            l.message === 'steps or failures overflowed into the default partitions of the journal',
+        )
+        .map((l) => l.fields?.rows);
+    const passesFrom = async (n: number) => {
+      const from = passes;
+      await waitFor(async () => passes >= from + n, `${n} passes of the history loop`);
+    };
+    try {
+      const w = await makeWorld(database);
+      // Operations whose ids a clock far ahead made: past every span the leader keeps.
+      const far = new OperationStore(database, { clock: new SimulatedClock(Date.UTC(2300, 0, 1)) });
+      const journal = new JournalRepository(database);
+      // Made and cancelled before the leader starts: its scheduler would take them.
+      const ids: string[] = [];
+      for (let n = 0; n < 2; n++) {
+        const id = await far.create(inputFor(OperationKind.TRANSFER, w));
+        await far.apply(id, { type: 'CANCEL', reason: 'test' }, { by: 'operator' });
+        ids.push(id);
+      }
+      const failure = (operationId: string | undefined) =>
+        journal.recordFailure({
+          kind: OperationKind.TRANSFER,
+          operationId: String(operationId),
+          attempt: 1,
+          error: { message: 'a clock far ahead' },
+        });
+      runtime.startControlPlane();
+      await passesFrom(2);
+      expect(warnings()).toEqual([]);
+      await failure(ids[0]);
+      await waitFor(async () => warnings().length === 1, 'the warning for one row');
+      await passesFrom(3);
+      await failure(ids[1]);
+      await waitFor(async () => warnings().length === 2, 'the warning for two rows');
+      await passesFrom(3);
+      expect(warnings()).toEqual([1, 2]);
+      expect(await new JournalRetentionRepository(database).spilled()).toBe(2);
+    } finally {
+      await runtime.close();
+      await database.close();
+      await dropTestDatabase(own);
+    }
+  });
 });
