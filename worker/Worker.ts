@@ -181,7 +181,11 @@ export function startWorker<K extends OperationKind>(options: WorkerOptions<K>):
   ready.catch(() => undefined);
   const abortAll = (reason: string) => {
     for (const lease of [...core.registry.getSnapshot().context.leases.values()]) {
-      core.registry.trigger.abort({ operationId: lease.operationId, reason });
+      core.registry.trigger.abort({
+        operationId: lease.operationId,
+        attempt: lease.attempt,
+        reason,
+      });
     }
   };
   const worker: Worker = {

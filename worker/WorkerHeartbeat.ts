@@ -37,8 +37,12 @@ export interface WorkerHeartbeatLoop {
    * live worker has read is never mistaken for one stranded with a dead worker.
    */
   receive(op: HeldOperation, delivery: Touchable): boolean;
-  /** Lets it go; the next beat no longer lists it. */
-  release(operationId: string): void;
+  /**
+   * Lets it go; the next beat no longer lists it. With `attempt`, only that attempt's hold: a later
+   * attempt of the operation held since (its last attempt's handler hung past its deadline, and
+   * the next one started here) stays listed.
+   */
+  release(operationId: string, attempt?: number): void;
   /** What is held now. */
   held(): HeldOperation[];
   /**
@@ -334,7 +338,8 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
       entries.set(op.operationId, { op, delivery });
       return true;
     },
-    release(operationId) {
+    release(operationId, attempt) {
+      if (attempt !== undefined && entries.get(operationId)?.op.attempt !== attempt) return;
       entries.delete(operationId);
     },
     held,

@@ -158,14 +158,15 @@ export function onRefusal(err: unknown, phase: 'start' | 'finish'): Refusal {
 export function movedOn(
   running: Iterable<{ readonly operationId: string; readonly attempt: number }>,
   current: ReadonlyMap<string, { readonly status: OperationStatus; readonly attempt: number }>,
-): { operationId: string; reason: string }[] {
-  const moved: { operationId: string; reason: string }[] = [];
+): { operationId: string; attempt: number; reason: string }[] {
+  const moved: { operationId: string; attempt: number; reason: string }[] = [];
   for (const lease of running) {
     const now = current.get(lease.operationId);
     if (now !== undefined && now.attempt === lease.attempt && now.status === 'IN_PROGRESS')
       continue;
     moved.push({
       operationId: lease.operationId,
+      attempt: lease.attempt,
       reason: `operation moved to ${now?.status ?? 'nowhere'} at attempt ${now?.attempt ?? '?'}`,
     });
   }

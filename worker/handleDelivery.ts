@@ -293,7 +293,7 @@ async function run(w: WorkerCore, d: Delivery, scheduled: OperationRecord): Prom
       case 'hand_back':
         // No longer listed in our heartbeat: the redelivery resets it by the broker path (or the
         // next worker's heartbeat-covered START claims it).
-        w.heartbeat.release(op.id);
+        w.heartbeat.release(op.id, op.attempt);
         await w.heartbeat.cover().catch(() => undefined);
         d.nak(0);
         return;
@@ -304,8 +304,9 @@ async function run(w: WorkerCore, d: Delivery, scheduled: OperationRecord): Prom
     }
   } finally {
     w.clock.clearTimeout(deadline);
-    if (!w.state.crashed) w.heartbeat.release(op.id);
-    w.registry.trigger.released({ operationId: op.id });
+    // This attempt's own: a later attempt of the operation started here since stays held.
+    if (!w.state.crashed) w.heartbeat.release(op.id, op.attempt);
+    w.registry.trigger.released({ operationId: op.id, attempt: op.attempt });
   }
 }
 
@@ -354,7 +355,7 @@ async function startAttempt(
       startedAt,
     };
   } catch (err) {
-    w.heartbeat.release(scheduled.id);
+    w.heartbeat.release(scheduled.id, scheduled.attempt);
     const refusal = onRefusal(err, 'start');
     if (refusal === 'raise') throw err;
     if (refusal === 'retriage')
@@ -465,7 +466,7 @@ async function journalStep<T>(
   name: string,
   fn: () => Promise<T>,
 ): Promise<T> {
-  const holds = (moved?: { operationId: string; reason: string }) => {
+  const holds = (moved?: { operationId: string; attempt: number; reason: string }) => {
     const overdue = overdueAge(w);
     if (overdue !== undefined) fenceOverdue(w, overdue);
     if (moved !== undefined) w.registry.trigger.abort(moved);
@@ -560,6 +561,7 @@ export function fenceOverdue(w: WorkerCore, ageMs: number): void {
   for (const l of live) {
     w.registry.trigger.abort({
       operationId: l.operationId,
+      attempt: l.attempt,
       reason: `this worker's last heartbeat is ${Math.round(ageMs)} ms old, past the heartbeat timeout (${w.transport.timing.heartbeatTimeoutMs} ms): presumed dead, it lets go`,
     });
   }

@@ -30,6 +30,7 @@ export interface Lease {
  * const registry = createWorkerRegistry();
  * registry.trigger.leased({ lease });
  * registry.getSnapshot().context.leases.get(lease.operationId);
+ * registry.trigger.released({ operationId: lease.operationId, attempt: lease.attempt });
  * ```
  */
 export function createWorkerRegistry() {
@@ -40,14 +41,19 @@ export function createWorkerRegistry() {
         (context.leases as Map<string, Lease>).set(event.lease.operationId, event.lease);
         return { leases: context.leases };
       },
-      abort: (context, event: { operationId: string; reason: string }, enq) => {
+      // Both fenced on the attempt: a lease is replaced when the next attempt of its operation
+      // starts here while the last one's handler has not returned (it hangs past its deadline),
+      // and what was meant for the old attempt must not reach the new one.
+      abort: (context, event: { operationId: string; attempt: number; reason: string }, enq) => {
         const lease = context.leases.get(event.operationId);
-        if (lease === undefined) return context;
+        if (lease === undefined || lease.attempt !== event.attempt) return context;
         enq.effect(() => lease.abort.abort(new Error(event.reason)));
         return context;
       },
-      released: (context, event: { operationId: string }) => {
-        if (!(context.leases as Map<string, Lease>).delete(event.operationId)) return context;
+      released: (context, event: { operationId: string; attempt: number }) => {
+        const lease = context.leases.get(event.operationId);
+        if (lease === undefined || lease.attempt !== event.attempt) return context;
+        (context.leases as Map<string, Lease>).delete(event.operationId);
         return { leases: context.leases };
       },
     },

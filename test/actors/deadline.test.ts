@@ -16,9 +16,11 @@ import {
  */
 const deploy = deploymentPerTest();
 
-// Long enough for the next attempt's own work (the archive protocol on a stand-in package, with its
-// record and read-back) on a loaded machine: at 3 s the second attempt too was reset once, and at
-// 8 s once more in a CI run with three drill files beside it.
+// Far longer than the next attempt's own work (the archive protocol on a stand-in package, with its
+// record and read-back: 0.1-0.2 s here) on a loaded machine. The drill once saw the second attempt
+// reset as well: the worker's beat had read the first attempt's lease, found it moved on, and its
+// abort reached the second attempt, started since under the same operation id (aborts and releases
+// are now fenced on the attempt; test/actors/workerDecisions.test.ts).
 const DEADLINE_MS = 15_000;
 
 const workerIdOf = (child: Child) => child.proc.spawnargs[child.proc.spawnargs.indexOf('--id') + 1];

@@ -5,6 +5,7 @@ import type { OperationStatus } from '../../machines/operationMachine.ts';
 import type { OperationRecord } from '../../persistence/OperationRecord.ts';
 import { afterRun, isRetryable, movedOn, onRefusal } from '../../worker/decideRun.ts';
 import { type Triage, type TriageInput, triageDelivery } from '../../worker/triageDelivery.ts';
+import { createWorkerRegistry, type Lease } from '../../worker/workerRegistry.ts';
 
 const NOW = Date.UTC(2030, 0, 1);
 const KIND = OperationKind.TRANSFER;
@@ -356,9 +357,39 @@ describe('movedOn', () => {
       ['cancelled', { status: 'FAILED', attempt: 1 }],
     ]);
     expect(movedOn(running, current)).toEqual([
-      { operationId: 'reset', reason: 'operation moved to IN_PROGRESS at attempt 2' },
-      { operationId: 'cancelled', reason: 'operation moved to FAILED at attempt 1' },
-      { operationId: 'gone', reason: 'operation moved to nowhere at attempt ?' },
+      { operationId: 'reset', attempt: 1, reason: 'operation moved to IN_PROGRESS at attempt 2' },
+      { operationId: 'cancelled', attempt: 1, reason: 'operation moved to FAILED at attempt 1' },
+      { operationId: 'gone', attempt: 1, reason: 'operation moved to nowhere at attempt ?' },
     ]);
+  });
+});
+
+describe('the worker registry', () => {
+  const leaseOf = (attempt: number): Lease => ({
+    operationId: 'op',
+    kind: OperationKind.LONG_TERM_ARCHIVE,
+    attempt,
+    taskId: `t-${attempt}`,
+    startedAt: 0,
+    abort: new AbortController(),
+  });
+
+  it('fences abort and release on the attempt: what was meant for an attempt whose handler hung never reaches the next attempt started since', () => {
+    const registry = createWorkerRegistry();
+    const first = leaseOf(1);
+    registry.trigger.leased({ lease: first });
+    // The next attempt starts here while the first one's handler has not returned.
+    const second = leaseOf(2);
+    registry.trigger.leased({ lease: second });
+    // A beat read the leases before the second started, and found the first moved on.
+    registry.trigger.abort({ operationId: 'op', attempt: 1, reason: 'moved on' });
+    expect(second.abort.signal.aborted).toBe(false);
+    // The first's handler returns at last and lets go of its own lease only.
+    registry.trigger.released({ operationId: 'op', attempt: 1 });
+    expect(registry.getSnapshot().context.leases.get('op')).toBe(second);
+    registry.trigger.abort({ operationId: 'op', attempt: 2, reason: 'reset' });
+    expect(second.abort.signal.aborted).toBe(true);
+    registry.trigger.released({ operationId: 'op', attempt: 2 });
+    expect(registry.getSnapshot().context.leases.has('op')).toBe(false);
   });
 });

@@ -44,6 +44,31 @@ describe('the worker heartbeat', () => {
     }
   });
 
+  it("lets go of an attempt's hold only: the next attempt of the operation, held here since, stays listed", async () => {
+    const transport = createInProcessTransport({ timing: { heartbeatIntervalMs: 60_000 } });
+    const hb = startWorkerHeartbeat({
+      workerId: 'w-1',
+      transport,
+      clock: systemClock,
+      logger: memoryLogger(),
+    });
+    try {
+      hb.hold(op('a', 1), touch);
+      // Attempt 1's handler hangs past its deadline; attempt 2 starts here and holds it.
+      hb.hold(op('a', 2), touch);
+      // Attempt 1's handler returns at last: its release must not unlist attempt 2.
+      hb.release('a', 1);
+      await hb.cover();
+      expect((await transport.heartbeats.list())[0]?.held).toEqual([op('a', 2)]);
+      hb.release('a', 2);
+      await hb.cover();
+      expect((await transport.heartbeats.list())[0]?.held).toEqual([]);
+    } finally {
+      await hb.stop({ remove: true });
+      await transport.close();
+    }
+  });
+
   it('never beats over the size cap: the newest held are left out, with one warning, and covering one of them rejects', async () => {
     const transport = createInProcessTransport({ timing: { heartbeatIntervalMs: 60_000 } });
     const logger = memoryLogger();
