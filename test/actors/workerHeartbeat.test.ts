@@ -14,16 +14,31 @@ const op = (operationId: string, attempt = 1) => ({
 });
 const touch = { working: () => {} };
 
+/** A heartbeat of worker `w-1` on an in-process transport, stopped and closed after `fn`. */
+async function withHeartbeat(
+  fn: (
+    hb: ReturnType<typeof startWorkerHeartbeat>,
+    transport: ReturnType<typeof createInProcessTransport>,
+  ) => Promise<void>,
+): Promise<void> {
+  const transport = createInProcessTransport({ timing: { heartbeatIntervalMs: 60_000 } });
+  const hb = startWorkerHeartbeat({
+    workerId: 'w-1',
+    transport,
+    clock: systemClock,
+    logger: memoryLogger(),
+  });
+  try {
+    await fn(hb, transport);
+  } finally {
+    await hb.stop({ remove: true });
+    await transport.close();
+  }
+}
+
 describe('the worker heartbeat', () => {
   it('lists a delivery from receipt, once, and its own listing is not another worker’s', async () => {
-    const transport = createInProcessTransport({ timing: { heartbeatIntervalMs: 60_000 } });
-    const hb = startWorkerHeartbeat({
-      workerId: 'w-1',
-      transport,
-      clock: systemClock,
-      logger: memoryLogger(),
-    });
-    try {
+    await withHeartbeat(async (hb, transport) => {
       expect(hb.receive(op('a'), touch)).toBe(true);
       // Held already (another delivery of it on its way, or running here): not taken over.
       expect(hb.receive(op('a', 2), touch)).toBe(false);
@@ -38,21 +53,11 @@ describe('the worker heartbeat', () => {
       hb.release('a');
       await hb.cover();
       expect((await transport.heartbeats.list())[0]?.held).toEqual([]);
-    } finally {
-      await hb.stop({ remove: true });
-      await transport.close();
-    }
+    });
   });
 
   it("lets go of an attempt's hold only: the next attempt of the operation, held here since, stays listed", async () => {
-    const transport = createInProcessTransport({ timing: { heartbeatIntervalMs: 60_000 } });
-    const hb = startWorkerHeartbeat({
-      workerId: 'w-1',
-      transport,
-      clock: systemClock,
-      logger: memoryLogger(),
-    });
-    try {
+    await withHeartbeat(async (hb, transport) => {
       hb.hold(op('a', 1), touch);
       // Attempt 1's handler hangs past its deadline; attempt 2 starts here and holds it.
       hb.hold(op('a', 2), touch);
@@ -63,10 +68,7 @@ describe('the worker heartbeat', () => {
       hb.release('a', 2);
       await hb.cover();
       expect((await transport.heartbeats.list())[0]?.held).toEqual([]);
-    } finally {
-      await hb.stop({ remove: true });
-      await transport.close();
-    }
+    });
   });
 
   it('never beats over the size cap: the newest held are left out, with one warning, and covering one of them rejects', async () => {
