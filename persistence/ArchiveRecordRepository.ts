@@ -41,6 +41,12 @@ export interface ArchiveFields {
 
 const STATES: ReadonlySet<string> = new Set(ARCHIVE_STATES);
 
+/** How often a verification is written when concurrent writers clash (a deadlock, a lock timeout). */
+const CLASH_ROUNDS = 3;
+
+const isClash = (err: unknown): boolean =>
+  err instanceof OpstateError && err.code === OpstateErrorCode.CONFLICT && err.retryable;
+
 function toEntry(r: Row): ArchiveRecordEntry {
   return {
     id: Number(r.id),
@@ -192,18 +198,28 @@ export class ArchiveRecordRepository {
         'a verification is VERIFIED or VERIFY_FAILED',
       );
     }
-    const [row] = await this.database.execute(sql`
-      with ins as (
-        insert into archive_record (operation_id, attempt, generation, state, by, archive_key,
-          object_version, object_sha256, content_sha256, size, encrypted, key_id, manifest, detail)
-        select o.id, null, ${generationOf(id)}, ${input.state}, ${input.by}, ${this.values(input)}
-        from operation o where o.id = ${id}::uuid
-        returning *
-      )${revokeCte(id)}
-      select (select row_to_json(ins) from ins) as inserted`);
-    const inserted = row?.inserted as Row | null;
-    if (!inserted) throw notFound(id);
-    return toEntry(inserted);
+    // A VERIFY_FAILED revokes every live copy of the package, which a deleter may be deciding on
+    // at that moment, its locks taken in another order: a deadlock rolls this statement back
+    // whole, so it is run again (a few times) before an operator is told to.
+    for (let round = 1; ; round++) {
+      try {
+        const [row] = await this.database.execute(sql`
+        with ins as (
+          insert into archive_record (operation_id, attempt, generation, state, by, archive_key,
+            object_version, object_sha256, content_sha256, size, encrypted, key_id, manifest, detail)
+          select o.id, null, ${generationOf(id)}, ${input.state}, ${input.by}, ${this.values(input)}
+          from operation o where o.id = ${id}::uuid
+          returning *
+        )${revokeCte(id)}
+        select (select row_to_json(ins) from ins) as inserted`);
+        const inserted = row?.inserted as Row | null;
+        if (!inserted) throw notFound(id);
+        return toEntry(inserted);
+      } catch (err) {
+        if (round < CLASH_ROUNDS && isClash(err)) continue;
+        throw err;
+      }
+    }
   }
 
   /**

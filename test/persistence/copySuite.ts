@@ -131,6 +131,44 @@ export function copySuite(backend: SuiteBackend): void {
     expect((await copyState(db(), failed.buffer.id))?.version).toBe(1);
   });
 
+  it('writes an independent verification again when concurrent writers clash, and says so after three clashes', async () => {
+    const w = await makeWorld(db());
+    const p = await archivedPackage(db(), w, 'verified');
+    // The database as a deadlock with a deleter would leave it: the statement rolled back whole.
+    const clashing = (times: number): Database => {
+      let left = times;
+      return new Proxy(db(), {
+        get(target, key, receiver) {
+          if (key !== 'execute') return Reflect.get(target, key, receiver);
+          return (...args: Parameters<Database['execute']>) => {
+            if (left-- > 0) {
+              return Promise.reject(
+                new OpstateError(
+                  OpstateErrorCode.CONFLICT,
+                  'concurrent writers clashed, try again: deadlock detected',
+                  { retryable: true },
+                ),
+              );
+            }
+            return target.execute(...args);
+          };
+        },
+      });
+    };
+    const failed = {
+      operationId: p.operationId as string,
+      state: ArchiveState.VERIFY_FAILED,
+      by: 'operator',
+      detail: { differences: ['whole-object sha256 differs'] },
+    } as const;
+    const entry = await new ArchiveRecordRepository(clashing(2)).recordVerification(failed);
+    expect(entry.state).toBe(ArchiveState.VERIFY_FAILED);
+    expect((await copyState(db(), p.buffer.id))?.version).toBe(1);
+    const err = await refusal(new ArchiveRecordRepository(clashing(3)).recordVerification(failed));
+    expect(err.code).toBe(OpstateErrorCode.CONFLICT);
+    expect((await copyState(db(), p.buffer.id))?.version).toBe(1);
+  });
+
   it('refuses a copy an active retention claim holds, and schedules it once the claim is released', async () => {
     const w = await makeWorld(db());
     const copies = new CopyLifecycle(db());
