@@ -40,6 +40,32 @@ BEGIN
 END
 $$;
 --> statement-breakpoint
+-- Why a span's journal must stay, or NULL: an operation in its range of ids is live (found from
+-- the partial indexes of the live statuses; one IN over all three would read every operation), or
+-- a step or breadcrumb in it was recorded at or after `cutoff`. The prune asks before its lock and
+-- again under it.
+CREATE OR REPLACE FUNCTION opstate_journal_held(part_suffix text, lower uuid, upper uuid,
+                                                cutoff timestamptz, keep_for interval) RETURNS text
+LANGUAGE plpgsql AS $$
+DECLARE
+  live bigint;
+  -- Run as dynamic SQL, planned for the span's own bounds each time (as in 0024).
+  LIVE_IN constant text := 'SELECT (SELECT count(*) FROM operation o WHERE o.status = ''PENDING'''
+    ' AND ($1 IS NULL OR o.id >= $1) AND o.id < $2)'
+    ' + (SELECT count(*) FROM operation o WHERE o.status IN (''SCHEDULED'', ''IN_PROGRESS'')'
+    ' AND ($1 IS NULL OR o.id >= $1) AND o.id < $2)';
+BEGIN
+  EXECUTE LIVE_IN INTO live USING lower, upper;
+  IF live > 0 THEN
+    RETURN format('holds the journal of %s live operation(s)', live);
+  END IF;
+  IF opstate_journal_recent(part_suffix, cutoff) THEN
+    RETURN 'holds steps or failures recorded in the last ' || keep_for::text;
+  END IF;
+  RETURN NULL;
+END
+$$;
+--> statement-breakpoint
 -- As in 0024, with the recent-rows checks read through the block-range indexes: before the lock
 -- (a span held by a recent row is passed over without being read), and under it, where only
 -- what was written since the summaries is read. The span is counted whole once, before the lock,
@@ -52,13 +78,6 @@ DECLARE
   keep_for interval;
   cutoff timestamptz;
   p record;
-  live bigint;
-  -- Live operations in the span's range of ids, found from the partial indexes of the live
-  -- statuses (one IN over all three would read every operation).
-  LIVE_IN constant text := 'SELECT (SELECT count(*) FROM operation o WHERE o.status = ''PENDING'''
-    ' AND ($1 IS NULL OR o.id >= $1) AND o.id < $2)'
-    ' + (SELECT count(*) FROM operation o WHERE o.status IN (''SCHEDULED'', ''IN_PROGRESS'')'
-    ' AND ($1 IS NULL OR o.id >= $1) AND o.id < $2)';
   COUNT_SQL constant text := 'SELECT (SELECT count(*) FROM %1$I) + (SELECT count(*) FROM %2$I),'
     ' greatest((SELECT max(at) FROM %1$I), (SELECT max(at) FROM %2$I))';
 BEGIN
@@ -76,13 +95,9 @@ BEGIN
       reason := 'holds operations created in the last ' || keep_for::text; RETURN NEXT;
       RETURN;
     END IF;
-    EXECUTE LIVE_IN INTO live USING p.lower_id, p.upper_id;
-    IF live > 0 THEN
-      reason := format('holds the journal of %s live operation(s)', live); RETURN NEXT;
-      RETURN;
-    END IF;
-    IF opstate_journal_recent(p.suffix, cutoff) THEN
-      reason := 'holds steps or failures recorded in the last ' || keep_for::text; RETURN NEXT;
+    reason := opstate_journal_held(p.suffix, p.lower_id, p.upper_id, cutoff, keep_for);
+    IF reason IS NOT NULL THEN
+      RETURN NEXT;
       RETURN;
     END IF;
     EXECUTE format(COUNT_SQL, 'operation_step_' || p.suffix, 'operation_failure_event_' || p.suffix)
@@ -92,15 +107,12 @@ BEGIN
     -- operation first, as writers take it (see opstate_history_prune).
     LOCK TABLE operation IN SHARE ROW EXCLUSIVE MODE;
     LOCK TABLE operation_step, operation_failure_event IN ACCESS EXCLUSIVE MODE;
-    EXECUTE LIVE_IN INTO live USING p.lower_id, p.upper_id;
-    IF live > 0 THEN
-      reason := format('holds the journal of %s live operation(s)', live); RETURN NEXT;
-      RETURN;
-    END IF;
-    -- A breadcrumb committed since the read (a failure recorded as its operation finished, or
-    -- by a handler at any time): in a range summarized since, or in one not yet summarized.
-    IF opstate_journal_recent(p.suffix, cutoff) THEN
-      reason := 'holds steps or failures recorded in the last ' || keep_for::text; RETURN NEXT;
+    -- What changed since the read: a status change committed before the lock, or a breadcrumb
+    -- (a failure recorded as its operation finished, or by a handler at any time), in a range
+    -- summarized since or in one not yet summarized.
+    reason := opstate_journal_held(p.suffix, p.lower_id, p.upper_id, cutoff, keep_for);
+    IF reason IS NOT NULL THEN
+      RETURN NEXT;
       RETURN;
     END IF;
     EXECUTE format('ALTER TABLE operation_step DETACH PARTITION %I', 'operation_step_' || p.suffix);
@@ -122,3 +134,5 @@ $$;
 REVOKE EXECUTE ON FUNCTION opstate_journal_recent(text, timestamptz) FROM PUBLIC;
 --> statement-breakpoint
 REVOKE EXECUTE ON FUNCTION opstate_journal_summarize(text) FROM PUBLIC;
+--> statement-breakpoint
+REVOKE EXECUTE ON FUNCTION opstate_journal_held(text, uuid, uuid, timestamptz, interval) FROM PUBLIC;

@@ -162,7 +162,7 @@ describe("opstate's own schema", () => {
     try {
       const moved = logger.lines.find((l) => l.message.startsWith('moved opstate'));
       expect(moved?.message).toContain(
-        `moved opstate's 51 tables and 30 functions from schema public into schema "opstate", and its record of ${MIGRATIONS} migrations from drizzle.__drizzle_migrations to opstate.__drizzle_migrations`,
+        `moved opstate's 51 tables and 31 functions from schema public into schema "opstate", and its record of ${MIGRATIONS} migrations from drizzle.__drizzle_migrations to opstate.__drizzle_migrations`,
       );
       const { database } = runtime;
       expect(await countIn(database, 'opstate', 'tables')).toBe(40);

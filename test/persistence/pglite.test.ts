@@ -72,7 +72,7 @@ describe('persistence on embedded PGlite (in memory)', () => {
       expect(await migrate(upgraded)).toEqual({
         applied: 0,
         total: MIGRATIONS,
-        moved: { to: 'pglite_upgrade', tables: 51, functions: 30, migrations: MIGRATIONS },
+        moved: { to: 'pglite_upgrade', tables: 51, functions: 31, migrations: MIGRATIONS },
       });
       expect((await new OperationStore(upgraded).load(id)).status).toBe('PENDING');
       const [left] = await database.execute<{ n: number }>(
