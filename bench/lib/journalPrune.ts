@@ -19,6 +19,8 @@ export interface JournalBench {
 }
 
 const floorOf = (t: Date) => `opstate_uuid_floor('${t.toISOString()}'::timestamptz)`;
+/** A span's suffix as `opstate_journal_extend` names it: `j` and its first day (UTC). */
+const suffixOf = (t: Date) => `j${t.toISOString().slice(0, 10).replaceAll('-', '')}`;
 
 /**
  * The journal a deployment 500 days old would have: in place of the first span, two old spans of
@@ -37,9 +39,9 @@ async function reshapeSpans(db: Database, now: number) {
     await db.execute(`alter table ${table} detach partition ${table}_j0`);
     await db.execute(`drop table ${table}_j0`);
     const spans: [string, string, string][] = [
-      [`j${a.toISOString().slice(0, 10).replaceAll('-', '')}`, floorOf(a), floorOf(b)],
-      [`j${b.toISOString().slice(0, 10).replaceAll('-', '')}`, floorOf(b), floorOf(c)],
-      [`j${c.toISOString().slice(0, 10).replaceAll('-', '')}`, floorOf(c), `'${j0?.upper}'::uuid`],
+      [suffixOf(a), floorOf(a), floorOf(b)],
+      [suffixOf(b), floorOf(b), floorOf(c)],
+      [suffixOf(c), floorOf(c), `'${j0?.upper}'::uuid`],
     ];
     for (const [suffix, lower, upper] of spans) {
       await db.execute(
