@@ -1,11 +1,14 @@
 import { type ChildProcess, execFile, spawn } from 'node:child_process';
 import { readFileSync } from 'node:fs';
 import { chmod, chown, mkdtemp, readdir, readFile, rm } from 'node:fs/promises';
-import { createServer, Socket } from 'node:net';
+import { Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
+import { freePort } from './ports.ts';
 import { waitFor } from './waitFor.ts';
+
+export { freePort };
 
 const run = promisify(execFile);
 const BIN = '/usr/lib/postgresql/15/bin';
@@ -248,41 +251,13 @@ export function reachable(port: number, host = '127.0.0.1'): Promise<boolean> {
   });
 }
 
-/** A free TCP port on 127.0.0.1. */
-export async function freePort(): Promise<number> {
-  // Below the kernel's ephemeral range (32768–60999 by default): a port from that range, free
-  // when asked, may be taken as the local port of some outgoing connection before the server
-  // binds it (seen on a busy machine, where a private nats-server never came up).
-  for (let tries = 0; tries < 50; tries++) {
-    const port = 20_000 + Math.floor(Math.random() * 12_000);
-    if (await canListen(port)) return port;
-  }
-  return listenOn(0);
-}
-
-/** Whether a server can listen on `port` of 127.0.0.1 now. */
-const canListen = (port: number): Promise<boolean> =>
-  listenOn(port).then(
-    () => true,
-    () => false,
-  );
-
-/** Listens on `port` (0: any) of 127.0.0.1, closes, and resolves with the port it had. */
-function listenOn(port: number): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const server = createServer();
-    server.once('error', reject);
-    server.listen(port, '127.0.0.1', () => {
-      const address = server.address();
-      const bound = typeof address === 'object' && address ? address.port : 0;
-      server.close(() => resolve(bound));
-    });
-  });
-}
+/** How much of a nats-server's stderr is kept to explain an exit. */
+const LOG_TAIL = 4096;
 
 /** A nats-server child process with JetStream on a free port and its own store dir. */
 export class NatsServerProcess {
   #child: ChildProcess | undefined;
+  #log = '';
   private constructor(
     readonly port: number,
     readonly storeDir: string,
@@ -311,16 +286,20 @@ export class NatsServerProcess {
         '-sd',
         this.storeDir,
       ],
-      { stdio: 'ignore', env: { ...process.env, ...options.env } },
+      { stdio: ['ignore', 'ignore', 'pipe'], env: { ...process.env, ...options.env } },
     );
     this.#child = child;
+    this.#log = '';
+    child.stderr?.setEncoding('utf8').on('data', (chunk: string) => {
+      this.#log = (this.#log + chunk).slice(-LOG_TAIL);
+    });
     // Generous: on a busy machine a server's start (its store's recovery included) takes seconds.
     // A server that exited (its port taken, a bad flag) fails the wait at once, saying so.
     await waitFor(
       async () => {
         if (child.exitCode !== null || child.signalCode !== null) {
           throw new Error(
-            `nats-server for port ${this.port} exited (${child.exitCode ?? child.signalCode}) before it listened`,
+            `nats-server for port ${this.port} exited (${child.exitCode ?? child.signalCode}) before it listened: ${this.lastWords()}`,
           );
         }
         return reachable(this.port);
@@ -331,6 +310,11 @@ export class NatsServerProcess {
     );
   }
 
+  /** The end of what the server last wrote to stderr (its log), for an error to quote. */
+  lastWords(): string {
+    return this.#log.trim().split('\n').slice(-3).join(' | ') || '(nothing logged)';
+  }
+
   /** The running server's process id (its CPU time is read from /proc by the benches). */
   get pid(): number | undefined {
     return this.running ? this.#child?.pid : undefined;
@@ -338,7 +322,8 @@ export class NatsServerProcess {
 
   /** Whether the server process runs. */
   get running(): boolean {
-    return this.#child !== undefined && this.#child.exitCode === null;
+    const child = this.#child;
+    return child !== undefined && child.exitCode === null && child.signalCode === null;
   }
 
   /** A crash and a start on the same port and store (what the broker kept survives). */
@@ -453,16 +438,35 @@ export class NatsClusterProcess {
     await Promise.all(this.nodes.map((n, i) => n.start({ args: this.args(i) })));
     const followers = this.nodes.length - 1;
     await waitFor(
-      async () =>
-        (await this.ask('', (jsz) => {
-          const meta = jsz.meta_cluster;
-          const current = (meta?.replicas ?? []).filter((r) => r.current === true).length;
-          return current >= followers ? meta?.leader : undefined;
-        })) !== undefined,
+      async () => {
+        this.throwIfAnyExited();
+        return (
+          (await this.ask('', (jsz) => {
+            const meta = jsz.meta_cluster;
+            const current = (meta?.replicas ?? []).filter((r) => r.current === true).length;
+            return current >= followers ? meta?.leader : undefined;
+          })) !== undefined
+        );
+      },
       `a JetStream meta leader with ${followers} current peers`,
       90_000,
       100,
+      () => this.nodes.map((n, i) => `${this.nameOf(i)}: ${n.lastWords()}`).join('\n'),
     );
+  }
+
+  /**
+   * A node that exited while the cluster forms fails the wait at once, with its last log lines: a
+   * nats-server whose cluster port is taken listens for clients first and exits after.
+   */
+  private throwIfAnyExited(): void {
+    this.nodes.forEach((node, i) => {
+      if (!node.running) {
+        throw new Error(
+          `node ${this.nameOf(i)} (client ${node.port}, route ${this.routePorts[i]}, monitor ${this.monitorPorts[i]}) exited while the cluster formed: ${node.lastWords()}`,
+        );
+      }
+    });
   }
 
   /** Starts node `i` again on its own store. */
