@@ -1,6 +1,5 @@
 import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 /**
@@ -8,9 +7,11 @@ import { join } from 'node:path';
  * free when asked is free only until something binds it: two processes (two test files, a drill
  * and a bench) that each asked and then started a server on the answer could start two servers on
  * one port. A nats-server whose cluster port was taken listens for clients first and then exits,
- * so the clash showed as a cluster that never formed, not as a server that failed to start.
+ * so the clash showed as a cluster that never formed, not as a server that failed to start. A fixed
+ * folder, not the temporary folder of the environment: a bench child runs with a `TMPDIR` of its
+ * own and must still see the marks of the test that started it.
  */
-export const PORT_MARKS = join(tmpdir(), 'opstate-ports');
+export const PORT_MARKS = '/tmp/opstate-ports';
 
 /** The ports this process has marked, unmarked when it exits. */
 const mine = new Set<number>();
