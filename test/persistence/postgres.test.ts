@@ -5,9 +5,11 @@ import { join } from 'node:path';
 import { promisify } from 'node:util';
 import { sql } from 'drizzle-orm';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ArchiveState } from '../../machines/ArchiveState.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { queueName } from '../../machines/routing.ts';
 import { TransitionCursor } from '../../observe/TransitionCursor.ts';
+import { ArchiveRecordRepository } from '../../persistence/ArchiveRecordRepository.ts';
 import { CircuitBreakerRepository } from '../../persistence/CircuitBreakerRepository.ts';
 import { DeletionPolicyRepository } from '../../persistence/DeletionPolicyRepository.ts';
 import { DeletionRepository } from '../../persistence/DeletionRepository.ts';
@@ -542,6 +544,63 @@ describe('persistence on Postgres', () => {
         and c.location_id = ${world.archive.id}::uuid`);
     expect(links[0]?.n).toBe(1);
     expect((await store.load(id)).status).toBe('COMPLETED');
+  });
+
+  it('an independent verification that loses a real deadlock to a deleter holding its copies is written again', async () => {
+    const world = await makeWorld(database);
+    const p = await archivedPackage(database, world, 'verified');
+    // The package's two live copies, in the order the VERIFY_FAILED revoke locks them (the order
+    // they were written): the buffer copy, then the archive copy the completion wrote.
+    const copies = await database.execute<{ id: string }>(sql`
+      select id from physical_copy where artifact_id = ${p.pkg}::uuid order by ctid`);
+    expect(copies.map((c) => String(c.id))[0]).toBe(p.buffer.id);
+    const [first, second] = copies.map((c) => String(c.id));
+    const deadlocks = async () => {
+      const [row] = await database.execute<{ n: number }>(sql`
+        select deadlocks::int as n from pg_stat_database where datname = current_database()`);
+      return Number(row?.n);
+    };
+    const before = await deadlocks();
+    // A deleter's transaction holds the second copy; the revoke locks the first and waits on it;
+    // then the deleter asks for the first. Its own deadlock check is put off, so the check of the
+    // verification's backend (1 s) finds the cycle and rolls that statement back.
+    const deleter = await database.reserve();
+    const watcher = await openDatabase({ databaseUrl: testDb.url, max: 1 });
+    try {
+      await deleter.execute('begin');
+      await deleter.execute(`set local deadlock_timeout = '60s'`);
+      await deleter.execute(sql`select 1 from physical_copy where id = ${second}::uuid for update`);
+      const verifying = new ArchiveRecordRepository(database).recordVerification({
+        operationId: p.operationId as string,
+        state: ArchiveState.VERIFY_FAILED,
+        by: 'operator',
+        detail: { differences: ['whole-object sha256 differs'] },
+      });
+      await waitFor(async () => {
+        const [row] = await watcher.execute<{ n: number }>(sql`
+          select count(*)::int as n from pg_stat_activity
+          where datname = current_database() and wait_event_type = 'Lock'
+            and query like '%archive_record%'`);
+        return Number(row?.n) > 0;
+      }, 'the verification to wait on the copy the deleter holds');
+      // Granted once the verification's statement is rolled back; its second round then waits
+      // for this transaction, which ends here.
+      await deleter.execute(sql`select 1 from physical_copy where id = ${first}::uuid for update`);
+      await deleter.execute('commit');
+      const entry = await verifying;
+      expect(entry.state).toBe(ArchiveState.VERIFY_FAILED);
+    } finally {
+      await deleter.execute('rollback').catch(() => {});
+      await deleter.release();
+      await watcher.close();
+    }
+    // The deadlock happened (the server counts it once the victim reports its statistics).
+    await waitFor(async () => (await deadlocks()) > before, 'the deadlock to be counted', 30_000);
+    const versions = await database.execute<{ v: number }>(sql`
+      select version::int as v from physical_copy where artifact_id = ${p.pkg}::uuid`);
+    expect(versions.map((r) => r.v)).toEqual([1, 1]);
+    const states = await new ArchiveRecordRepository(database).list(p.operationId as string);
+    expect(states.filter((r) => r.state === ArchiveState.VERIFY_FAILED)).toHaveLength(1);
   });
 });
 
