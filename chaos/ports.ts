@@ -1,4 +1,4 @@
-import { mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import { chmodSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 
@@ -39,16 +39,29 @@ export async function freePort(): Promise<number> {
  */
 export function markPort(port: number): boolean {
   if (mine.has(port)) return false;
-  mkdirSync(PORT_MARKS, { recursive: true });
+  // Shared by every user, as /tmp is: world-writable with the sticky bit.
+  if (mkdirSync(PORT_MARKS, { recursive: true }) !== undefined) chmodSync(PORT_MARKS, 0o1777);
   const file = join(PORT_MARKS, String(port));
+  // Written whole under a name of this process's, then linked into place (a link fails if the
+  // mark exists): no other process ever reads a mark still empty and takes its owner for dead.
+  const draft = join(PORT_MARKS, `.${port}.${process.pid}`);
   try {
-    writeFileSync(file, String(process.pid), { flag: 'wx' });
+    writeFileSync(draft, String(process.pid));
+    linkSync(draft, file);
   } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+    const code = (err as NodeJS.ErrnoException).code;
+    // Marks that cannot be written (a read-only or foreign folder): the port is only checked.
+    if (code === 'EACCES' || code === 'EPERM' || code === 'EROFS') {
+      mine.add(port);
+      return true;
+    }
+    if (code !== 'EEXIST') throw err;
     // Another process's mark: left alone while it lives. A dead owner's mark is cleared, and the
     // port still skipped this time, so two processes clearing the same mark cannot both take it.
     if (!alive(ownerOf(file))) unlinkQuietly(file);
     return false;
+  } finally {
+    unlinkQuietly(draft);
   }
   mine.add(port);
   if (!unmarkOnExit) {
