@@ -195,6 +195,46 @@ describe('history retention against a writer holding its locks, on Postgres', ()
   });
 });
 
+describe('history retention beside a claim, on Postgres', () => {
+  it('a prune beside a claim that has locked its rows and then writes them drops the partition without a deadlock', async () => {
+    const own = await createTestDatabase('opstate_retention_claim', { migrated: true });
+    const database = await openDatabase({ databaseUrl: own.url, max: 2 });
+    const claimer = await database.reserve();
+    const watcher = await openDatabase({ databaseUrl: own.url, max: 1 });
+    try {
+      const retention = new HistoryRetentionRepository(database);
+      await retention.set({ keepMs: 400 * DAY, by: 'test' });
+      const first = (await retention.partitions())[0]?.name;
+      expect(first).toBe('operation_transition_p0');
+      const id = await new OperationStore(database).create(
+        inputFor(OperationKind.TRANSFER, await makeWorld(database)),
+      );
+      // A claim's transaction: its rows locked first (FOR UPDATE), its transitions written after.
+      await claimer.execute('begin');
+      await claimer.execute(`select id from operation where id = '${id}' for update`);
+      const pruning = retention.prune(new Date(Date.now() + 401 * DAY));
+      await waitFor(async () => {
+        const [row] = await watcher.execute<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+           where datname = current_database() and wait_event_type = 'Lock'
+             and query like '%opstate_history_prune%'`,
+        );
+        return Number(row?.n) > 0;
+      }, 'the prune to wait on the claim');
+      await claimer.execute(`update operation set version = version + 1 where id = '${id}'`);
+      await claimer.execute('commit');
+      const { dropped } = await pruning;
+      expect(dropped.map((d) => d.name)).toContain(first);
+    } finally {
+      await claimer.execute('rollback').catch(() => {});
+      await claimer.release();
+      await watcher.close();
+      await database.close();
+      await dropTestDatabase(own);
+    }
+  });
+});
+
 describe('history retention on embedded PGlite', () => {
   let database: Database;
 

@@ -249,6 +249,45 @@ describe('journal retention on Postgres', () => {
   journalRetentionSuite(() => database);
 });
 
+describe('journal retention beside a claim, on Postgres', () => {
+  it('a prune beside a transaction that has locked operation rows and then writes them drops the span without a deadlock', async () => {
+    const own = await createTestDatabase('opstate_journal_claim', { migrated: true });
+    const database = await openDatabase({ databaseUrl: own.url, max: 2 });
+    const claimer = await database.reserve();
+    const watcher = await openDatabase({ databaseUrl: own.url, max: 1 });
+    try {
+      await new HistoryRetentionRepository(database).set({ keepMs: KEEP, by: 'test' });
+      const store = new OperationStore(database);
+      const id = await store.create(inputFor(OperationKind.TRANSFER, await makeWorld(database)));
+      await store.apply(id, { type: 'CANCEL', reason: 'not needed' }, { by: 'operator' });
+      // A claim's transaction: its rows locked first (FOR UPDATE), written after.
+      await claimer.execute('begin');
+      await claimer.execute(`select id from operation where id = '${id}' for update`);
+      const pruning = new JournalRetentionRepository(database).prune(
+        new Date(Date.now() + KEEP + DAY),
+      );
+      await waitFor(async () => {
+        const [row] = await watcher.execute<{ n: number }>(
+          `select count(*)::int as n from pg_stat_activity
+           where datname = current_database() and wait_event_type = 'Lock'
+             and query like '%opstate_journal_prune%'`,
+        );
+        return Number(row?.n) > 0;
+      }, 'the prune to wait on the claim');
+      await claimer.execute(`update operation set version = version + 1 where id = '${id}'`);
+      await claimer.execute('commit');
+      const { dropped } = await pruning;
+      expect(dropped.map((d) => d.suffix)).toContain('j0');
+    } finally {
+      await claimer.execute('rollback').catch(() => {});
+      await claimer.release();
+      await watcher.close();
+      await database.close();
+      await dropTestDatabase(own);
+    }
+  });
+});
+
 describe('journal retention on embedded PGlite', () => {
   let database: Database;
 
