@@ -9,6 +9,7 @@ import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { createRuntime } from '../../runtime/Runtime.ts';
+import { waitForLockWait } from '../helpers/lockWaits.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor, MIGRATIONS, makeWorld } from './fixtures.ts';
@@ -213,14 +214,7 @@ describe('history retention beside a claim, on Postgres', () => {
       await claimer.execute('begin');
       await claimer.execute(`select id from operation where id = '${id}' for update`);
       const pruning = retention.prune(new Date(Date.now() + 401 * DAY));
-      await waitFor(async () => {
-        const [row] = await watcher.execute<{ n: number }>(
-          `select count(*)::int as n from pg_stat_activity
-           where datname = current_database() and wait_event_type = 'Lock'
-             and query like '%opstate_history_prune%'`,
-        );
-        return Number(row?.n) > 0;
-      }, 'the prune to wait on the claim');
+      await waitForLockWait(watcher, 'opstate_history_prune', 'the prune to wait on the claim');
       await claimer.execute(`update operation set version = version + 1 where id = '${id}'`);
       await claimer.execute('commit');
       const { dropped } = await pruning;

@@ -14,6 +14,7 @@ import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { createRuntime } from '../../runtime/Runtime.ts';
+import { waitForLockWait } from '../helpers/lockWaits.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { completedOperation, inputFor, MIGRATIONS, makeWorld } from './fixtures.ts';
@@ -266,14 +267,7 @@ describe('journal retention beside a claim, on Postgres', () => {
       const pruning = new JournalRetentionRepository(database).prune(
         new Date(Date.now() + KEEP + DAY),
       );
-      await waitFor(async () => {
-        const [row] = await watcher.execute<{ n: number }>(
-          `select count(*)::int as n from pg_stat_activity
-           where datname = current_database() and wait_event_type = 'Lock'
-             and query like '%opstate_journal_prune%'`,
-        );
-        return Number(row?.n) > 0;
-      }, 'the prune to wait on the claim');
+      await waitForLockWait(watcher, 'opstate_journal_prune', 'the prune to wait on the claim');
       await claimer.execute(`update operation set version = version + 1 where id = '${id}'`);
       await claimer.execute('commit');
       const { dropped } = await pruning;

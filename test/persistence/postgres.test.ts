@@ -22,6 +22,7 @@ import {
   selectTransitionsAfter,
 } from '../../persistence/reads/selectTransitions.ts';
 import { dispatchesAhead } from '../helpers/dispatches.ts';
+import { waitForLockWait } from '../helpers/lockWaits.ts';
 import { copiedColumns } from '../helpers/operationRows.ts';
 import { opstateArgs, REPO_ROOT } from '../helpers/opstateCli.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
@@ -522,13 +523,11 @@ describe('persistence on Postgres', () => {
         insert into raw_data_package_physical_copy (physical_copy_id, raw_data_package_id)
         select id, ${world.pkg}::uuid from c`);
       const completing = store.complete(id, 1, [archived]);
-      await waitFor(async () => {
-        const [row] = await watcher.execute<{ n: number }>(sql`
-          select count(*)::int as n from pg_stat_activity
-          where datname = current_database() and wait_event_type = 'Lock'
-            and query like '%jsonb_to_recordset%'`);
-        return Number(row?.n) > 0;
-      }, 'the completion to wait on the other writer');
+      await waitForLockWait(
+        watcher,
+        'jsonb_to_recordset',
+        'the completion to wait on the other writer',
+      );
       await other.execute('commit');
       const done = await completing;
       expect(done).toMatchObject({ ok: true, copiesCreated: 0, copiesAlreadyPresent: 1 });
@@ -576,13 +575,11 @@ describe('persistence on Postgres', () => {
         by: 'operator',
         detail: { differences: ['whole-object sha256 differs'] },
       });
-      await waitFor(async () => {
-        const [row] = await watcher.execute<{ n: number }>(sql`
-          select count(*)::int as n from pg_stat_activity
-          where datname = current_database() and wait_event_type = 'Lock'
-            and query like '%archive_record%'`);
-        return Number(row?.n) > 0;
-      }, 'the verification to wait on the copy the deleter holds');
+      await waitForLockWait(
+        watcher,
+        'archive_record',
+        'the verification to wait on the copy the deleter holds',
+      );
       // Granted once the verification's statement is rolled back; its second round then waits
       // for this transaction, which ends here.
       await deleter.execute(sql`select 1 from physical_copy where id = ${first}::uuid for update`);
