@@ -1,4 +1,12 @@
-import { chmodSync, linkSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
+import {
+  chmodSync,
+  linkSync,
+  mkdirSync,
+  readdirSync,
+  readFileSync,
+  unlinkSync,
+  writeFileSync,
+} from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
 
@@ -41,6 +49,7 @@ export function markPort(port: number): boolean {
   if (mine.has(port)) return false;
   // Shared by every user, as /tmp is: world-writable with the sticky bit.
   if (mkdirSync(PORT_MARKS, { recursive: true }) !== undefined) chmodSync(PORT_MARKS, 0o1777);
+  if (!swept) sweepDeadMarks();
   const file = join(PORT_MARKS, String(port));
   // Written whole under a name of this process's, then linked into place (a link fails if the
   // mark exists): no other process ever reads a mark still empty and takes its owner for dead.
@@ -71,6 +80,28 @@ export function markPort(port: number): boolean {
     });
   }
   return true;
+}
+
+let swept = false;
+
+/**
+ * Clears the marks of processes that are gone, once per process: a process killed by a signal
+ * (a test worker the runner stops, a drill's child) never runs its exit handler, and its marks
+ * would otherwise stay until another process happened to draw the same port.
+ */
+function sweepDeadMarks(): void {
+  swept = true;
+  let names: string[];
+  try {
+    names = readdirSync(PORT_MARKS);
+  } catch {
+    return;
+  }
+  for (const name of names) {
+    if (!/^\d+$/.test(name)) continue;
+    const file = join(PORT_MARKS, name);
+    if (!alive(ownerOf(file))) unlinkQuietly(file);
+  }
 }
 
 function ownerOf(file: string): number {

@@ -1,6 +1,7 @@
-import { spawn } from 'node:child_process';
-import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { execFile, spawn } from 'node:child_process';
+import { existsSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { promisify } from 'node:util';
 import { describe, expect, it } from 'vitest';
 import { freePort, markPort, PORT_MARKS } from '../../chaos/ports.ts';
 
@@ -46,5 +47,22 @@ describe('freePort', () => {
     writeFileSync(join(PORT_MARKS, String(port)), 'not a pid');
     expect(markPort(port)).toBe(false);
     expect(markPort(port)).toBe(true);
+  });
+
+  it("clears every mark of a process that is gone at a process's first ask, and leaves a live one's", async () => {
+    const [gone, kept] = [testPort(), testPort()];
+    const dead = spawn('true');
+    await new Promise((r) => dead.once('exit', r));
+    writeFileSync(join(PORT_MARKS, String(gone)), String(dead.pid));
+    writeFileSync(join(PORT_MARKS, String(kept)), String(process.pid));
+    // A new process, as a test worker or a drill's child is: its first freePort sweeps.
+    await promisify(execFile)(
+      process.execPath,
+      ['--import', 'tsx', '-e', "import('./chaos/ports.ts').then((m) => m.freePort())"],
+      { cwd: join(import.meta.dirname, '../..') },
+    );
+    expect(existsSync(join(PORT_MARKS, String(gone)))).toBe(false);
+    expect(readFileSync(join(PORT_MARKS, String(kept)), 'utf8')).toBe(String(process.pid));
+    unlinkSync(join(PORT_MARKS, String(kept)));
   });
 });
