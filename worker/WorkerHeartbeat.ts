@@ -38,11 +38,11 @@ export interface WorkerHeartbeatLoop {
    */
   receive(op: HeldOperation, delivery: Touchable): boolean;
   /**
-   * Lets it go; the next beat no longer lists it. With `attempt`, only that attempt's hold: a later
-   * attempt of the operation held since (its last attempt's handler hung past its deadline, and
-   * the next one started here) stays listed.
+   * Lets that attempt's hold go; the next beat no longer lists it. A later attempt of the operation
+   * held since (its last attempt's handler hung past its deadline, and the next one started here)
+   * stays listed.
    */
-  release(operationId: string, attempt?: number): void;
+  release(operationId: string, attempt: number): void;
   /** What is held now. */
   held(): HeldOperation[];
   /**
@@ -339,7 +339,7 @@ export function startWorkerHeartbeat(options: WorkerHeartbeatOptions): WorkerHea
       return true;
     },
     release(operationId, attempt) {
-      if (attempt !== undefined && entries.get(operationId)?.op.attempt !== attempt) return;
+      if (entries.get(operationId)?.op.attempt !== attempt) return;
       entries.delete(operationId);
     },
     held,

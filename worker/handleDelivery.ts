@@ -108,7 +108,7 @@ export async function handleDelivery(w: WorkerCore, d: Delivery): Promise<void> 
     await judge(w, d);
   } finally {
     if (received && !w.state.crashed && !w.registry.getSnapshot().context.leases.has(m.operationId))
-      w.heartbeat.release(m.operationId);
+      w.heartbeat.release(m.operationId, m.attempt);
   }
 }
 

@@ -50,7 +50,7 @@ describe('the worker heartbeat', () => {
           exceptWorkerId: 'w-1',
         }),
       ).toBe(false);
-      hb.release('a');
+      hb.release('a', 1);
       await hb.cover();
       expect((await transport.heartbeats.list())[0]?.held).toEqual([]);
     });
