@@ -9,7 +9,7 @@ import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { createRuntime } from '../../runtime/Runtime.ts';
-import { waitForLockWait } from '../helpers/lockWaits.ts';
+import { besideAClaim } from '../helpers/lockWaits.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { inputFor, MIGRATIONS, makeWorld } from './fixtures.ts';
@@ -200,8 +200,6 @@ describe('history retention beside a claim, on Postgres', () => {
   it('a prune beside a claim that has locked its rows and then writes them drops the partition without a deadlock', async () => {
     const own = await createTestDatabase('opstate_retention_claim', { migrated: true });
     const database = await openDatabase({ databaseUrl: own.url, max: 2 });
-    const claimer = await database.reserve();
-    const watcher = await openDatabase({ databaseUrl: own.url, max: 1 });
     try {
       const retention = new HistoryRetentionRepository(database);
       await retention.set({ keepMs: 400 * DAY, by: 'test' });
@@ -210,19 +208,11 @@ describe('history retention beside a claim, on Postgres', () => {
       const id = await new OperationStore(database).create(
         inputFor(OperationKind.TRANSFER, await makeWorld(database)),
       );
-      // A claim's transaction: its rows locked first (FOR UPDATE), its transitions written after.
-      await claimer.execute('begin');
-      await claimer.execute(`select id from operation where id = '${id}' for update`);
-      const pruning = retention.prune(new Date(Date.now() + 401 * DAY));
-      await waitForLockWait(watcher, 'opstate_history_prune', 'the prune to wait on the claim');
-      await claimer.execute(`update operation set version = version + 1 where id = '${id}'`);
-      await claimer.execute('commit');
-      const { dropped } = await pruning;
+      const { dropped } = await besideAClaim(own.url, id, 'opstate_history_prune', () =>
+        retention.prune(new Date(Date.now() + 401 * DAY)),
+      );
       expect(dropped.map((d) => d.name)).toContain(first);
     } finally {
-      await claimer.execute('rollback').catch(() => {});
-      await claimer.release();
-      await watcher.close();
       await database.close();
       await dropTestDatabase(own);
     }

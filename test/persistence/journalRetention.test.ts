@@ -14,7 +14,7 @@ import { migrate } from '../../persistence/migrate.ts';
 import { OperationStore } from '../../persistence/OperationStore.ts';
 import { type Database, openDatabase } from '../../persistence/openDatabase.ts';
 import { createRuntime } from '../../runtime/Runtime.ts';
-import { waitForLockWait } from '../helpers/lockWaits.ts';
+import { besideAClaim } from '../helpers/lockWaits.ts';
 import { createTestDatabase, dropTestDatabase, type TestDatabase } from '../helpers/postgres.ts';
 import { waitFor } from '../helpers/waitFor.ts';
 import { completedOperation, inputFor, MIGRATIONS, makeWorld } from './fixtures.ts';
@@ -254,28 +254,16 @@ describe('journal retention beside a claim, on Postgres', () => {
   it('a prune beside a transaction that has locked operation rows and then writes them drops the span without a deadlock', async () => {
     const own = await createTestDatabase('opstate_journal_claim', { migrated: true });
     const database = await openDatabase({ databaseUrl: own.url, max: 2 });
-    const claimer = await database.reserve();
-    const watcher = await openDatabase({ databaseUrl: own.url, max: 1 });
     try {
       await new HistoryRetentionRepository(database).set({ keepMs: KEEP, by: 'test' });
       const store = new OperationStore(database);
       const id = await store.create(inputFor(OperationKind.TRANSFER, await makeWorld(database)));
       await store.apply(id, { type: 'CANCEL', reason: 'not needed' }, { by: 'operator' });
-      // A claim's transaction: its rows locked first (FOR UPDATE), written after.
-      await claimer.execute('begin');
-      await claimer.execute(`select id from operation where id = '${id}' for update`);
-      const pruning = new JournalRetentionRepository(database).prune(
-        new Date(Date.now() + KEEP + DAY),
+      const { dropped } = await besideAClaim(own.url, id, 'opstate_journal_prune', () =>
+        new JournalRetentionRepository(database).prune(new Date(Date.now() + KEEP + DAY)),
       );
-      await waitForLockWait(watcher, 'opstate_journal_prune', 'the prune to wait on the claim');
-      await claimer.execute(`update operation set version = version + 1 where id = '${id}'`);
-      await claimer.execute('commit');
-      const { dropped } = await pruning;
       expect(dropped.map((d) => d.suffix)).toContain('j0');
     } finally {
-      await claimer.execute('rollback').catch(() => {});
-      await claimer.release();
-      await watcher.close();
       await database.close();
       await dropTestDatabase(own);
     }
