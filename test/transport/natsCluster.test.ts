@@ -1,3 +1,4 @@
+import { createServer } from 'node:net';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -206,6 +207,32 @@ describe('replicas on a three-node cluster (private nats-servers)', () => {
       await expect(jsm.streams.info(transportNames(prefix).stream)).rejects.toThrow(/not found/);
     } finally {
       await transport.close();
+    }
+  }, 60_000);
+});
+
+describe('a cluster whose node cannot start (private nats-servers)', () => {
+  it('fails its start at once with the node and its last log lines, not after the meta-leader wait', async () => {
+    const cluster = await NatsClusterProcess.create();
+    // Something else holds the second node's client port: that nats-server exits, after its
+    // start has already found the port answering.
+    const squatter = createServer();
+    await new Promise<void>((r) => squatter.listen(cluster.nodes[1]?.port, '127.0.0.1', r));
+    try {
+      const err = await cluster.start().then(
+        () => undefined,
+        (e: unknown) => e as Error,
+      );
+      expect(err).toBeInstanceOf(Error);
+      expect(err?.message).not.toMatch(/Timed out/);
+      // Found exited while the cluster formed, or (if it exited first) before it listened.
+      expect(err?.message).toMatch(
+        /node n2 \(client \d+, .*\) exited while the cluster formed|exited \(1\) before it listened/,
+      );
+      expect(err?.message).toMatch(/address already in use/);
+    } finally {
+      await new Promise((r) => squatter.close(r));
+      await cluster.dispose();
     }
   }, 60_000);
 });
