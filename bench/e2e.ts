@@ -574,10 +574,15 @@ function printDatabaseWork(phase: Phase): { walBytesPerOp: number; buffersPerOp:
 }
 
 /** Where the run's WAL went, read back from the WAL itself (`OPSTATE_BENCH_WAL_BREAKDOWN`). */
-async function printWalBreakdown(label: string, wal: WalWindow | undefined, n: number) {
+/** Prints the run's WAL read back, when it was; returns its full-page image bytes per operation. */
+async function printWalBreakdown(
+  label: string,
+  wal: WalWindow | undefined,
+  n: number,
+): Promise<number | undefined> {
   if (wal === undefined) {
     if (WAL_BREAKDOWN) process.stderr.write('[bench] no pg_walinspect: no WAL breakdown\n');
-    return;
+    return undefined;
   }
   try {
     const b = await wal.stop(n);
@@ -591,6 +596,7 @@ async function printWalBreakdown(label: string, wal: WalWindow | undefined, n: n
       relations: b.relations.slice(0, 24),
       record_types: b.recordTypes.slice(0, 16),
     });
+    return b.fpi;
   } finally {
     await wal.close();
   }
@@ -639,6 +645,8 @@ interface PhaseFigures {
   readonly walBytesPerOp: number;
   readonly buffersPerOp: number;
   readonly cpuMsPerOp: number;
+  /** Of the WAL, full-page images, when the run's WAL was read back (`WAL_BREAKDOWN`). */
+  readonly fullPageImageBytesPerOp?: number | undefined;
 }
 
 function reportPhase(phase: Phase): PhaseFigures {
@@ -656,7 +664,7 @@ function reportPhase(phase: Phase): PhaseFigures {
 
 /**
  * An e2e run with the workers in this process (their own runtime: own pool and NATS
- * connection), reported under `label`; returns its ops/s.
+ * connection), reported under `label`; returns what it did per operation.
  */
 async function inProcessRun(
   bench: Bench,
@@ -702,7 +710,7 @@ async function inProcessRun(
   await sleep(1500);
   const dbAfter = await bench.pgStats();
   const relationsAfter = await relationBuffers(bench.own);
-  await printWalBreakdown(label, wal, n);
+  const fullPageImageBytesPerOp = await printWalBreakdown(label, wal, n);
   const byRelation = relationBuffersPer(relationsBefore, relationsAfter, n);
   print({
     name: `e2e_buffers_by_relation_${label}`,
@@ -712,7 +720,7 @@ async function inProcessRun(
     relations: byRelation.slice(0, 24),
   });
   const rawAfter = await bench.rawCommitRate(SECONDS);
-  return reportPhase({
+  const figures = reportPhase({
     label,
     baselines: [rawBefore, rawAfter],
     n,
@@ -726,6 +734,7 @@ async function inProcessRun(
     ],
     note: `${note}; control plane and one worker runtime (concurrency ${CONCURRENCY}) in this process, after ${WARM_UP} operations through that worker untimed`,
   });
+  return { ...figures, fullPageImageBytesPerOp };
 }
 
 /**
@@ -840,6 +849,19 @@ async function distinctOutputRuns(bench: Bench, d: Deployment): Promise<void> {
       note: `per operation with ${STORED} more stored ÷ per operation in the run just before (ratio > 1: the stored run cost more)`,
     });
   }
+  // The fill ends with a checkpoint, so the stored run writes a full-page image at the first
+  // change of every page it touches, which the run before it need not have: without them, the
+  // WAL compares what the two runs wrote for their operations.
+  const fpiStored = stored.fullPageImageBytesPerOp;
+  const fpiFresh = fresh.fullPageImageBytesPerOp;
+  if (fpiStored !== undefined && fpiFresh !== undefined)
+    print({
+      name: 'e2e_stored_history_wal_ratio_without_fpi',
+      value: stored.walBytesPerOp - fpiStored,
+      unit: 'B/op',
+      baseline: fresh.walBytesPerOp - fpiFresh,
+      note: `WAL per operation less its full-page images (pg_walinspect: ${Math.round(fpiStored)} B/op stored, ${Math.round(fpiFresh)} before), with ${STORED} more stored ÷ the run just before`,
+    });
 }
 
 /** 3. Dispatch → IN_PROGRESS at a trickle: one operation at a time, submitted with submit(). */
