@@ -509,11 +509,16 @@ interface Phase {
   readonly note: string;
 }
 
+/** The raw single-row commit rate around a run: the mean of before and after, its baseline. */
+function meanRawRate({ baselines }: Phase): number {
+  return (baselines[0] + baselines[1]) / 2;
+}
+
 /** The run's throughput (whole and sustained) and its per-stage medians; returns ops/s. */
 function printThroughput(phase: Phase): number {
   const { label, baselines, n, result, span, note } = phase;
   const rate = n / span.span;
-  const baseline = (baselines[0] + baselines[1]) / 2;
+  const baseline = meanRawRate(phase);
   print({
     name: `e2e_ops_per_s_${label}`,
     value: rate,
@@ -573,8 +578,10 @@ function printDatabaseWork(phase: Phase): { walBytesPerOp: number; buffersPerOp:
   return { walBytesPerOp, buffersPerOp };
 }
 
-/** Where the run's WAL went, read back from the WAL itself (`OPSTATE_BENCH_WAL_BREAKDOWN`). */
-/** Prints the run's WAL read back, when it was; returns its full-page image bytes per operation. */
+/**
+ * Where the run's WAL went, read back from the WAL itself (`OPSTATE_BENCH_WAL_BREAKDOWN`);
+ * returns its full-page image bytes per operation, undefined when it was not read back.
+ */
 async function printWalBreakdown(
   label: string,
   wal: WalWindow | undefined,
@@ -636,7 +643,6 @@ function printCpu(phase: Phase): number {
   return c.total;
 }
 
-/** Prints every figure of one timed e2e run; returns its ops/s. */
 /** What one run did per operation, for comparing two runs of the same bench. */
 interface PhaseFigures {
   readonly opsPerS: number;
@@ -649,6 +655,7 @@ interface PhaseFigures {
   readonly fullPageImageBytesPerOp?: number | undefined;
 }
 
+/** Prints every figure of one timed e2e run; returns what it did per operation. */
 function reportPhase(phase: Phase): PhaseFigures {
   const opsPerS = printThroughput(phase);
   const work = printDatabaseWork(phase);
@@ -656,7 +663,7 @@ function reportPhase(phase: Phase): PhaseFigures {
   const cpuMsPerOp = printCpu(phase);
   return {
     opsPerS,
-    rawCommitsPerS: (phase.baselines[0] + phase.baselines[1]) / 2,
+    rawCommitsPerS: meanRawRate(phase),
     ...work,
     cpuMsPerOp,
   };
