@@ -28,8 +28,9 @@
  * where the server preloads pg_stat_statements, what the server spent on each per operation, its
  * planning apart where it also sets pg_stat_statements.track_planning),
  * OPSTATE_BENCH_WAL_BREAKDOWN (default 1: each in-process run also prints its WAL by relation and
- * record type, read back with pg_walinspect; 0 skips), OPSTATE_BENCH_CPU_PROFILE=<file> (writes a V8 CPU profile of this process over the timed
- * in-process run only, for Chrome DevTools or any .cpuprofile reader).
+ * record type, read back with pg_walinspect; 0 skips), OPSTATE_BENCH_CPU_PROFILE=<file> (writes a V8 CPU profile of this process over each timed
+ * in-process run, each over the one before, for Chrome DevTools or any .cpuprofile reader, and
+ * prints what share of the run's busy time each part took: `e2e_cpu_profile_shares_<run>`).
  */
 import { randomBytes } from 'node:crypto';
 import { writeFileSync } from 'node:fs';
@@ -55,6 +56,7 @@ import { type CpuSample, cpuMsPer, cpuSample, postgresPidsOf } from './lib/cpu.t
 import { relationBuffers, relationBuffersPer } from './lib/databaseBuffers.ts';
 import { print } from './lib/figure.ts';
 import { printTimings, type Timings, timeRuntime } from './lib/methodTimings.ts';
+import { type CpuProfile, profileShares } from './lib/profileShares.ts';
 import {
   rawCommitRate as measureRawCommitRate,
   prepareRawCommitRate,
@@ -119,18 +121,33 @@ function percentile(sorted: readonly number[], p: number): number {
   return sorted[i] as number;
 }
 
-/** Starts a V8 CPU profile of this process when asked; the returned function writes it. */
-async function startCpuProfile(): Promise<() => Promise<void>> {
+/**
+ * Starts a V8 CPU profile of this process when asked. The returned function writes it (each run
+ * over the one before) and prints `e2e_cpu_profile_shares_<label>`: the busy time of this process
+ * per operation, and what share of it each part took (socket writes to Postgres and to NATS, garbage
+ * collection, the clients, opstate's folders: bench/lib/profileShares.ts).
+ */
+async function startCpuProfile(): Promise<(label: string, n: number) => Promise<void>> {
   if (CPU_PROFILE === undefined || CPU_PROFILE === '') return async () => {};
   const session = new Session();
   session.connect();
   await session.post('Profiler.enable');
   await session.post('Profiler.start');
-  return async () => {
+  return async (label, n) => {
     const { profile } = await session.post('Profiler.stop');
     writeFileSync(CPU_PROFILE, JSON.stringify(profile));
     session.disconnect();
-    process.stderr.write(`[e2e] CPU profile of the in-process run written to ${CPU_PROFILE}\n`);
+    process.stderr.write(`[e2e] CPU profile of the ${label} run written to ${CPU_PROFILE}\n`);
+    const shares = profileShares(profile as CpuProfile);
+    print({
+      name: `e2e_cpu_profile_shares_${label}`,
+      value: shares.busyMs / n,
+      unit: 'cpu ms/op',
+      note: "this process's sampled busy time per operation (V8 CPU profile of the timed run; idle time and the profiler's own work left out), and each part's share of it: socket writes are the native writes with the Postgres or NATS client on the stack",
+      idle_ms: Math.round(shares.idleMs),
+      profiler_ms: Math.round(shares.profilerMs),
+      parts: shares.parts.map((p) => ({ part: p.part, share: Math.round(p.share * 1000) / 1000 })),
+    });
   };
 }
 
@@ -706,7 +723,7 @@ async function inProcessRun(
   const result = await submitAndWait(bench, d, inputs);
   const cpuAfter = cpuSample();
   const postgresPids = await postgresPidsOf(admin, [name]);
-  await stopCpuProfile();
+  await stopCpuProfile(label, n);
   printServerStatements(label, serverBefore, await serverStatements(admin, name), n);
   const pAfter = snapshotCounter(d.planeCounter);
   const wAfter = snapshotCounter(worker.counter);
