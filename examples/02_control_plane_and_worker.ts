@@ -67,7 +67,12 @@ function transferHandler(runtime: Runtime): OperationHandler {
   };
 }
 
-async function submitOne(runtime: Runtime): Promise<void> {
+/**
+ * The example's two locations, registered once (a second call finds them). The control plane
+ * registers them at start, so a worker started after it reads their queues at once: a worker
+ * looks for locations registered while it runs only every discovery interval (30 s).
+ */
+async function exampleLocations(runtime: Runtime) {
   const site = 'example';
   const locationOf = (name: string, locationType: LocationType) =>
     runtime.artifacts.findOrAddLocation({
@@ -76,8 +81,14 @@ async function submitOne(runtime: Runtime): Promise<void> {
       locationType,
       storageRoot: join(storage, name),
     });
-  const source = await locationOf('instrument', LocationType.SOURCE);
-  const buffer = await locationOf('buffer', LocationType.BUFFER);
+  return {
+    source: await locationOf('instrument', LocationType.SOURCE),
+    buffer: await locationOf('buffer', LocationType.BUFFER),
+  };
+}
+
+async function submitOne(runtime: Runtime): Promise<void> {
+  const { source, buffer } = await exampleLocations(runtime);
   const name = `dtp-${new Date().toISOString().replace(/[:.]/g, '-')}`;
   const dtp = await runtime.artifacts.addDataTransferPackage({ name });
   const path = `${name}.tar`;
@@ -121,6 +132,7 @@ if (process.env.DATABASE_URL === undefined || process.env.NATS_URL === undefined
 if (role === 'control-plane') {
   // Creates the dispatch stream, its consumers and the heartbeat bucket; replicas share one lease.
   const runtime = await createRuntime({ waitForServers: true, serviceName: 'example' });
+  await exampleLocations(runtime);
   const plane = runtime.startControlPlane();
   console.log(`control plane ${plane.holder} running; Ctrl-C stops it`);
   await untilStopped();
