@@ -1,4 +1,9 @@
-import { type JetStreamManager, jetstreamManager } from '@nats-io/jetstream';
+import {
+  JetStreamApiCodes,
+  JetStreamApiError,
+  type JetStreamManager,
+  jetstreamManager,
+} from '@nats-io/jetstream';
 import { describe, expect, it } from 'vitest';
 import type { RuntimeTiming } from '../../runtime/Runtime.ts';
 import type { JetStreamTransport } from '../../transport/jetstream/createJetStreamTransport.ts';
@@ -45,6 +50,21 @@ const jsmOf = (dep: Deployment) =>
   jetstreamManager((dep.runtime.transport as JetStreamTransport).connection);
 const queueInfo = async (jsm: JetStreamManager, dep: Deployment) =>
   jsm.consumers.info(`${dep.prefix}_dispatch`, await queueOf(dep));
+/**
+ * Whether the queue has a pull request open. A worker process creates no consumer: until the
+ * leading control plane's routes pass has created the site queue's (within a discovery
+ * interval of the world's locations), the worker waits and the queue has none.
+ */
+const pullOpen = async (jsm: JetStreamManager, dep: Deployment) => {
+  try {
+    return (await queueInfo(jsm, dep)).num_waiting > 0;
+  } catch (err) {
+    if (err instanceof JetStreamApiError && err.code === JetStreamApiCodes.ConsumerNotFound) {
+      return false;
+    }
+    throw err;
+  }
+};
 
 /**
  * Freezes `worker` while it has a pull request open and submits an operation, until the broker
@@ -54,7 +74,7 @@ const queueInfo = async (jsm: JetStreamManager, dep: Deployment) =>
 async function strandWithFrozen(dep: Deployment, worker: Child) {
   const jsm = await jsmOf(dep);
   for (let tries = 0; tries < 5; tries++) {
-    await waitFor(async () => (await queueInfo(jsm, dep)).num_waiting > 0, 'an open pull request');
+    await waitFor(() => pullOpen(jsm, dep), 'the queue’s consumer and an open pull request');
     worker.proc.kill('SIGSTOP');
     if ((await queueInfo(jsm, dep)).num_waiting === 0) {
       worker.proc.kill('SIGCONT');
