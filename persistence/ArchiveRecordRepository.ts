@@ -75,15 +75,23 @@ const generationOf = (id: string): SQL =>
 /**
  * When an archive's verification fails, every live copy of its package is bumped (`version`):
  * their deletions may rely on this archive, and a deletion decided before the failure must not
- * land after it.
+ * land after it. The copies are locked in id order, whatever plan the update gets: left to the
+ * plan, the order was that of whichever join and scan it chose, which can change as the tables
+ * grow.
  */
 const revokeCte = (id: string): SQL => sql`,
+  revoking as (
+    select p.id from physical_copy p
+    join long_term_archive_operation l on p.artifact_id = l.raw_data_package_id
+    where l.operation_id = ${id}::uuid and p.artifact_type = 'raw_data_package'
+      and p.status <> 'DELETED'
+      and exists (select 1 from ins where ins.state = 'VERIFY_FAILED')
+    order by p.id
+    for update of p
+  ),
   revoke as (
     update physical_copy p set version = p.version + 1
-    from long_term_archive_operation l
-    where l.operation_id = ${id}::uuid and p.artifact_type = 'raw_data_package'
-      and p.artifact_id = l.raw_data_package_id and p.status <> 'DELETED'
-      and exists (select 1 from ins where ins.state = 'VERIFY_FAILED')
+    from revoking r where p.id = r.id
   )`;
 
 /**

@@ -548,10 +548,11 @@ describe('persistence on Postgres', () => {
   it('an independent verification that loses a real deadlock to a deleter holding its copies is written again', async () => {
     const world = await makeWorld(database);
     const p = await archivedPackage(database, world, 'verified');
-    // The package's two live copies, in the order the VERIFY_FAILED revoke locks them (the order
-    // they were written): the buffer copy, then the archive copy the completion wrote.
+    // The package's two live copies, in the order the VERIFY_FAILED revoke locks them (by id,
+    // which follows the order they were written): the buffer copy, then the archive copy the
+    // completion wrote.
     const copies = await database.execute<{ id: string }>(sql`
-      select id from physical_copy where artifact_id = ${p.pkg}::uuid order by ctid`);
+      select id from physical_copy where artifact_id = ${p.pkg}::uuid order by id`);
     expect(copies.map((c) => String(c.id))[0]).toBe(p.buffer.id);
     const [first, second] = copies.map((c) => String(c.id));
     const deadlocks = async () => {
