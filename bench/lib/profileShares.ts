@@ -29,12 +29,17 @@ export interface ProfileShares {
 
 const SOCKET_WRITES = new Set(['writeBuffer', 'writev', 'writeUtf8String', 'writeLatin1String']);
 
-/** The opstate folder of a source URL (`persistence`, `worker`, …), or undefined. */
+/** The repository's root, as the profile's script URLs name it (sources, or the built `dist/`). */
+const ROOT = new URL('../../', import.meta.url).href;
+
+/** The repository folder a script URL is in (`persistence`, `worker`, …), or undefined. */
 function opstateFolder(url: string): string | undefined {
-  if (url.includes('/node_modules/')) return undefined;
-  return /\/(machines|persistence|transport|observe|loops|worker|control-plane|deleter|runtime|stages|dashboard|cli|bench)\//.exec(
-    url,
-  )?.[1];
+  if (!url.startsWith(ROOT) || url.includes('/node_modules/')) return undefined;
+  const parts = url
+    .slice(ROOT.length)
+    .replace(/^dist\//, '')
+    .split('/');
+  return parts.length > 1 ? parts[0] : undefined;
 }
 
 function partOf(

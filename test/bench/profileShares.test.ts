@@ -1,6 +1,9 @@
 import { describe, expect, it } from 'vitest';
 import { type CpuProfile, profileShares } from '../../bench/lib/profileShares.ts';
 
+/** A script URL in this repository, as V8 names it. */
+const inRepo = (path: string) => new URL(`../../${path}`, import.meta.url).href;
+
 /** A profile of the given leaf frames, each under its own stack (outermost first), sampled `ms` each. */
 function profileOf(
   leaves: readonly { stack: readonly [string, string][]; ms: number }[],
@@ -29,12 +32,12 @@ function profileOf(
 describe('the e2e bench’s CPU profile shares', () => {
   it('names socket writes by the client on the stack, and leaves idle time and the profiler out', () => {
     const pgWrite: [string, string][] = [
-      ['nextWrite', 'file:///app/persistence/vendor/postgres/connection.js'],
+      ['nextWrite', inRepo('persistence/vendor/postgres/connection.js')],
       ['Socket._write', 'node:net'],
       ['writeBuffer', ''],
     ];
     const natsWrite: [string, string][] = [
-      ['send', 'file:///app/node_modules/@nats-io/transport-node/lib/node_transport.js'],
+      ['send', inRepo('node_modules/@nats-io/transport-node/lib/node_transport.js')],
       ['writeBuffer', ''],
     ];
     const shares = profileShares(
@@ -42,13 +45,13 @@ describe('the e2e bench’s CPU profile shares', () => {
         { stack: pgWrite, ms: 30 },
         { stack: natsWrite, ms: 10 },
         { stack: [['(garbage collector)', '']], ms: 20 },
-        { stack: [['planTransition', 'file:///app/persistence/planTransition.ts']], ms: 25 },
-        { stack: [['decide', 'file:///app/dist/machines/decide.js']], ms: 10 },
-        { stack: [['parse', 'file:///app/node_modules/postgres/src/types.js']], ms: 5 },
+        { stack: [['planTransition', inRepo('persistence/planTransition.ts')]], ms: 25 },
+        { stack: [['decide', inRepo('dist/machines/decide.js')]], ms: 10 },
+        { stack: [['parse', inRepo('node_modules/postgres/src/types.js')]], ms: 5 },
         { stack: [['(idle)', '']], ms: 400 },
         {
           stack: [
-            ['startCpuProfile', 'file:///app/bench/e2e.ts'],
+            ['startCpuProfile', inRepo('bench/e2e.ts')],
             ['dispatch', ''],
           ],
           ms: 7,
@@ -65,6 +68,21 @@ describe('the e2e bench’s CPU profile shares', () => {
       { part: 'socket writes: NATS', ms: 10, share: 0.1 },
       { part: 'opstate: machines', ms: 10, share: 0.1 },
       { part: 'postgres.js', ms: 5, share: 0.05 },
+    ]);
+  });
+
+  it('names a folder only for a script under this repository, its sources or its dist/', () => {
+    const shares = profileShares(
+      profileOf([
+        { stack: [['run', inRepo('dist/worker/Worker.js')]], ms: 4 },
+        { stack: [['run', inRepo('worker/Worker.ts')]], ms: 4 },
+        { stack: [['main', inRepo('index.ts')]], ms: 1 },
+        { stack: [['main', 'file:///elsewhere/worker/main.js']], ms: 1 },
+      ]),
+    );
+    expect(shares.parts.map((p) => [p.part, p.ms])).toEqual([
+      ['opstate: worker', 8],
+      ['native and other', 2],
     ]);
   });
 
