@@ -36,7 +36,7 @@ import {
   unlistedScheduled,
 } from './planMonitorPass.ts';
 import { planReconcilerResets, spareWaiting } from './planReconcilerPass.ts';
-import { drainLegacyQueues, siteRoutesPass } from './siteRoutes.ts';
+import { drainLegacyQueues, type SiteRoutes, siteRoutes } from './siteRoutes.ts';
 
 export type { ControlPlaneTiming } from './ControlPlaneTiming.ts';
 
@@ -135,8 +135,17 @@ async function publish(
  */
 const MAX_PUBLISHED_KEYS = 100_000;
 
-/** Scheduler: due PENDING → SCHEDULED in batches (each dispatch in its transition), published at once. */
-function schedulerLoop(shell: Shell, published: Set<string>): Loop {
+/**
+ * Scheduler: due PENDING → SCHEDULED in batches (each dispatch in its transition), published at
+ * once. A dispatch to a site queue whose consumer the routes loop has not created (a location
+ * registered since its last pass) wakes that loop, so the work's consumer is made now rather than
+ * at the next discovery interval.
+ */
+function schedulerLoop(
+  shell: Shell,
+  published: Set<string>,
+  routes: { readonly sites: SiteRoutes; readonly loop: Loop },
+): Loop {
   const { store, timing, logger } = shell;
   return shell.leaderLoop({
     name: 'scheduler',
@@ -156,6 +165,7 @@ function schedulerLoop(shell: Shell, published: Set<string>): Loop {
       // Publish at once; the relay reading the history is only the safety net for a crash or a
       // broker outage in between.
       const { sent } = await publish(shell, claimed, 'scheduler');
+      if (claimed.some((c) => routes.sites.lacks(c.route))) routes.loop.wake();
       if (published.size + sent.length > MAX_PUBLISHED_KEYS) published.clear();
       for (const key of sent) published.add(key);
       // Rows a flow limit held back filled part of the batch: their scope is full now, and the
@@ -521,7 +531,7 @@ function reconcilerLoop(shell: Shell): Loop {
  * - pipeline (when one is given): at the scheduler's interval, the completions past the pipeline's
  *   cursor create the operations of the stages that follow (`pipelinePass`, `planPipelinePass`);
  * - site routes: at start, on each wake and every `discoveryIntervalMs`, the consumer of each registered
- *   location's site queues is created (`siteRoutesPass`), and, all along, dispatches queued under
+ *   location's site queues is created (`siteRoutes`), and, all along, dispatches queued under
  *   the legacy names are moved onto their operations' site queues (`drainLegacyQueues`).
  *
  * @example
@@ -545,7 +555,15 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
       }),
   };
   const published = new Set<string>();
-  const scheduler = schedulerLoop(shell, published);
+  // Woken with the scheduler (work submitted in this process) and by a dispatch the scheduler sent
+  // to a site queue it has not created: work at a location registered since gets its consumer.
+  const sites = siteRoutes(options);
+  const routes = shell.leaderLoop({
+    name: 'site routes',
+    intervalMs: timing.discoveryIntervalMs,
+    pass: sites.pass,
+  });
+  const scheduler = schedulerLoop(shell, published, { sites, loop: routes });
   const breaker = startCircuitBreakerLoop({
     database: options.store.database,
     ...(options.breakers === undefined ? {} : { repository: options.breakers }),
@@ -556,12 +574,6 @@ export function startControlPlaneLoops(options: ControlPlaneOptions): ControlPla
     intervalMs: timing.breakerIntervalMs,
     onRelease: () => scheduler.wake(),
     ...(term === undefined ? {} : { term }),
-  });
-  // Woken with the scheduler: work submitted to a location registered since gets its consumer.
-  const routes = shell.leaderLoop({
-    name: 'site routes',
-    intervalMs: timing.discoveryIntervalMs,
-    pass: siteRoutesPass(options),
   });
   const loops: Loop[] = [
     routes,

@@ -1,4 +1,11 @@
-import { allRoutes, OPERATION_TYPES_IN_USE, queueName, routesAt } from '../machines/routing.ts';
+import {
+  allRoutes,
+  isSiteRoute,
+  OPERATION_TYPES_IN_USE,
+  queueName,
+  type Route,
+  routesAt,
+} from '../machines/routing.ts';
 import type { Logger } from '../observe/Logger.ts';
 import type { OperationStore } from '../persistence/OperationStore.ts';
 import type { Delivery, Subscription, Transport } from '../transport/Transport.ts';
@@ -11,26 +18,40 @@ export interface SiteRoutesDeps {
   readonly logger: Logger;
 }
 
+/** The site routes' pass, and what it has created so far. */
+export interface SiteRoutes {
+  /** One pass; returns false (nothing more). */
+  readonly pass: () => Promise<boolean>;
+  /**
+   * Whether `route` is a site route whose consumer no pass of this process has created yet: a
+   * dispatch to it waits for the next pass (a location registered since the last one).
+   */
+  readonly lacks: (route: Route) => boolean;
+}
+
 /**
  * A pass that creates the consumer of every site route of every registered location (each
  * location with each operation type its location type serves), once per process: a worker with
- * least-privilege credentials reads its queues once they exist. Returns false (nothing more).
+ * least-privilege credentials reads its queues once they exist.
  *
  * @example
  * ```ts
- * const pass = siteRoutesPass({ store, transport, logger }); await pass();
+ * const routes = siteRoutes({ store, transport, logger }); await routes.pass();
  * ```
  */
-export function siteRoutesPass(deps: SiteRoutesDeps): () => Promise<boolean> {
+export function siteRoutes(deps: SiteRoutesDeps): SiteRoutes {
   const ensured = new Set<string>();
-  return async () => {
-    const routes = routesAt(await deps.store.routedLocations(), OPERATION_TYPES_IN_USE);
-    const fresh = routes.filter((r) => !ensured.has(queueName(r)));
-    if (fresh.length === 0) return false;
-    await deps.transport.ensure(fresh);
-    for (const r of fresh) ensured.add(queueName(r));
-    deps.logger.log('INFO', 'site queues ready', { queues: fresh.map(queueName) });
-    return false;
+  return {
+    pass: async () => {
+      const routes = routesAt(await deps.store.routedLocations(), OPERATION_TYPES_IN_USE);
+      const fresh = routes.filter((r) => !ensured.has(queueName(r)));
+      if (fresh.length === 0) return false;
+      await deps.transport.ensure(fresh);
+      for (const r of fresh) ensured.add(queueName(r));
+      deps.logger.log('INFO', 'site queues ready', { queues: fresh.map(queueName) });
+      return false;
+    },
+    lacks: (route) => isSiteRoute(route) && !ensured.has(queueName(route)),
   };
 }
 

@@ -178,6 +178,44 @@ describe('routes by site and location', () => {
     expect(wrong.printed(`site ${a.name} has no location "nope"`)).toBe(true);
   });
 
+  it('a control plane in a process of its own creates the consumer of a location registered since as soon as it dispatches work there, not at its next discovery pass', async () => {
+    const { dep, a, roots, saveRoots, worker } = await world();
+    // The leader looks for new locations only every ten minutes: within this test's deadline
+    // only the dispatch can make it create the new queue's consumer. The submitter (this
+    // process) runs no control plane, so its submit wakes nothing there.
+    const slowDiscovery = { ...FAST_TIMING, discoveryIntervalMs: 600_000 };
+    const plane = dep.spawnCli(['control-plane'], {
+      OPSTATE_TIMING: JSON.stringify(slowDiscovery),
+    });
+    await waitFor(
+      () => plane.printed('site queues ready'),
+      'the leader’s first routes pass',
+      60_000,
+    );
+    const w = await worker(a);
+    await mkdir(join(a.root, 'lta3'), { recursive: true });
+    const added = await dep.runtime.artifacts.addLocation({
+      site: a.name,
+      name: 'lta3',
+      locationType: LocationType.LONG_TERM_ARCHIVE,
+      storageRoot: join(a.root, 'lta3'),
+    });
+    roots[added.id] = join(a.root, 'lta3');
+    await saveRoots();
+    const queue = `${a.name}_lta3_long_term_archive_long_term_archive_transfer`;
+    // The worker process creates no consumer; it reads the new queue once the leader has.
+    await waitFor(() => w.printed(queue), 'the worker to look for the new queue', 30_000);
+    expect(plane.output.some((l) => l.includes('site queues ready') && l.includes(queue))).toBe(
+      false,
+    );
+    const id = await archiveAt(dep, a, added.id);
+    await waitFor(async () => (await status(dep, id)) === 'COMPLETED', 'the new location', 60_000);
+    expect((await dep.runtime.get(id)).queue).toBe(queue);
+    expect(plane.output.some((l) => l.includes('site queues ready') && l.includes(queue))).toBe(
+      true,
+    );
+  });
+
   it('dispatches queued under the legacy names before the upgrade are moved to their site queues and complete, none lost', async () => {
     // A short duplicate window: the move's first publish is dropped as a duplicate of the
     // original one, and the legacy copy is handed back and moved once the window has passed. The
