@@ -51,8 +51,10 @@ export interface ControlPlaneTiming {
    */
   readonly historyIntervalMs: number;
   /**
-   * How often the leader creates the consumers of newly registered locations' site queues, and
-   * workers look for locations registered since, to read their queues [30 s].
+   * How often the leader creates the consumers of newly registered locations' site queues (it
+   * also does so at once when it dispatches to a queue it has not created), and workers look for
+   * locations registered since, to read their queues: one read of the registered locations per
+   * look [5 s].
    */
   readonly discoveryIntervalMs: number;
 }

@@ -70,7 +70,7 @@ function transferHandler(runtime: Runtime): OperationHandler {
 /**
  * The example's two locations, registered once (a second call finds them). The control plane
  * registers them at start, so a worker started after it reads their queues at once: a worker
- * looks for locations registered while it runs only every discovery interval (30 s).
+ * looks for locations registered while it runs only every discovery interval (5 s).
  */
 async function exampleLocations(runtime: Runtime) {
   const site = 'example';

@@ -18,15 +18,17 @@ export enum OperationType {
 
 /**
  * How often a worker that discovers its queues looks again for locations registered since, and
- * the control plane creates the consumers of their queues (30 s), on the runtime's clock: a
- * location registered while they run is read within one interval.
+ * the control plane creates the consumers of their queues (5 s), on the runtime's clock: a
+ * location registered while they run is read within one interval. Each look is one read of the
+ * registered locations; the leader also creates a new queue's consumer as soon as it dispatches
+ * work to it.
  *
  * @example
  * ```ts
  * runtime.startWorker({ site: 'cologne', kinds, handlers, discoveryIntervalMs: DEFAULT_DISCOVERY_INTERVAL_MS });
  * ```
  */
-export const DEFAULT_DISCOVERY_INTERVAL_MS = 30_000;
+export const DEFAULT_DISCOVERY_INTERVAL_MS = 5_000;
 
 /** Every operation type, in declaration order. */
 export const OPERATION_TYPES_IN_USE: readonly OperationType[] = Object.freeze(

@@ -253,15 +253,28 @@ function startDiscovery<K extends OperationKind>(
     return passing;
   };
   let timer: TimerHandle;
+  // Failed passes in a row: an outage is said once when it starts and once when it ends.
+  let failures = 0;
   const schedule = () => {
     if (options.routes !== undefined || core.state.stopping) return;
     timer = core.clock.setTimeout(() => {
       pass()
+        .then(() => {
+          if (failures > 0) {
+            core.logger.log('INFO', 'worker looks for new queues again', {
+              workerId: core.id,
+              failures,
+            });
+          }
+          failures = 0;
+        })
         .catch((err: unknown) => {
-          core.logger.log('WARNING', 'worker could not look for new queues', {
-            workerId: core.id,
-            err,
-          });
+          failures++;
+          core.logger.log(
+            failures === 1 ? 'WARNING' : 'DEBUG',
+            'worker could not look for new queues',
+            { workerId: core.id, err, failures },
+          );
         })
         .finally(schedule);
     }, intervalMs);

@@ -8,6 +8,7 @@ import {
   OPERATION_KINDS,
   type OperationKind,
 } from '../../machines/OperationKind.ts';
+import { DEFAULT_DISCOVERY_INTERVAL_MS } from '../../machines/routing.ts';
 import type { Runtime } from '../../runtime/Runtime.ts';
 import type { OperationHandler } from '../../worker/OperationHandler.ts';
 import type { Worker } from '../../worker/Worker.ts';
@@ -223,7 +224,7 @@ export const workerCommand = defineCommand('worker', SUMMARY, (program, ctx) => 
       )
       .option(
         '--discovery-interval-ms <n>',
-        'how often it looks for locations registered since (default 30000)',
+        `how often it looks for locations registered since (default ${DEFAULT_DISCOVERY_INTERVAL_MS})`,
         wholeNumber(1),
       )
       .option('--faults', "honour the module's faults export (crash drills only)")

@@ -222,8 +222,8 @@ describe('planDiscovery: the queues a worker reads from where it runs', () => {
     ).toMatch(/give the site too/);
   });
 
-  it('looks again every 30 s by default', () => {
-    expect(DEFAULT_DISCOVERY_INTERVAL_MS).toBe(30_000);
+  it('looks again every 5 s by default', () => {
+    expect(DEFAULT_DISCOVERY_INTERVAL_MS).toBe(5_000);
   });
 });
 
