@@ -25,7 +25,7 @@ export interface WorkerServeOptions<K extends OperationKind> {
   readonly site?: string;
   /** Only these locations of the site, by name. */
   readonly locations?: readonly string[];
-  /** How often it looks for locations registered since (default 30 s). */
+  /** How often it looks for locations registered since (default 5 s). */
   readonly discoveryIntervalMs?: number;
   /**
    * Whether it creates the consumers of the queues it discovers (default true). A worker with

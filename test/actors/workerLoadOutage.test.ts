@@ -2,6 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { systemClock } from '../../machines/Clock.ts';
 import { OperationKind } from '../../machines/OperationKind.ts';
 import { OpstateError, OpstateErrorCode } from '../../machines/OpstateError.ts';
+import { LocationType } from '../../machines/routing.ts';
 import { memoryLogger } from '../../observe/Logger.ts';
 import type { OperationStore } from '../../persistence/OperationStore.ts';
 import { createRuntime, type Runtime } from '../../runtime/Runtime.ts';
@@ -103,5 +104,85 @@ describe('a dispatch received while Postgres is unreachable', () => {
     off();
     await worker.stop();
     await plane.stop();
+  });
+});
+
+describe('a worker whose looks for new locations fail', () => {
+  it('says so once when they start failing and once when they work again, and reads a location registered meanwhile', async () => {
+    const w = await makeWorld(runtime.database);
+    const site = w.buffer.site;
+    let down = false;
+    let tries = 0;
+    const store = new Proxy(runtime.store, {
+      get(target, key) {
+        const value = Reflect.get(target, key, target);
+        if (key !== 'routedLocations') {
+          return typeof value === 'function' ? value.bind(target) : value;
+        }
+        return (s?: string) => {
+          if (!down) return target.routedLocations(s);
+          tries++;
+          const cause = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), {
+            code: 'ECONNREFUSED',
+          });
+          return Promise.reject(
+            new OpstateError(OpstateErrorCode.DATABASE, `database error: ${cause.message}`, {
+              retryable: true,
+              cause,
+            }),
+          );
+        };
+      },
+    });
+    const own = memoryLogger();
+    const worker = startWorker({
+      store,
+      journal: runtime.journal,
+      transport: runtime.transport,
+      clock: systemClock,
+      logger: own,
+      deadlines: runtime.timing.deadlines,
+      kinds: [OperationKind.TRANSFER],
+      site,
+      discoveryIntervalMs: 20,
+      handlers: {
+        [OperationKind.TRANSFER]: async (ctx) => ({ outputs: await ctx.requiredOutputs() }),
+      },
+    });
+    await waitFor(
+      () => own.lines.some((l) => l.message === 'worker started'),
+      'the worker to start',
+      30_000,
+    );
+    down = true;
+    await waitFor(() => tries >= 5, 'several failed looks', 30_000);
+    await runtime.artifacts.addLocation({
+      site,
+      name: 'later',
+      locationType: LocationType.BUFFER,
+      storageRoot: '/data/later',
+    });
+    down = false;
+    const readsLater = () =>
+      own.lines.some(
+        (l) =>
+          l.message === 'worker reads new queues' &&
+          JSON.stringify(l.fields).includes(`${site}_later_buffer_`),
+      );
+    await waitFor(
+      readsLater,
+      'the worker to read the location registered during the outage',
+      30_000,
+    );
+    const said = own.lines.filter((l) => l.message.includes('look'));
+    const failed = said.filter((l) => l.message === 'worker could not look for new queues');
+    expect(failed.length).toBeGreaterThanOrEqual(5);
+    expect(failed.filter((l) => l.level === 'WARNING')).toHaveLength(1);
+    expect(failed[0]?.level).toBe('WARNING');
+    expect(failed.slice(1).every((l) => l.level === 'DEBUG')).toBe(true);
+    const again = said.filter((l) => l.message === 'worker looks for new queues again');
+    expect(again).toHaveLength(1);
+    expect(again[0]?.level).toBe('INFO');
+    await worker.stop();
   });
 });
