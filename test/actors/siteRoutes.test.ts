@@ -101,7 +101,20 @@ async function world(timing = FAST_TIMING) {
       },
       ['--site', site.name, ...args],
     );
-  return { dep, a, b, roots, saveRoots, worker };
+  /** Registers another long-term archive at `site` (workers running are not told). */
+  const addArchive = async (site: Site, name: string) => {
+    await mkdir(join(site.root, name), { recursive: true });
+    const added = await dep.runtime.artifacts.addLocation({
+      site: site.name,
+      name,
+      locationType: LocationType.LONG_TERM_ARCHIVE,
+      storageRoot: join(site.root, name),
+    });
+    roots[added.id] = join(site.root, name);
+    await saveRoots();
+    return added.id;
+  };
+  return { dep, a, b, worker, addArchive };
 }
 
 describe('routes by site and location', () => {
@@ -146,19 +159,10 @@ describe('routes by site and location', () => {
   });
 
   it('a worker reads a location registered while it runs within a discovery interval; an unknown site or location is refused at start', async () => {
-    const { dep, a, roots, saveRoots, worker } = await world();
+    const { dep, a, worker, addArchive } = await world();
     dep.runtime.startControlPlane();
     const w = await worker(a);
-    await mkdir(join(a.root, 'lta2'), { recursive: true });
-    const added = await dep.runtime.artifacts.addLocation({
-      site: a.name,
-      name: 'lta2',
-      locationType: LocationType.LONG_TERM_ARCHIVE,
-      storageRoot: join(a.root, 'lta2'),
-    });
-    roots[added.id] = join(a.root, 'lta2');
-    await saveRoots();
-    const id = await archiveAt(dep, a, added.id);
+    const id = await archiveAt(dep, a, await addArchive(a, 'lta2'));
     await waitFor(async () => (await status(dep, id)) === 'COMPLETED', 'the new location', 30_000);
     expect((await dep.runtime.get(id)).queue).toBe(
       `${a.name}_lta2_long_term_archive_long_term_archive_transfer`,
@@ -179,7 +183,7 @@ describe('routes by site and location', () => {
   });
 
   it('a control plane in a process of its own creates the consumer of a location registered since as soon as it dispatches work there, not at its next discovery pass', async () => {
-    const { dep, a, roots, saveRoots, worker } = await world();
+    const { dep, a, worker, addArchive } = await world();
     // The leader looks for new locations only every ten minutes: within this test's deadline
     // only the dispatch can make it create the new queue's consumer. The submitter (this
     // process) runs no control plane, so its submit wakes nothing there.
@@ -193,22 +197,14 @@ describe('routes by site and location', () => {
       60_000,
     );
     const w = await worker(a);
-    await mkdir(join(a.root, 'lta3'), { recursive: true });
-    const added = await dep.runtime.artifacts.addLocation({
-      site: a.name,
-      name: 'lta3',
-      locationType: LocationType.LONG_TERM_ARCHIVE,
-      storageRoot: join(a.root, 'lta3'),
-    });
-    roots[added.id] = join(a.root, 'lta3');
-    await saveRoots();
+    const added = await addArchive(a, 'lta3');
     const queue = `${a.name}_lta3_long_term_archive_long_term_archive_transfer`;
     // The worker process creates no consumer; it reads the new queue once the leader has.
     await waitFor(() => w.printed(queue), 'the worker to look for the new queue', 30_000);
     expect(plane.output.some((l) => l.includes('site queues ready') && l.includes(queue))).toBe(
       false,
     );
-    const id = await archiveAt(dep, a, added.id);
+    const id = await archiveAt(dep, a, added);
     await waitFor(async () => (await status(dep, id)) === 'COMPLETED', 'the new location', 60_000);
     expect((await dep.runtime.get(id)).queue).toBe(queue);
     expect(plane.output.some((l) => l.includes('site queues ready') && l.includes(queue))).toBe(

@@ -33,27 +33,36 @@ afterAll(async () => {
   await dropTestDatabase(db);
 });
 
-/** `store` whose `loadMany` fails as an unreachable database while `outage.down`, counting tries. */
-function storeWithOutage(store: OperationStore, outage: { down: boolean; tries: number }) {
+/** The error a read of an unreachable database gives. */
+function unreachable(): OpstateError {
+  const cause = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), {
+    code: 'ECONNREFUSED',
+  });
+  return new OpstateError(OpstateErrorCode.DATABASE, `database error: ${cause.message}`, {
+    retryable: true,
+    cause,
+  });
+}
+
+/**
+ * `store` whose `method` fails as an unreachable database while `outage.down`, counting tries;
+ * everything else is the store's own.
+ */
+function storeWithOutage(
+  store: OperationStore,
+  outage: { down: boolean; tries: number },
+  method: 'loadMany' | 'routedLocations' = 'loadMany',
+): OperationStore {
   return new Proxy(store, {
     get(target, key) {
-      if (key !== 'loadMany') {
-        // The store's own `this`: its private fields are not the proxy's.
-        const value = Reflect.get(target, key, target);
-        return typeof value === 'function' ? value.bind(target) : value;
-      }
-      return (ids: string[]) => {
-        if (!outage.down) return target.loadMany(ids);
+      // The store's own `this`: its private fields are not the proxy's.
+      const value = Reflect.get(target, key, target);
+      const own = typeof value === 'function' ? value.bind(target) : value;
+      if (key !== method) return own;
+      return (...args: unknown[]) => {
+        if (!outage.down) return own(...args);
         outage.tries++;
-        const cause = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), {
-          code: 'ECONNREFUSED',
-        });
-        return Promise.reject(
-          new OpstateError(OpstateErrorCode.DATABASE, `database error: ${cause.message}`, {
-            retryable: true,
-            cause,
-          }),
-        );
+        return Promise.reject(unreachable());
       };
     },
   });
@@ -111,29 +120,8 @@ describe('a worker whose looks for new locations fail', () => {
   it('says so once when they start failing and once when they work again, and reads a location registered meanwhile', async () => {
     const w = await makeWorld(runtime.database);
     const site = w.buffer.site;
-    let down = false;
-    let tries = 0;
-    const store = new Proxy(runtime.store, {
-      get(target, key) {
-        const value = Reflect.get(target, key, target);
-        if (key !== 'routedLocations') {
-          return typeof value === 'function' ? value.bind(target) : value;
-        }
-        return (s?: string) => {
-          if (!down) return target.routedLocations(s);
-          tries++;
-          const cause = Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:5432'), {
-            code: 'ECONNREFUSED',
-          });
-          return Promise.reject(
-            new OpstateError(OpstateErrorCode.DATABASE, `database error: ${cause.message}`, {
-              retryable: true,
-              cause,
-            }),
-          );
-        };
-      },
-    });
+    const outage = { down: false, tries: 0 };
+    const store = storeWithOutage(runtime.store, outage, 'routedLocations');
     const own = memoryLogger();
     const worker = startWorker({
       store,
@@ -154,15 +142,15 @@ describe('a worker whose looks for new locations fail', () => {
       'the worker to start',
       30_000,
     );
-    down = true;
-    await waitFor(() => tries >= 5, 'several failed looks', 30_000);
+    outage.down = true;
+    await waitFor(() => outage.tries >= 5, 'several failed looks', 30_000);
     await runtime.artifacts.addLocation({
       site,
       name: 'later',
       locationType: LocationType.BUFFER,
       storageRoot: '/data/later',
     });
-    down = false;
+    outage.down = false;
     const readsLater = () =>
       own.lines.some(
         (l) =>
