@@ -165,7 +165,8 @@ function schedulerLoop(
       // Publish at once; the relay reading the history is only the safety net for a crash or a
       // broker outage in between.
       const { sent } = await publish(shell, claimed, 'scheduler');
-      if (claimed.some((c) => routes.sites.lacks(c.route))) routes.loop.wake();
+      // Every claimed route is asked (not `some`): each new queue is marked as asked once.
+      if (claimed.filter((c) => routes.sites.wakeFor(c.route)).length > 0) routes.loop.wake();
       if (published.size + sent.length > MAX_PUBLISHED_KEYS) published.clear();
       for (const key of sent) published.add(key);
       // Rows a flow limit held back filled part of the batch: their scope is full now, and the

@@ -23,10 +23,13 @@ export interface SiteRoutes {
   /** One pass; returns false (nothing more). */
   readonly pass: () => Promise<boolean>;
   /**
-   * Whether `route` is a site route whose consumer no pass of this process has created yet: a
-   * dispatch to it waits for the next pass (a location registered since the last one).
+   * Whether a dispatch to `route` should wake the pass: a site route whose consumer no pass of
+   * this process has created (a location registered since the last pass), asked once per queue.
+   * A pass woken during another runs again after it, so the one wake finds the location; a
+   * queue the pass still does not find waits for the passes at the interval, and does not make
+   * every scheduler pass wake it again.
    */
-  readonly lacks: (route: Route) => boolean;
+  readonly wakeFor: (route: Route) => boolean;
 }
 
 /**
@@ -41,6 +44,7 @@ export interface SiteRoutes {
  */
 export function siteRoutes(deps: SiteRoutesDeps): SiteRoutes {
   const ensured = new Set<string>();
+  const asked = new Set<string>();
   return {
     pass: async () => {
       const routes = routesAt(await deps.store.routedLocations(), OPERATION_TYPES_IN_USE);
@@ -51,7 +55,13 @@ export function siteRoutes(deps: SiteRoutesDeps): SiteRoutes {
       deps.logger.log('INFO', 'site queues ready', { queues: fresh.map(queueName) });
       return false;
     },
-    lacks: (route) => isSiteRoute(route) && !ensured.has(queueName(route)),
+    wakeFor: (route) => {
+      if (!isSiteRoute(route)) return false;
+      const queue = queueName(route);
+      if (ensured.has(queue) || asked.has(queue)) return false;
+      asked.add(queue);
+      return true;
+    },
   };
 }
 
