@@ -2,7 +2,13 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { PrivatePostgres } from '../helpers/privateServers.ts';
 import { makeWorld } from '../persistence/fixtures.ts';
 import { pathProblems, submitArchives, through } from './drillChecks.ts';
-import { archiveOperation, deploymentPerTest, FAST_TIMING, waitFor } from './harness.ts';
+import {
+  archiveOperation,
+  type Child,
+  deploymentPerTest,
+  FAST_TIMING,
+  waitFor,
+} from './harness.ts';
 
 /**
  * Postgres restarted (fast and immediate shutdown) under load, again and again, on a cluster of
@@ -20,6 +26,11 @@ afterAll(async () => {
 // `npm test` restarts three times; OPSTATE_DRILL_PG_RESTARTS runs the same drill longer by hand.
 const RESTARTS = Math.max(1, Number(process.env.OPSTATE_DRILL_PG_RESTARTS ?? 3) || 3);
 const N = Math.max(80, RESTARTS * 15);
+
+const LOOK_FAILED = 'worker could not look for new queues';
+const LOOKS_AGAIN = 'worker looks for new queues again';
+/** How many lines `c` printed that hold `text`. */
+const said = (c: Child, text: string) => c.output.filter((l) => l.includes(text)).length;
 
 describe('a Postgres restart', () => {
   it(
@@ -83,6 +94,15 @@ describe('a Postgres restart', () => {
         expect(c.proc.signalCode).toBeNull();
         expect(c.output.join('\n')).not.toMatch(/TypeError|Cannot read properties of null/);
       }
+      // A worker's looks for new locations fail while the server is down: it says so once per
+      // outage (WARNING), and once that they work again (INFO), never a line per failed look.
+      // (Whether a restart meets a look is chance; the outage test below makes sure one does.)
+      await waitFor(
+        () => workers.every((c) => said(c, LOOK_FAILED) === said(c, LOOKS_AGAIN)),
+        'each worker to say that its looks work again',
+        30_000,
+      );
+      for (const c of workers) expect(said(c, LOOK_FAILED)).toBeLessThanOrEqual(RESTARTS);
       // The processes saw the outage and named it as one.
       expect(
         children.some(
@@ -108,6 +128,12 @@ describe('a Postgres restart', () => {
     const first = await dep.readyWorker({
       FIXTURE_HOLD_MS: '2000',
       FIXTURE_KINDS: 'long_term_archive',
+    });
+    // A worker that takes none of this work, logging at debug: its looks for new locations fail
+    // all through the outage.
+    const watcher = await dep.readyWorker({
+      FIXTURE_KINDS: 'transfer',
+      OPSTATE_LOG_LEVEL: 'debug',
     });
     const { id } = await archiveOperation(dep);
     await waitFor(
@@ -135,7 +161,20 @@ describe('a Postgres restart', () => {
     expect(await first.exited).toBe(0);
     expect(first.printed('no longer waiting: the worker is stopping')).toBe(true);
 
+    // Several looks failed by now; the watcher said so once, as a WARNING, and at debug after.
+    await waitFor(() => said(watcher, LOOK_FAILED) >= 3, 'several failed looks', 30_000);
+
     await cluster.start();
+    await waitFor(() => watcher.printed(LOOKS_AGAIN), 'the watcher to look again', 60_000);
+    const levels = (text: string) =>
+      watcher.output
+        .filter((l) => l.includes(text))
+        .map((l) => (JSON.parse(l) as { level: number }).level);
+    const failed = levels(LOOK_FAILED);
+    // pino's levels: 20 debug, 30 info, 40 warn.
+    expect(failed[0]).toBe(40);
+    expect(failed.slice(1).every((l) => l === 20)).toBe(true);
+    expect(levels(LOOKS_AGAIN)).toEqual([30]);
     await dep.readyWorker({ FIXTURE_KINDS: 'long_term_archive' });
     await waitFor(
       async () => (await through(() => dep.runtime.store.load(id))).status === 'COMPLETED',
